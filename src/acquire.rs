@@ -1,0 +1,124 @@
+//! The acquire loop shared by all four requests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use redis::aio::ConnectionLike;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::guard::Guard;
+use crate::id::new_id;
+use crate::lease::Lease;
+use crate::mode::Mode;
+use crate::pending::Pending;
+use crate::request::Request;
+use crate::scripts::Attempt;
+use crate::spawner::Spawner;
+
+/// First retry delay before jitter; jitter adds up to as much again.
+const BACKOFF_MIN: Duration = Duration::from_millis(1);
+/// Largest retry delay before jitter, so retries come at most every 50 ms.
+const BACKOFF_MAX: Duration = Duration::from_millis(25);
+
+/// Whether a request waits for the lock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Patience {
+    /// One attempt (`try_write`, `try_read`).
+    Once,
+    /// Retry until acquired, or until the timeout, if any, runs out.
+    Wait(Option<Duration>),
+}
+
+/// Takes the lock described by `request`. `Ok(None)` only with [`Patience::Once`].
+pub(crate) async fn run<C>(request: Request<C>, patience: Patience) -> Result<Option<Guard>, Error>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let settings = &request.inner.settings;
+    settings.check()?;
+    let deadline = match patience {
+        Patience::Wait(Some(timeout)) => Instant::now().checked_add(timeout),
+        _ => None,
+    };
+    let parent = request.parent.clone();
+    if parent.as_ref().is_some_and(CancellationToken::is_cancelled) {
+        return Err(Error::Cancelled);
+    }
+    let key = request.lock_key();
+    let lease = Arc::new(Lease {
+        conn: request.inner.conn.clone(),
+        intent_key: format!("{key}:lock-intent"),
+        key,
+        id: new_id(),
+        mode: request.mode,
+        ttl: settings.ttl,
+        ttl_ms: settings.ttl_ms(),
+    });
+    let set_intent = request.mode == Mode::Write
+        && settings.lock_intent
+        && matches!(patience, Patience::Wait(_));
+    let spawner = Spawner::current(settings.tracker.clone());
+    let mut pending = Pending::new(Arc::clone(&lease), spawner.clone());
+    let mut backoff = ExponentialBuilder::new()
+        .with_min_delay(BACKOFF_MIN)
+        .with_max_delay(BACKOFF_MAX)
+        .with_jitter()
+        .without_max_times()
+        .build();
+    let mut conn = lease.conn.clone();
+
+    loop {
+        let sent = Instant::now();
+        pending.in_flight = true;
+        let attempt = tokio::select! {
+            biased;
+            () = cancelled(parent.as_ref()) => return Err(pending.give_up(Error::Cancelled).await),
+            () = until(deadline) => return Err(pending.give_up(Error::Timeout).await),
+            attempt = lease.attempt(&mut conn, set_intent) => attempt,
+        };
+        let blocked_for = match attempt {
+            Ok(Attempt::Acquired) => {
+                pending.disarm();
+                return Ok(Some(Guard::start(lease, parent, sent, &spawner)));
+            }
+            Ok(Attempt::Blocked(pttl)) => pttl,
+            Err(err) => return Err(pending.give_up(err).await),
+        };
+        pending.in_flight = false;
+        pending.intent_set |= set_intent;
+        if matches!(patience, Patience::Once) {
+            return Ok(None);
+        }
+        let pause = backoff
+            .next()
+            .unwrap_or(BACKOFF_MAX)
+            .min(blocked_for)
+            .max(BACKOFF_MIN);
+        tracing::trace!(key = %lease.key, id = %lease.id, ?pause, "lock busy; retrying");
+        tokio::select! {
+            biased;
+            () = cancelled(parent.as_ref()) => return Err(pending.give_up(Error::Cancelled).await),
+            () = until(deadline) => return Err(pending.give_up(Error::Timeout).await),
+            () = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// Completes when `token` is cancelled; never without a token.
+async fn cancelled(token: Option<&CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Completes at `deadline`; never without one.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

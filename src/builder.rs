@@ -1,0 +1,89 @@
+//! The builder of a [`RwMutex`].
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use tokio_util::task::TaskTracker;
+
+use crate::error::Error;
+use crate::mutex::RwMutex;
+use crate::settings::Settings;
+
+/// Configures a [`RwMutex`]; made by [`RwMutex::builder`].
+///
+/// # Default
+///
+/// - `ttl`: 4 s (the Go package's default)
+/// - `lock_intent`: off
+/// - `task_tracker`: none (background tasks are spawned with `tokio::spawn`)
+#[must_use = "a builder does nothing until build() is called"]
+pub struct Builder<C> {
+    conn: C,
+    settings: Settings,
+}
+
+impl<C> Builder<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn new(conn: C, name: String) -> Self {
+        Self {
+            conn,
+            settings: Settings::new(name),
+        }
+    }
+
+    /// Sets how long a lock lives in Redis without a refresh (default 4 s). A guard
+    /// refreshes it every `ttl / 2` while it lives, so the TTL only decides how long a lock
+    /// outlives a holder that crashed or lost its connection.
+    ///
+    /// The TTL is sent as `PX`/`PEXPIRE` milliseconds, so it is rounded down to whole
+    /// milliseconds. It must be between 10 ms and 24 h ([`build`](Self::build) checks).
+    /// With redis-rs's default 500 ms response timeout, keep it well above 1 s so that a
+    /// slow refresh can be retried before the lock expires.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.settings.ttl = ttl;
+        self
+    }
+
+    /// Turns the lock intent on or off (default off).
+    ///
+    /// With it on, a writer that waits sets `<key>:lock-intent` (value `1`, PX ttl), which
+    /// keeps new readers out until the writer has acquired the lock or given up, so a
+    /// steady stream of readers cannot starve writers. `try_write` never sets it.
+    pub fn lock_intent(mut self, on: bool) -> Self {
+        self.settings.lock_intent = on;
+        self
+    }
+
+    /// Spawns every background task (refresh, release after drop or cancel, and clean-up
+    /// after giving up) on `tracker`, so a service can `tracker.close()` and
+    /// `tracker.wait().await` for pending releases before it exits.
+    pub fn task_tracker(mut self, tracker: TaskTracker) -> Self {
+        self.settings.tracker = Some(tracker);
+        self
+    }
+
+    /// Checks the options and makes the mutex.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOptions`] when the name is empty or the TTL is below 10 ms or
+    /// above 24 h.
+    pub fn build(self) -> Result<RwMutex<C>, Error> {
+        self.settings.check()?;
+        Ok(RwMutex::from_parts(self.conn, self.settings))
+    }
+}
+
+impl<C> fmt::Debug for Builder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("name", &self.settings.name)
+            .field("ttl", &self.settings.ttl)
+            .field("lock_intent", &self.settings.lock_intent)
+            .field("task_tracker", &self.settings.tracker.is_some())
+            .finish_non_exhaustive()
+    }
+}

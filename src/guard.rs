@@ -1,0 +1,157 @@
+//! A held lock.
+
+use std::fmt;
+use std::sync::Arc;
+
+use redis::aio::ConnectionLike;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+
+use crate::error::Error;
+use crate::lease::Lease;
+use crate::mode::Mode;
+use crate::reason::{CancelReason, Status};
+use crate::refresh;
+use crate::spawner::Spawner;
+
+/// A held lock, and the cancellation token that says whether it is still held.
+///
+/// While the guard lives, a background task refreshes the lock's TTL every `ttl / 2`.
+/// The token fires when the lock is released ([`unlock`](Self::unlock) or drop), when the
+/// [`parent`](crate::Acquire::parent) token or the guard's own token is cancelled, when a
+/// refresh finds the lock gone, or when no refresh succeeds within the TTL minus the
+/// Redlock drift margin. [`cancel_reason`](Self::cancel_reason) says which. Hand
+/// [`token`](Self::token) (or a child of it) to the work the lock protects, so that work
+/// stops the moment the lock may no longer be held.
+///
+/// Dropping the guard cancels its token and releases the lock from the background task:
+/// `Drop` never blocks and never needs Redis to answer.
+#[must_use = "dropping the guard releases the lock at once"]
+#[clippy::has_significant_drop]
+pub struct Guard {
+    key: String,
+    id: String,
+    mode: Mode,
+    token: CancellationToken,
+    status: Arc<Status>,
+    task: JoinHandle<Result<bool, Error>>,
+}
+
+impl Guard {
+    /// Starts the refresh task of a lock acquired by a request sent at `sent`.
+    pub(crate) fn start<C>(
+        lease: Arc<Lease<C>>,
+        parent: Option<CancellationToken>,
+        sent: Instant,
+        spawner: &Spawner,
+    ) -> Self
+    where
+        C: ConnectionLike + Clone + Send + Sync + 'static,
+    {
+        let token = match &parent {
+            Some(parent) => parent.child_token(),
+            None => CancellationToken::new(),
+        };
+        let status = Arc::new(Status::new(parent));
+        let (key, id, mode) = (lease.key.clone(), lease.id.clone(), lease.mode);
+        let task = spawner.spawn(refresh::keep(
+            lease,
+            token.clone(),
+            Arc::clone(&status),
+            sent,
+        ));
+        Self {
+            key,
+            id,
+            mode,
+            token,
+            status,
+            task,
+        }
+    }
+
+    /// The Redis lock key: `<name>` or `<name>:<key>`.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// This lock's id: 32 lowercase hex characters from 16 CSPRNG bytes. A writer's id
+    /// is the value of the lock key; a reader's id is a member of the set at the lock key.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Whether this is a read (shared) or write (exclusive) lock.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The token that fires when the lock is released, lost or cancelled. Cancelling it
+    /// releases the lock (with [`CancelReason::Cancelled`]); hand out
+    /// [`child_token`](CancellationToken::child_token)s to work that must not release it.
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// Completes when the token fires.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future has no effect on the lock.
+    pub fn cancelled(&self) -> WaitForCancellationFuture<'_> {
+        self.token.cancelled()
+    }
+
+    /// Whether the token has fired. After it has, the lock must be taken as not held.
+    pub fn is_cancelled(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// Why the token fired, or `None` while it has not.
+    pub fn cancel_reason(&self) -> Option<CancelReason> {
+        self.status.reason(&self.token)
+    }
+
+    /// Releases the lock and reports whether it was still held: `Ok(true)` when this id
+    /// held the lock and is now removed, `Ok(false)` when it had been lost (expired,
+    /// deleted or taken over). The token fires at once, before the release is sent.
+    ///
+    /// If the token had already fired for another reason, the background task has
+    /// already released the lock (unless it was [lost](CancelReason::Lost)), and this
+    /// returns what that release found.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when the release request fails, and [`Error::Timeout`] when Redis
+    /// does not answer within one TTL; the lock then expires by its TTL, since refresh has
+    /// stopped. [`Error::Cancelled`] when the background task was stopped before it could
+    /// release, for example by runtime shutdown.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the release runs in the guard's background task, so dropping this
+    /// future does not stop it.
+    pub async fn unlock(mut self) -> Result<bool, Error> {
+        self.token.cancel();
+        (&mut self.task).await.unwrap_or(Err(Error::Cancelled))
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // The background task sees the token and releases the lock.
+        self.token.cancel();
+    }
+}
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field("key", &self.key)
+            .field("id", &self.id)
+            .field("mode", &self.mode)
+            .field("cancel_reason", &self.cancel_reason())
+            .finish()
+    }
+}

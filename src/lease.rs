@@ -1,0 +1,82 @@
+//! One lock's identity in Redis and the script calls made on its behalf.
+
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+
+use crate::error::Error;
+use crate::mode::Mode;
+use crate::scripts::{self, Attempt};
+
+/// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
+/// Redis", the `CLOCK_DRIFT_FACTOR` of the reference implementations).
+const DRIFT_FACTOR_PERCENT: u32 = 1;
+/// Redlock's fixed drift allowance of 2 ms added to the factor (same source).
+const DRIFT_FIXED: Duration = Duration::from_millis(2);
+
+/// The lock key, intent key, id and TTL of one lock, with the connection to reach it.
+#[derive(Debug)]
+pub(crate) struct Lease<C> {
+    pub(crate) conn: C,
+    pub(crate) key: String,
+    pub(crate) intent_key: String,
+    pub(crate) id: String,
+    pub(crate) mode: Mode,
+    pub(crate) ttl: Duration,
+    pub(crate) ttl_ms: u64,
+}
+
+impl<C> Lease<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// One acquire attempt under this lease's id.
+    pub(crate) async fn attempt(&self, conn: &mut C, set_intent: bool) -> Result<Attempt, Error> {
+        match self.mode {
+            Mode::Write => {
+                let (key, intent, id) = (&self.key, &self.intent_key, &self.id);
+                scripts::lock(conn, key, intent, id, self.ttl_ms, set_intent).await
+            }
+            Mode::Read => {
+                scripts::rlock(conn, &self.key, &self.intent_key, &self.id, self.ttl_ms).await
+            }
+        }
+    }
+
+    /// Extends the lock; false when this id no longer holds it.
+    pub(crate) async fn refresh(&self, conn: &mut C) -> Result<bool, Error> {
+        scripts::refresh(conn, &self.key, &self.id, self.ttl_ms).await
+    }
+
+    /// Removes this id from the lock key, and clears the lock intent when `clear_intent`.
+    /// True when the id held the lock.
+    ///
+    /// Waits at most one TTL for the reply ([`Error::Timeout`] after that): by then
+    /// anything this id could have left in Redis has expired, since refresh has stopped.
+    pub(crate) async fn release(&self, clear_intent: bool) -> Result<bool, Error> {
+        let mut conn = self.conn.clone();
+        let intent_key = clear_intent.then_some(self.intent_key.as_str());
+        let unlock = scripts::unlock(&mut conn, &self.key, intent_key, &self.id);
+        tokio::time::timeout(self.ttl, unlock)
+            .await
+            .unwrap_or(Err(Error::Timeout))
+    }
+
+    /// How long after an acquire or refresh request was sent the lock is surely still
+    /// held: the TTL minus Redlock's drift margin (1% of the TTL + 2 ms).
+    pub(crate) fn validity(&self) -> Duration {
+        let drift = self.ttl * DRIFT_FACTOR_PERCENT / 100 + DRIFT_FIXED;
+        self.ttl.saturating_sub(drift)
+    }
+
+    /// When to refresh after a successful acquire or refresh: half the TTL, as in Go.
+    pub(crate) fn refresh_interval(&self) -> Duration {
+        self.ttl / 2
+    }
+
+    /// When to try again after a refresh failed: an eighth of the TTL, so a refresh sent
+    /// at half the TTL gets three more tries before the validity ends.
+    pub(crate) fn refresh_retry(&self) -> Duration {
+        self.ttl / 8
+    }
+}

@@ -1,0 +1,30 @@
+#![doc = include_str!("../README.md")]
+
+mod acquire;
+mod builder;
+mod error;
+mod guard;
+mod id;
+mod lease;
+mod mode;
+mod mutex;
+mod pending;
+mod reason;
+mod refresh;
+mod request;
+mod scripts;
+mod settings;
+mod spawner;
+
+pub use builder::Builder;
+pub use error::Error;
+pub use guard::Guard;
+pub use mode::Mode;
+pub use mutex::RwMutex;
+pub use reason::CancelReason;
+pub use request::{Acquire, AcquireFuture, TryAcquire, TryAcquireFuture};
+
+/// The redis-rs version this crate is built on, so callers can name the same types.
+pub use redis;
+/// The tokio-util version whose `CancellationToken` guards carry.
+pub use tokio_util;

@@ -1,0 +1,140 @@
+//! The mutex handle and its four ways to take a lock.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+
+use crate::builder::Builder;
+use crate::mode::Mode;
+use crate::request::{Acquire, Request, TryAcquire};
+use crate::settings::Settings;
+
+/// A distributed read-write mutex on one Redis server: many readers or one writer per
+/// lock key, across processes and machines.
+///
+/// The handle is cheap to clone (one `Arc`) and holds no lock itself: each
+/// [`write`](Self::write), [`read`](Self::read), [`try_write`](Self::try_write) or
+/// [`try_read`](Self::try_read) takes one under a fresh random id and returns a
+/// [`Guard`](crate::Guard). The lock key is the mutex name, or `<name>:<key>` with
+/// [`Acquire::key`], so one mutex can guard many resources.
+///
+/// `C` is any redis-rs async connection that can be cloned and shared, such as
+/// [`redis::aio::MultiplexedConnection`] or [`redis::aio::ConnectionManager`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use redismutex::RwMutex;
+///
+/// let client = redis::Client::open("redis://127.0.0.1/")?;
+/// let conn = client.get_multiplexed_async_connection().await?;
+/// let mx = RwMutex::new(conn, "orders");
+///
+/// let guard = mx.write().key("42").await?;
+/// assert_eq!(guard.key(), "orders:42");
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct RwMutex<C> {
+    inner: Arc<Inner<C>>,
+}
+
+pub(crate) struct Inner<C> {
+    pub(crate) conn: C,
+    pub(crate) settings: Settings,
+}
+
+impl<C> RwMutex<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A mutex named `name` with a 4 s TTL and the lock intent off.
+    ///
+    /// This cannot fail: an empty name is reported by every acquire as
+    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions). Use
+    /// [`builder`](Self::builder) to check it up front or to set other options.
+    pub fn new(conn: C, name: impl Into<String>) -> Self {
+        Self::from_parts(conn, Settings::new(name.into()))
+    }
+
+    /// A [`Builder`] for a mutex named `name`, starting from the defaults of
+    /// [`new`](Self::new).
+    pub fn builder(conn: C, name: impl Into<String>) -> Builder<C> {
+        Builder::new(conn, name.into())
+    }
+
+    pub(crate) fn from_parts(conn: C, settings: Settings) -> Self {
+        Self {
+            inner: Arc::new(Inner { conn, settings }),
+        }
+    }
+
+    /// Waits for the exclusive (write) lock. Await the returned [`Acquire`], after
+    /// setting its options if needed.
+    pub fn write(&self) -> Acquire<C> {
+        Acquire::new(self.request(Mode::Write))
+    }
+
+    /// Waits for a shared (read) lock. Await the returned [`Acquire`], after setting its
+    /// options if needed.
+    pub fn read(&self) -> Acquire<C> {
+        Acquire::new(self.request(Mode::Read))
+    }
+
+    /// Makes one attempt at the exclusive (write) lock; awaiting the returned
+    /// [`TryAcquire`] gives `Ok(None)` when others hold the lock. Never sets the lock
+    /// intent.
+    pub fn try_write(&self) -> TryAcquire<C> {
+        TryAcquire::new(self.request(Mode::Write))
+    }
+
+    /// Makes one attempt at a shared (read) lock; awaiting the returned [`TryAcquire`]
+    /// gives `Ok(None)` when a writer holds the lock or waits for it with its intent set.
+    pub fn try_read(&self) -> TryAcquire<C> {
+        TryAcquire::new(self.request(Mode::Read))
+    }
+
+    fn request(&self, mode: Mode) -> Request<C> {
+        Request::new(Arc::clone(&self.inner), mode)
+    }
+}
+
+impl<C> RwMutex<C> {
+    /// The mutex name: the lock key, or its prefix when a request sets a key.
+    pub fn name(&self) -> &str {
+        &self.inner.settings.name
+    }
+
+    /// How long a lock lives in Redis without a refresh.
+    pub fn ttl(&self) -> Duration {
+        self.inner.settings.ttl
+    }
+
+    /// Whether waiting writers set the lock intent.
+    pub fn lock_intent(&self) -> bool {
+        self.inner.settings.lock_intent
+    }
+}
+
+impl<C> Clone for RwMutex<C> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<C> fmt::Debug for RwMutex<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RwMutex")
+            .field("name", &self.inner.settings.name)
+            .field("ttl", &self.inner.settings.ttl)
+            .field("lock_intent", &self.inner.settings.lock_intent)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,87 @@
+//! Clean-up after a wait that ends without a guard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+
+use crate::error::Error;
+use crate::lease::Lease;
+use crate::spawner::Spawner;
+
+/// How long a wait that gives up waits for its clean-up before it returns; the clean-up
+/// goes on in the background after that.
+const GIVE_UP_GRACE: Duration = Duration::from_millis(100);
+
+/// What an unfinished acquire may have left in Redis: a lock taken by an attempt whose
+/// reply was never read, and a lock intent it set. Dropped while armed, it releases both
+/// from a background task.
+#[derive(Debug)]
+pub(crate) struct Pending<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    lease: Arc<Lease<C>>,
+    spawner: Spawner,
+    /// An attempt was sent and its reply not yet read.
+    pub(crate) in_flight: bool,
+    /// A failed write attempt set the lock intent.
+    pub(crate) intent_set: bool,
+}
+
+impl<C> Pending<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn new(lease: Arc<Lease<C>>, spawner: Spawner) -> Self {
+        Self {
+            lease,
+            spawner,
+            in_flight: false,
+            intent_set: false,
+        }
+    }
+
+    /// The lock was acquired: nothing to clean up.
+    pub(crate) fn disarm(&mut self) {
+        self.in_flight = false;
+        self.intent_set = false;
+    }
+
+    /// Cleans up, waiting at most [`GIVE_UP_GRACE`] for it, and hands back `err`.
+    pub(crate) async fn give_up(mut self, err: Error) -> Error {
+        if let Some(cleanup) = self.spawn_cleanup() {
+            // A late clean-up goes on in the background; its errors are logged there.
+            let _ = tokio::time::timeout(GIVE_UP_GRACE, cleanup).await;
+        }
+        err
+    }
+
+    fn spawn_cleanup(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+        if !self.in_flight && !self.intent_set {
+            return None;
+        }
+        let clear_intent = self.intent_set;
+        self.disarm();
+        let lease = Arc::clone(&self.lease);
+        Some(self.spawner.spawn(async move {
+            if let Err(err) = lease.release(clear_intent).await {
+                tracing::warn!(
+                    key = %lease.key,
+                    id = %lease.id,
+                    error = %crate::error::chain(&err),
+                    "release after giving up failed; the lock intent or lock expires by its TTL"
+                );
+            }
+        }))
+    }
+}
+
+impl<C> Drop for Pending<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        self.spawn_cleanup();
+    }
+}

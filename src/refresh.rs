@@ -1,0 +1,77 @@
+//! The background task of a guard: refresh every ttl/2, then release.
+
+use std::sync::Arc;
+
+use redis::aio::ConnectionLike;
+use tokio::time::{sleep_until, Instant};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{chain, Error};
+use crate::lease::Lease;
+use crate::reason::{CancelReason, Status};
+
+/// Keeps the lock alive until `token` fires, then releases it if it may still be held.
+///
+/// `sent` is when the acquiring request was sent: the lock is surely held until `sent`
+/// plus [`Lease::validity`]. Each successful refresh moves that deadline to its own send
+/// time plus the validity; when the deadline passes without one, the token fires with
+/// [`CancelReason::Expired`], even if Redis never answers. A refresh that fails is tried
+/// again after [`Lease::refresh_retry`].
+///
+/// Returns what the release found: `Ok(true)` when this id held the lock and was
+/// removed, `Ok(false)` when it was gone (including [`CancelReason::Lost`], which sends
+/// nothing).
+pub(crate) async fn keep<C>(
+    lease: Arc<Lease<C>>,
+    token: CancellationToken,
+    status: Arc<Status>,
+    sent: Instant,
+) -> Result<bool, Error>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let mut conn = lease.conn.clone();
+    let mut deadline = sent + lease.validity();
+    let mut next = sent + lease.refresh_interval();
+    loop {
+        let refresh = async {
+            sleep_until(next).await;
+            let sent = Instant::now();
+            (sent, lease.refresh(&mut conn).await)
+        };
+        tokio::select! {
+            biased;
+            () = token.cancelled() => break,
+            () = sleep_until(deadline) => {
+                tracing::warn!(key = %lease.key, id = %lease.id, "lock expired: no refresh succeeded in time");
+                status.cancel(&token, CancelReason::Expired);
+                break;
+            }
+            (sent, outcome) = refresh => match outcome {
+                Ok(true) => {
+                    deadline = sent + lease.validity();
+                    next = sent + lease.refresh_interval();
+                }
+                Ok(false) => {
+                    tracing::warn!(key = %lease.key, id = %lease.id, "lock lost: refresh found it no longer held");
+                    status.cancel(&token, CancelReason::Lost);
+                    return Ok(false);
+                }
+                Err(err) => {
+                    tracing::warn!(key = %lease.key, id = %lease.id, error = %chain(&err), "refresh failed; retrying");
+                    next = Instant::now() + lease.refresh_retry();
+                }
+            },
+        }
+    }
+    let reason = status.reason(&token);
+    let released = lease.release(false).await;
+    match &released {
+        Ok(held) => tracing::debug!(key = %lease.key, id = %lease.id, ?reason, held, "lock released"),
+        Err(err) => tracing::warn!(
+            key = %lease.key, id = %lease.id, ?reason, error = %chain(err),
+            "release failed; the lock expires by its TTL"
+        ),
+    }
+    released
+}

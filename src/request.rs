@@ -1,0 +1,232 @@
+//! The values returned by `write`, `read`, `try_write` and `try_read`: options, then await.
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use tokio_util::sync::CancellationToken;
+
+use crate::acquire::{self, Patience};
+use crate::error::Error;
+use crate::guard::Guard;
+use crate::mode::Mode;
+use crate::mutex::Inner;
+
+/// The future of an [`Acquire`].
+pub type AcquireFuture = Pin<Box<dyn Future<Output = Result<Guard, Error>> + Send + 'static>>;
+
+/// The future of a [`TryAcquire`].
+pub type TryAcquireFuture =
+    Pin<Box<dyn Future<Output = Result<Option<Guard>, Error>> + Send + 'static>>;
+
+/// What both kinds of request share: the mutex, the mode and the options.
+pub(crate) struct Request<C> {
+    pub(crate) inner: Arc<Inner<C>>,
+    pub(crate) mode: Mode,
+    pub(crate) key: Option<String>,
+    pub(crate) parent: Option<CancellationToken>,
+}
+
+impl<C> Request<C> {
+    pub(crate) fn new(inner: Arc<Inner<C>>, mode: Mode) -> Self {
+        Self {
+            inner,
+            mode,
+            key: None,
+            parent: None,
+        }
+    }
+
+    /// The lock key: the mutex name, or `<name>:<key>` for a non-empty key.
+    pub(crate) fn lock_key(&self) -> String {
+        let name = &self.inner.settings.name;
+        match self.key.as_deref() {
+            None | Some("") => name.clone(),
+            Some(key) => format!("{name}:{key}"),
+        }
+    }
+}
+
+impl<C> fmt::Debug for Request<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("key", &self.lock_key())
+            .field("mode", &self.mode)
+            .field("parent", &self.parent.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A request to wait for a lock, from [`RwMutex::write`](crate::RwMutex::write) or
+/// [`RwMutex::read`](crate::RwMutex::read). Set options, then `.await` it for a
+/// [`Guard`].
+///
+/// # How it waits
+///
+/// Each attempt is one EVALSHA. While others hold the lock it retries with a capped,
+/// jittered exponential backoff: about 1–2 ms at first, doubling up to 25–50 ms, and
+/// never longer than the PTTL of whatever blocks it (the lock key, or for readers the
+/// lock-intent key), so a holder that releases early is noticed within one backoff step
+/// rather than after its TTL. Waiters are not queued: whoever attempts first after a
+/// release wins. With the lock intent on, a waiting writer keeps new readers out (see
+/// [`Builder::lock_intent`](crate::Builder::lock_intent)); it renews the intent on every
+/// attempt while it waits, and clears it when it gives up.
+///
+/// # Errors
+///
+/// - [`Error::Timeout`] when [`timeout`](Self::timeout) runs out first.
+/// - [`Error::Cancelled`] when the [`parent`](Self::parent) token is cancelled first.
+/// - [`Error::WrongType`] at once when the lock key or the lock-intent key holds another
+///   Redis type; [`Error::NoExpiry`] at once when either exists with no TTL. The key is
+///   left untouched.
+/// - [`Error::InvalidOptions`] when the mutex name is empty.
+/// - [`Error::Redis`] when a request fails; the wait ends there (no retry).
+///
+/// On every error a writer clears the lock intent it set, and an attempt that may have
+/// succeeded unseen (its reply was lost) is released, in a background task; the error is
+/// returned once that clean-up is done, or after at most 100 ms more if Redis does not
+/// answer.
+///
+/// # Cancel safety
+///
+/// Dropping the future before it completes is safe: the same clean-up runs in a
+/// background task, so neither an intent nor a lock is left behind for a TTL.
+///
+/// # Panics
+///
+/// When polled outside a Tokio runtime with the time driver enabled, like
+/// `tokio::time::sleep`.
+#[must_use = "a request does nothing until it is awaited"]
+pub struct Acquire<C> {
+    request: Request<C>,
+    timeout: Option<Duration>,
+}
+
+impl<C> Acquire<C> {
+    pub(crate) fn new(request: Request<C>) -> Self {
+        Self {
+            request,
+            timeout: None,
+        }
+    }
+
+    /// Locks `<name>:<key>` instead of `<name>` (the Go package's `WithKey`). An empty
+    /// key is ignored, as in Go.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.request.key = Some(key.into());
+        self
+    }
+
+    /// Ties the wait and the lock to `token` (the Go package's `WithContext`).
+    ///
+    /// Cancelling `token` while waiting ends the wait with [`Error::Cancelled`]. Once the
+    /// lock is held, the guard's token is a child of `token`: cancelling `token` cancels
+    /// the guard, whose background task then releases the lock. Cancelling the guard does
+    /// not cancel `token`.
+    pub fn parent(mut self, token: CancellationToken) -> Self {
+        self.request.parent = Some(token);
+        self
+    }
+
+    /// Stops waiting after `timeout` with [`Error::Timeout`]. It bounds the wait only,
+    /// never the hold: a lock acquired in time is kept and refreshed as usual. A zero
+    /// timeout gives up at once; use `try_write`/`try_read` for a single attempt.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+impl<C> IntoFuture for Acquire<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Output = Result<Guard, Error>;
+    type IntoFuture = AcquireFuture;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let patience = Patience::Wait(self.timeout);
+        Box::pin(async move {
+            match acquire::run(self.request, patience).await {
+                Ok(Some(guard)) => Ok(guard),
+                Ok(None) => Err(Error::Timeout),
+                Err(err) => Err(err),
+            }
+        })
+    }
+}
+
+impl<C> fmt::Debug for Acquire<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Acquire")
+            .field("request", &self.request)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// A single attempt at a lock, from [`RwMutex::try_write`](crate::RwMutex::try_write) or
+/// [`RwMutex::try_read`](crate::RwMutex::try_read). Set options, then `.await` it:
+/// `Ok(Some(guard))` when acquired, `Ok(None)` when others hold the lock (or, for a
+/// reader, a writer waits with its intent set). It never sets the lock intent.
+///
+/// # Errors
+///
+/// As [`Acquire`], except that there is no timeout: [`Error::Cancelled`] when the parent
+/// token is already cancelled, [`Error::WrongType`], [`Error::NoExpiry`],
+/// [`Error::InvalidOptions`] and [`Error::Redis`].
+///
+/// # Cancel safety
+///
+/// Dropping the future while its attempt is in flight is safe: a background task
+/// releases the lock in case the attempt succeeded.
+///
+/// # Panics
+///
+/// When polled outside a Tokio runtime with the time driver enabled.
+#[must_use = "a request does nothing until it is awaited"]
+pub struct TryAcquire<C> {
+    request: Request<C>,
+}
+
+impl<C> TryAcquire<C> {
+    pub(crate) fn new(request: Request<C>) -> Self {
+        Self { request }
+    }
+
+    /// Locks `<name>:<key>` instead of `<name>`; see [`Acquire::key`].
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.request.key = Some(key.into());
+        self
+    }
+
+    /// Makes the guard's token a child of `token`; see [`Acquire::parent`]. An already
+    /// cancelled `token` gives [`Error::Cancelled`] without contacting Redis.
+    pub fn parent(mut self, token: CancellationToken) -> Self {
+        self.request.parent = Some(token);
+        self
+    }
+}
+
+impl<C> IntoFuture for TryAcquire<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Output = Result<Option<Guard>, Error>;
+    type IntoFuture = TryAcquireFuture;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(acquire::run(self.request, Patience::Once))
+    }
+}
+
+impl<C> fmt::Debug for TryAcquire<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TryAcquire")
+            .field("request", &self.request)
+            .finish()
+    }
+}

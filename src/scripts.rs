@@ -1,0 +1,232 @@
+//! The four Lua scripts of the protocol, embedded from `lua/` and run by EVALSHA.
+//!
+//! `redis::Script` sends EVALSHA and, on a NOSCRIPT reply (after `SCRIPT FLUSH` or a
+//! server restart), loads the script and sends it again. Scripts are never pipelined:
+//! that fallback does not work inside a pipeline.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use include_dir::{include_dir, Dir};
+use redis::aio::ConnectionLike;
+use redis::{ErrorKind, RedisError, Script, Value};
+
+use crate::error::Error;
+
+static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
+
+/// The file names in `lua/` that the crate loads; a test checks `lua/` holds exactly these.
+pub(crate) const SCRIPT_FILES: [&str; 4] = ["lock.lua", "rlock.lua", "refresh.lua", "unlock.lua"];
+
+struct Scripts {
+    lock: Script,
+    rlock: Script,
+    refresh: Script,
+    unlock: Script,
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
+    let [lock, rlock, refresh, unlock] = SCRIPT_FILES.map(load);
+    Scripts {
+        lock,
+        rlock,
+        refresh,
+        unlock,
+    }
+});
+
+#[expect(
+    clippy::expect_used,
+    reason = "the files are embedded at compile time and a unit test loads every one"
+)]
+fn load(name: &str) -> Script {
+    let code = LUA
+        .get_file(name)
+        .and_then(|file| file.contents_utf8())
+        .expect("lua/ holds every script in SCRIPT_FILES as UTF-8");
+    Script::new(code)
+}
+
+/// The reply of `lock.lua` and `rlock.lua` when the key is usable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// The lock is held under our id.
+    Acquired,
+    /// Somebody else holds it (or, for readers, a writer waits); the PTTL of what blocks.
+    Blocked(Duration),
+}
+
+/// Runs `lock.lua`: take the write lock under `id` for `ttl_ms`, setting the lock intent
+/// on failure when `set_intent` is true.
+pub(crate) async fn lock<C: ConnectionLike>(
+    conn: &mut C,
+    key: &str,
+    intent_key: &str,
+    id: &str,
+    ttl_ms: u64,
+    set_intent: bool,
+) -> Result<Attempt, Error> {
+    let reply: Value = SCRIPTS
+        .lock
+        .key(key)
+        .key(intent_key)
+        .arg(id)
+        .arg(ttl_ms)
+        .arg(if set_intent { "1" } else { "0" })
+        .invoke_async(conn)
+        .await?;
+    parse_attempt(reply)
+}
+
+/// Runs `rlock.lua`: add `id` to the readers of `key` for at least `ttl_ms`.
+pub(crate) async fn rlock<C: ConnectionLike>(
+    conn: &mut C,
+    key: &str,
+    intent_key: &str,
+    id: &str,
+    ttl_ms: u64,
+) -> Result<Attempt, Error> {
+    let reply: Value = SCRIPTS
+        .rlock
+        .key(key)
+        .key(intent_key)
+        .arg(id)
+        .arg(ttl_ms)
+        .invoke_async(conn)
+        .await?;
+    parse_attempt(reply)
+}
+
+/// Runs `refresh.lua`: true when `id` still holds `key`, whose TTL is now at least `ttl_ms`.
+pub(crate) async fn refresh<C: ConnectionLike>(
+    conn: &mut C,
+    key: &str,
+    id: &str,
+    ttl_ms: u64,
+) -> Result<bool, Error> {
+    let held: i64 = SCRIPTS
+        .refresh
+        .key(key)
+        .arg(id)
+        .arg(ttl_ms)
+        .invoke_async(conn)
+        .await?;
+    Ok(held == 1)
+}
+
+/// Runs `unlock.lua`: remove `id` from `key`, and delete `intent_key` when given. True
+/// when `id` held the lock.
+pub(crate) async fn unlock<C: ConnectionLike>(
+    conn: &mut C,
+    key: &str,
+    intent_key: Option<&str>,
+    id: &str,
+) -> Result<bool, Error> {
+    let mut invocation = SCRIPTS.unlock.key(key);
+    if let Some(intent_key) = intent_key {
+        invocation.key(intent_key);
+    }
+    let released: i64 = invocation.arg(id).invoke_async(conn).await?;
+    Ok(released == 1)
+}
+
+fn parse_attempt(reply: Value) -> Result<Attempt, Error> {
+    let unexpected = |reply: &Value| -> Error {
+        RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "unexpected reply from a redismutex script",
+            format!("{reply:?}"),
+        ))
+        .into()
+    };
+    let Value::Array(items) = &reply else {
+        return Err(unexpected(&reply));
+    };
+    let text = |i: usize| match items.get(i) {
+        Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        _ => None,
+    };
+    match (text(0).as_deref(), items.get(1)) {
+        (Some("acquired"), None) => Ok(Attempt::Acquired),
+        (Some("blocked"), Some(Value::Int(pttl))) => Ok(Attempt::Blocked(Duration::from_millis(
+            u64::try_from(*pttl).unwrap_or(0),
+        ))),
+        (Some("wrongtype"), Some(_)) => match (text(1), text(2)) {
+            (Some(key), Some(found)) => Err(Error::WrongType { key, found }),
+            _ => Err(unexpected(&reply)),
+        },
+        (Some("noexpiry"), Some(_)) => match text(1) {
+            Some(key) => Err(Error::NoExpiry { key }),
+            None => Err(unexpected(&reply)),
+        },
+        _ => Err(unexpected(&reply)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lua_dir_holds_exactly_the_loaded_scripts() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let mut loaded: Vec<String> = SCRIPT_FILES.iter().map(|s| s.to_string()).collect();
+        loaded.sort();
+        assert_eq!(on_disk, loaded);
+        let embedded = LUA.files().count();
+        assert_eq!(embedded, SCRIPT_FILES.len(), "include_dir embedded a stale lua/");
+        // Every script loads and starts with its header.
+        for script in [
+            &SCRIPTS.lock,
+            &SCRIPTS.rlock,
+            &SCRIPTS.refresh,
+            &SCRIPTS.unlock,
+        ] {
+            assert_eq!(script.get_hash().len(), 40);
+        }
+        for name in SCRIPT_FILES {
+            let code = LUA.get_file(name).unwrap().contents_utf8().unwrap();
+            assert!(code.starts_with(&format!("-- {name}:")), "{name} lacks its header");
+            assert!(code.contains("KEYS[1]") && code.contains("Replies:"));
+        }
+    }
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn replies_parse_into_attempts_and_typed_errors() {
+        assert_eq!(
+            parse_attempt(Value::Array(vec![bulk("acquired")])).unwrap(),
+            Attempt::Acquired
+        );
+        assert_eq!(
+            parse_attempt(Value::Array(vec![bulk("blocked"), Value::Int(1500)])).unwrap(),
+            Attempt::Blocked(Duration::from_millis(1500))
+        );
+        match parse_attempt(Value::Array(vec![bulk("wrongtype"), bulk("k"), bulk("hash")])) {
+            Err(Error::WrongType { key, found }) => assert_eq!((key.as_str(), found.as_str()), ("k", "hash")),
+            other => panic!("{other:?}"),
+        }
+        match parse_attempt(Value::Array(vec![bulk("noexpiry"), bulk("k:lock-intent")])) {
+            Err(Error::NoExpiry { key }) => assert_eq!(key, "k:lock-intent"),
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            Value::Nil,
+            Value::Int(3),
+            Value::Array(vec![]),
+            Value::Array(vec![bulk("blocked")]),
+            Value::Array(vec![bulk("acquired"), Value::Int(1)]),
+            Value::Array(vec![bulk("wrongtype"), bulk("k")]),
+        ] {
+            assert!(matches!(parse_attempt(bad), Err(Error::Redis(_))));
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! The validated options of one mutex.
+
+use std::time::Duration;
+
+use tokio_util::task::TaskTracker;
+
+use crate::error::Error;
+
+/// The lock TTL when none is set: 4 s, as in the Go package.
+pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(4);
+/// The shortest TTL accepted. Below it the Redlock drift margin (1% + 2 ms) leaves too
+/// little of the TTL for a refresh to land in time.
+pub(crate) const MIN_TTL: Duration = Duration::from_millis(10);
+/// The longest TTL accepted: a day.
+pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// What a mutex was configured with; shared by every lock it takes.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) name: String,
+    pub(crate) ttl: Duration,
+    pub(crate) lock_intent: bool,
+    pub(crate) tracker: Option<TaskTracker>,
+}
+
+impl Settings {
+    pub(crate) fn new(name: String) -> Self {
+        Self {
+            name,
+            ttl: DEFAULT_TTL,
+            lock_intent: false,
+            tracker: None,
+        }
+    }
+
+    /// Checks the options; every acquire calls this, since [`RwMutex::new`] cannot fail.
+    ///
+    /// [`RwMutex::new`]: crate::RwMutex::new
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        if self.name.is_empty() {
+            return Err(Error::InvalidOptions("the mutex name is empty".into()));
+        }
+        if self.ttl < MIN_TTL || self.ttl > MAX_TTL {
+            return Err(Error::InvalidOptions(format!(
+                "ttl {:?} of mutex {:?} is outside {MIN_TTL:?}..={MAX_TTL:?}",
+                self.ttl, self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The TTL in whole milliseconds, rounded down: the unit of `PX` and `PEXPIRE`.
+    pub(crate) fn ttl_ms(&self) -> u64 {
+        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_ttl(ttl: Duration) -> Settings {
+        Settings {
+            ttl,
+            ..Settings::new("jobs".into())
+        }
+    }
+
+    #[test]
+    fn rejects_empty_names_and_ttls_out_of_range() {
+        assert!(Settings::new("jobs".into()).check().is_ok());
+        let empty = Settings::new(String::new()).check().unwrap_err();
+        assert!(empty.to_string().contains("name is empty"), "{empty}");
+        for ttl in [
+            Duration::ZERO,
+            Duration::from_micros(500),
+            Duration::from_millis(9),
+            MAX_TTL + Duration::from_millis(1),
+            Duration::MAX,
+        ] {
+            let err = with_ttl(ttl).check().unwrap_err();
+            assert!(matches!(err, Error::InvalidOptions(ref m) if m.contains("\"jobs\"")), "{err}");
+        }
+        assert!(with_ttl(MIN_TTL).check().is_ok());
+        assert!(with_ttl(MAX_TTL).check().is_ok());
+    }
+
+    #[test]
+    fn ttl_is_rounded_down_to_whole_milliseconds() {
+        assert_eq!(with_ttl(Duration::from_micros(10_999)).ttl_ms(), 10);
+        assert_eq!(with_ttl(Duration::from_secs(4)).ttl_ms(), 4000);
+    }
+}

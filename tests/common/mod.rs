@@ -1,0 +1,86 @@
+//! Test support: a throwaway `redis-server` per test, and a peer speaking the Go
+//! package's protocol. Shared by the integration tests, the benches and the example.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod go_peer;
+pub mod server;
+
+use std::future::Future;
+use std::time::Duration;
+
+pub use server::RedisServer;
+
+/// Generous bound for liveness assertions: "happens within 5 s".
+pub const LIVENESS: Duration = Duration::from_secs(5);
+
+/// Polls `check` every 10 ms until it returns true, for at most [`LIVENESS`]; returns
+/// whether it did.
+pub async fn eventually<F, Fut>(mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + LIVENESS;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// Logs from the crate to the test output when `RUST_LOG` is set.
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// Raw Redis commands for assertions about what is stored.
+pub mod raw {
+    use redis::aio::MultiplexedConnection;
+
+    pub async fn cmd<T: redis::FromRedisValue>(
+        conn: &MultiplexedConnection,
+        name: &str,
+        args: &[&str],
+    ) -> T {
+        let mut command = redis::cmd(name);
+        for arg in args {
+            command.arg(*arg);
+        }
+        command
+            .query_async(&mut conn.clone())
+            .await
+            .unwrap_or_else(|err| panic!("{name} {args:?}: {err}"))
+    }
+
+    pub async fn key_type(conn: &MultiplexedConnection, key: &str) -> String {
+        let kind: redis::Value = cmd(conn, "TYPE", &[key]).await;
+        match kind {
+            redis::Value::SimpleString(kind) => kind,
+            redis::Value::Okay => "ok".into(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    pub async fn pttl(conn: &MultiplexedConnection, key: &str) -> i64 {
+        cmd(conn, "PTTL", &[key]).await
+    }
+
+    pub async fn exists(conn: &MultiplexedConnection, key: &str) -> bool {
+        cmd::<i64>(conn, "EXISTS", &[key]).await == 1
+    }
+
+    pub async fn get(conn: &MultiplexedConnection, key: &str) -> Option<String> {
+        cmd(conn, "GET", &[key]).await
+    }
+
+    pub async fn members(conn: &MultiplexedConnection, key: &str) -> Vec<String> {
+        let mut members: Vec<String> = cmd(conn, "SMEMBERS", &[key]).await;
+        members.sort();
+        members
+    }
+}

@@ -1,0 +1,153 @@
+//! A `redis-server` started on a free loopback port in a temporary directory, killed
+//! when dropped.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use redis::aio::{ConnectionManager, MultiplexedConnection};
+
+/// What to tell someone who has no `redis-server`.
+pub const INSTALL_HINT: &str = "redis-server was not found on PATH. Install Redis 6.2 or \
+newer (Debian/Ubuntu: `sudo apt-get install redis-server`; Fedora: `sudo dnf install \
+redis`; macOS: `brew install redis`), or set REDIS_URL to a server you own.";
+
+/// A running `redis-server` with no persistence, bound to 127.0.0.1 on a free port.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    /// Starts a server; panics with the server log (or [`INSTALL_HINT`]) on failure.
+    pub fn start() -> Self {
+        Self::try_start().unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// Starts a server, trying a few free ports in case another process takes one first.
+    pub fn try_start() -> Result<Self, String> {
+        let mut last = String::new();
+        for _ in 0..5 {
+            match Self::start_once() {
+                Ok(server) => return Ok(server),
+                Err(err) if err == INSTALL_HINT => return Err(err),
+                Err(err) => last = err,
+            }
+        }
+        Err(last)
+    }
+
+    fn start_once() -> Result<Self, String> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|err| format!("no free loopback port: {err}"))?
+            .port();
+        let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
+        let log = dir.path().join("redis.log");
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(dir.path())
+            .arg("--logfile")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|err| match err.kind() {
+                std::io::ErrorKind::NotFound => INSTALL_HINT.to_string(),
+                _ => format!("cannot run redis-server: {err}"),
+            })?;
+        let mut server = Self { child, port, dir };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if server.ping() {
+                return Ok(server);
+            }
+            if let Ok(Some(status)) = server.child.try_wait() {
+                return Err(format!("redis-server exited with {status}:\n{}", server.log()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(format!("redis-server did not answer PING within 10 s:\n{}", server.log()))
+    }
+
+    fn ping(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+        let mut reply = [0u8; 7];
+        stream.write_all(b"PING\r\n").is_ok()
+            && stream.read_exact(&mut reply).is_ok()
+            && &reply == b"+PONG\r\n"
+    }
+
+    /// `redis://127.0.0.1:<port>/`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("valid url")
+    }
+
+    /// A new multiplexed connection with redis-rs's default timeouts.
+    pub async fn conn(&self) -> MultiplexedConnection {
+        self.client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap_or_else(|err| panic!("connect to {}: {err}\n{}", self.url(), self.log()))
+    }
+
+    /// A new connection manager (reconnects by itself) with redis-rs's default timeouts.
+    pub async fn manager(&self) -> ConnectionManager {
+        ConnectionManager::new(self.client())
+            .await
+            .unwrap_or_else(|err| panic!("connect to {}: {err}\n{}", self.url(), self.log()))
+    }
+
+    /// Freezes the server with SIGSTOP: connections stay open, nothing is answered.
+    pub fn pause(&self) {
+        self.signal(Signal::SIGSTOP);
+    }
+
+    /// Thaws a server frozen by [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.signal(Signal::SIGCONT);
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits i32"));
+        kill(pid, signal).unwrap_or_else(|err| panic!("{signal} redis-server: {err}"));
+    }
+
+    /// Kills the server and waits for it to exit.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The server's log so far, for failure messages.
+    pub fn log(&self) -> String {
+        let path: PathBuf = self.dir.path().join("redis.log");
+        std::fs::read_to_string(&path).unwrap_or_else(|err| format!("(no log at {path:?}: {err})"))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
