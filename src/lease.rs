@@ -61,7 +61,9 @@ where
             .await
             .unwrap_or(Err(Error::Timeout))
     }
+}
 
+impl<C> Lease<C> {
     /// How long after an acquire or refresh request was sent the lock is surely still
     /// held: the TTL minus Redlock's drift margin (1% of the TTL + 2 ms).
     pub(crate) fn validity(&self) -> Duration {
@@ -78,5 +80,38 @@ where
     /// at half the TTL gets three more tries before the validity ends.
     pub(crate) fn refresh_retry(&self) -> Duration {
         self.ttl / 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(ttl_ms: u64) -> Lease<()> {
+        Lease {
+            conn: (),
+            key: "k".into(),
+            intent_key: "k:lock-intent".into(),
+            id: "0".repeat(32),
+            mode: Mode::Write,
+            ttl: Duration::from_millis(ttl_ms),
+            ttl_ms,
+        }
+    }
+
+    #[test]
+    fn validity_is_the_ttl_minus_the_redlock_drift_margin() {
+        // 4 s - (40 ms + 2 ms), 400 ms - (4 ms + 2 ms), 10 ms - (0.1 ms + 2 ms)
+        assert_eq!(lease(4000).validity(), Duration::from_millis(3958));
+        assert_eq!(lease(400).validity(), Duration::from_millis(394));
+        assert_eq!(lease(10).validity(), Duration::from_micros(7900));
+    }
+
+    #[test]
+    fn refresh_comes_at_half_the_ttl_with_retries_before_the_validity_ends() {
+        let lease = lease(400);
+        assert_eq!(lease.refresh_interval(), Duration::from_millis(200));
+        let third_retry = lease.refresh_interval() + lease.refresh_retry() * 3;
+        assert!(third_retry < lease.validity(), "{third_retry:?}");
     }
 }

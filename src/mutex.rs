@@ -105,6 +105,11 @@ where
 }
 
 impl<C> RwMutex<C> {
+    /// The connection the mutex was made with, for the work the lock protects.
+    pub fn connection(&self) -> &C {
+        &self.inner.conn
+    }
+
     /// The mutex name: the lock key, or its prefix when a request sets a key.
     pub fn name(&self) -> &str {
         &self.inner.settings.name

@@ -1,0 +1,147 @@
+//! Keys of a foreign type, keys without a TTL and bad options: a typed error at once,
+//! no hang, nothing changed.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{raw, RedisServer, LIVENESS};
+use redis::aio::MultiplexedConnection;
+use redismutex::{Error, Guard, RwMutex};
+
+/// Awaits `fut`, failing the test if it takes longer than [`LIVENESS`].
+async fn at_once<T>(fut: impl std::future::IntoFuture<Output = T>) -> T {
+    tokio::time::timeout(LIVENESS, fut)
+        .await
+        .expect("an error must come at once, not after waiting")
+}
+
+/// Every way to take the lock.
+async fn every_acquire(mx: &RwMutex<MultiplexedConnection>) -> Vec<Result<Option<Guard>, Error>> {
+    vec![
+        at_once(mx.write()).await.map(Some),
+        at_once(mx.read()).await.map(Some),
+        at_once(mx.try_write()).await,
+        at_once(mx.try_read()).await,
+    ]
+}
+
+fn intent_mutex(conn: &MultiplexedConnection) -> RwMutex<MultiplexedConnection> {
+    RwMutex::builder(conn.clone(), "lk").lock_intent(true).build().unwrap()
+}
+
+#[tokio::test]
+async fn a_lock_key_of_a_foreign_type_is_a_wrong_type_error_and_stays_untouched() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = intent_mutex(&conn);
+    let setups: [(&str, &[&str]); 4] = [
+        ("hash", &["HSET", "lk", "f", "v"]),
+        ("list", &["RPUSH", "lk", "a", "b"]),
+        ("zset", &["ZADD", "lk", "1", "m"]),
+        ("stream", &["XADD", "lk", "*", "f", "v"]),
+    ];
+    for (kind, setup) in setups {
+        raw::cmd::<i64>(&conn, "DEL", &["lk"]).await;
+        raw::cmd::<redis::Value>(&conn, setup[0], &setup[1..]).await;
+        let before: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk"]).await;
+        for result in every_acquire(&mx).await {
+            match result {
+                Err(Error::WrongType { key, found }) => {
+                    assert_eq!((key.as_str(), found.as_str()), ("lk", kind));
+                }
+                other => panic!("{kind}: expected WrongType, got {other:?}"),
+            }
+        }
+        let after: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk"]).await;
+        assert_eq!(before, after, "{kind} was changed");
+        assert_eq!(raw::pttl(&conn, "lk").await, -1, "{kind} got a TTL");
+        assert!(!raw::exists(&conn, "lk:lock-intent").await, "{kind}: intent was set");
+    }
+    let err = mx.try_write().await.unwrap_err();
+    assert!(err.to_string().contains("\"lk\""), "the message names the key: {err}");
+}
+
+#[tokio::test]
+async fn an_intent_key_of_a_foreign_type_is_a_wrong_type_error() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = intent_mutex(&conn);
+    raw::cmd::<i64>(&conn, "HSET", &["lk:lock-intent", "f", "v"]).await;
+
+    for result in every_acquire(&mx).await {
+        match result {
+            Err(Error::WrongType { key, found }) => {
+                assert_eq!((key.as_str(), found.as_str()), ("lk:lock-intent", "hash"));
+            }
+            other => panic!("expected WrongType, got {other:?}"),
+        }
+    }
+    assert_eq!(raw::key_type(&conn, "lk:lock-intent").await, "hash");
+    assert!(!raw::exists(&conn, "lk").await);
+}
+
+#[tokio::test]
+async fn a_lock_key_without_ttl_is_a_no_expiry_error_and_stays_untouched() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = intent_mutex(&conn);
+
+    for (setup, kind) in [(["SET", "lk", "forever"], "string"), (["SADD", "lk", "forever"], "set")] {
+        raw::cmd::<i64>(&conn, "DEL", &["lk"]).await;
+        raw::cmd::<redis::Value>(&conn, setup[0], &setup[1..]).await;
+        for result in every_acquire(&mx).await {
+            match result {
+                Err(Error::NoExpiry { key }) => assert_eq!(key, "lk"),
+                other => panic!("{kind}: expected NoExpiry, got {other:?}"),
+            }
+        }
+        assert_eq!(raw::key_type(&conn, "lk").await, kind);
+        assert_eq!(raw::pttl(&conn, "lk").await, -1);
+        assert!(!raw::exists(&conn, "lk:lock-intent").await);
+    }
+}
+
+#[tokio::test]
+async fn an_intent_key_without_ttl_is_a_no_expiry_error() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = intent_mutex(&conn);
+    raw::cmd::<()>(&conn, "SET", &["lk:lock-intent", "1"]).await;
+
+    for result in every_acquire(&mx).await {
+        match result {
+            Err(Error::NoExpiry { key }) => assert_eq!(key, "lk:lock-intent"),
+            other => panic!("expected NoExpiry, got {other:?}"),
+        }
+    }
+    assert_eq!(raw::pttl(&conn, "lk:lock-intent").await, -1);
+    assert!(!raw::exists(&conn, "lk").await);
+}
+
+#[tokio::test]
+async fn invalid_options_are_rejected_without_touching_redis() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+
+    let empty = RwMutex::builder(conn.clone(), "").build();
+    assert!(matches!(empty, Err(Error::InvalidOptions(_))), "{empty:?}");
+    for ttl in [
+        Duration::ZERO,
+        Duration::from_micros(999),
+        Duration::from_millis(9),
+        Duration::from_secs(25 * 3600),
+        Duration::MAX,
+    ] {
+        match RwMutex::builder(conn.clone(), "jobs").ttl(ttl).build() {
+            Err(Error::InvalidOptions(message)) => assert!(message.contains("jobs"), "{message}"),
+            other => panic!("ttl {ttl:?}: expected InvalidOptions, got {other:?}"),
+        }
+    }
+
+    let unchecked = RwMutex::new(conn.clone(), "");
+    for result in every_acquire(&unchecked).await {
+        assert!(matches!(result, Err(Error::InvalidOptions(_))), "{result:?}");
+    }
+    assert_eq!(raw::cmd::<i64>(&conn, "DBSIZE", &[]).await, 0);
+}
