@@ -1,4 +1,6 @@
 #![doc = include_str!("../README.md")]
+// Library code only: tests, examples and benches are separate crates and may panic.
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod acquire;
 mod builder;

@@ -67,7 +67,9 @@ where
     let reason = status.reason(&token);
     let released = lease.release(false).await;
     match &released {
-        Ok(held) => tracing::debug!(key = %lease.key, id = %lease.id, ?reason, held, "lock released"),
+        Ok(held) => {
+            tracing::debug!(key = %lease.key, id = %lease.id, ?reason, held, "lock released")
+        }
         Err(err) => tracing::warn!(
             key = %lease.key, id = %lease.id, ?reason, error = %chain(err),
             "release failed; the lock expires by its TTL"

@@ -179,7 +179,11 @@ mod tests {
         loaded.sort();
         assert_eq!(on_disk, loaded);
         let embedded = LUA.files().count();
-        assert_eq!(embedded, SCRIPT_FILES.len(), "include_dir embedded a stale lua/");
+        assert_eq!(
+            embedded,
+            SCRIPT_FILES.len(),
+            "include_dir embedded a stale lua/"
+        );
         // Every script loads and starts with its header.
         for script in [
             &SCRIPTS.lock,
@@ -191,7 +195,10 @@ mod tests {
         }
         for name in SCRIPT_FILES {
             let code = LUA.get_file(name).unwrap().contents_utf8().unwrap();
-            assert!(code.starts_with(&format!("-- {name}:")), "{name} lacks its header");
+            assert!(
+                code.starts_with(&format!("-- {name}:")),
+                "{name} lacks its header"
+            );
             assert!(code.contains("KEYS[1]") && code.contains("Replies:"));
         }
     }
@@ -210,8 +217,14 @@ mod tests {
             parse_attempt(Value::Array(vec![bulk("blocked"), Value::Int(1500)])).unwrap(),
             Attempt::Blocked(Duration::from_millis(1500))
         );
-        match parse_attempt(Value::Array(vec![bulk("wrongtype"), bulk("k"), bulk("hash")])) {
-            Err(Error::WrongType { key, found }) => assert_eq!((key.as_str(), found.as_str()), ("k", "hash")),
+        match parse_attempt(Value::Array(vec![
+            bulk("wrongtype"),
+            bulk("k"),
+            bulk("hash"),
+        ])) {
+            Err(Error::WrongType { key, found }) => {
+                assert_eq!((key.as_str(), found.as_str()), ("k", "hash"))
+            }
             other => panic!("{other:?}"),
         }
         match parse_attempt(Value::Array(vec![bulk("noexpiry"), bulk("k:lock-intent")])) {

@@ -79,7 +79,10 @@ mod tests {
             Duration::MAX,
         ] {
             let err = with_ttl(ttl).check().unwrap_err();
-            assert!(matches!(err, Error::InvalidOptions(ref m) if m.contains("\"jobs\"")), "{err}");
+            assert!(
+                matches!(err, Error::InvalidOptions(ref m) if m.contains("\"jobs\"")),
+                "{err}"
+            );
         }
         assert!(with_ttl(MIN_TTL).check().is_ok());
         assert!(with_ttl(MAX_TTL).check().is_ok());

@@ -27,7 +27,10 @@ async fn every_acquire(mx: &RwMutex<MultiplexedConnection>) -> Vec<Result<Option
 }
 
 fn intent_mutex(conn: &MultiplexedConnection) -> RwMutex<MultiplexedConnection> {
-    RwMutex::builder(conn.clone(), "lk").lock_intent(true).build().unwrap()
+    RwMutex::builder(conn.clone(), "lk")
+        .lock_intent(true)
+        .build()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -56,10 +59,16 @@ async fn a_lock_key_of_a_foreign_type_is_a_wrong_type_error_and_stays_untouched(
         let after: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk"]).await;
         assert_eq!(before, after, "{kind} was changed");
         assert_eq!(raw::pttl(&conn, "lk").await, -1, "{kind} got a TTL");
-        assert!(!raw::exists(&conn, "lk:lock-intent").await, "{kind}: intent was set");
+        assert!(
+            !raw::exists(&conn, "lk:lock-intent").await,
+            "{kind}: intent was set"
+        );
     }
     let err = mx.try_write().await.unwrap_err();
-    assert!(err.to_string().contains("\"lk\""), "the message names the key: {err}");
+    assert!(
+        err.to_string().contains("\"lk\""),
+        "the message names the key: {err}"
+    );
 }
 
 #[tokio::test]
@@ -87,7 +96,10 @@ async fn a_lock_key_without_ttl_is_a_no_expiry_error_and_stays_untouched() {
     let conn = server.conn().await;
     let mx = intent_mutex(&conn);
 
-    for (setup, kind) in [(["SET", "lk", "forever"], "string"), (["SADD", "lk", "forever"], "set")] {
+    for (setup, kind) in [
+        (["SET", "lk", "forever"], "string"),
+        (["SADD", "lk", "forever"], "set"),
+    ] {
         raw::cmd::<i64>(&conn, "DEL", &["lk"]).await;
         raw::cmd::<redis::Value>(&conn, setup[0], &setup[1..]).await;
         for result in every_acquire(&mx).await {
@@ -141,7 +153,10 @@ async fn invalid_options_are_rejected_without_touching_redis() {
 
     let unchecked = RwMutex::new(conn.clone(), "");
     for result in every_acquire(&unchecked).await {
-        assert!(matches!(result, Err(Error::InvalidOptions(_))), "{result:?}");
+        assert!(
+            matches!(result, Err(Error::InvalidOptions(_))),
+            "{result:?}"
+        );
     }
     assert_eq!(raw::cmd::<i64>(&conn, "DBSIZE", &[]).await, 0);
 }

@@ -21,7 +21,10 @@ async fn two_readers_share_the_lock() {
     ids.sort();
     assert_eq!(raw::key_type(&conn, "shared").await, "set");
     assert_eq!(raw::members(&conn, "shared").await, ids);
-    assert!(mx.try_read().await.unwrap().is_some(), "a third reader shares too");
+    assert!(
+        mx.try_read().await.unwrap().is_some(),
+        "a third reader shares too"
+    );
 }
 
 #[tokio::test]
@@ -36,7 +39,10 @@ async fn readers_exclude_a_writer_until_they_leave() {
     assert!(matches!(waited, Err(Error::Timeout)), "{waited:?}");
 
     assert!(a.unlock().await.unwrap());
-    assert!(mx.try_write().await.unwrap().is_none(), "one reader still holds");
+    assert!(
+        mx.try_write().await.unwrap().is_none(),
+        "one reader still holds"
+    );
     assert!(b.unlock().await.unwrap());
     assert!(mx.try_write().await.unwrap().is_some());
 }
@@ -68,17 +74,31 @@ async fn keys_name_separate_locks_and_ids_are_hex() {
     let mx = RwMutex::new(conn.clone(), "orders");
 
     let a = mx.write().key("42").await.unwrap();
-    let b = mx.try_write().key("43").await.unwrap().expect("another key is free");
+    let b = mx
+        .try_write()
+        .key("43")
+        .await
+        .unwrap()
+        .expect("another key is free");
     let whole = mx.write().key("").await.unwrap();
     assert_eq!(a.key(), "orders:42");
     assert_eq!(b.key(), "orders:43");
     assert_eq!(whole.key(), "orders", "an empty key is ignored, as in Go");
     for guard in [&a, &b, &whole] {
         assert_eq!(guard.id().len(), 32);
-        assert!(guard.id().bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)));
-        assert_eq!(raw::get(&conn, guard.key()).await.as_deref(), Some(guard.id()));
+        assert!(guard
+            .id()
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)));
+        assert_eq!(
+            raw::get(&conn, guard.key()).await.as_deref(),
+            Some(guard.id())
+        );
         let pttl = raw::pttl(&conn, guard.key()).await;
-        assert!((1..=4000).contains(&pttl), "PX is the 4 s default TTL, got {pttl}");
+        assert!(
+            (1..=4000).contains(&pttl),
+            "PX is the 4 s default TTL, got {pttl}"
+        );
     }
     assert!(mx.try_read().key("42").await.unwrap().is_none());
 }

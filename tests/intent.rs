@@ -11,7 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 const INTENT: &str = "feed:lock-intent";
 
-fn mutex(conn: &MultiplexedConnection, ttl: Duration, intent: bool) -> RwMutex<MultiplexedConnection> {
+fn mutex(
+    conn: &MultiplexedConnection,
+    ttl: Duration,
+    intent: bool,
+) -> RwMutex<MultiplexedConnection> {
     RwMutex::builder(conn.clone(), "feed")
         .ttl(ttl)
         .lock_intent(intent)
@@ -30,15 +34,28 @@ async fn a_waiting_writer_keeps_new_readers_out_and_clears_its_intent_on_acquiri
         let mx = mx.clone();
         async move { mx.write().await }
     });
-    assert!(eventually(|| raw::exists(&conn, INTENT)).await, "intent set while waiting");
+    assert!(
+        eventually(|| raw::exists(&conn, INTENT)).await,
+        "intent set while waiting"
+    );
     assert_eq!(raw::get(&conn, INTENT).await.as_deref(), Some("1"));
-    assert!(mx.try_read().await.unwrap().is_none(), "new readers stay out");
+    assert!(
+        mx.try_read().await.unwrap().is_none(),
+        "new readers stay out"
+    );
     let late = mx.read().timeout(Duration::from_millis(200)).await;
     assert!(matches!(late, Err(Error::Timeout)), "{late:?}");
 
     assert!(reader.unlock().await.unwrap());
-    let writer = tokio::time::timeout(LIVENESS, writer).await.unwrap().unwrap().unwrap();
-    assert!(!raw::exists(&conn, INTENT).await, "acquiring deletes the intent");
+    let writer = tokio::time::timeout(LIVENESS, writer)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        !raw::exists(&conn, INTENT).await,
+        "acquiring deletes the intent"
+    );
     writer.unlock().await.unwrap();
     assert!(mx.try_read().await.unwrap().is_some());
 }
@@ -58,11 +75,17 @@ async fn a_waiting_writer_keeps_its_intent_alive_past_its_ttl() {
     for _ in 0..50 {
         // 1 s, five intent TTLs: it must never lapse while the writer waits.
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(raw::exists(&conn, INTENT).await, "the intent lapsed while the writer waited");
+        assert!(
+            raw::exists(&conn, INTENT).await,
+            "the intent lapsed while the writer waited"
+        );
     }
     assert!(mx.try_read().await.unwrap().is_none());
     reader.unlock().await.unwrap();
-    let writer = tokio::time::timeout(LIVENESS, writer).await.unwrap().unwrap();
+    let writer = tokio::time::timeout(LIVENESS, writer)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(writer.is_ok(), "{writer:?}");
     assert!(!raw::exists(&conn, INTENT).await);
 }
@@ -78,7 +101,10 @@ async fn a_writer_that_times_out_clears_its_intent() {
     assert!(matches!(result, Err(Error::Timeout)), "{result:?}");
     // The intent's TTL is 30 s: only the writer giving up can remove it this soon.
     assert!(eventually(|| async { !raw::exists(&conn, INTENT).await }).await);
-    assert!(mx.try_read().await.unwrap().is_some(), "readers are let in again");
+    assert!(
+        mx.try_read().await.unwrap().is_some(),
+        "readers are let in again"
+    );
     assert!(!reader.is_cancelled(), "the reader's lock was not touched");
 }
 
@@ -96,7 +122,10 @@ async fn a_writer_whose_parent_is_cancelled_clears_its_intent() {
     });
     assert!(eventually(|| raw::exists(&conn, INTENT)).await);
     parent.cancel();
-    let result = tokio::time::timeout(LIVENESS, writer).await.unwrap().unwrap();
+    let result = tokio::time::timeout(LIVENESS, writer)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
     assert!(eventually(|| async { !raw::exists(&conn, INTENT).await }).await);
 }

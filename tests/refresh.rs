@@ -33,7 +33,10 @@ async fn refresh_keeps_a_400ms_lock_for_several_ttls() {
     let reader = mx.read().key("r").await.unwrap();
     tokio::time::sleep(Duration::from_millis(2000)).await;
     assert!(!reader.is_cancelled(), "{:?}", reader.cancel_reason());
-    assert_eq!(raw::members(&conn, "lease:r").await, vec![reader.id().to_string()]);
+    assert_eq!(
+        raw::members(&conn, "lease:r").await,
+        vec![reader.id().to_string()]
+    );
     assert!(reader.unlock().await.unwrap());
 }
 
@@ -46,7 +49,9 @@ async fn loss_is_detected_after_the_key_is_deleted() {
     let guard = mx.write().await.unwrap();
     assert_eq!(guard.cancel_reason(), None);
     raw::cmd::<i64>(&conn, "DEL", &["lease"]).await;
-    tokio::time::timeout(LIVENESS, guard.cancelled()).await.unwrap();
+    tokio::time::timeout(LIVENESS, guard.cancelled())
+        .await
+        .unwrap();
     assert_eq!(guard.cancel_reason(), Some(CancelReason::Lost));
     assert!(!guard.unlock().await.unwrap(), "a lost lock reports false");
 }
@@ -59,10 +64,15 @@ async fn loss_is_detected_when_another_holder_took_over() {
 
     let guard = mx.write().await.unwrap();
     raw::cmd::<()>(&conn, "SET", &["lease", "someone-else", "PX", "60000"]).await;
-    tokio::time::timeout(LIVENESS, guard.cancelled()).await.unwrap();
+    tokio::time::timeout(LIVENESS, guard.cancelled())
+        .await
+        .unwrap();
     assert_eq!(guard.cancel_reason(), Some(CancelReason::Lost));
     assert!(!guard.unlock().await.unwrap());
-    assert_eq!(raw::get(&conn, "lease").await.as_deref(), Some("someone-else"));
+    assert_eq!(
+        raw::get(&conn, "lease").await.as_deref(),
+        Some("someone-else")
+    );
 }
 
 #[tokio::test]
@@ -77,7 +87,10 @@ async fn the_token_fires_while_the_server_is_paused() {
     server.pause();
     let fired = tokio::time::timeout(LIVENESS, child.cancelled()).await;
     server.resume();
-    assert!(fired.is_ok(), "the token did not fire while Redis was unreachable");
+    assert!(
+        fired.is_ok(),
+        "the token did not fire while Redis was unreachable"
+    );
     assert_eq!(guard.cancel_reason(), Some(CancelReason::Expired));
 }
 
@@ -90,9 +103,15 @@ async fn a_reader_never_shortens_the_set_ttl() {
 
     let _a = long.read().await.unwrap();
     let _b = short.read().await.unwrap();
-    assert!(raw::pttl(&conn, "lease").await > 8_000, "rlock shortened the TTL");
+    assert!(
+        raw::pttl(&conn, "lease").await > 8_000,
+        "rlock shortened the TTL"
+    );
     tokio::time::sleep(Duration::from_millis(700)).await; // the short reader refreshed
-    assert!(raw::pttl(&conn, "lease").await > 8_000, "refresh shortened the TTL");
+    assert!(
+        raw::pttl(&conn, "lease").await > 8_000,
+        "refresh shortened the TTL"
+    );
     assert_eq!(raw::members(&conn, "lease").await.len(), 2);
 }
 
@@ -105,10 +124,16 @@ async fn refresh_leaves_a_key_of_a_foreign_type_untouched() {
     let guard = mx.write().await.unwrap();
     raw::cmd::<i64>(&conn, "DEL", &["lease"]).await;
     raw::cmd::<i64>(&conn, "HSET", &["lease", "field", "value"]).await;
-    tokio::time::timeout(LIVENESS, guard.cancelled()).await.unwrap();
+    tokio::time::timeout(LIVENESS, guard.cancelled())
+        .await
+        .unwrap();
     assert_eq!(guard.cancel_reason(), Some(CancelReason::Lost));
     assert_eq!(raw::key_type(&conn, "lease").await, "hash");
-    assert_eq!(raw::pttl(&conn, "lease").await, -1, "refresh put a TTL on a foreign key");
+    assert_eq!(
+        raw::pttl(&conn, "lease").await,
+        -1,
+        "refresh put a TTL on a foreign key"
+    );
     let value: String = raw::cmd(&conn, "HGET", &["lease", "field"]).await;
     assert_eq!(value, "value");
 }

@@ -45,7 +45,10 @@ async fn a_reader_unlock_leaves_the_other_readers() {
     assert!(a.unlock().await.unwrap());
     assert_eq!(raw::members(&conn, "res").await, vec![b.id().to_string()]);
     assert!(b.unlock().await.unwrap());
-    assert!(!raw::exists(&conn, "res").await, "the last reader removes the set");
+    assert!(
+        !raw::exists(&conn, "res").await,
+        "the last reader removes the set"
+    );
 }
 
 #[tokio::test]
@@ -78,10 +81,15 @@ async fn cancelling_the_parent_cancels_the_guard_and_releases() {
     let parent = CancellationToken::new();
     let guard = mx.read().parent(parent.clone()).await.unwrap();
     parent.cancel();
-    tokio::time::timeout(LIVENESS, guard.cancelled()).await.unwrap();
+    tokio::time::timeout(LIVENESS, guard.cancelled())
+        .await
+        .unwrap();
     assert_eq!(guard.cancel_reason(), Some(CancelReason::ParentCancelled));
     assert!(eventually(|| async { !raw::exists(&conn, "res").await }).await);
-    assert!(guard.unlock().await.unwrap(), "unlock reports the background release");
+    assert!(
+        guard.unlock().await.unwrap(),
+        "unlock reports the background release"
+    );
 }
 
 #[tokio::test]
@@ -116,6 +124,11 @@ async fn a_task_tracker_waits_for_pending_releases() {
     assert_eq!(tracker.len(), 2, "one refresh task per guard");
     drop(guards);
     tracker.close();
-    tokio::time::timeout(LIVENESS, tracker.wait()).await.unwrap();
-    assert!(!raw::exists(&conn, "res").await, "released before the tracker finished");
+    tokio::time::timeout(LIVENESS, tracker.wait())
+        .await
+        .unwrap();
+    assert!(
+        !raw::exists(&conn, "res").await,
+        "released before the tracker finished"
+    );
 }

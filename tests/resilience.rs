@@ -24,8 +24,15 @@ async fn locks_work_across_script_flush() {
     raw::cmd::<()>(&conn, "SCRIPT", &["FLUSH"]).await;
     assert!(held.unlock().await.unwrap());
     raw::cmd::<()>(&conn, "SCRIPT", &["FLUSH"]).await;
-    let again = mx.try_read().await.unwrap().expect("rlock reloads its script");
-    assert_eq!(raw::members(&conn, "sf").await, vec![again.id().to_string()]);
+    let again = mx
+        .try_read()
+        .await
+        .unwrap()
+        .expect("rlock reloads its script");
+    assert_eq!(
+        raw::members(&conn, "sf").await,
+        vec![again.id().to_string()]
+    );
 }
 
 #[tokio::test]
@@ -38,20 +45,32 @@ async fn a_server_that_goes_away_gives_errors_and_fires_tokens() {
     let guard = mx.write().key("held").await.unwrap();
 
     server.stop();
-    tokio::time::timeout(LIVENESS, guard.cancelled()).await.unwrap();
+    tokio::time::timeout(LIVENESS, guard.cancelled())
+        .await
+        .unwrap();
     assert!(
         matches!(guard.cancel_reason(), Some(CancelReason::Expired)),
         "{:?}",
         guard.cancel_reason()
     );
     for result in [
-        tokio::time::timeout(LIVENESS, mx.write()).await.unwrap().map(Some),
-        tokio::time::timeout(LIVENESS, mx.read()).await.unwrap().map(Some),
-        tokio::time::timeout(LIVENESS, mx.try_write()).await.unwrap(),
+        tokio::time::timeout(LIVENESS, mx.write())
+            .await
+            .unwrap()
+            .map(Some),
+        tokio::time::timeout(LIVENESS, mx.read())
+            .await
+            .unwrap()
+            .map(Some),
+        tokio::time::timeout(LIVENESS, mx.try_write())
+            .await
+            .unwrap(),
     ] {
         assert!(matches!(result, Err(Error::Redis(_))), "{result:?}");
     }
-    let unlocked = tokio::time::timeout(LIVENESS, guard.unlock()).await.unwrap();
+    let unlocked = tokio::time::timeout(LIVENESS, guard.unlock())
+        .await
+        .unwrap();
     assert!(unlocked.is_err(), "nothing could be released: {unlocked:?}");
 }
 
@@ -96,9 +115,18 @@ async fn no_update_is_lost_under_the_write_lock() {
             for _ in 0..INCREMENTS {
                 let guard = mx.write().timeout(Duration::from_secs(60)).await.unwrap();
                 // A read-modify-write that loses updates unless writers exclude each other.
-                let value: i64 = redis::cmd("GET").arg("counter").query_async(&mut conn).await.unwrap_or(0);
+                let value: i64 = redis::cmd("GET")
+                    .arg("counter")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or(0);
                 tokio::task::yield_now().await;
-                let _: () = redis::cmd("SET").arg("counter").arg(value + 1).query_async(&mut conn).await.unwrap();
+                let _: () = redis::cmd("SET")
+                    .arg("counter")
+                    .arg(value + 1)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
                 assert!(!guard.is_cancelled());
                 assert!(guard.unlock().await.unwrap());
             }
@@ -112,6 +140,8 @@ async fn no_update_is_lost_under_the_write_lock() {
 }
 
 /// The connection a mutex was made with, for the protected work.
-fn server_conn(mx: &RwMutex<redis::aio::MultiplexedConnection>) -> redis::aio::MultiplexedConnection {
+fn server_conn(
+    mx: &RwMutex<redis::aio::MultiplexedConnection>,
+) -> redis::aio::MultiplexedConnection {
     mx.connection().clone()
 }

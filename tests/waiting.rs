@@ -22,7 +22,10 @@ async fn a_waiter_acquires_soon_after_an_early_release_not_after_the_ttl() {
         async move { mx.write().await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!waiter.is_finished(), "the waiter must wait while the lock is held");
+    assert!(
+        !waiter.is_finished(),
+        "the waiter must wait while the lock is held"
+    );
     let released = Instant::now();
     assert!(holder.unlock().await.unwrap());
     let guard = tokio::time::timeout(LIVENESS, waiter)
@@ -46,7 +49,10 @@ async fn a_reader_waits_for_the_writer() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!reader.is_finished());
     writer.unlock().await.unwrap();
-    let guard = tokio::time::timeout(LIVENESS, reader).await.unwrap().unwrap();
+    let guard = tokio::time::timeout(LIVENESS, reader)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(guard.is_ok(), "{guard:?}");
 }
 
@@ -60,7 +66,10 @@ async fn timeout_bounds_the_wait() {
     let result = mx.write().timeout(Duration::from_millis(300)).await;
     let waited = started.elapsed();
     assert!(matches!(result, Err(Error::Timeout)), "{result:?}");
-    assert!(waited >= Duration::from_millis(300), "gave up early: {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(300),
+        "gave up early: {waited:?}"
+    );
     assert!(waited < LIVENESS, "gave up late: {waited:?}");
 }
 
@@ -93,7 +102,10 @@ async fn cancelling_the_parent_ends_the_wait() {
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     parent.cancel();
-    let result = tokio::time::timeout(LIVENESS, waiter).await.unwrap().unwrap();
+    let result = tokio::time::timeout(LIVENESS, waiter)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
 }
 

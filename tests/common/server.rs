@@ -12,8 +12,8 @@ use nix::unistd::Pid;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 
 /// What to tell someone who has no `redis-server`.
-pub const INSTALL_HINT: &str = "redis-server was not found on PATH. Install Redis 6.2 or \
-newer (Debian/Ubuntu: `sudo apt-get install redis-server`; Fedora: `sudo dnf install \
+pub const INSTALL_HINT: &str = "redis-server was not found on PATH. Install Redis \
+(Debian/Ubuntu: `sudo apt-get install redis-server`; Fedora: `sudo dnf install \
 redis`; macOS: `brew install redis`), or set REDIS_URL to a server you own.";
 
 /// A running `redis-server` with no persistence, bound to 127.0.0.1 on a free port.
@@ -72,11 +72,17 @@ impl RedisServer {
                 return Ok(server);
             }
             if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(format!("redis-server exited with {status}:\n{}", server.log()));
+                return Err(format!(
+                    "redis-server exited with {status}:\n{}",
+                    server.log()
+                ));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        Err(format!("redis-server did not answer PING within 10 s:\n{}", server.log()))
+        Err(format!(
+            "redis-server did not answer PING within 10 s:\n{}",
+            server.log()
+        ))
     }
 
     fn ping(&self) -> bool {

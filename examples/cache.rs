@@ -1,0 +1,127 @@
+//! A shared-read/exclusive-write cache: readers share the lock, a writer with lock intent
+//! gets in without being starved, and a guard's token stops work the moment its lock is
+//! lost.
+//!
+//! Run with `cargo run --example cache`. With `REDIS_URL` unset it starts a throwaway
+//! `redis-server` from PATH; with it set, it uses keys starting with `redismutex-example`.
+
+#[path = "../tests/common/server.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod server;
+
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use redismutex::RwMutex;
+
+const VALUE: &str = "redismutex-example-data:profile";
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let (_server, url) = match std::env::var("REDIS_URL") {
+        Ok(url) => (None, url),
+        Err(_) => match server::RedisServer::try_start() {
+            Ok(server) => {
+                let url = server.url();
+                println!("started a throwaway redis-server at {url}");
+                (Some(server), url)
+            }
+            Err(err) => {
+                eprintln!("{err}");
+                std::process::exit(1);
+            }
+        },
+    };
+    let client = redis::Client::open(url)?;
+    let conn = client.get_multiplexed_async_connection().await?;
+    let mx = RwMutex::builder(conn.clone(), "redismutex-example")
+        .ttl(Duration::from_secs(1))
+        .lock_intent(true)
+        .build()?;
+    conn.clone().set::<_, _, ()>(VALUE, "v1").await?;
+
+    // Three readers read the cached value over and over, sharing the lock.
+    let mut readers = Vec::new();
+    for n in 1..=3 {
+        let (mx, mut conn) = (mx.clone(), conn.clone());
+        readers.push(tokio::spawn(async move {
+            for _ in 0..6 {
+                let guard = mx.read().key("profile").await?;
+                let value: String = conn.get(VALUE).await?;
+                println!("{:>5} ms  reader {n} reads {value:?}", ms(started));
+                tokio::time::sleep(Duration::from_millis(120)).await;
+                guard.unlock().await?;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Ok::<_, redismutex::Error>(())
+        }));
+    }
+
+    // A writer arrives while they read. Its lock intent keeps new readers out, so it
+    // gets the lock as soon as the current readers finish instead of waiting forever.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    println!(
+        "{:>5} ms  writer waits; the lock intent keeps new readers out",
+        ms(started)
+    );
+    let guard = mx
+        .write()
+        .key("profile")
+        .timeout(Duration::from_secs(5))
+        .await?;
+    println!(
+        "{:>5} ms  writer holds the lock alone; updating",
+        ms(started)
+    );
+    conn.clone().set::<_, _, ()>(VALUE, "v2").await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    guard.unlock().await?;
+    println!("{:>5} ms  writer released; readers see v2", ms(started));
+    for reader in readers {
+        reader.await??;
+    }
+
+    stop_work_on_lost_lock(&mx, conn.clone(), started).await?;
+    println!("{:>5} ms  done", ms(started));
+    Ok(())
+}
+
+/// A job that must stop the moment it no longer holds its lock.
+async fn stop_work_on_lost_lock(
+    mx: &RwMutex<MultiplexedConnection>,
+    mut conn: MultiplexedConnection,
+    started: Instant,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let guard = mx.write().key("report").await?;
+    println!("{:>5} ms  job holds {}; working", ms(started), guard.key());
+    let token = guard.token().child_token();
+    let job = tokio::spawn(async move {
+        let mut steps = 0;
+        loop {
+            tokio::select! {
+                () = token.cancelled() => return steps,
+                () = tokio::time::sleep(Duration::from_millis(50)) => steps += 1,
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Somebody removes the lock behind the job's back (an operator, a failover...).
+    conn.del::<_, ()>(guard.key()).await?;
+    println!(
+        "{:>5} ms  the lock key was deleted behind the job's back",
+        ms(started)
+    );
+    let steps = job.await?;
+    println!(
+        "{:>5} ms  job stopped after {steps} steps: {:?}",
+        ms(started),
+        guard.cancel_reason()
+    );
+    Ok(())
+}
+
+fn ms(started: Instant) -> u128 {
+    started.elapsed().as_millis()
+}

@@ -1,0 +1,34 @@
+//! Static checks that the public types and futures are Send/Sync as promised.
+
+use std::future::IntoFuture;
+
+use redis::aio::{ConnectionManager, MultiplexedConnection};
+use redismutex::{Acquire, Builder, CancelReason, Error, Guard, Mode, RwMutex, TryAcquire};
+
+fn send_sync<T: Send + Sync>() {}
+fn send<T: Send>(_: &T) {}
+fn static_lifetime<T: 'static>(_: &T) {}
+
+#[test]
+fn public_types_are_send_and_sync() {
+    send_sync::<Guard>();
+    send_sync::<Error>();
+    send_sync::<Mode>();
+    send_sync::<CancelReason>();
+    send_sync::<RwMutex<MultiplexedConnection>>();
+    send_sync::<RwMutex<ConnectionManager>>();
+    send_sync::<Builder<MultiplexedConnection>>();
+    send_sync::<Acquire<MultiplexedConnection>>();
+    send_sync::<TryAcquire<ConnectionManager>>();
+}
+
+#[allow(dead_code, clippy::let_underscore_future)]
+fn futures_are_send_and_static(mx: RwMutex<MultiplexedConnection>, guard: Guard) {
+    let write = mx.write().into_future();
+    send(&write);
+    static_lifetime(&write);
+    let try_read = mx.try_read().into_future();
+    send(&try_read);
+    static_lifetime(&try_read);
+    send(&guard.unlock());
+}
