@@ -75,26 +75,30 @@ where
     }
 
     /// Waits for the exclusive (write) lock. Await the returned [`Acquire`], after
-    /// setting its options if needed.
+    /// setting its options if needed. How it waits (the retry backoff and the lock
+    /// intent), its errors and its cancel safety are on [`Acquire`].
     pub fn write(&self) -> Acquire<C> {
         Acquire::new(self.request(Mode::Write))
     }
 
     /// Waits for a shared (read) lock. Await the returned [`Acquire`], after setting its
-    /// options if needed.
+    /// options if needed. A writer that holds the lock, or waits for it with its intent
+    /// set, keeps readers out. How it waits, its errors and its cancel safety are on
+    /// [`Acquire`].
     pub fn read(&self) -> Acquire<C> {
         Acquire::new(self.request(Mode::Read))
     }
 
     /// Makes one attempt at the exclusive (write) lock; awaiting the returned
     /// [`TryAcquire`] gives `Ok(None)` when others hold the lock. Never sets the lock
-    /// intent.
+    /// intent. Errors and cancel safety are on [`TryAcquire`].
     pub fn try_write(&self) -> TryAcquire<C> {
         TryAcquire::new(self.request(Mode::Write))
     }
 
     /// Makes one attempt at a shared (read) lock; awaiting the returned [`TryAcquire`]
     /// gives `Ok(None)` when a writer holds the lock or waits for it with its intent set.
+    /// Errors and cancel safety are on [`TryAcquire`].
     pub fn try_read(&self) -> TryAcquire<C> {
         TryAcquire::new(self.request(Mode::Read))
     }

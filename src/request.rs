@@ -152,6 +152,8 @@ where
         Box::pin(async move {
             match acquire::run(self.request, patience).await {
                 Ok(Some(guard)) => Ok(guard),
+                // `run` gives `None` only for a single attempt; waiting ends with a guard
+                // or an error.
                 Ok(None) => Err(Error::Timeout),
                 Err(err) => Err(err),
             }

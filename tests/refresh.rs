@@ -10,10 +10,7 @@ use redis::aio::MultiplexedConnection;
 use redismutex::{CancelReason, RwMutex};
 
 fn mutex(conn: &MultiplexedConnection, ttl_ms: u64) -> RwMutex<MultiplexedConnection> {
-    RwMutex::builder(conn.clone(), "lease")
-        .ttl(Duration::from_millis(ttl_ms))
-        .build()
-        .unwrap()
+    common::mutex(conn, "lease", Duration::from_millis(ttl_ms))
 }
 
 #[tokio::test]

@@ -55,10 +55,7 @@ async fn a_reader_unlock_leaves_the_other_readers() {
 async fn dropping_a_guard_releases_the_lock() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = RwMutex::builder(conn.clone(), "res")
-        .ttl(Duration::from_secs(60))
-        .build()
-        .unwrap();
+    let mx = common::mutex(&conn, "res", Duration::from_secs(60));
 
     let guard = mx.write().await.unwrap();
     let token = guard.token().clone();
@@ -73,10 +70,7 @@ async fn dropping_a_guard_releases_the_lock() {
 async fn cancelling_the_parent_cancels_the_guard_and_releases() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = RwMutex::builder(conn.clone(), "res")
-        .ttl(Duration::from_secs(60))
-        .build()
-        .unwrap();
+    let mx = common::mutex(&conn, "res", Duration::from_secs(60));
 
     let parent = CancellationToken::new();
     let guard = mx.read().parent(parent.clone()).await.unwrap();
@@ -96,10 +90,7 @@ async fn cancelling_the_parent_cancels_the_guard_and_releases() {
 async fn cancelling_the_guard_token_releases_but_spares_the_parent() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = RwMutex::builder(conn.clone(), "res")
-        .ttl(Duration::from_secs(60))
-        .build()
-        .unwrap();
+    let mx = common::mutex(&conn, "res", Duration::from_secs(60));
 
     let parent = CancellationToken::new();
     let guard = mx.write().parent(parent.clone()).await.unwrap();

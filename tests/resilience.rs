@@ -12,10 +12,7 @@ use redismutex::{CancelReason, Error, RwMutex};
 async fn locks_work_across_script_flush() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = RwMutex::builder(conn.clone(), "sf")
-        .ttl(Duration::from_millis(400))
-        .build()
-        .unwrap();
+    let mx = common::mutex(&conn, "sf", Duration::from_millis(400));
 
     let held = mx.write().await.unwrap();
     raw::cmd::<()>(&conn, "SCRIPT", &["FLUSH"]).await;

@@ -77,10 +77,7 @@ async fn timeout_bounds_the_wait() {
 async fn timeout_never_shortens_a_held_lock() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = RwMutex::builder(conn.clone(), "job")
-        .ttl(Duration::from_millis(200))
-        .build()
-        .unwrap();
+    let mx = common::mutex(&conn, "job", Duration::from_millis(200));
 
     let guard = mx.write().timeout(Duration::from_millis(50)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(800)).await; // 16 timeouts, 4 TTLs

@@ -84,3 +84,15 @@ pub mod raw {
         members
     }
 }
+
+/// A mutex named `name` on `conn` with the given TTL and the lock intent off.
+pub fn mutex(
+    conn: &redis::aio::MultiplexedConnection,
+    name: &str,
+    ttl: Duration,
+) -> redismutex::RwMutex<redis::aio::MultiplexedConnection> {
+    redismutex::RwMutex::builder(conn.clone(), name)
+        .ttl(ttl)
+        .build()
+        .expect("valid options")
+}
