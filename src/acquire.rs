@@ -72,11 +72,10 @@ where
 
     loop {
         let sent = Instant::now();
-        pending.in_flight = true;
+        pending.sending();
         let attempt = tokio::select! {
             biased;
-            () = cancelled(parent.as_ref()) => return Err(pending.give_up(Error::Cancelled).await),
-            () = until(deadline) => return Err(pending.give_up(Error::Timeout).await),
+            err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),
             attempt = lease.attempt(&mut conn, set_intent) => attempt,
         };
         let blocked_for = match attempt {
@@ -87,8 +86,7 @@ where
             Ok(Attempt::Blocked(pttl)) => pttl,
             Err(err) => return Err(pending.give_up(err).await),
         };
-        pending.in_flight = false;
-        pending.intent_set |= set_intent;
+        pending.blocked(set_intent);
         if matches!(patience, Patience::Once) {
             return Ok(None);
         }
@@ -100,25 +98,30 @@ where
         tracing::trace!(key = %lease.key, id = %lease.id, ?pause, "lock busy; retrying");
         tokio::select! {
             biased;
-            () = cancelled(parent.as_ref()) => return Err(pending.give_up(Error::Cancelled).await),
-            () = until(deadline) => return Err(pending.give_up(Error::Timeout).await),
+            err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),
             () = tokio::time::sleep(pause) => {}
         }
     }
 }
 
-/// Completes when `token` is cancelled; never without a token.
-async fn cancelled(token: Option<&CancellationToken>) {
-    match token {
-        Some(token) => token.cancelled().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Completes at `deadline`; never without one.
-async fn until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
+/// Completes with [`Error::Cancelled`] when `parent` is cancelled, or with
+/// [`Error::Timeout`] at `deadline`; never when neither is given.
+async fn interrupted(parent: Option<&CancellationToken>, deadline: Option<Instant>) -> Error {
+    let cancelled = async {
+        match parent {
+            Some(parent) => parent.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let timed_out = async {
+        match deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        () = cancelled => Error::Cancelled,
+        () = timed_out => Error::Timeout,
     }
 }

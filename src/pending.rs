@@ -24,9 +24,9 @@ where
     lease: Arc<Lease<C>>,
     spawner: Spawner,
     /// An attempt was sent and its reply not yet read.
-    pub(crate) in_flight: bool,
+    in_flight: bool,
     /// A failed write attempt set the lock intent.
-    pub(crate) intent_set: bool,
+    intent_set: bool,
 }
 
 impl<C> Pending<C>
@@ -40,6 +40,17 @@ where
             in_flight: false,
             intent_set: false,
         }
+    }
+
+    /// An attempt is about to be sent: it may take the lock without us seeing the reply.
+    pub(crate) fn sending(&mut self) {
+        self.in_flight = true;
+    }
+
+    /// The attempt's reply says others hold the lock; it set the intent if `set_intent`.
+    pub(crate) fn blocked(&mut self, set_intent: bool) {
+        self.in_flight = false;
+        self.intent_set |= set_intent;
     }
 
     /// The lock was acquired: nothing to clean up.
