@@ -18,7 +18,7 @@ use redismutex::RwMutex;
 const VALUE: &str = "redismutex-example-data:profile";
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let started = Instant::now();
     let (_server, url) = match std::env::var("REDIS_URL") {
         Ok(url) => (None, url),
@@ -55,7 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 guard.unlock().await?;
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            Ok::<_, redismutex::Error>(())
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
         }));
     }
 
@@ -93,7 +93,7 @@ async fn stop_work_on_lost_lock(
     mx: &RwMutex<MultiplexedConnection>,
     mut conn: MultiplexedConnection,
     started: Instant,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let guard = mx.write().key("report").await?;
     println!("{:>5} ms  job holds {}; working", ms(started), guard.key());
     let token = guard.token().child_token();

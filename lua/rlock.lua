@@ -1,26 +1,32 @@
--- rlock.lua: take a read lock (many readers, no writer).
+-- rlock.lua: take a read lock (many readers, no writer) and mint its fencing token.
 --
 -- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids
 -- KEYS[2]  lock-intent key: "<lock key>:lock-intent"
+-- KEYS[3]  fence key: "<lock key>:fence", the last fencing token minted for KEYS[1]
 -- ARGV[1]  lock id: 32 lowercase hex characters
 -- ARGV[2]  TTL in milliseconds (positive integer)
+-- ARGV[3]  fence retention in milliseconds (positive integer): the PX of KEYS[3]
 --
 -- Replies:
---   {"acquired"}              ARGV[1] is a member of the set KEYS[1], whose PTTL is now at
+--   {"acquired", token}       ARGV[1] is a member of the set KEYS[1], whose PTTL is now at
 --                             least ARGV[2] (it is never shortened: other readers may need a
---                             longer one). Also the reply when ARGV[1] was already a member
---                             (a resent request).
+--                             longer one); token = max(KEYS[3] + 1, server TIME in
+--                             microseconds), now stored in KEYS[3] with PX ARGV[3]. Also the
+--                             reply when ARGV[1] was already a member (a resent request).
 --   {"blocked", pttl}         a writer holds KEYS[1] (pttl is its PTTL in ms) or a writer
 --                             waits (KEYS[2] exists; pttl is the intent's PTTL in ms).
---   {"wrongtype", key, type}  key (KEYS[1] or KEYS[2]) holds a type this protocol does not
---                             use; nothing was changed.
---   {"noexpiry", key}         key (KEYS[1] or KEYS[2]) exists with no TTL, so it would never
---                             free; nothing was changed.
+--   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use (for
+--                             KEYS[3]: anything but an integer string); nothing was changed.
+--   {"noexpiry", key}         key (any of KEYS) exists with no TTL, so it would never free;
+--                             nothing was changed.
+--
+-- Every check comes before the first write, so an error (OOM, READONLY) changes nothing.
 
 local ttl = tonumber(ARGV[2])
 
 local lock_type = redis.call('TYPE', KEYS[1])['ok']
 local pttl = -2
+local member = false
 if lock_type == 'string' or lock_type == 'set' then
     pttl = redis.call('PTTL', KEYS[1])
     if pttl == -1 then
@@ -29,29 +35,42 @@ if lock_type == 'string' or lock_type == 'set' then
     if lock_type == 'string' then
         return {'blocked', pttl}
     end
-    if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then
-        if pttl < ttl then
-            redis.call('PEXPIRE', KEYS[1], ttl)
-        end
-        return {'acquired'}
-    end
+    member = redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1
 elseif lock_type ~= 'none' then
     return {'wrongtype', KEYS[1], lock_type}
 end
 
-local intent_type = redis.call('TYPE', KEYS[2])['ok']
-if intent_type == 'string' then
-    local intent_pttl = redis.call('PTTL', KEYS[2])
-    if intent_pttl == -1 then
-        return {'noexpiry', KEYS[2]}
+if not member then
+    local intent_type = redis.call('TYPE', KEYS[2])['ok']
+    if intent_type == 'string' then
+        local intent_pttl = redis.call('PTTL', KEYS[2])
+        if intent_pttl == -1 then
+            return {'noexpiry', KEYS[2]}
+        end
+        return {'blocked', intent_pttl}
+    elseif intent_type ~= 'none' then
+        return {'wrongtype', KEYS[2], intent_type}
     end
-    return {'blocked', intent_pttl}
-elseif intent_type ~= 'none' then
-    return {'wrongtype', KEYS[2], intent_type}
+end
+
+local fence_type = redis.call('TYPE', KEYS[3])['ok']
+local last = 0
+if fence_type ~= 'none' then
+    last = fence_type == 'string' and tonumber(redis.call('GET', KEYS[3]))
+    -- 2^53: above it a Lua number no longer holds every integer.
+    if not last or last < 0 or last % 1 ~= 0 or last >= 2^53 then
+        return {'wrongtype', KEYS[3], fence_type == 'string' and 'non-integer string' or fence_type}
+    end
+    if redis.call('PTTL', KEYS[3]) == -1 then
+        return {'noexpiry', KEYS[3]}
+    end
 end
 
 redis.call('SADD', KEYS[1], ARGV[1])
 if pttl < ttl then
     redis.call('PEXPIRE', KEYS[1], ttl)
 end
-return {'acquired'}
+local time = redis.call('TIME')
+local token = math.max(last + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
+return {'acquired', token}

@@ -15,7 +15,8 @@ use crate::lease::Lease;
 use crate::mode::Mode;
 use crate::pending::Pending;
 use crate::request::Request;
-use crate::scripts::Attempt;
+use crate::scripts::{Attempt, Keys};
+use crate::settings::check_key;
 use crate::spawner::Spawner;
 
 /// First retry delay before jitter; jitter adds up to as much again.
@@ -48,14 +49,15 @@ where
         return Err(Error::Cancelled);
     }
     let key = request.lock_key();
+    check_key(&key)?;
     let lease = Arc::new(Lease {
         conn: request.inner.conn.clone(),
-        intent_key: format!("{key}:lock-intent"),
-        key,
+        keys: Keys::new(key),
         id: new_id(),
         mode: request.mode,
         ttl: settings.ttl,
         ttl_ms: settings.ttl_ms(),
+        fence_ms: settings.fence_ms(),
     });
     let set_intent = request.mode == Mode::Write
         && settings.lock_intent
@@ -79,9 +81,9 @@ where
             attempt = lease.attempt(&mut conn, set_intent) => attempt,
         };
         let blocked_for = match attempt {
-            Ok(Attempt::Acquired) => {
+            Ok(Attempt::Acquired(token)) => {
                 pending.disarm();
-                return Ok(Some(Guard::start(lease, parent, sent, &spawner)));
+                return Ok(Some(Guard::start(lease, parent, sent, token, &spawner)));
             }
             Ok(Attempt::Blocked(pttl)) => pttl,
             Err(err) => return Err(pending.give_up(err).await),
@@ -95,7 +97,7 @@ where
             .unwrap_or(BACKOFF_MAX)
             .min(blocked_for)
             .max(BACKOFF_MIN);
-        tracing::trace!(key = %lease.key, id = %lease.id, ?pause, "lock busy; retrying");
+        tracing::trace!(key = %lease.keys.lock, id = %lease.id, ?pause, "lock busy; retrying");
         tokio::select! {
             biased;
             err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),

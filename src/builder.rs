@@ -16,6 +16,7 @@ use crate::settings::Settings;
 ///
 /// - `ttl`: 4 s (the Go package's default)
 /// - `lock_intent`: off
+/// - `fence_retention`: 24 h
 /// - `task_tracker`: none (background tasks are spawned with `tokio::spawn`)
 #[must_use = "a builder does nothing until build() is called"]
 pub struct Builder<C> {
@@ -57,6 +58,21 @@ where
         self
     }
 
+    /// Sets how long the fence key `<lock key>:fence` outlives the last acquisition of
+    /// its lock (default 24 h); it must be at least the TTL and at most 365 days.
+    ///
+    /// The fence key holds the last [fencing token](crate::Guard::fencing_token) minted
+    /// for the lock key: one small string per lock key used within the retention (see
+    /// README, "Fencing tokens", for its size). Once it expires, the next token is the
+    /// server clock in microseconds, still larger than every earlier token unless the
+    /// server's clock was set back by more than the retention since. A mutex with
+    /// millions of short-lived [`key`](crate::Acquire::key)s keeps memory bounded with a
+    /// shorter retention.
+    pub fn fence_retention(mut self, retention: Duration) -> Self {
+        self.settings.fence_retention = retention;
+        self
+    }
+
     /// Spawns every background task (refresh, release after drop or cancel, and clean-up
     /// after giving up) on `tracker`, so a service can `tracker.close()` and
     /// `tracker.wait().await` for pending releases before it exits.
@@ -69,8 +85,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidOptions`] when the name is empty or the TTL is below 10 ms or
-    /// above 24 h.
+    /// [`Error::InvalidOptions`] when the name is empty or longer than
+    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES), the TTL is below 10 ms or above 24 h, or
+    /// the fence retention is below the TTL or above 365 days.
     pub fn build(self) -> Result<RwMutex<C>, Error> {
         self.settings.check()?;
         Ok(RwMutex::from_parts(self.conn, self.settings))
@@ -83,6 +100,7 @@ impl<C> fmt::Debug for Builder<C> {
             .field("name", &self.settings.name)
             .field("ttl", &self.settings.ttl)
             .field("lock_intent", &self.settings.lock_intent)
+            .field("fence_retention", &self.settings.fence_retention)
             .field("task_tracker", &self.settings.tracker.is_some())
             .finish_non_exhaustive()
     }

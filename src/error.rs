@@ -1,5 +1,7 @@
 //! The one error type of the crate.
 
+use std::fmt;
+
 /// Everything that can go wrong when taking, keeping or releasing a lock.
 ///
 /// Errors that concern a Redis key name the key. A wrapped [`redis::RedisError`] is
@@ -8,10 +10,30 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A Redis request failed: connection refused or dropped, response timeout, a server
-    /// error, or a script reply this crate did not expect.
-    #[error("redis request failed")]
-    Redis(#[from] redis::RedisError),
+    /// A Redis request on `key` failed: connection refused or dropped, response timeout,
+    /// a server error not covered by [`Error::Refused`], or a script reply this crate did
+    /// not expect.
+    #[error("redis request on lock key {} failed", Preview(key))]
+    Redis {
+        /// The lock key the request was for.
+        key: String,
+        /// What redis-rs reported.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// Redis refused a request on `key` for a reason of its own state or of this client's
+    /// rights, which `refusal` names. Nothing was changed in Redis.
+    #[error("redis refused a request on lock key {}: {refusal}", Preview(key))]
+    Refused {
+        /// The lock key the request was for.
+        key: String,
+        /// Why Redis refused.
+        refusal: Refusal,
+        /// The server's error reply.
+        #[source]
+        source: redis::RedisError,
+    },
 
     /// [`Acquire::timeout`](crate::Acquire::timeout) ran out before the lock was acquired.
     #[error("timed out waiting for the lock")]
@@ -23,26 +45,133 @@ pub enum Error {
     Cancelled,
 
     /// `key` holds a Redis type this lock protocol does not use (a hash, list, zset,
-    /// stream, ...), so it is somebody else's data. It was left untouched.
-    #[error("key {key:?} holds a {found}, which is not a lock")]
+    /// stream, ..., or a fence key that is not an integer), so it is somebody else's
+    /// data. It was left untouched.
+    #[error("key {} holds a {found}, which is not a lock", Preview(key))]
     WrongType {
-        /// The lock key or the lock-intent key.
+        /// The lock key, the lock-intent key or the fence key.
         key: String,
-        /// The Redis `TYPE` found at `key`, for example `hash`.
+        /// The Redis `TYPE` found at `key`, for example `hash`, or `non-integer string`
+        /// for a fence key.
         found: String,
     },
 
-    /// `key` (the lock key or the lock-intent key) exists but has no TTL, so it would
-    /// never free. It was left untouched.
-    #[error("key {key:?} has no TTL, so the lock would never free")]
+    /// `key` (the lock key, the lock-intent key or the fence key) exists but has no TTL,
+    /// so it would never free. It was left untouched.
+    #[error("key {} has no TTL, so the lock would never free", Preview(key))]
     NoExpiry {
-        /// The lock key or the lock-intent key.
+        /// The lock key, the lock-intent key or the fence key.
         key: String,
+    },
+
+    /// The lock key cannot be used; `reason` says why (for example, it is longer than
+    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES)). Nothing was sent to Redis.
+    #[error("lock key {} is invalid: {reason}", Preview(key))]
+    InvalidKey {
+        /// The lock key, `<name>` or `<name>:<key>`.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
     },
 
     /// The mutex's options are not usable; the message says which and why.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
+}
+
+/// Why Redis refused a request: the error codes a lock request can meet while the server
+/// or this client is in a state that no retry by this crate would fix at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// `OOM`: `maxmemory` is reached and the policy evicts nothing (`noeviction`), so
+    /// Redis refuses commands that need memory. Taking a lock needs it; refreshing and
+    /// releasing one do not, and keep working.
+    OutOfMemory,
+    /// `READONLY`: the server is a read-only replica.
+    ReadOnly,
+    /// `NOAUTH` or `WRONGPASS`: the server requires a password this connection has not
+    /// given, or the one given is wrong.
+    NotAuthenticated,
+    /// `NOPERM`: the ACL user lacks a right the lock needs (`EVALSHA`, `EVAL`, `SCRIPT
+    /// LOAD`, or access to the lock's keys).
+    NoPermission,
+    /// `BUSY`: another client's script or function has run past `busy-reply-threshold`;
+    /// Redis answers nothing else until it ends or `SCRIPT KILL` stops it.
+    Busy,
+    /// `LOADING`: the server is loading its dataset after a restart.
+    Loading,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::OutOfMemory => "out of memory (OOM)",
+            Self::ReadOnly => "read-only replica (READONLY)",
+            Self::NotAuthenticated => "not authenticated (NOAUTH)",
+            Self::NoPermission => "no ACL permission (NOPERM)",
+            Self::Busy => "busy running a script (BUSY)",
+            Self::Loading => "loading its dataset (LOADING)",
+        })
+    }
+}
+
+impl Refusal {
+    /// The refusal behind a Redis error code, if it is one.
+    fn from_code(code: &str) -> Option<Self> {
+        Some(match code {
+            "OOM" => Self::OutOfMemory,
+            "READONLY" => Self::ReadOnly,
+            "NOAUTH" | "WRONGPASS" => Self::NotAuthenticated,
+            "NOPERM" => Self::NoPermission,
+            "BUSY" => Self::Busy,
+            "LOADING" => Self::Loading,
+            _ => return None,
+        })
+    }
+}
+
+impl Error {
+    /// `source`, from a request on lock key `key`: [`Error::Refused`] when its code is a
+    /// [`Refusal`], else [`Error::Redis`].
+    pub(crate) fn redis(key: &str, source: redis::RedisError) -> Self {
+        let key = key.to_owned();
+        match source.code().and_then(Refusal::from_code) {
+            Some(refusal) => Self::Refused {
+                key,
+                refusal,
+                source,
+            },
+            None => Self::Redis { key, source },
+        }
+    }
+
+    /// The Redis key this error is about, when it is about one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Self::Redis { key, .. }
+            | Self::Refused { key, .. }
+            | Self::WrongType { key, .. }
+            | Self::NoExpiry { key }
+            | Self::InvalidKey { key, .. } => Some(key),
+            Self::Timeout | Self::Cancelled | Self::InvalidOptions(_) => None,
+        }
+    }
+}
+
+/// The longest key text an error message shows; longer keys are cut, with their length.
+const PREVIEW_CHARS: usize = 128;
+
+/// A key as error messages show it: quoted, escaped, and cut after [`PREVIEW_CHARS`].
+pub(crate) struct Preview<'a>(pub(crate) &'a str);
+
+impl fmt::Display for Preview<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.char_indices().nth(PREVIEW_CHARS) {
+            None => write!(f, "{:?}", self.0),
+            Some((cut, _)) => write!(f, "{:?}... ({} bytes)", &self.0[..cut], self.0.len()),
+        }
+    }
 }
 
 /// `err` and its sources, joined with `: `, for log fields.
@@ -55,4 +184,31 @@ pub(crate) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
         source = inner.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_codes_become_refusals_and_long_keys_are_cut() {
+        let long = "k".repeat(1000);
+        let shown = Preview(&long).to_string();
+        assert!(
+            shown.len() < 200 && shown.ends_with("(1000 bytes)"),
+            "{shown}"
+        );
+        assert_eq!(Preview("a\nb").to_string(), "\"a\\nb\"");
+        assert_eq!(Refusal::from_code("OOM"), Some(Refusal::OutOfMemory));
+        assert_eq!(
+            Refusal::from_code("WRONGPASS"),
+            Some(Refusal::NotAuthenticated)
+        );
+        assert_eq!(Refusal::from_code("ERR"), None);
+        let io = redis::RedisError::from((redis::ErrorKind::Io, "gone"));
+        let err = Error::redis("jobs:1", io);
+        assert!(matches!(err, Error::Redis { .. }), "{err:?}");
+        assert_eq!(err.key(), Some("jobs:1"));
+        assert!(err.to_string().contains("\"jobs:1\""), "{err}");
+    }
 }

@@ -1,19 +1,21 @@
 //! A held lock.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 
 use redis::aio::ConnectionLike;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::lease::Lease;
 use crate::mode::Mode;
-use crate::reason::{CancelReason, Status};
+use crate::reason::CancelReason;
 use crate::refresh;
 use crate::spawner::Spawner;
+use crate::status::Status;
 
 /// A held lock, and the cancellation token that says whether it is still held.
 ///
@@ -25,6 +27,15 @@ use crate::spawner::Spawner;
 /// [`token`](Self::token) (or a child of it) to the work the lock protects, so that work
 /// stops the moment the lock may no longer be held.
 ///
+/// Every look through the guard ([`is_cancelled`](Self::is_cancelled),
+/// [`cancel_reason`](Self::cancel_reason), [`cancelled`](Self::cancelled),
+/// [`token`](Self::token)) compares the clock with the validity deadline itself and fires
+/// the token with [`CancelReason::Expired`] on the spot once it has passed, so no call
+/// reports the lock held after its deadline, even right after the process was frozen and
+/// before the background task has run. A pause between such a check and the work it
+/// guards can still cross the deadline: only a [fencing token](Self::fencing_token)
+/// checked by the protected resource closes that gap.
+///
 /// Dropping the guard cancels its token and releases the lock from the background task:
 /// `Drop` never blocks and never needs Redis to answer.
 #[must_use = "dropping the guard releases the lock at once"]
@@ -33,17 +44,20 @@ pub struct Guard {
     key: String,
     id: String,
     mode: Mode,
+    fencing_token: u64,
     token: CancellationToken,
     status: Arc<Status>,
     task: JoinHandle<Result<bool, Error>>,
 }
 
 impl Guard {
-    /// Starts the refresh task of a lock acquired by a request sent at `sent`.
+    /// Starts the refresh task of a lock acquired by a request sent at `sent`, which
+    /// minted `fencing_token`.
     pub(crate) fn start<C>(
         lease: Arc<Lease<C>>,
         parent: Option<CancellationToken>,
         sent: Instant,
+        fencing_token: u64,
         spawner: &Spawner,
     ) -> Self
     where
@@ -53,8 +67,8 @@ impl Guard {
             Some(parent) => parent.child_token(),
             None => CancellationToken::new(),
         };
-        let status = Arc::new(Status::new(parent));
-        let (key, id, mode) = (lease.key.clone(), lease.id.clone(), lease.mode);
+        let status = Arc::new(Status::new(parent, sent, sent + lease.validity()));
+        let (key, id, mode) = (lease.keys.lock.clone(), lease.id.clone(), lease.mode);
         let task = spawner.spawn(refresh::keep(
             lease,
             token.clone(),
@@ -65,6 +79,7 @@ impl Guard {
             key,
             id,
             mode,
+            fencing_token,
             token,
             status,
             task,
@@ -87,30 +102,62 @@ impl Guard {
         self.mode
     }
 
+    /// This acquisition's fencing token: strictly larger than the token of every earlier
+    /// acquisition of the same lock key, read or write, by any client of this crate, in
+    /// the order the lock passed between them.
+    ///
+    /// It is minted by the acquiring script itself from the counter at
+    /// `<lock key>:fence` (see README, "Fencing tokens"), so it never goes back across
+    /// unlocks, lock expiry, client restarts or the counter's own expiry. Send it with
+    /// every write to the protected resource, and have the resource reject a token
+    /// smaller than the largest it has accepted: that stops a holder that was paused
+    /// past its deadline from overwriting a later holder's work.
+    pub fn fencing_token(&self) -> u64 {
+        self.fencing_token
+    }
+
     /// The token that fires when the lock is released, lost or cancelled. Cancelling it
     /// releases the lock (with [`CancelReason::Cancelled`]); hand out
     /// [`child_token`](CancellationToken::child_token)s to work that must not release it.
+    ///
+    /// This checks the validity deadline first and fires the token if it has passed.
+    /// The token and its children are also fired by the guard's background task at the
+    /// deadline, but that task may run a little late after the process was frozen: right
+    /// before a write, ask [`is_cancelled`](Self::is_cancelled) rather than a token.
     pub fn token(&self) -> &CancellationToken {
+        self.status.check(&self.token);
         &self.token
     }
 
-    /// Completes when the token fires.
+    /// Completes when the token fires or the validity deadline passes (which fires the
+    /// token with [`CancelReason::Expired`]), whichever is first.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future has no effect on the lock.
-    pub fn cancelled(&self) -> WaitForCancellationFuture<'_> {
-        self.token.cancelled()
+    pub fn cancelled(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.status.cancelled(&self.token)
     }
 
-    /// Whether the token has fired. After it has, the lock must be taken as not held.
+    /// Whether the lock must be taken as not held: the token has fired, or the validity
+    /// deadline has passed (which fires the token with [`CancelReason::Expired`] now).
+    /// Call it right before each write the lock protects.
     pub fn is_cancelled(&self) -> bool {
-        self.token.is_cancelled()
+        self.status.check(&self.token)
     }
 
-    /// Why the token fired, or `None` while it has not.
+    /// Why the token fired, or `None` while it has not. Like
+    /// [`is_cancelled`](Self::is_cancelled), it fires the token with
+    /// [`CancelReason::Expired`] first if the validity deadline has passed.
     pub fn cancel_reason(&self) -> Option<CancelReason> {
         self.status.reason(&self.token)
+    }
+
+    /// Until when the lock is surely held: the send time of the last successful acquire
+    /// or refresh plus the TTL minus the Redlock drift margin (1% of the TTL + 2 ms).
+    /// A [`tokio::time::Instant`], so it follows a paused test clock.
+    pub fn valid_until(&self) -> Instant {
+        self.status.deadline()
     }
 
     /// Releases the lock and reports whether it was still held: `Ok(true)` when this id
@@ -151,6 +198,7 @@ impl fmt::Debug for Guard {
             .field("key", &self.key)
             .field("id", &self.id)
             .field("mode", &self.mode)
+            .field("fencing_token", &self.fencing_token)
             .field("cancel_reason", &self.cancel_reason())
             .finish()
     }

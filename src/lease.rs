@@ -6,7 +6,7 @@ use redis::aio::ConnectionLike;
 
 use crate::error::Error;
 use crate::mode::Mode;
-use crate::scripts::{self, Attempt};
+use crate::scripts::{self, Attempt, Keys};
 
 /// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
 /// Redis", the `CLOCK_DRIFT_FACTOR` of the reference implementations).
@@ -14,16 +14,17 @@ const DRIFT_FACTOR_PERCENT: u32 = 1;
 /// Redlock's fixed drift allowance of 2 ms added to the factor (same source).
 const DRIFT_FIXED: Duration = Duration::from_millis(2);
 
-/// The lock key, intent key, id and TTL of one lock, with the connection to reach it.
+/// The keys, id and TTL of one lock, with the connection to reach it.
 #[derive(Debug)]
 pub(crate) struct Lease<C> {
     pub(crate) conn: C,
-    pub(crate) key: String,
-    pub(crate) intent_key: String,
+    pub(crate) keys: Keys,
     pub(crate) id: String,
     pub(crate) mode: Mode,
     pub(crate) ttl: Duration,
     pub(crate) ttl_ms: u64,
+    /// The PX of the fence key, in milliseconds.
+    pub(crate) fence_ms: u64,
 }
 
 impl<C> Lease<C>
@@ -32,20 +33,16 @@ where
 {
     /// One acquire attempt under this lease's id.
     pub(crate) async fn attempt(&self, conn: &mut C, set_intent: bool) -> Result<Attempt, Error> {
+        let (keys, id, ttl_ms, fence_ms) = (&self.keys, &self.id, self.ttl_ms, self.fence_ms);
         match self.mode {
-            Mode::Write => {
-                let (key, intent, id) = (&self.key, &self.intent_key, &self.id);
-                scripts::lock(conn, key, intent, id, self.ttl_ms, set_intent).await
-            }
-            Mode::Read => {
-                scripts::rlock(conn, &self.key, &self.intent_key, &self.id, self.ttl_ms).await
-            }
+            Mode::Write => scripts::lock(conn, keys, id, ttl_ms, set_intent, fence_ms).await,
+            Mode::Read => scripts::rlock(conn, keys, id, ttl_ms, fence_ms).await,
         }
     }
 
     /// Extends the lock; false when this id no longer holds it.
     pub(crate) async fn refresh(&self, conn: &mut C) -> Result<bool, Error> {
-        scripts::refresh(conn, &self.key, &self.id, self.ttl_ms).await
+        scripts::refresh(conn, &self.keys.lock, &self.id, self.ttl_ms).await
     }
 
     /// Removes this id from the lock key, and clears the lock intent when `clear_intent`.
@@ -55,8 +52,8 @@ where
     /// anything this id could have left in Redis has expired, since refresh has stopped.
     pub(crate) async fn release(&self, clear_intent: bool) -> Result<bool, Error> {
         let mut conn = self.conn.clone();
-        let intent_key = clear_intent.then_some(self.intent_key.as_str());
-        let unlock = scripts::unlock(&mut conn, &self.key, intent_key, &self.id);
+        let intent_key = clear_intent.then_some(self.keys.intent.as_str());
+        let unlock = scripts::unlock(&mut conn, &self.keys.lock, intent_key, &self.id);
         tokio::time::timeout(self.ttl, unlock)
             .await
             .unwrap_or(Err(Error::Timeout))
@@ -90,12 +87,12 @@ mod tests {
     fn lease(ttl_ms: u64) -> Lease<()> {
         Lease {
             conn: (),
-            key: "k".into(),
-            intent_key: "k:lock-intent".into(),
+            keys: Keys::new("k".into()),
             id: "0".repeat(32),
             mode: Mode::Write,
             ttl: Duration::from_millis(ttl_ms),
             ttl_ms,
+            fence_ms: ttl_ms,
         }
     }
 

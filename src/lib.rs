@@ -17,14 +17,16 @@ mod request;
 mod scripts;
 mod settings;
 mod spawner;
+mod status;
 
 pub use builder::Builder;
-pub use error::Error;
+pub use error::{Error, Refusal};
 pub use guard::Guard;
 pub use mode::Mode;
 pub use mutex::RwMutex;
 pub use reason::CancelReason;
 pub use request::{Acquire, AcquireFuture, TryAcquire, TryAcquireFuture};
+pub use settings::MAX_KEY_BYTES;
 
 /// The redis-rs version this crate is built on, so callers can name the same types.
 pub use redis;

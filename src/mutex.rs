@@ -124,6 +124,11 @@ impl<C> RwMutex<C> {
         self.inner.settings.ttl
     }
 
+    /// How long a fence key outlives the last acquisition of its lock.
+    pub fn fence_retention(&self) -> Duration {
+        self.inner.settings.fence_retention
+    }
+
     /// Whether waiting writers set the lock intent.
     pub fn lock_intent(&self) -> bool {
         self.inner.settings.lock_intent

@@ -78,7 +78,7 @@ where
         Some(self.spawner.spawn(async move {
             if let Err(err) = lease.release(clear_intent).await {
                 tracing::warn!(
-                    key = %lease.key,
+                    key = %lease.keys.lock,
                     id = %lease.id,
                     error = %crate::error::chain(&err),
                     "release after giving up failed; the lock intent or lock expires by its TTL"

@@ -8,15 +8,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{chain, Error};
 use crate::lease::Lease;
-use crate::reason::{CancelReason, Status};
+use crate::reason::CancelReason;
+use crate::status::Status;
 
 /// Keeps the lock alive until `token` fires, then releases it if it may still be held.
 ///
 /// `sent` is when the acquiring request was sent: the lock is surely held until `sent`
-/// plus [`Lease::validity`]. Each successful refresh moves that deadline to its own send
-/// time plus the validity; when the deadline passes without one, the token fires with
-/// [`CancelReason::Expired`], even if Redis never answers. A refresh that fails is tried
-/// again after [`Lease::refresh_retry`].
+/// plus [`Lease::validity`], the deadline `status` starts with. Each successful refresh
+/// moves that deadline to its own send time plus the validity; when the deadline passes
+/// without one, the token fires with [`CancelReason::Expired`], even if Redis never
+/// answers (and the guard fires it itself if it looks first). A refresh that fails is
+/// tried again after [`Lease::refresh_retry`].
 ///
 /// Returns what the release found: `Ok(true)` when this id held the lock and was
 /// removed, `Ok(false)` when it was gone (including [`CancelReason::Lost`], which sends
@@ -31,7 +33,6 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     let mut conn = lease.conn.clone();
-    let mut deadline = sent + lease.validity();
     let mut next = sent + lease.refresh_interval();
     loop {
         let refresh = async {
@@ -42,23 +43,23 @@ where
         tokio::select! {
             biased;
             () = token.cancelled() => break,
-            () = sleep_until(deadline) => {
-                tracing::warn!(key = %lease.key, id = %lease.id, "lock expired: no refresh succeeded in time");
+            () = sleep_until(status.deadline()) => {
+                tracing::warn!(key = %lease.keys.lock, id = %lease.id, "lock expired: no refresh succeeded in time");
                 status.cancel(&token, CancelReason::Expired);
                 break;
             }
             (sent, outcome) = refresh => match outcome {
                 Ok(true) => {
-                    deadline = sent + lease.validity();
+                    status.extend(sent + lease.validity());
                     next = sent + lease.refresh_interval();
                 }
                 Ok(false) => {
-                    tracing::warn!(key = %lease.key, id = %lease.id, "lock lost: refresh found it no longer held");
+                    tracing::warn!(key = %lease.keys.lock, id = %lease.id, "lock lost: refresh found it no longer held");
                     status.cancel(&token, CancelReason::Lost);
                     return Ok(false);
                 }
                 Err(err) => {
-                    tracing::warn!(key = %lease.key, id = %lease.id, error = %chain(&err), "refresh failed; retrying");
+                    tracing::warn!(key = %lease.keys.lock, id = %lease.id, error = %chain(&err), "refresh failed; retrying");
                     next = Instant::now() + lease.refresh_retry();
                 }
             },
@@ -68,10 +69,10 @@ where
     let released = lease.release(false).await;
     match &released {
         Ok(held) => {
-            tracing::debug!(key = %lease.key, id = %lease.id, ?reason, held, "lock released")
+            tracing::debug!(key = %lease.keys.lock, id = %lease.id, ?reason, held, "lock released")
         }
         Err(err) => tracing::warn!(
-            key = %lease.key, id = %lease.id, ?reason, error = %chain(err),
+            key = %lease.keys.lock, id = %lease.id, ?reason, error = %chain(err),
             "release failed; the lock expires by its TTL"
         ),
     }

@@ -50,51 +50,86 @@ fn load(name: &str) -> Script {
 /// The reply of `lock.lua` and `rlock.lua` when the key is usable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
-    /// The lock is held under our id.
-    Acquired,
+    /// The lock is held under our id, with this fencing token.
+    Acquired(u64),
     /// Somebody else holds it (or, for readers, a writer waits); the PTTL of what blocks.
     Blocked(Duration),
 }
 
-/// Runs `lock.lua`: take the write lock under `id` for `ttl_ms`, setting the lock intent
-/// on failure when `set_intent` is true.
+/// The three keys of one lock: `<lock key>`, `<lock key>:lock-intent` and
+/// `<lock key>:fence`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Keys {
+    pub(crate) lock: String,
+    pub(crate) intent: String,
+    pub(crate) fence: String,
+}
+
+impl Keys {
+    pub(crate) fn new(lock: String) -> Self {
+        Self {
+            intent: format!("{lock}:{INTENT_SUFFIX}"),
+            fence: format!("{lock}:{FENCE_SUFFIX}"),
+            lock,
+        }
+    }
+}
+
+/// What follows `<lock key>:` in the lock-intent key, as in the Go package.
+pub(crate) const INTENT_SUFFIX: &str = "lock-intent";
+/// What follows `<lock key>:` in the fence key.
+pub(crate) const FENCE_SUFFIX: &str = "fence";
+
+/// Runs `lock.lua`: take the write lock under `id` for `ttl_ms` and mint a fencing token
+/// kept for `fence_ms`, setting the lock intent on failure when `set_intent` is true.
 pub(crate) async fn lock<C: ConnectionLike>(
     conn: &mut C,
-    key: &str,
-    intent_key: &str,
+    keys: &Keys,
     id: &str,
     ttl_ms: u64,
     set_intent: bool,
+    fence_ms: u64,
 ) -> Result<Attempt, Error> {
-    let reply: Value = SCRIPTS
+    let reply: Result<Value, RedisError> = SCRIPTS
         .lock
-        .key(key)
-        .key(intent_key)
+        .key(&keys.lock)
+        .key(&keys.intent)
+        .key(&keys.fence)
         .arg(id)
         .arg(ttl_ms)
         .arg(if set_intent { "1" } else { "0" })
+        .arg(fence_ms)
         .invoke_async(conn)
-        .await?;
-    parse_attempt(reply)
+        .await;
+    parse_attempt(
+        reply.map_err(|err| Error::redis(&keys.lock, err))?,
+        &keys.lock,
+    )
 }
 
-/// Runs `rlock.lua`: add `id` to the readers of `key` for at least `ttl_ms`.
+/// Runs `rlock.lua`: add `id` to the readers of the lock for at least `ttl_ms` and mint
+/// a fencing token kept for `fence_ms`.
 pub(crate) async fn rlock<C: ConnectionLike>(
     conn: &mut C,
-    key: &str,
-    intent_key: &str,
+    keys: &Keys,
     id: &str,
     ttl_ms: u64,
+    fence_ms: u64,
 ) -> Result<Attempt, Error> {
-    let reply: Value = SCRIPTS
+    let reply: Result<Value, RedisError> = SCRIPTS
         .rlock
-        .key(key)
-        .key(intent_key)
+        .key(&keys.lock)
+        .key(&keys.intent)
+        .key(&keys.fence)
         .arg(id)
         .arg(ttl_ms)
+        .arg(fence_ms)
         .invoke_async(conn)
-        .await?;
-    parse_attempt(reply)
+        .await;
+    parse_attempt(
+        reply.map_err(|err| Error::redis(&keys.lock, err))?,
+        &keys.lock,
+    )
 }
 
 /// Runs `refresh.lua`: true when `id` still holds `key`, whose TTL is now at least `ttl_ms`.
@@ -110,7 +145,8 @@ pub(crate) async fn refresh<C: ConnectionLike>(
         .arg(id)
         .arg(ttl_ms)
         .invoke_async(conn)
-        .await?;
+        .await
+        .map_err(|err| Error::redis(key, err))?;
     Ok(held == 1)
 }
 
@@ -126,18 +162,22 @@ pub(crate) async fn unlock<C: ConnectionLike>(
     if let Some(intent_key) = intent_key {
         invocation.key(intent_key);
     }
-    let released: i64 = invocation.arg(id).invoke_async(conn).await?;
+    let released: i64 = invocation
+        .arg(id)
+        .invoke_async(conn)
+        .await
+        .map_err(|err| Error::redis(key, err))?;
     Ok(released == 1)
 }
 
-fn parse_attempt(reply: Value) -> Result<Attempt, Error> {
+fn parse_attempt(reply: Value, key: &str) -> Result<Attempt, Error> {
     let unexpected = |reply: &Value| -> Error {
-        RedisError::from((
+        let err = RedisError::from((
             ErrorKind::UnexpectedReturnType,
             "unexpected reply from a redismutex script",
             format!("{reply:?}"),
-        ))
-        .into()
+        ));
+        Error::redis(key, err)
     };
     let Value::Array(items) = &reply else {
         return Err(unexpected(&reply));
@@ -147,7 +187,10 @@ fn parse_attempt(reply: Value) -> Result<Attempt, Error> {
         _ => None,
     };
     match (text(0).as_deref(), items.get(1)) {
-        (Some("acquired"), None) => Ok(Attempt::Acquired),
+        (Some("acquired"), Some(Value::Int(token))) => match u64::try_from(*token) {
+            Ok(token) if token > 0 => Ok(Attempt::Acquired(token)),
+            _ => Err(unexpected(&reply)),
+        },
         (Some("blocked"), Some(Value::Int(pttl))) => Ok(Attempt::Blocked(Duration::from_millis(
             u64::try_from(*pttl).unwrap_or(0),
         ))),
@@ -209,15 +252,16 @@ mod tests {
 
     #[test]
     fn replies_parse_into_attempts_and_typed_errors() {
+        let parse = |reply| parse_attempt(reply, "k");
         assert_eq!(
-            parse_attempt(Value::Array(vec![bulk("acquired")])).unwrap(),
-            Attempt::Acquired
+            parse(Value::Array(vec![bulk("acquired"), Value::Int(7)])).unwrap(),
+            Attempt::Acquired(7)
         );
         assert_eq!(
-            parse_attempt(Value::Array(vec![bulk("blocked"), Value::Int(1500)])).unwrap(),
+            parse(Value::Array(vec![bulk("blocked"), Value::Int(1500)])).unwrap(),
             Attempt::Blocked(Duration::from_millis(1500))
         );
-        match parse_attempt(Value::Array(vec![
+        match parse(Value::Array(vec![
             bulk("wrongtype"),
             bulk("k"),
             bulk("hash"),
@@ -227,7 +271,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        match parse_attempt(Value::Array(vec![bulk("noexpiry"), bulk("k:lock-intent")])) {
+        match parse(Value::Array(vec![bulk("noexpiry"), bulk("k:lock-intent")])) {
             Err(Error::NoExpiry { key }) => assert_eq!(key, "k:lock-intent"),
             other => panic!("{other:?}"),
         }
@@ -236,10 +280,15 @@ mod tests {
             Value::Int(3),
             Value::Array(vec![]),
             Value::Array(vec![bulk("blocked")]),
-            Value::Array(vec![bulk("acquired"), Value::Int(1)]),
+            Value::Array(vec![bulk("acquired")]),
+            Value::Array(vec![bulk("acquired"), Value::Int(0)]),
+            Value::Array(vec![bulk("acquired"), Value::Int(-1)]),
             Value::Array(vec![bulk("wrongtype"), bulk("k")]),
         ] {
-            assert!(matches!(parse_attempt(bad), Err(Error::Redis(_))));
+            match parse(bad) {
+                Err(Error::Redis { key, .. }) => assert_eq!(key, "k"),
+                other => panic!("{other:?}"),
+            }
         }
     }
 }

@@ -63,7 +63,10 @@ async fn a_server_that_goes_away_gives_errors_and_fires_tokens() {
             .await
             .unwrap(),
     ] {
-        assert!(matches!(result, Err(Error::Redis(_))), "{result:?}");
+        match result {
+            Err(Error::Redis { key, .. }) => assert_eq!(key, "gone"),
+            other => panic!("expected a Redis error naming the key, got {other:?}"),
+        }
     }
     let unlocked = tokio::time::timeout(LIVENESS, guard.unlock())
         .await

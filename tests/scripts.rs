@@ -13,6 +13,8 @@ const UNLOCK: &str = include_str!("../lua/unlock.lua");
 
 const ID_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+/// The fence retention the scripts are called with: a day.
+const FENCE_MS: u64 = 86_400_000;
 
 fn bulk(s: &str) -> Value {
     Value::BulkString(s.as_bytes().to_vec())
@@ -22,9 +24,11 @@ async fn lock(conn: &MultiplexedConnection, id: &str, ttl: u64, intent: bool) ->
     Script::new(LOCK)
         .key("k")
         .key("k:lock-intent")
+        .key("k:fence")
         .arg(id)
         .arg(ttl)
         .arg(if intent { "1" } else { "0" })
+        .arg(FENCE_MS)
         .invoke_async(&mut conn.clone())
         .await
         .unwrap()
@@ -34,8 +38,10 @@ async fn rlock(conn: &MultiplexedConnection, id: &str, ttl: u64) -> Value {
     Script::new(RLOCK)
         .key("k")
         .key("k:lock-intent")
+        .key("k:fence")
         .arg(id)
         .arg(ttl)
+        .arg(FENCE_MS)
         .invoke_async(&mut conn.clone())
         .await
         .unwrap()
@@ -64,6 +70,17 @@ async fn unlock(conn: &MultiplexedConnection, id: &str, clear_intent: bool) -> i
         .unwrap()
 }
 
+/// The fencing token of an `{"acquired", token}` reply; panics on any other reply.
+fn token(reply: &Value) -> i64 {
+    match reply {
+        Value::Array(items) if items.first() == Some(&bulk("acquired")) => match items.get(1) {
+            Some(Value::Int(token)) if *token > 0 => *token,
+            other => panic!("acquired without a token: {other:?}"),
+        },
+        other => panic!("expected acquired, got {other:?}"),
+    }
+}
+
 fn blocked_pttl(reply: &Value) -> i64 {
     match reply {
         Value::Array(items) if items.first() == Some(&bulk("blocked")) => match items.get(1) {
@@ -78,15 +95,10 @@ fn blocked_pttl(reply: &Value) -> i64 {
 async fn lock_is_idempotent_for_one_id_and_blocks_others() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let acquired = Value::Array(vec![bulk("acquired")]);
-
-    assert_eq!(lock(&conn, ID_A, 5000, false).await, acquired);
+    let first = token(&lock(&conn, ID_A, 5000, false).await);
     raw::cmd::<i64>(&conn, "PEXPIRE", &["k", "1000"]).await;
-    assert_eq!(
-        lock(&conn, ID_A, 5000, false).await,
-        acquired,
-        "a resent acquire succeeds"
-    );
+    let resent = token(&lock(&conn, ID_A, 5000, false).await);
+    assert!(resent > first, "a resent acquire succeeds with a new token");
     assert!(raw::pttl(&conn, "k").await > 4000, "and resets the TTL");
     let pttl = blocked_pttl(&lock(&conn, ID_B, 5000, false).await);
     assert!((1..=5000).contains(&pttl));
@@ -102,16 +114,11 @@ async fn lock_is_idempotent_for_one_id_and_blocks_others() {
 async fn rlock_is_idempotent_and_never_shortens_the_set_ttl() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let acquired = Value::Array(vec![bulk("acquired")]);
-
-    assert_eq!(rlock(&conn, ID_A, 9000).await, acquired);
-    assert_eq!(
-        rlock(&conn, ID_A, 9000).await,
-        acquired,
-        "a resent acquire succeeds"
-    );
+    let first = token(&rlock(&conn, ID_A, 9000).await);
+    let resent = token(&rlock(&conn, ID_A, 9000).await);
+    assert!(resent > first, "a resent acquire succeeds with a new token");
     assert_eq!(raw::members(&conn, "k").await, vec![ID_A]);
-    assert_eq!(rlock(&conn, ID_B, 1000).await, acquired);
+    assert!(token(&rlock(&conn, ID_B, 1000).await) > resent);
     assert!(raw::pttl(&conn, "k").await > 8000);
     assert_eq!(refresh(&conn, ID_B, 1000).await, 1);
     assert!(raw::pttl(&conn, "k").await > 8000);
@@ -144,10 +151,7 @@ async fn a_failed_writer_sets_the_intent_without_shortening_it() {
     );
 
     assert_eq!(unlock(&conn, ID_A, false).await, 1);
-    assert_eq!(
-        lock(&conn, ID_B, 9000, true).await,
-        Value::Array(vec![bulk("acquired")])
-    );
+    token(&lock(&conn, ID_B, 9000, true).await);
     assert!(
         !raw::exists(&conn, "k:lock-intent").await,
         "acquiring deletes the intent"

@@ -22,19 +22,31 @@ pub struct RedisServer {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts a server; panics with the server log (or [`INSTALL_HINT`]) on failure.
     pub fn start() -> Self {
-        Self::try_start().unwrap_or_else(|err| panic!("{err}"))
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments, for example
+    /// `["--requirepass", "secret"]` or `["--replicaof", "127.0.0.1", "6380"]`.
+    pub fn start_with(extra: &[&str]) -> Self {
+        Self::try_start_with(extra).unwrap_or_else(|err| panic!("{err}"))
     }
 
     /// Starts a server, trying a few free ports in case another process takes one first.
     pub fn try_start() -> Result<Self, String> {
+        Self::try_start_with(&[])
+    }
+
+    fn try_start_with(extra: &[&str]) -> Result<Self, String> {
+        let extra: Vec<String> = extra.iter().map(|arg| arg.to_string()).collect();
         let mut last = String::new();
         for _ in 0..5 {
-            match Self::start_once() {
+            match Self::start_once(extra.clone()) {
                 Ok(server) => return Ok(server),
                 Err(err) if err == INSTALL_HINT => return Err(err),
                 Err(err) => last = err,
@@ -43,20 +55,33 @@ impl RedisServer {
         Err(last)
     }
 
-    fn start_once() -> Result<Self, String> {
+    fn start_once(extra: Vec<String>) -> Result<Self, String> {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .map_err(|err| format!("no free loopback port: {err}"))?
             .port();
         let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
+        let child = Self::spawn(port, &dir, &extra)?;
+        let mut server = Self {
+            child,
+            port,
+            dir,
+            extra,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn spawn(port: u16, dir: &tempfile::TempDir, extra: &[String]) -> Result<Child, String> {
         let log = dir.path().join("redis.log");
-        let child = Command::new("redis-server")
+        Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
             .arg("--dir")
             .arg(dir.path())
             .arg("--logfile")
             .arg(&log)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -64,27 +89,46 @@ impl RedisServer {
             .map_err(|err| match err.kind() {
                 std::io::ErrorKind::NotFound => INSTALL_HINT.to_string(),
                 _ => format!("cannot run redis-server: {err}"),
-            })?;
-        let mut server = Self { child, port, dir };
+            })
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if server.ping() {
-                return Ok(server);
+            if self.ping() {
+                return Ok(());
             }
-            if let Ok(Some(status)) = server.child.try_wait() {
+            if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!(
                     "redis-server exited with {status}:\n{}",
-                    server.log()
+                    self.log()
                 ));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
         Err(format!(
             "redis-server did not answer PING within 10 s:\n{}",
-            server.log()
+            self.log()
         ))
     }
 
+    /// Starts the server again on the same port, directory and arguments after
+    /// [`stop`](Self::stop) (or a crash). Without persistence it comes back empty.
+    pub fn restart(&mut self) {
+        self.stop();
+        let started = Self::spawn(self.port, &self.dir, &self.extra).and_then(|child| {
+            self.child = child;
+            self.wait_ready()
+        });
+        started.unwrap_or_else(|err| panic!("restart on port {}: {err}", self.port));
+    }
+
+    /// The server's process id, for signals.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the server answers PING: `+PONG`, or `-NOAUTH` when it wants a password.
     fn ping(&self) -> bool {
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
@@ -93,7 +137,7 @@ impl RedisServer {
         let mut reply = [0u8; 7];
         stream.write_all(b"PING\r\n").is_ok()
             && stream.read_exact(&mut reply).is_ok()
-            && &reply == b"+PONG\r\n"
+            && (&reply == b"+PONG\r\n" || reply.starts_with(b"-NOAUTH"))
     }
 
     /// `redis://127.0.0.1:<port>/`
@@ -139,7 +183,7 @@ impl RedisServer {
         kill(pid, signal).unwrap_or_else(|err| panic!("{signal} redis-server: {err}"));
     }
 
-    /// Kills the server and waits for it to exit.
+    /// Kills the server with SIGKILL and waits for it to exit.
     pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -1,0 +1,138 @@
+//! What a guard and its background task share: why the token fired, and until when the
+//! lock is surely held.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::reason::CancelReason;
+
+/// The first reason set wins. The validity deadline only moves forward; every look at the
+/// token through [`Status::check`] compares the clock with it, so no caller can see a
+/// lock as held after its deadline, even when the background task has not run yet (after
+/// the process was frozen, say).
+#[derive(Debug)]
+pub(crate) struct Status {
+    reason: OnceLock<CancelReason>,
+    parent: Option<CancellationToken>,
+    /// When the acquiring request was sent; the deadline is stored relative to it.
+    base: Instant,
+    /// The validity deadline, in nanoseconds after `base`.
+    deadline_ns: AtomicU64,
+}
+
+impl Status {
+    /// The status of a lock acquired by a request sent at `sent`, surely held until
+    /// `deadline`.
+    pub(crate) fn new(parent: Option<CancellationToken>, sent: Instant, deadline: Instant) -> Self {
+        let status = Self {
+            reason: OnceLock::new(),
+            parent,
+            base: sent,
+            deadline_ns: AtomicU64::new(0),
+        };
+        status.extend(deadline);
+        status
+    }
+
+    /// Moves the validity deadline to `deadline`, unless it is already later.
+    pub(crate) fn extend(&self, deadline: Instant) {
+        let ns = deadline.saturating_duration_since(self.base).as_nanos();
+        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+        self.deadline_ns.fetch_max(ns, Ordering::AcqRel);
+    }
+
+    /// Until when the lock is surely held.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.base + Duration::from_nanos(self.deadline_ns.load(Ordering::Acquire))
+    }
+
+    /// Fires `token` with [`CancelReason::Expired`] if the deadline has passed, and
+    /// reports whether `token` has fired.
+    pub(crate) fn check(&self, token: &CancellationToken) -> bool {
+        if token.is_cancelled() {
+            return true;
+        }
+        if Instant::now() >= self.deadline() {
+            self.cancel(token, CancelReason::Expired);
+            return true;
+        }
+        false
+    }
+
+    /// Records `reason` unless one is recorded already, then cancels `token`.
+    pub(crate) fn cancel(&self, token: &CancellationToken, reason: CancelReason) {
+        let _ = self.reason.set(reason);
+        token.cancel();
+    }
+
+    /// The reason `token` fired, or `None` while it has not (checking the deadline
+    /// first). A token cancelled from outside (its parent, or a clone of it) is
+    /// attributed on first look.
+    pub(crate) fn reason(&self, token: &CancellationToken) -> Option<CancelReason> {
+        if !self.check(token) {
+            return None;
+        }
+        let parent_cancelled = self
+            .parent
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled);
+        Some(*self.reason.get_or_init(|| {
+            if parent_cancelled {
+                CancelReason::ParentCancelled
+            } else {
+                CancelReason::Cancelled
+            }
+        }))
+    }
+
+    /// Completes when `token` fires or the deadline passes (firing it with
+    /// [`CancelReason::Expired`]), whichever comes first.
+    pub(crate) async fn cancelled(&self, token: &CancellationToken) {
+        while !self.check(token) {
+            tokio::select! {
+                biased;
+                () = token.cancelled() => return,
+                () = tokio::time::sleep_until(self.deadline()) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_look_after_the_deadline_fires_expired_without_the_task() {
+        let now = Instant::now();
+        let status = Status::new(None, now, now + Duration::from_millis(100));
+        let token = CancellationToken::new();
+        assert!(!status.check(&token));
+        status.extend(now + Duration::from_millis(50));
+        assert_eq!(
+            status.deadline(),
+            now + Duration::from_millis(100),
+            "never moves back"
+        );
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert_eq!(status.reason(&token), Some(CancelReason::Expired));
+        assert!(token.is_cancelled());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancelled_follows_an_extended_deadline() {
+        let now = Instant::now();
+        let status = Status::new(None, now, now + Duration::from_millis(100));
+        let token = CancellationToken::new();
+        status.extend(now + Duration::from_millis(300));
+        let waited = tokio::time::timeout(Duration::from_millis(250), status.cancelled(&token));
+        assert!(waited.await.is_err(), "fired before the extended deadline");
+        status.cancelled(&token).await;
+        assert_eq!(status.reason(&token), Some(CancelReason::Expired));
+        assert!(Instant::now() >= now + Duration::from_millis(300));
+    }
+}
