@@ -1,8 +1,10 @@
-//! Test support: a throwaway `redis-server` per test, and a peer speaking the Go
-//! package's protocol. Shared by the integration tests, the benches and the example.
+//! Test support: a throwaway `redis-server` per test, a fault-injecting proxy in front
+//! of it, and a peer speaking the Go package's protocol. Shared by the integration
+//! tests, the benches and the example.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod go_peer;
+pub mod proxy;
 pub mod server;
 
 use std::future::Future;
