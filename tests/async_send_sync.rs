@@ -3,7 +3,9 @@
 use std::future::IntoFuture;
 
 use redis::aio::{ConnectionManager, MultiplexedConnection};
-use redismutex::{Acquire, Builder, CancelReason, Error, Guard, Mode, RwMutex, TryAcquire};
+use redismutex::{
+    Acquire, Builder, CancelReason, Error, Guard, Mode, Refusal, RwMutex, TryAcquire,
+};
 
 fn send_sync<T: Send + Sync>() {}
 fn send<T: Send>(_: &T) {}
@@ -15,6 +17,7 @@ fn public_types_are_send_and_sync() {
     send_sync::<Error>();
     send_sync::<Mode>();
     send_sync::<CancelReason>();
+    send_sync::<Refusal>();
     send_sync::<RwMutex<MultiplexedConnection>>();
     send_sync::<RwMutex<ConnectionManager>>();
     send_sync::<Builder<MultiplexedConnection>>();
@@ -30,5 +33,6 @@ fn futures_are_send_and_static(mx: RwMutex<MultiplexedConnection>, guard: Guard)
     let try_read = mx.try_read().into_future();
     send(&try_read);
     static_lifetime(&try_read);
+    send(&guard.cancelled());
     send(&guard.unlock());
 }

@@ -134,3 +134,43 @@ async fn refresh_leaves_a_key_of_a_foreign_type_untouched() {
     let value: String = raw::cmd(&conn, "HGET", &["lease", "field"]).await;
     assert_eq!(value, "value");
 }
+
+/// A frozen process (here: the runtime's only thread blocked past the deadline, so the
+/// guard's background task cannot run) must not see its lock as held when it wakes.
+#[tokio::test(flavor = "current_thread")]
+async fn a_look_right_after_a_freeze_sees_the_deadline_passed() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = mutex(&conn, 200);
+
+    let guard = mx.write().await.unwrap();
+    let token = guard.token().child_token();
+    assert!(!guard.is_cancelled());
+    let deadline = guard.valid_until();
+    std::thread::sleep(Duration::from_millis(400)); // two TTLs; nothing else runs
+    assert!(tokio::time::Instant::now() > deadline);
+    assert!(
+        guard.is_cancelled(),
+        "a frozen holder reported the lock held past its deadline"
+    );
+    assert_eq!(guard.cancel_reason(), Some(CancelReason::Expired));
+    assert!(token.is_cancelled(), "children fire with the token");
+    tokio::time::timeout(LIVENESS, guard.cancelled())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn valid_until_moves_forward_with_each_refresh() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = mutex(&conn, 400);
+
+    let guard = mx.write().await.unwrap();
+    let first = guard.valid_until();
+    let ahead = first - tokio::time::Instant::now();
+    assert!(ahead <= Duration::from_millis(394), "{ahead:?}");
+    tokio::time::sleep(Duration::from_millis(700)).await; // refreshed at 200 and 400 ms
+    assert!(guard.valid_until() > first + Duration::from_millis(300));
+    assert!(!guard.is_cancelled());
+}
