@@ -74,7 +74,7 @@ where
 
     loop {
         let sent = Instant::now();
-        pending.sending();
+        pending.sending(set_intent);
         let attempt = tokio::select! {
             biased;
             err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),
@@ -88,7 +88,7 @@ where
             Ok(Attempt::Blocked(pttl)) => pttl,
             Err(err) => return Err(pending.give_up(err).await),
         };
-        pending.blocked(set_intent);
+        pending.blocked();
         if matches!(patience, Patience::Once) {
             return Ok(None);
         }

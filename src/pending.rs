@@ -25,7 +25,7 @@ where
     spawner: Spawner,
     /// An attempt was sent and its reply not yet read.
     in_flight: bool,
-    /// A failed write attempt set the lock intent.
+    /// A write attempt set the lock intent, or one in flight may set it.
     intent_set: bool,
 }
 
@@ -42,15 +42,16 @@ where
         }
     }
 
-    /// An attempt is about to be sent: it may take the lock without us seeing the reply.
-    pub(crate) fn sending(&mut self) {
+    /// An attempt is about to be sent: it may take the lock, or set the intent when
+    /// `set_intent`, without us seeing the reply.
+    pub(crate) fn sending(&mut self, set_intent: bool) {
         self.in_flight = true;
+        self.intent_set |= set_intent;
     }
 
-    /// The attempt's reply says others hold the lock; it set the intent if `set_intent`.
-    pub(crate) fn blocked(&mut self, set_intent: bool) {
+    /// The attempt's reply says others hold the lock.
+    pub(crate) fn blocked(&mut self) {
         self.in_flight = false;
-        self.intent_set |= set_intent;
     }
 
     /// The lock was acquired: nothing to clean up.

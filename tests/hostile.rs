@@ -371,7 +371,7 @@ async fn a_key_of_exactly_max_key_bytes_works_at_the_smallest_bulk_limit() {
     assert_eq!(raw::get(&conn, &lock).await.as_deref(), Some(writer.id()));
     // A waiting writer sets the 1 MiB intent key and clears it when its wait times out.
     // (The timeout leaves time for the first attempt, which carries 3 MiB of keys, to
-    // come back: see the ignored test at the end of the file for what happens if not.)
+    // come back; the last test in this file covers a wait that ends before that.)
     let intent = format!("{lock}:lock-intent");
     let waiting = mx
         .write()
@@ -746,9 +746,6 @@ async fn durations_too_large_to_represent_are_invalid_options() {
 // wait): a wait that ends while its first attempt is in flight.
 
 #[tokio::test]
-#[ignore = "needs src fix: a wait that gives up while its first write attempt is in flight \
-            leaves the lock intent that attempt sets for a whole TTL (Pending clears the \
-            intent only after a blocked reply was read)"]
 async fn a_wait_that_gives_up_during_its_first_attempt_clears_the_intent_it_sets() {
     let server = RedisServer::start();
     let conn = server.conn().await;
