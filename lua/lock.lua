@@ -16,8 +16,10 @@
 --                             reset to ARGV[2] (and a new, larger token minted).
 --   {"blocked", pttl}         another writer or readers hold KEYS[1]; pttl is its PTTL in ms.
 --                             With ARGV[3] == "1", KEYS[2] = "1" with a PTTL of at least ARGV[2].
---   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use (for
---                             KEYS[3]: anything but an integer string); nothing was changed.
+--   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use
+--                             (for KEYS[3]: anything but a decimal integer below 2^53 - 1,
+--                             "exhausted counter" for 2^53 - 1);
+--                             nothing was changed.
 --   {"noexpiry", key}         key (any of KEYS) exists with no TTL, so it would never free;
 --                             nothing was changed.
 --
@@ -38,14 +40,20 @@ end
 local fence_type = redis.call('TYPE', KEYS[3])['ok']
 local last = 0
 if fence_type ~= 'none' then
-    last = fence_type == 'string' and tonumber(redis.call('GET', KEYS[3]))
-    -- 2^53: above it a Lua number no longer holds every integer.
-    if not last or last < 0 or last % 1 ~= 0 or last >= 2^53 then
+    local fence = fence_type == 'string' and redis.call('GET', KEYS[3])
+    -- Only what these scripts store: a decimal integer with no sign, point or leading
+    -- zero, at most 2^53 - 1, the largest integer a Lua number holds exactly.
+    if not fence or not fence:match('^[1-9]%d*$') or #fence > 16
+        or tonumber(fence) > 2^53 - 1 then
         return {'wrongtype', KEYS[3], fence_type == 'string' and 'non-integer string' or fence_type}
+    end
+    if tonumber(fence) == 2^53 - 1 then
+        return {'wrongtype', KEYS[3], 'exhausted counter'}
     end
     if redis.call('PTTL', KEYS[3]) == -1 then
         return {'noexpiry', KEYS[3]}
     end
+    last = tonumber(fence)
 end
 
 -- The next token: one more than the last, and at least the server clock in microseconds,

@@ -15,14 +15,35 @@
 --                             reply when ARGV[1] was already a member (a resent request).
 --   {"blocked", pttl}         a writer holds KEYS[1] (pttl is its PTTL in ms) or a writer
 --                             waits (KEYS[2] exists; pttl is the intent's PTTL in ms).
---   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use (for
---                             KEYS[3]: anything but an integer string); nothing was changed.
+--   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use
+--                             (for KEYS[3]: anything but a decimal integer below 2^53 - 1,
+--                             "exhausted counter" for 2^53 - 1);
+--                             nothing was changed.
 --   {"noexpiry", key}         key (any of KEYS) exists with no TTL, so it would never free;
 --                             nothing was changed.
 --
 -- Every check comes before the first write, so an error (OOM, READONLY) changes nothing.
 
 local ttl = tonumber(ARGV[2])
+
+local fence_type = redis.call('TYPE', KEYS[3])['ok']
+local last = 0
+if fence_type ~= 'none' then
+    local fence = fence_type == 'string' and redis.call('GET', KEYS[3])
+    -- Only what these scripts store: a decimal integer with no sign, point or leading
+    -- zero, at most 2^53 - 1, the largest integer a Lua number holds exactly.
+    if not fence or not fence:match('^[1-9]%d*$') or #fence > 16
+        or tonumber(fence) > 2^53 - 1 then
+        return {'wrongtype', KEYS[3], fence_type == 'string' and 'non-integer string' or fence_type}
+    end
+    if tonumber(fence) == 2^53 - 1 then
+        return {'wrongtype', KEYS[3], 'exhausted counter'}
+    end
+    if redis.call('PTTL', KEYS[3]) == -1 then
+        return {'noexpiry', KEYS[3]}
+    end
+    last = tonumber(fence)
+end
 
 local lock_type = redis.call('TYPE', KEYS[1])['ok']
 local pttl = -2
@@ -50,19 +71,6 @@ if not member then
         return {'blocked', intent_pttl}
     elseif intent_type ~= 'none' then
         return {'wrongtype', KEYS[2], intent_type}
-    end
-end
-
-local fence_type = redis.call('TYPE', KEYS[3])['ok']
-local last = 0
-if fence_type ~= 'none' then
-    last = fence_type == 'string' and tonumber(redis.call('GET', KEYS[3]))
-    -- 2^53: above it a Lua number no longer holds every integer.
-    if not last or last < 0 or last % 1 ~= 0 or last >= 2^53 then
-        return {'wrongtype', KEYS[3], fence_type == 'string' and 'non-integer string' or fence_type}
-    end
-    if redis.call('PTTL', KEYS[3]) == -1 then
-        return {'noexpiry', KEYS[3]}
     end
 end
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Preview};
+use crate::scripts::{FENCE_SUFFIX, INTENT_SUFFIX};
 
 /// The lock TTL when none is set: 4 s, as in the Go package.
 pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(4);
@@ -25,8 +26,22 @@ pub(crate) const MAX_FENCE_RETENTION: Duration = Duration::from_secs(365 * 24 * 
 /// request on a shared connection; it gets [`Error::InvalidKey`] before anything is sent.
 pub const MAX_KEY_BYTES: usize = 1024 * 1024 - ":lock-intent".len();
 
-/// Checks a lock key (`<name>` or `<name>:<key>`) before anything is sent.
+/// Checks a lock key (`<name>` or `<name>:<key>`) before anything is sent: it must fit
+/// in [`MAX_KEY_BYTES`], and must not end like the intent or fence key of another lock
+/// (`:lock-intent`, `:fence`), which it would collide with.
 pub(crate) fn check_key(key: &str) -> Result<(), Error> {
+    if let Some(suffix) = [INTENT_SUFFIX, FENCE_SUFFIX].into_iter().find(|suffix| {
+        key.strip_suffix(suffix)
+            .is_some_and(|rest| rest.ends_with(':'))
+    }) {
+        return Err(Error::InvalidKey {
+            key: key.to_owned(),
+            reason: format!(
+                "it ends with \":{suffix}\", so it is the {suffix} key of lock {:?}",
+                &key[..key.len() - suffix.len() - 1]
+            ),
+        });
+    }
     if key.len() > MAX_KEY_BYTES {
         return Err(Error::InvalidKey {
             key: key.to_owned(),
@@ -68,9 +83,9 @@ impl Settings {
         if self.name.is_empty() {
             return Err(Error::InvalidOptions("the mutex name is empty".into()));
         }
-        if self.name.len() > MAX_KEY_BYTES {
+        if let Err(Error::InvalidKey { reason, .. }) = check_key(&self.name) {
             return Err(Error::InvalidOptions(format!(
-                "mutex name {name} is longer than MAX_KEY_BYTES ({MAX_KEY_BYTES})"
+                "mutex name {name} cannot be a lock key: {reason}"
             )));
         }
         if self.ttl < MIN_TTL || self.ttl > MAX_TTL {
@@ -158,6 +173,18 @@ mod tests {
         assert!(check_key(&"k".repeat(MAX_KEY_BYTES)).is_ok());
         let err = check_key(&"k".repeat(MAX_KEY_BYTES + 1)).unwrap_err();
         assert!(matches!(err, Error::InvalidKey { ref key, .. } if key.len() == MAX_KEY_BYTES + 1));
+        for reserved in ["a:fence", "a:b:lock-intent", ":fence"] {
+            assert!(check_key(reserved).is_err(), "{reserved}");
+        }
+        for fine in [
+            "fence",
+            "a:fences",
+            "a-fence",
+            "lock-intent",
+            "a:lock-intents",
+        ] {
+            assert!(check_key(fine).is_ok(), "{fine}");
+        }
     }
 
     #[test]

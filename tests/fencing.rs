@@ -582,11 +582,7 @@ async fn a_counter_ahead_of_the_clock_still_counts_up() {
     assert!(reader.unlock().await.unwrap());
 }
 
-// Known bugs, kept as failing tests until fixed: `cargo test --test fencing -- --ignored`.
-
 #[tokio::test]
-#[ignore = "bug: lock.lua/rlock.lua read the fence with Lua tonumber, which accepts \
-            non-canonical strings (1e5, 0x10, ' 7', 7.0, 00012, -0) and then overwrite them"]
 async fn a_fence_key_holding_a_non_canonical_number_is_a_wrong_type_error() {
     let server = RedisServer::start();
     let conn = server.conn().await;
@@ -614,52 +610,58 @@ async fn a_fence_key_holding_a_non_canonical_number_is_a_wrong_type_error() {
 }
 
 #[tokio::test]
-#[ignore = "bug: from a counter of 2^53 - 1 the scripts mint 2^53 and store it, a value \
-            they refuse on the next acquire, so the lock is unusable until the fence expires"]
-async fn a_minted_token_never_makes_the_next_acquire_fail() {
+async fn a_counter_at_the_largest_exact_integer_is_refused_not_wrapped() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    raw::cmd::<()>(
-        &conn,
-        "SET",
-        &["lk:fence", "9007199254740991", "PX", "600000"],
-    )
-    .await;
+    let max = (1u64 << 53) - 1;
+    let below = (max - 1).to_string();
+    raw::cmd::<()>(&conn, "SET", &["lk:fence", &below, "PX", "600000"]).await;
     let mx = RwMutex::new(conn.clone(), "lk");
-    let first = mx.try_write().await.unwrap().expect("free");
-    let token = first.fencing_token();
-    assert!(first.unlock().await.unwrap());
-    match mx.try_write().await {
-        Ok(Some(guard)) => {
-            assert!(guard.fencing_token() > token);
-            assert!(guard.unlock().await.unwrap());
+    let last = mx.try_write().await.unwrap().expect("free");
+    assert_eq!(last.fencing_token(), max, "the last exact token is minted");
+    assert!(last.unlock().await.unwrap());
+    for result in [mx.try_write().await, mx.try_read().await] {
+        match result {
+            Err(Error::WrongType { key, found }) => {
+                assert_eq!(
+                    (key.as_str(), found.as_str()),
+                    ("lk:fence", "exhausted counter")
+                );
+            }
+            other => panic!("expected an exhausted counter, got {other:?}"),
         }
-        other => panic!("after minting {token}, the next acquire got {other:?}"),
     }
+    assert_eq!(raw::get(&conn, "lk:fence").await, Some(max.to_string()));
 }
 
 #[tokio::test]
-#[ignore = "bug: the sub-lock key `fence` of a mutex is the lock key `<name>:fence`, which \
-            is also the fence key of the mutex's own lock `<name>`; the two block each other"]
-async fn a_sub_lock_named_fence_is_independent_of_the_mutexs_own_lock() {
+async fn a_sub_lock_that_would_be_another_locks_fence_or_intent_key_is_refused() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let mx = RwMutex::new(conn.clone(), "a");
 
     let whole = mx.try_write().await.unwrap().expect("free");
+    for key in ["fence", "lock-intent", "x:fence", "x:lock-intent"] {
+        match mx.try_write().key(key).await {
+            Err(Error::InvalidKey {
+                key: lock_key,
+                reason,
+            }) => {
+                assert_eq!(lock_key, format!("a:{key}"));
+                assert!(reason.contains("key of lock"), "{reason}");
+            }
+            other => panic!("{key:?}: expected InvalidKey, got {other:?}"),
+        }
+        let read = mx.read().key(key).await;
+        assert!(matches!(read, Err(Error::InvalidKey { .. })), "{read:?}");
+    }
+    assert!(!whole.is_cancelled(), "the whole lock was not touched");
     assert!(whole.unlock().await.unwrap());
-    // Nobody holds "a:fence" as a lock, yet it is a string with a 24 h PTTL.
-    let sub_after_whole = mx.try_write().key("fence").await.map(|g| g.is_some());
-
-    raw::cmd::<i64>(&conn, "DEL", &["a:fence"]).await;
-    let sub = mx.try_write().key("fence").await.unwrap().expect("free");
-    // The sub-lock's id now sits where the whole lock's counter belongs.
-    let whole_beside_sub = mx.try_write().await.map(|g| g.is_some());
-    drop(sub);
-
-    assert!(
-        matches!(sub_after_whole, Ok(true)) && matches!(whole_beside_sub, Ok(true)),
-        "sub-lock \"fence\" after the whole lock was used: {sub_after_whole:?}; \
-         whole lock while sub-lock \"fence\" is held: {whole_beside_sub:?}"
+    let named = RwMutex::builder(conn.clone(), "a:fence").build();
+    assert!(matches!(named, Err(Error::InvalidOptions(_))), "{named:?}");
+    let fence: String = raw::cmd(&conn, "TYPE", &["a:fence"]).await;
+    assert_eq!(
+        fence, "string",
+        "only the whole lock's counter is at a:fence"
     );
 }
