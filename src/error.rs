@@ -51,8 +51,8 @@ pub enum Error {
     WrongType {
         /// The lock key, the lock-intent key or the fence key.
         key: String,
-        /// The Redis `TYPE` found at `key`, for example `hash`, or `non-integer string`
-        /// for a fence key.
+        /// The Redis `TYPE` found at `key`, for example `hash`; for a fence key also
+        /// `non-integer string`, or `exhausted counter` when it holds 2^53 - 1.
         found: String,
     },
 
