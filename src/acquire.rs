@@ -86,7 +86,12 @@ where
                 return Ok(Some(Guard::start(lease, parent, sent, token, &spawner)));
             }
             Ok(Attempt::Blocked(pttl)) => pttl,
-            Err(err) => return Err(pending.give_up(err).await),
+            Err(err) => {
+                if err.changed_nothing() {
+                    pending.answered();
+                }
+                return Err(pending.give_up(err).await);
+            }
         };
         pending.blocked();
         if matches!(patience, Patience::Once) {

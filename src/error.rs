@@ -146,6 +146,16 @@ impl Error {
         }
     }
 
+    /// Whether this is an answer from Redis that says the request changed nothing: a
+    /// script that found a key not ours, or a refusal (which comes before the script's
+    /// first write, since every check precedes it).
+    pub(crate) fn changed_nothing(&self) -> bool {
+        matches!(
+            self,
+            Self::WrongType { .. } | Self::NoExpiry { .. } | Self::Refused { .. }
+        )
+    }
+
     /// The Redis key this error is about, when it is about one.
     pub fn key(&self) -> Option<&str> {
         match self {

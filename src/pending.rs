@@ -25,7 +25,9 @@ where
     spawner: Spawner,
     /// An attempt was sent and its reply not yet read.
     in_flight: bool,
-    /// A write attempt set the lock intent, or one in flight may set it.
+    /// The attempt in flight sets the lock intent if it finds the lock held.
+    intent_in_flight: bool,
+    /// A write attempt set the lock intent.
     intent_set: bool,
 }
 
@@ -38,6 +40,7 @@ where
             lease,
             spawner,
             in_flight: false,
+            intent_in_flight: false,
             intent_set: false,
         }
     }
@@ -46,17 +49,24 @@ where
     /// `set_intent`, without us seeing the reply.
     pub(crate) fn sending(&mut self, set_intent: bool) {
         self.in_flight = true;
-        self.intent_set |= set_intent;
+        self.intent_in_flight = set_intent;
     }
 
-    /// The attempt's reply says others hold the lock.
+    /// The attempt's reply says others hold the lock (and so it set the intent, if asked).
     pub(crate) fn blocked(&mut self) {
+        self.intent_set |= self.intent_in_flight;
+        self.answered();
+    }
+
+    /// The attempt was answered with an error that changed nothing in Redis.
+    pub(crate) fn answered(&mut self) {
         self.in_flight = false;
+        self.intent_in_flight = false;
     }
 
     /// The lock was acquired: nothing to clean up.
     pub(crate) fn disarm(&mut self) {
-        self.in_flight = false;
+        self.answered();
         self.intent_set = false;
     }
 
@@ -73,7 +83,7 @@ where
         if !self.in_flight && !self.intent_set {
             return None;
         }
-        let clear_intent = self.intent_set;
+        let clear_intent = self.intent_set || self.intent_in_flight;
         self.disarm();
         let lease = Arc::clone(&self.lease);
         Some(self.spawner.spawn(async move {

@@ -157,7 +157,7 @@ const KEYS: [&str; 8] = [
     "\\\"'",
     "\u{ff}\u{fe}",
     "\u{1f5dd}\u{fe0f}",
-    ":lock-intent:fence",
+    ":lock-intent:fence:x",
 ];
 
 /// Keys one cut, one byte or one suffix away from `lock`: what a mangled key would hit.
