@@ -32,6 +32,7 @@
 //! HOLDING <us> <key> <token>
 //! FIRED <us> <key> <token> <Lost|Expired|...|released>  (released: fired by unlock())
 //! ABANDONED <us> <key> <token> <reason>                 (no write follows)
+//! CHECKED <us> <key> <token>                           (is_cancelled() was false)
 //! ENTERED <us> <key> <token> <ok|overlap>
 //! WROTE <us> <key> <token>
 //! FENCED <us> <key> <token> <accepted|rejected> <write|probe>
@@ -222,8 +223,11 @@ impl Worker {
             // A probe: a holder that lost its lock tries its fenced write anyway; the
             // resource must reject it if a later holder wrote meanwhile.
             self.fenced(&key, token, "probe").await;
-        } else if let Err(err) = self.act(&key, mode, token).await {
-            event!("ERROR", format!("referee: {err}"));
+        } else {
+            event!("CHECKED", key, token);
+            if let Err(err) = self.act(&key, mode, token).await {
+                event!("ERROR", format!("referee: {err}"));
+            }
         }
 
         let _ = release.send(());

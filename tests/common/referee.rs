@@ -83,6 +83,12 @@ pub struct Referee {
     conn: MultiplexedConnection,
 }
 
+impl std::fmt::Debug for Referee {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Referee").finish_non_exhaustive()
+    }
+}
+
 /// What the referee saw over a run.
 #[derive(Debug, Clone, Default)]
 pub struct RefereeReport {
