@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::events::Event;
 use common::fleet::{Fleet, Spec};
 use common::proxy::Fault;
-use common::report::{FaultKind, Report, Target};
+use common::report::{FaultKind, HeldLock, Report, Target};
 
 const TTL_MS: u64 = 1000;
 
@@ -58,6 +58,15 @@ fn assert_no_loss(report: &Report) {
 
 fn released_after(fleet: &Fleet, us: u64) -> usize {
     fleet.log.count(|e| e.is("RELEASED") && e.us > us)
+}
+
+/// Waits up to `timeout` for `n` sections released after `us`; how many there were.
+async fn wait_released_after(fleet: &Fleet, us: u64, n: usize, timeout: Duration) -> usize {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while released_after(fleet, us) < n && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(ms(10)).await;
+    }
+    released_after(fleet, us)
 }
 
 /// A SIGKILLed holder cannot release: its key expires by its TTL, and another worker
@@ -236,12 +245,19 @@ async fn long_server_pause_fires_every_token_before_its_key_expires() {
     let _serial = SERIAL.lock().await;
     let spec = Spec {
         keys: 2,
-        read_pct: 60,
+        read_pct: 80,
         work_ms: (1200, 2000),
         ..Spec::default()
     };
     let mut fleet = fleet(&spec).await;
-    tokio::time::sleep(ms(1500)).await;
+    // Freeze Redis while at least two guards are held (readers share a key).
+    let conn = fleet.lock_conn().await;
+    let deadline = tokio::time::Instant::now() + ms(5000);
+    while HeldLock::read(&conn, &fleet.mutex, fleet.keys).await.len() < 2
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(ms(20)).await;
+    }
     let held = fleet.note_held(None).await;
     let fault = fleet.begin(FaultKind::PauseServer, Target::Server);
     fleet.lock.pause();
@@ -455,8 +471,9 @@ async fn connection_resets_cause_no_false_loss() {
         tokio::time::sleep(ms(250)).await;
     }
     let last_us = fleet.faults.last().expect("faults").end_us;
-    tokio::time::sleep(ms(700)).await;
-    let after = released_after(&fleet, last_us);
+    // An unlock whose connection was reset fails and leaves its key to expire by its
+    // TTL, so work on that key may pause for up to a TTL.
+    let after = wait_released_after(&fleet, last_us, 3, ms(3 * TTL_MS)).await;
     let report = fleet.finish("connection resets and CLIENT KILL").await;
     assert_no_loss(&report);
     assert!(after >= 3, "only {after} sections after the last reset");

@@ -205,8 +205,9 @@ impl Fleet {
         let Target::Worker(name) = self.faults[fault].target.clone() else {
             panic!("fault {fault} froze no worker");
         };
-        Self::signal(self.worker(&name).pid, Signal::SIGCONT);
+        // Ends before the signal: the worker may print before this returns.
         self.end(fault);
+        Self::signal(self.worker(&name).pid, Signal::SIGCONT);
     }
 
     /// Sets `fault` on the proxy of `name`, recording it as `kind` (healed by
@@ -317,6 +318,16 @@ impl Fleet {
             secs,
         );
         report.keys_left = keys_left;
+        if std::env::var_os("FAULTS_DUMP").is_some() {
+            for event in self.log.all() {
+                let ms = event.us.saturating_sub(self.started_us) as f64 / 1000.0;
+                println!("{ms:>9.1} {} {} {:?}", event.worker, event.kind, event.fields);
+            }
+            for fault in &self.faults {
+                let ms = |us: u64| us.saturating_sub(self.started_us) as f64 / 1000.0;
+                println!("fault {:?} {:?} {:.1}..{:.1}", fault.kind, fault.target, ms(fault.start_us), ms(fault.end_us));
+            }
+        }
         println!("{report}");
         report
     }
