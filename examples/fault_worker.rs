@@ -61,7 +61,9 @@ use tokio::sync::oneshot;
 fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| u64::try_from(since.as_micros()).unwrap_or(u64::MAX))
+        .map_or(0, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+        })
 }
 
 /// Prints one event line, stamped now, and flushes it.
@@ -171,11 +173,7 @@ impl Worker {
                 Mode::Write => self.mx.write(),
                 _ => self.mx.read(),
             };
-            match acquire
-                .key(&key)
-                .timeout(self.config.acquire_timeout)
-                .await
-            {
+            match acquire.key(&key).timeout(self.config.acquire_timeout).await {
                 Ok(guard) => {
                     self.section(guard).await;
                     done += 1;
@@ -197,7 +195,11 @@ impl Worker {
 
     async fn section(&self, guard: Guard) {
         let (key, token) = (guard.key().to_string(), guard.fencing_token());
-        let mode = if guard.mode() == Mode::Write { "w" } else { "r" };
+        let mode = if guard.mode() == Mode::Write {
+            "w"
+        } else {
+            "r"
+        };
         event!("ACQUIRED", mode, key, token, guard.id());
         let guard = Arc::new(guard);
         let (release, released) = oneshot::channel();
@@ -253,7 +255,12 @@ impl Worker {
     async fn act(&self, key: &str, mode: &str, token: u64) -> redis::RedisResult<()> {
         let name = &self.config.name;
         let overlap = self.referee.enter(key, mode, name, now_us()).await?;
-        event!("ENTERED", key, token, if overlap { "overlap" } else { "ok" });
+        event!(
+            "ENTERED",
+            key,
+            token,
+            if overlap { "overlap" } else { "ok" }
+        );
         if mode == "w" {
             // Deliberately not atomic: GET, a pause, SET. Two writers inside at once
             // lose an update.

@@ -142,7 +142,9 @@ impl Fleet {
         });
         let started = self
             .log
-            .wait_for(Duration::from_secs(10), |e| e.worker == name && e.is("START"))
+            .wait_for(Duration::from_secs(10), |e| {
+                e.worker == name && e.is("START")
+            })
             .await;
         assert!(started.is_some(), "worker {name} did not start");
     }
@@ -190,7 +192,10 @@ impl Fleet {
         Self::signal(worker.pid, Signal::SIGKILL);
         let _ = worker.child.wait().await;
         worker.alive = false;
-        self.referee.evict(name).await.expect("evict on the referee");
+        self.referee
+            .evict(name)
+            .await
+            .expect("evict on the referee");
         self.end(fault);
     }
 
@@ -295,7 +300,9 @@ impl Fleet {
             .query_async(&mut self.lock_conn().await)
             .await
             .expect("KEYS");
-        keys.into_iter().filter(|k| !k.ends_with(":fence")).collect()
+        keys.into_iter()
+            .filter(|k| !k.ends_with(":fence"))
+            .collect()
     }
 }
 
@@ -321,11 +328,20 @@ impl Fleet {
         if std::env::var_os("FAULTS_DUMP").is_some() {
             for event in self.log.all() {
                 let ms = event.us.saturating_sub(self.started_us) as f64 / 1000.0;
-                println!("{ms:>9.1} {} {} {:?}", event.worker, event.kind, event.fields);
+                println!(
+                    "{ms:>9.1} {} {} {:?}",
+                    event.worker, event.kind, event.fields
+                );
             }
             for fault in &self.faults {
                 let ms = |us: u64| us.saturating_sub(self.started_us) as f64 / 1000.0;
-                println!("fault {:?} {:?} {:.1}..{:.1}", fault.kind, fault.target, ms(fault.start_us), ms(fault.end_us));
+                println!(
+                    "fault {:?} {:?} {:.1}..{:.1}",
+                    fault.kind,
+                    fault.target,
+                    ms(fault.start_us),
+                    ms(fault.end_us)
+                );
             }
         }
         println!("{report}");

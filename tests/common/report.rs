@@ -15,7 +15,10 @@ use super::referee::RefereeReport;
 pub enum FaultKind {
     KillWorker,
     FreezeWorker,
+    /// The lock server SIGSTOPped for less than ttl/2.
     PauseServer,
+    /// The lock server SIGSTOPped for more than the TTL.
+    PauseServerLong,
     KillServer,
     Blackhole,
     Delay,
@@ -125,6 +128,10 @@ pub struct Report {
     pub fired_spurious: Vec<Event>,
     /// FIRED by the worker's own unlock: not a fault.
     pub fired_released: usize,
+    /// FIRED with Expired within ttl/10 of its ACQUIRED: the acquire's reply came after
+    /// the validity measured from its send time had passed (say, a request that waited
+    /// for a reconnect), so the guard was expired on arrival.
+    pub fired_on_arrival: usize,
     pub abandoned: usize,
     pub errors: usize,
     pub keys_left: Vec<String>,
@@ -154,12 +161,26 @@ impl Report {
             ..Report::default()
         };
         for fault in faults {
-            *report.faults.entry(format!("{:?}", fault.kind)).or_default() += 1;
+            *report
+                .faults
+                .entry(format!("{:?}", fault.kind))
+                .or_default() += 1;
         }
         let slack_us = (ttl_ms + 200) * 1000;
         for fired in events.iter().filter(|e| e.is("FIRED")) {
+            let acquired_us = events
+                .iter()
+                .find(|e| {
+                    e.is("ACQUIRED")
+                        && e.worker == fired.worker
+                        && e.key() == fired.key()
+                        && e.token() == fired.token()
+                })
+                .map_or(0, |e| e.us);
             if !fired.is_loss() {
                 report.fired_released += 1;
+            } else if fired.last() == "Expired" && fired.us < acquired_us + ttl_ms * 100 {
+                report.fired_on_arrival += 1;
             } else if faults.iter().any(|f| {
                 f.hits(&fired.worker) && f.start_us <= fired.us && fired.us <= f.end_us + slack_us
             }) {
@@ -199,8 +220,7 @@ fn takeovers(events: &[Event], faults: &[FaultRecord]) -> Vec<f64> {
             continue;
         };
         let mine = |e: &&Event| &e.worker == victim && e.us <= fault.start_us;
-        let Some(acquired) = events.iter().filter(mine).filter(|e| e.is("ACQUIRED")).last()
-        else {
+        let Some(acquired) = events.iter().rev().filter(mine).find(|e| e.is("ACQUIRED")) else {
             continue;
         };
         let released = events.iter().filter(mine).any(|e| {
@@ -210,7 +230,10 @@ fn takeovers(events: &[Event], faults: &[FaultRecord]) -> Vec<f64> {
             continue;
         }
         if let Some(next) = events.iter().find(|e| {
-            e.is("ACQUIRED") && e.key() == acquired.key() && &e.worker != victim && e.us > fault.start_us
+            e.is("ACQUIRED")
+                && e.key() == acquired.key()
+                && &e.worker != victim
+                && e.us > fault.start_us
         }) {
             out.push((next.us - fault.start_us) as f64 / 1000.0);
         }
@@ -292,9 +315,10 @@ impl fmt::Display for Report {
         writeln!(f, "   faults injected    {:?}", self.faults)?;
         writeln!(
             f,
-            "   tokens fired       expected {}, spurious {}, by unlock {}",
+            "   tokens fired       expected {}, spurious {}, expired on arrival {}, by unlock {}",
             self.fired_expected,
             self.fired_spurious.len(),
+            self.fired_on_arrival,
             self.fired_released
         )?;
         for event in &self.fired_spurious {
