@@ -335,11 +335,23 @@ async fn server_killed_and_restarted_after_a_ttl() {
     let spec = Spec {
         keys: 2,
         read_pct: 30,
-        work_ms: (200, 600),
+        work_ms: (50, 300),
         ..Spec::default()
     };
-    let mut fleet = fleet(&spec).await;
-    tokio::time::sleep(ms(1000)).await;
+    let mut fleet = Fleet::start(TTL_MS).await;
+    fleet.spawn("w0", &spec).await;
+    fleet.spawn("w1", &spec).await;
+    let holder = Spec {
+        hold_ms: Some(3000),
+        ..spec.clone()
+    };
+    fleet.spawn("holder", &holder).await;
+    let holding = fleet
+        .log
+        .wait_for(WAIT, |e| e.worker == "holder" && e.is("HOLDING"))
+        .await
+        .expect("the holder holds a lock");
+    tokio::time::sleep(ms(100)).await;
     let held = fleet.note_held(None).await;
     let fault = fleet.begin(FaultKind::KillServer, Target::Server);
     fleet.lock.stop();
@@ -373,6 +385,15 @@ async fn server_killed_and_restarted_after_a_ttl() {
         });
         assert_eq!(fired, 1, "{acquired:?} had not fired before the restart");
     }
+    let holder_fired = fleet
+        .log
+        .filter(|e| e.worker == "holder" && e.is("FIRED") && e.token() == holding.token());
+    assert!(
+        holder_fired.len() == 1
+            && holder_fired[0].last() == "Expired"
+            && holder_fired[0].us < restarted_us,
+        "the holder's token did not fire as Expired while Redis was down: {holder_fired:?}"
+    );
     assert!(report.fired_expected > 0, "no token fired as lost");
     assert!(
         released_after(&fleet, restarted_us) >= 3,
