@@ -1,6 +1,6 @@
-//! Soak: five workers on two keys, readers and writers with lock intent, and a fault
-//! picked at random every 1–3 s (each kind of `tests/faults.rs`, always healed), for
-//! `SOAK_SECS` seconds (default 120). Then the full report.
+//! Soak: five workers (three quick, two slow) on two keys, readers and writers with lock
+//! intent, and a fault picked at random every 1–3 s (each kind of `tests/faults.rs`,
+//! always healed), for `SOAK_SECS` seconds (default 120). Then the full report.
 //!
 //! ```sh
 //! SOAK_SECS=300 cargo test --release --test soak -- --ignored --nocapture
@@ -14,6 +14,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use common::events::now_us;
@@ -50,16 +51,25 @@ async fn soak_with_random_faults() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(120);
-    let spec = Spec {
+    // Three quick workers, and two slow ones whose guards outlive pauses and
+    // blackholes, so that tokens fire as Expired and their lead is measured.
+    let quick = Spec {
         keys: 2,
         read_pct: 40,
         work_ms: (10, 80),
         hold_ms: None,
         intent: true,
     };
+    let slow = Spec {
+        work_ms: (300, 1500),
+        ..quick.clone()
+    };
+    let mut specs = HashMap::new();
     let mut fleet = Fleet::start(TTL_MS).await;
     for n in 0..5 {
-        fleet.spawn(&format!("w{n}"), &spec).await;
+        let (name, spec) = (format!("w{n}"), if n < 3 { &quick } else { &slow });
+        fleet.spawn(&name, spec).await;
+        specs.insert(name, spec.clone());
     }
     let mut spawned = 5;
     let end_us = now_us() + secs * 1_000_000;
@@ -69,7 +79,9 @@ async fn soak_with_random_faults() {
             0 => {
                 let victim = any_worker(&fleet);
                 fleet.kill_worker(&victim).await;
-                fleet.spawn(&format!("w{spawned}"), &spec).await;
+                let (name, spec) = (format!("w{spawned}"), specs[&victim].clone());
+                fleet.spawn(&name, &spec).await;
+                specs.insert(name, spec);
                 spawned += 1;
             }
             1 => {
