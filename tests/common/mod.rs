@@ -3,9 +3,14 @@
 //! tests, the benches and the example.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod events;
+pub mod fleet;
 pub mod go_peer;
 pub mod proxy;
+pub mod referee;
+pub mod report;
 pub mod server;
+pub mod worker_bin;
 
 use std::future::Future;
 use std::time::Duration;

@@ -1,0 +1,304 @@
+//! A lock holder for the fault-injection tests (`tests/faults.rs`, `tests/soak.rs`): a
+//! process, so that the tests can SIGKILL and SIGSTOP it. Not meant to be run by hand.
+//!
+//! It runs critical sections on the lock server and checks itself on a referee server
+//! (see `tests/common/referee.rs`): acquire, work, then `if guard.is_cancelled()` give up,
+//! else register with the referee, act (writers: a non-atomic read-modify-write of a
+//! counter and a fenced write; readers: a read) and leave; then unlock. It stops after
+//! `FW_SECTIONS` sections (0: no limit) or when its standard input closes.
+//!
+//! Configured by environment variables only:
+//!
+//! | variable | meaning | default |
+//! | --- | --- | --- |
+//! | `FW_LOCK_URL` | the lock server (the tests give each worker its own proxy) | required |
+//! | `FW_REFEREE_URL` | the referee server | required |
+//! | `FW_NAME` | this worker's name in events and on the referee | `worker` |
+//! | `FW_MUTEX` | the mutex name | `faults` |
+//! | `FW_KEYS` | how many lock keys (`k0`, `k1`, ...) to pick from at random | `1` |
+//! | `FW_TTL_MS` | lock TTL | `1000` |
+//! | `FW_READ_PCT` | share of sections taken as readers, in % | `0` |
+//! | `FW_WORK_MIN_MS`, `FW_WORK_MAX_MS` | work time inside a section, uniform | `10`, `50` |
+//! | `FW_SECTIONS` | sections to run, 0 for no limit | `0` |
+//! | `FW_HOLD_MS` | if set: hold mode, write locks only, `HOLDING` then this long inside | unset |
+//! | `FW_INTENT` | `1` for lock intent | `0` |
+//! | `FW_ACQUIRE_TIMEOUT_MS` | `.timeout(..)` of each acquire | `3000` |
+//!
+//! Events, one a line on stdout, `<us>` being microseconds since the UNIX epoch:
+//!
+//! ```text
+//! START <us> <pid>
+//! ACQUIRED <us> <r|w> <key> <token> <id>
+//! HOLDING <us> <key> <token>
+//! FIRED <us> <key> <token> <Lost|Expired|...|released>  (released: fired by unlock())
+//! ABANDONED <us> <key> <token> <reason>                 (no write follows)
+//! CHECKED <us> <key> <token>                           (is_cancelled() was false)
+//! ENTERED <us> <key> <token> <ok|overlap>
+//! WROTE <us> <key> <token>
+//! FENCED <us> <key> <token> <accepted|rejected> <write|probe>
+//! READ <us> <key> <token>
+//! RELEASED <us> <key> <token> held=<bool>
+//! ERROR <us> <text>
+//! EXIT <us>
+//! ```
+
+#[path = "../tests/common/referee.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod referee;
+
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rand::RngExt;
+use redis::aio::ConnectionManager;
+use redismutex::{Guard, Mode, RwMutex};
+use referee::Referee;
+use tokio::sync::oneshot;
+
+/// Microseconds since the UNIX epoch.
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+        })
+}
+
+/// Prints one event line, stamped now, and flushes it.
+macro_rules! event {
+    ($kind:literal $(, $arg:expr)*) => {{
+        let mut line = format!("{} {}", $kind, now_us());
+        $( line.push(' '); line.push_str(&$arg.to_string()); )*
+        line.push('\n');
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(line.as_bytes());
+        let _ = out.flush();
+    }};
+}
+
+fn var(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_string())
+}
+
+fn num(name: &str, default: u64) -> u64 {
+    var(name, &default.to_string())
+        .parse()
+        .unwrap_or_else(|err| panic!("{name}: {err}"))
+}
+
+struct Config {
+    name: String,
+    keys: u64,
+    read_pct: u64,
+    work: (u64, u64),
+    sections: u64,
+    hold: Option<Duration>,
+    acquire_timeout: Duration,
+}
+
+struct Worker {
+    config: Config,
+    mx: RwMutex<ConnectionManager>,
+    referee: Referee,
+    stop: Arc<AtomicBool>,
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let lock_url = std::env::var("FW_LOCK_URL").expect("FW_LOCK_URL");
+    let referee_url = std::env::var("FW_REFEREE_URL").expect("FW_REFEREE_URL");
+    let config = Config {
+        name: var("FW_NAME", "worker"),
+        keys: num("FW_KEYS", 1).max(1),
+        read_pct: num("FW_READ_PCT", 0),
+        work: (num("FW_WORK_MIN_MS", 10), num("FW_WORK_MAX_MS", 50)),
+        sections: num("FW_SECTIONS", 0),
+        hold: std::env::var("FW_HOLD_MS")
+            .ok()
+            .map(|ms| Duration::from_millis(ms.parse().expect("FW_HOLD_MS"))),
+        acquire_timeout: Duration::from_millis(num("FW_ACQUIRE_TIMEOUT_MS", 3000)),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let stdin_stop = Arc::clone(&stop);
+    std::thread::spawn(move || {
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        stdin_stop.store(true, Ordering::SeqCst);
+    });
+    event!("START", std::process::id());
+
+    let conn = loop {
+        match redis::Client::open(lock_url.as_str()) {
+            Ok(client) => match ConnectionManager::new(client).await {
+                Ok(conn) => break conn,
+                Err(err) => event!("ERROR", format!("connect lock server: {err}")),
+            },
+            Err(err) => panic!("FW_LOCK_URL: {err}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let referee = loop {
+        match Referee::connect(&referee_url).await {
+            Ok(referee) => break referee,
+            Err(err) => event!("ERROR", format!("connect referee: {err}")),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mx = RwMutex::builder(conn, var("FW_MUTEX", "faults"))
+        .ttl(Duration::from_millis(num("FW_TTL_MS", 1000)))
+        .lock_intent(var("FW_INTENT", "0") == "1")
+        .build()
+        .expect("valid mutex options");
+    let worker = Worker {
+        config,
+        mx,
+        referee,
+        stop,
+    };
+    worker.run().await;
+    event!("EXIT");
+}
+
+impl Worker {
+    async fn run(&self) {
+        let mut done = 0;
+        while !self.stop.load(Ordering::SeqCst)
+            && (self.config.sections == 0 || done < self.config.sections)
+        {
+            let (key, mode) = self.pick();
+            let acquire = match mode {
+                Mode::Write => self.mx.write(),
+                _ => self.mx.read(),
+            };
+            match acquire.key(&key).timeout(self.config.acquire_timeout).await {
+                Ok(guard) => {
+                    self.section(guard).await;
+                    done += 1;
+                }
+                Err(err) => {
+                    event!("ERROR", format!("acquire {key}: {err}").replace('\n', " "));
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+
+    fn pick(&self) -> (String, Mode) {
+        let mut rng = rand::rng();
+        let key = format!("k{}", rng.random_range(0..self.config.keys));
+        let read = self.config.hold.is_none() && rng.random_range(0..100) < self.config.read_pct;
+        (key, if read { Mode::Read } else { Mode::Write })
+    }
+
+    async fn section(&self, guard: Guard) {
+        let (key, token) = (guard.key().to_string(), guard.fencing_token());
+        let mode = if guard.mode() == Mode::Write {
+            "w"
+        } else {
+            "r"
+        };
+        event!("ACQUIRED", mode, key, token, guard.id());
+        let guard = Arc::new(guard);
+        let (release, released) = oneshot::channel();
+        let watcher = tokio::spawn(watch(Arc::clone(&guard), released));
+
+        let work = match self.config.hold {
+            Some(hold) => {
+                event!("HOLDING", key, token);
+                hold
+            }
+            None => {
+                let (min, max) = self.config.work;
+                Duration::from_millis(rand::rng().random_range(min..=max.max(min)))
+            }
+        };
+        tokio::time::sleep(work).await;
+
+        if guard.is_cancelled() {
+            let reason = guard
+                .cancel_reason()
+                .map_or("none".to_string(), |reason| format!("{reason:?}"));
+            event!("ABANDONED", key, token, reason);
+            // A probe: a holder that lost its lock tries its fenced write anyway; the
+            // resource must reject it if a later holder wrote meanwhile.
+            self.fenced(&key, token, "probe").await;
+        } else {
+            event!("CHECKED", key, token);
+            if let Err(err) = self.act(&key, mode, token).await {
+                event!("ERROR", format!("referee: {err}"));
+            }
+        }
+
+        let _ = release.send(());
+        let fired = watcher.await.unwrap_or(true);
+        let guard = match Arc::try_unwrap(guard) {
+            Ok(guard) => guard,
+            Err(_) => {
+                event!("ERROR", "the watcher kept the guard; dropped it");
+                return;
+            }
+        };
+        if !fired {
+            // unlock() fires the token at once: not a fault.
+            event!("FIRED", key, token, "released");
+        }
+        match guard.unlock().await {
+            Ok(held) => event!("RELEASED", key, token, format!("held={held}")),
+            Err(err) => event!("ERROR", format!("unlock {key}: {err}").replace('\n', " ")),
+        }
+    }
+
+    /// Registers with the referee, writes or reads, and leaves.
+    async fn act(&self, key: &str, mode: &str, token: u64) -> redis::RedisResult<()> {
+        let name = &self.config.name;
+        let overlap = self.referee.enter(key, mode, name, now_us()).await?;
+        event!(
+            "ENTERED",
+            key,
+            token,
+            if overlap { "overlap" } else { "ok" }
+        );
+        if mode == "w" {
+            // Deliberately not atomic: GET, a pause, SET. Two writers inside at once
+            // lose an update.
+            let value = self.referee.counter(key).await?;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            self.referee.commit(key, value + 1).await?;
+            event!("WROTE", key, token);
+            self.fenced(key, token, "write").await;
+        } else {
+            self.referee.counter(key).await?;
+            event!("READ", key, token);
+        }
+        self.referee.leave(key, name).await
+    }
+
+    async fn fenced(&self, key: &str, token: u64, what: &str) {
+        match self.referee.fenced(key, token).await {
+            Ok(accepted) => {
+                let verdict = if accepted { "accepted" } else { "rejected" };
+                event!("FENCED", key, token, verdict, what);
+            }
+            Err(err) => event!("ERROR", format!("fenced {key}: {err}")),
+        }
+    }
+}
+
+/// Prints `FIRED` with the guard's reason when its token fires before the section
+/// releases it; returns whether it did.
+async fn watch(guard: Arc<Guard>, released: oneshot::Receiver<()>) -> bool {
+    tokio::select! {
+        biased;
+        () = guard.token().cancelled() => {
+            let reason = guard
+                .cancel_reason()
+                .map_or("unknown".to_string(), |reason| format!("{reason:?}"));
+            event!("FIRED", guard.key(), guard.fencing_token(), reason);
+            true
+        }
+        _ = released => false,
+    }
+}

@@ -1,0 +1,358 @@
+//! The orchestrator of the fault tests: a lock server, a referee server, and worker
+//! processes (`examples/fault_worker.rs`), each behind its own [`Proxy`]; it injects
+//! faults, records when and at whom, and collects the workers' events.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use redis::aio::MultiplexedConnection;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+
+use super::events::{now_us, Event, Log};
+use super::proxy::{Fault, Proxy};
+use super::referee::Referee;
+use super::report::{FaultKind, FaultRecord, HeldLock, Report, Target};
+use super::{worker_bin, RedisServer};
+
+/// How one worker runs; see the variables in `examples/fault_worker.rs`.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub keys: u64,
+    pub read_pct: u64,
+    pub work_ms: (u64, u64),
+    pub hold_ms: Option<u64>,
+    pub intent: bool,
+}
+
+impl Default for Spec {
+    fn default() -> Self {
+        Spec {
+            keys: 1,
+            read_pct: 0,
+            work_ms: (10, 40),
+            hold_ms: None,
+            intent: false,
+        }
+    }
+}
+
+/// A worker process and its proxy.
+#[derive(Debug)]
+pub struct Worker {
+    pub name: String,
+    pub proxy: Proxy,
+    pub pid: i32,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    pub alive: bool,
+}
+
+/// Servers, workers, the event log and the faults injected so far.
+#[derive(Debug)]
+pub struct Fleet {
+    pub lock: RedisServer,
+    pub referee_server: RedisServer,
+    pub referee: Referee,
+    pub log: Log,
+    pub workers: Vec<Worker>,
+    pub faults: Vec<FaultRecord>,
+    /// Locks seen held right as a fault started, with their server expiry.
+    pub held: Vec<HeldLock>,
+    pub ttl_ms: u64,
+    pub mutex: String,
+    /// How many lock keys the workers use at most.
+    pub keys: u64,
+    pub started_us: u64,
+}
+
+impl Fleet {
+    /// Starts the two servers; no workers yet.
+    pub async fn start(ttl_ms: u64) -> Fleet {
+        let lock = RedisServer::start();
+        let referee_server = RedisServer::start();
+        let referee = Referee::connect(&referee_server.url())
+            .await
+            .expect("connect to the referee");
+        Fleet {
+            lock,
+            referee_server,
+            referee,
+            log: Log::default(),
+            workers: Vec::new(),
+            faults: Vec::new(),
+            held: Vec::new(),
+            ttl_ms,
+            mutex: "faults".to_string(),
+            keys: 1,
+            started_us: now_us(),
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+
+    /// Starts worker `name` behind a new proxy, and a task that logs its events.
+    pub async fn spawn(&mut self, name: &str, spec: &Spec) {
+        self.keys = self.keys.max(spec.keys);
+        let proxy = Proxy::start(self.lock.port()).await;
+        let mut command = Command::new(worker_bin::path());
+        command
+            .env("FW_LOCK_URL", proxy.url())
+            .env("FW_REFEREE_URL", self.referee_server.url())
+            .env("FW_NAME", name)
+            .env("FW_MUTEX", &self.mutex)
+            .env("FW_KEYS", spec.keys.to_string())
+            .env("FW_TTL_MS", self.ttl_ms.to_string())
+            .env("FW_READ_PCT", spec.read_pct.to_string())
+            .env("FW_WORK_MIN_MS", spec.work_ms.0.to_string())
+            .env("FW_WORK_MAX_MS", spec.work_ms.1.to_string())
+            .env("FW_INTENT", if spec.intent { "1" } else { "0" })
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        if let Some(hold) = spec.hold_ms {
+            command.env("FW_HOLD_MS", hold.to_string());
+        }
+        let mut child = command.spawn().expect("spawn the fault worker");
+        let pid = i32::try_from(child.id().expect("a pid")).expect("pid fits i32");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (log, worker) = (self.log.clone(), name.to_string());
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                match Event::parse(&worker, &line) {
+                    Some(event) => log.push(event),
+                    None => eprintln!("{worker}: {line}"),
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        self.workers.push(Worker {
+            name: name.to_string(),
+            proxy,
+            pid,
+            child,
+            stdin,
+            alive: true,
+        });
+        let started = self
+            .log
+            .wait_for(Duration::from_secs(10), |e| {
+                e.worker == name && e.is("START")
+            })
+            .await;
+        assert!(started.is_some(), "worker {name} did not start");
+    }
+
+    pub fn worker(&self, name: &str) -> &Worker {
+        self.workers
+            .iter()
+            .find(|w| w.name == name)
+            .unwrap_or_else(|| panic!("no worker {name}"))
+    }
+
+    fn worker_mut(&mut self, name: &str) -> &mut Worker {
+        self.workers
+            .iter_mut()
+            .find(|w| w.name == name)
+            .unwrap_or_else(|| panic!("no worker {name}"))
+    }
+
+    /// Records a fault starting now; returns its index for [`heal`](Self::heal).
+    pub fn begin(&mut self, kind: FaultKind, target: Target) -> usize {
+        let now = now_us();
+        self.faults.push(FaultRecord {
+            kind,
+            target,
+            start_us: now,
+            end_us: now,
+        });
+        self.faults.len() - 1
+    }
+
+    /// Records that fault `index` ended now.
+    pub fn end(&mut self, index: usize) {
+        self.faults[index].end_us = now_us();
+    }
+
+    fn signal(pid: i32, signal: Signal) {
+        kill(Pid::from_raw(pid), signal).unwrap_or_else(|err| panic!("{signal} {pid}: {err}"));
+    }
+
+    /// SIGKILLs a worker, waits for it, and removes its registrations on the referee (a
+    /// dead process cannot leave).
+    pub async fn kill_worker(&mut self, name: &str) {
+        let fault = self.begin(FaultKind::KillWorker, Target::Worker(name.to_string()));
+        let worker = self.worker_mut(name);
+        Self::signal(worker.pid, Signal::SIGKILL);
+        let _ = worker.child.wait().await;
+        worker.alive = false;
+        self.referee
+            .evict(name)
+            .await
+            .expect("evict on the referee");
+        self.end(fault);
+    }
+
+    /// Freezes a worker with SIGSTOP; returns the fault index for [`thaw`](Self::thaw).
+    pub fn freeze(&mut self, name: &str) -> usize {
+        let fault = self.begin(FaultKind::FreezeWorker, Target::Worker(name.to_string()));
+        Self::signal(self.worker(name).pid, Signal::SIGSTOP);
+        fault
+    }
+
+    pub fn thaw(&mut self, fault: usize) {
+        let Target::Worker(name) = self.faults[fault].target.clone() else {
+            panic!("fault {fault} froze no worker");
+        };
+        // Ends before the signal: the worker may print before this returns.
+        self.end(fault);
+        Self::signal(self.worker(&name).pid, Signal::SIGCONT);
+    }
+
+    /// Sets `fault` on the proxy of `name`, recording it as `kind` (healed by
+    /// [`heal_proxy`](Self::heal_proxy)).
+    pub fn proxy_fault(&mut self, name: &str, kind: FaultKind, fault: Fault) -> usize {
+        let index = self.begin(kind, Target::Worker(name.to_string()));
+        self.worker(name).proxy.set(fault);
+        index
+    }
+
+    pub fn heal_proxy(&mut self, index: usize) {
+        if let Target::Worker(name) = self.faults[index].target.clone() {
+            self.worker(&name).proxy.set(Fault::Pass);
+        }
+        self.end(index);
+    }
+
+    /// Resets every connection of the proxy of `name`.
+    pub fn reset(&mut self, name: &str) {
+        let index = self.begin(FaultKind::Reset, Target::Worker(name.to_string()));
+        self.worker(name).proxy.reset_all();
+        self.end(index);
+    }
+
+    /// `CLIENT KILL TYPE normal` on the lock server: every client but this one.
+    pub async fn client_kill(&mut self) {
+        let index = self.begin(FaultKind::ClientKill, Target::Server);
+        let _: i64 = redis::cmd("CLIENT")
+            .arg(&["KILL", "TYPE", "normal"])
+            .query_async(&mut self.lock_conn().await)
+            .await
+            .expect("CLIENT KILL");
+        self.end(index);
+    }
+
+    /// A direct connection to the lock server.
+    pub async fn lock_conn(&self) -> MultiplexedConnection {
+        self.lock.conn().await
+    }
+
+    /// Reads who holds each lock key and when the key expires on the server, keeping
+    /// only the locks of `worker` if given, and notes them for the report's fire lead.
+    pub async fn note_held(&mut self, worker: Option<&str>) -> Vec<HeldLock> {
+        let mut held = HeldLock::read(&self.lock_conn().await, &self.mutex, self.keys).await;
+        if let Some(worker) = worker {
+            held.retain(|h| self.acquired(&h.id).is_some_and(|e| e.worker == worker));
+        }
+        self.held.extend(held.iter().cloned());
+        held
+    }
+
+    /// The ACQUIRED event of the guard with lock id `id`.
+    pub fn acquired(&self, id: &str) -> Option<Event> {
+        self.log
+            .filter(|e| e.is("ACQUIRED") && e.id() == id)
+            .into_iter()
+            .next()
+    }
+
+    /// Closes every live worker's stdin, so it stops after its current section, and
+    /// waits for it to exit (SIGKILL after 10 s).
+    pub async fn stop_all(&mut self) {
+        for worker in &mut self.workers {
+            worker.stdin = None;
+        }
+        for worker in &mut self.workers {
+            if !worker.alive {
+                continue;
+            }
+            // A frozen worker cannot stop.
+            Self::signal(worker.pid, Signal::SIGCONT);
+            let waited = tokio::time::timeout(Duration::from_secs(10), worker.child.wait()).await;
+            if waited.is_err() {
+                eprintln!("{} did not stop; killing it", worker.name);
+                let _ = worker.child.kill().await;
+            }
+            worker.alive = false;
+        }
+    }
+
+    /// The lock server's keys other than fence counters.
+    pub async fn keys_left(&self) -> Vec<String> {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut self.lock_conn().await)
+            .await
+            .expect("KEYS");
+        keys.into_iter()
+            .filter(|k| !k.ends_with(":fence"))
+            .collect()
+    }
+}
+
+impl Fleet {
+    /// Stops the workers, waits a TTL, and reads everything into the report, which it
+    /// prints.
+    pub async fn finish(&mut self, label: &str) -> Report {
+        self.stop_all().await;
+        tokio::time::sleep(self.ttl() + Duration::from_millis(300)).await;
+        let keys_left = self.keys_left().await;
+        let referee = self.referee.report().await.expect("read the referee");
+        let secs = (now_us() - self.started_us) as f64 / 1e6;
+        let mut report = Report::build(
+            label,
+            &self.log,
+            &self.faults,
+            &self.held,
+            self.ttl_ms,
+            referee,
+            secs,
+        );
+        report.keys_left = keys_left;
+        if std::env::var_os("FAULTS_DUMP").is_some() {
+            for event in self.log.all() {
+                let ms = event.us.saturating_sub(self.started_us) as f64 / 1000.0;
+                println!(
+                    "{ms:>9.1} {} {} {:?}",
+                    event.worker, event.kind, event.fields
+                );
+            }
+            for fault in &self.faults {
+                let ms = |us: u64| us.saturating_sub(self.started_us) as f64 / 1000.0;
+                println!(
+                    "fault {:?} {:?} {:.1}..{:.1}",
+                    fault.kind,
+                    fault.target,
+                    ms(fault.start_us),
+                    ms(fault.end_us)
+                );
+            }
+        }
+        println!("{report}");
+        report
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for worker in &mut self.workers {
+            let _ = worker.child.start_kill();
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The referee: a second, never-faulted `redis-server` on which lock holders register
+//! while they act, so that overlapping critical sections, lost updates and stale
+//! fenced writes are counted by an observer the faults cannot touch.
+//!
+//! Used by the fault tests (to read the [`Report`]) and by `examples/fault_worker.rs`
+//! (to register and write), which includes this file with `#[path]`.
+//!
+//! Keys on the referee, for a lock key `k`:
+//! - `inside:k` hash worker → `r`/`w`: who is between the check and `leave` now
+//! - `counter:k` the counter writers increment with a non-atomic read-modify-write
+//! - `writes:k` writer sections that completed their increment
+//! - `fence:k` the largest fencing token accepted; `accepted:k` every accepted token,
+//!   in order
+//! - `keys` every `k` seen; `violations`, `violation_log`, `sections`, `accepted`,
+//!   `stale_rejected` totals
+
+use redis::aio::MultiplexedConnection;
+use redis::{RedisResult, Script};
+
+/// A writer enters while anyone is inside, or a reader while a writer is: a violation.
+const ENTER: &str = r#"
+local inside = redis.call('HGETALL', KEYS[1])
+local others = {}
+local clash = false
+for i = 1, #inside, 2 do
+    if inside[i] ~= ARGV[2] then
+        others[#others + 1] = inside[i] .. '/' .. inside[i + 1]
+        if ARGV[1] == 'w' or inside[i + 1] == 'w' then
+            clash = true
+        end
+    end
+end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[1])
+redis.call('SADD', 'keys', ARGV[3])
+if clash then
+    redis.call('INCR', 'violations')
+    redis.call('RPUSH', 'violation_log', ARGV[4] .. ' ' .. ARGV[3] .. ' ' .. ARGV[2] .. '/' .. ARGV[1]
+        .. ' entered while inside: ' .. table.concat(others, ','))
+    return 1
+end
+return 0
+"#;
+
+const LEAVE: &str = r#"
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('INCR', 'sections')
+return 0
+"#;
+
+/// Removes a dead worker's registrations everywhere.
+const EVICT: &str = r#"
+local n = 0
+for _, key in ipairs(redis.call('SMEMBERS', 'keys')) do
+    n = n + redis.call('HDEL', 'inside:' .. key, ARGV[1])
+end
+return n
+"#;
+
+/// Sets the counter to the value a writer computed, and counts the writer's section.
+const COMMIT: &str = r#"
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('INCR', KEYS[2])
+return 0
+"#;
+
+/// Accepts a token only if it is at least the largest accepted for the key.
+const FENCED: &str = r#"
+local token = tonumber(ARGV[1])
+local max = tonumber(redis.call('GET', KEYS[1]) or '-1')
+if token >= max then
+    redis.call('SET', KEYS[1], ARGV[1])
+    redis.call('RPUSH', KEYS[2], ARGV[1])
+    redis.call('INCR', 'accepted')
+    return 1
+end
+redis.call('INCR', 'stale_rejected')
+return 0
+"#;
+
+/// A connection to the referee server.
+#[derive(Clone)]
+pub struct Referee {
+    conn: MultiplexedConnection,
+}
+
+impl std::fmt::Debug for Referee {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Referee").finish_non_exhaustive()
+    }
+}
+
+/// What the referee saw over a run.
+#[derive(Debug, Clone, Default)]
+pub struct RefereeReport {
+    /// Critical sections that reached `leave`.
+    pub sections: u64,
+    /// Writer sections that completed their increment.
+    pub writes: u64,
+    /// Entries that overlapped a conflicting holder.
+    pub violations: u64,
+    /// The description of each violation: `<us> <key> <worker>/<mode> entered while inside: ...`.
+    pub violation_log: Vec<String>,
+    /// Writer sections completed minus the final counter values, summed over keys.
+    pub lost_updates: i64,
+    /// Fenced writes accepted.
+    pub accepted: u64,
+    /// Fenced writes rejected because a larger token had been accepted.
+    pub stale_rejected: u64,
+    /// Keys whose accepted tokens were not non-decreasing (never, by the script).
+    pub unordered_fences: Vec<String>,
+}
+
+impl Referee {
+    pub async fn connect(url: &str) -> RedisResult<Self> {
+        let conn = redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        Ok(Self { conn })
+    }
+
+    /// Registers `worker` inside `key` in `mode` (`r`/`w`) at wall-clock `us`; true when
+    /// that overlapped a conflicting holder.
+    pub async fn enter(&self, key: &str, mode: &str, worker: &str, us: u64) -> RedisResult<bool> {
+        let clash: i64 = Script::new(ENTER)
+            .key(format!("inside:{key}"))
+            .arg(mode)
+            .arg(worker)
+            .arg(key)
+            .arg(us)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(clash == 1)
+    }
+
+    pub async fn leave(&self, key: &str, worker: &str) -> RedisResult<()> {
+        Script::new(LEAVE)
+            .key(format!("inside:{key}"))
+            .arg(worker)
+            .invoke_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// Removes the registrations of a worker that was killed; how many there were.
+    pub async fn evict(&self, worker: &str) -> RedisResult<u64> {
+        Script::new(EVICT)
+            .arg(worker)
+            .invoke_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// The counter of `key` (0 when unset).
+    pub async fn counter(&self, key: &str) -> RedisResult<i64> {
+        let value: Option<i64> = redis::cmd("GET")
+            .arg(format!("counter:{key}"))
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(value.unwrap_or(0))
+    }
+
+    /// Stores `value` as the counter of `key` and counts one completed writer section.
+    pub async fn commit(&self, key: &str, value: i64) -> RedisResult<()> {
+        Script::new(COMMIT)
+            .key(format!("counter:{key}"))
+            .key(format!("writes:{key}"))
+            .arg(value)
+            .invoke_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// A write fenced by `token`: true when accepted.
+    pub async fn fenced(&self, key: &str, token: u64) -> RedisResult<bool> {
+        let accepted: i64 = Script::new(FENCED)
+            .key(format!("fence:{key}"))
+            .key(format!("accepted:{key}"))
+            .arg(token)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(accepted == 1)
+    }
+
+    /// Reads everything the referee counted.
+    pub async fn report(&self) -> RedisResult<RefereeReport> {
+        let mut conn = self.conn.clone();
+        let total = |name: &'static str| {
+            let mut conn = conn.clone();
+            async move {
+                let value: Option<u64> = redis::cmd("GET").arg(name).query_async(&mut conn).await?;
+                RedisResult::Ok(value.unwrap_or(0))
+            }
+        };
+        let mut report = RefereeReport {
+            sections: total("sections").await?,
+            violations: total("violations").await?,
+            accepted: total("accepted").await?,
+            stale_rejected: total("stale_rejected").await?,
+            ..RefereeReport::default()
+        };
+        report.violation_log = redis::cmd("LRANGE")
+            .arg("violation_log")
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await?;
+        let keys: Vec<String> = redis::cmd("SMEMBERS")
+            .arg("keys")
+            .query_async(&mut conn)
+            .await?;
+        for key in keys {
+            let writes: Option<i64> = redis::cmd("GET")
+                .arg(format!("writes:{key}"))
+                .query_async(&mut conn)
+                .await?;
+            let writes = writes.unwrap_or(0);
+            report.writes += u64::try_from(writes).unwrap_or(0);
+            report.lost_updates += writes - self.counter(&key).await?;
+            let accepted: Vec<u64> = redis::cmd("LRANGE")
+                .arg(format!("accepted:{key}"))
+                .arg(0)
+                .arg(-1)
+                .query_async(&mut conn)
+                .await?;
+            if accepted.windows(2).any(|pair| pair[1] < pair[0]) {
+                report.unordered_fences.push(key);
+            }
+        }
+        Ok(report)
+    }
+}
