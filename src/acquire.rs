@@ -71,6 +71,7 @@ where
         .without_max_times()
         .build();
     let mut conn = lease.conn.clone();
+    let mut late_replies = 0u32;
 
     loop {
         let sent = Instant::now();
@@ -81,9 +82,22 @@ where
             attempt = lease.attempt(&mut conn, set_intent) => attempt,
         };
         let blocked_for = match attempt {
-            Ok(Attempt::Acquired(token)) => {
+            Ok(Attempt::Acquired(token)) if Instant::now() < sent + lease.validity() => {
                 pending.disarm();
                 return Ok(Some(Guard::start(lease, parent, sent, token, &spawner)));
+            }
+            Ok(Attempt::Acquired(_)) => {
+                // The reply came after the validity this acquisition would start had
+                // ended (the server or the connection stalled): the lock may already
+                // have expired, so no guard is made of it. The next attempt, under the
+                // same id, renews it if it is still ours; a try gets one such retry, and
+                // after that `pending` releases the lock on the way out.
+                tracing::debug!(key = %lease.keys.lock, id = %lease.id, "acquired too late to be valid; trying again");
+                late_replies += 1;
+                if matches!(patience, Patience::Once) && late_replies > 1 {
+                    return Ok(None);
+                }
+                continue;
             }
             Ok(Attempt::Blocked(pttl)) => pttl,
             Err(err) => {

@@ -71,7 +71,10 @@ impl<C> fmt::Debug for Request<C> {
 /// never longer than the PTTL of whatever blocks it (the lock key, or for readers the
 /// lock-intent key), so a holder that releases early is noticed within one backoff step
 /// rather than after its TTL. Waiters are not queued: whoever attempts first after a
-/// release wins. With the lock intent on, a waiting writer keeps new readers out (see
+/// release wins. An attempt answered only after the validity it would start has ended
+/// (the server or the connection stalled) gives no guard: the next attempt, under the
+/// same id, renews the lock if it is still ours. With the lock intent on, a waiting writer
+/// keeps new readers out (see
 /// [`Builder::lock_intent`](crate::Builder::lock_intent)); it renews the intent on every
 /// attempt while it waits, and clears it when it gives up.
 ///
@@ -173,7 +176,9 @@ impl<C> fmt::Debug for Acquire<C> {
 /// A single attempt at a lock, from [`RwMutex::try_write`](crate::RwMutex::try_write) or
 /// [`RwMutex::try_read`](crate::RwMutex::try_read). Set options, then `.await` it:
 /// `Ok(Some(guard))` when acquired, `Ok(None)` when others hold the lock (or, for a
-/// reader, a writer waits with its intent set). It never sets the lock intent.
+/// reader, a writer waits with its intent set). It never sets the lock intent. An attempt
+/// answered only after the validity it would start has ended is retried once under the
+/// same id; `Ok(None)` if that one is late too (the lock is then released).
 ///
 /// # Errors
 ///

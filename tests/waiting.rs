@@ -123,3 +123,41 @@ async fn an_already_cancelled_parent_sends_nothing() {
     assert!(matches!(try_read, Err(Error::Cancelled)), "{try_read:?}");
     assert_eq!(raw::cmd::<i64>(&conn, "DBSIZE", &[]).await, 0);
 }
+
+/// An attempt answered after the validity it would start has ended (here: the server is
+/// frozen for three TTLs while the request is in flight) gives no expired guard: the next
+/// attempt renews the lock under the same id.
+#[tokio::test]
+async fn an_acquisition_answered_too_late_is_renewed_not_handed_out_expired() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = common::mutex(&conn, "late", Duration::from_millis(100));
+
+    for try_once in [false, true] {
+        server.pause();
+        let attempt = tokio::spawn({
+            let mx = mx.clone();
+            async move {
+                if try_once {
+                    mx.try_write().await.map(|guard| guard.expect("free"))
+                } else {
+                    mx.write().await
+                }
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await; // below the 500 ms reply timeout
+        server.resume();
+        let guard = tokio::time::timeout(LIVENESS, attempt)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(
+            !guard.is_cancelled(),
+            "handed out expired: {:?}",
+            guard.cancel_reason()
+        );
+        assert_eq!(raw::get(&conn, "late").await.as_deref(), Some(guard.id()));
+        assert!(guard.unlock().await.unwrap());
+    }
+}
