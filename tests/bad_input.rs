@@ -5,26 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{raw, RedisServer, LIVENESS};
+use common::{every_result, raw, RedisServer};
 use redis::aio::MultiplexedConnection;
-use redismutex::{Error, Guard, RwMutex};
-
-/// Awaits `fut`, failing the test if it takes longer than [`LIVENESS`].
-async fn at_once<T>(fut: impl std::future::IntoFuture<Output = T>) -> T {
-    tokio::time::timeout(LIVENESS, fut)
-        .await
-        .expect("an error must come at once, not after waiting")
-}
-
-/// Every way to take the lock.
-async fn every_acquire(mx: &RwMutex<MultiplexedConnection>) -> Vec<Result<Option<Guard>, Error>> {
-    vec![
-        at_once(mx.write()).await.map(Some),
-        at_once(mx.read()).await.map(Some),
-        at_once(mx.try_write()).await,
-        at_once(mx.try_read()).await,
-    ]
-}
+use redismutex::{Error, RwMutex};
 
 fn intent_mutex(conn: &MultiplexedConnection) -> RwMutex<MultiplexedConnection> {
     RwMutex::builder(conn.clone(), "lk")
@@ -48,7 +31,7 @@ async fn a_lock_key_of_a_foreign_type_is_a_wrong_type_error_and_stays_untouched(
         raw::cmd::<i64>(&conn, "DEL", &["lk"]).await;
         raw::cmd::<redis::Value>(&conn, setup[0], &setup[1..]).await;
         let before: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk"]).await;
-        for result in every_acquire(&mx).await {
+        for result in every_result(&mx).await {
             match result {
                 Err(Error::WrongType { key, found }) => {
                     assert_eq!((key.as_str(), found.as_str()), ("lk", kind));
@@ -78,7 +61,7 @@ async fn an_intent_key_of_a_foreign_type_is_a_wrong_type_error() {
     let mx = intent_mutex(&conn);
     raw::cmd::<i64>(&conn, "HSET", &["lk:lock-intent", "f", "v"]).await;
 
-    for result in every_acquire(&mx).await {
+    for result in every_result(&mx).await {
         match result {
             Err(Error::WrongType { key, found }) => {
                 assert_eq!((key.as_str(), found.as_str()), ("lk:lock-intent", "hash"));
@@ -102,7 +85,7 @@ async fn a_lock_key_without_ttl_is_a_no_expiry_error_and_stays_untouched() {
     ] {
         raw::cmd::<i64>(&conn, "DEL", &["lk"]).await;
         raw::cmd::<redis::Value>(&conn, setup[0], &setup[1..]).await;
-        for result in every_acquire(&mx).await {
+        for result in every_result(&mx).await {
             match result {
                 Err(Error::NoExpiry { key }) => assert_eq!(key, "lk"),
                 other => panic!("{kind}: expected NoExpiry, got {other:?}"),
@@ -121,7 +104,7 @@ async fn an_intent_key_without_ttl_is_a_no_expiry_error() {
     let mx = intent_mutex(&conn);
     raw::cmd::<()>(&conn, "SET", &["lk:lock-intent", "1"]).await;
 
-    for result in every_acquire(&mx).await {
+    for result in every_result(&mx).await {
         match result {
             Err(Error::NoExpiry { key }) => assert_eq!(key, "lk:lock-intent"),
             other => panic!("expected NoExpiry, got {other:?}"),
@@ -152,7 +135,7 @@ async fn invalid_options_are_rejected_without_touching_redis() {
     }
 
     let unchecked = RwMutex::new(conn.clone(), "");
-    for result in every_acquire(&unchecked).await {
+    for result in every_result(&unchecked).await {
         assert!(
             matches!(result, Err(Error::InvalidOptions(_))),
             "{result:?}"

@@ -36,6 +36,20 @@ async fn fleet(spec: &Spec) -> Fleet {
     fleet
 }
 
+/// Workers w0 and w1 with `spec`, and `name` with `spec` but holding each lock it takes
+/// for `hold_ms` (the worker's hold mode).
+async fn fleet_with_holder(spec: &Spec, name: &str, hold_ms: u64) -> Fleet {
+    let mut fleet = Fleet::start(TTL_MS).await;
+    fleet.spawn("w0", spec).await;
+    fleet.spawn("w1", spec).await;
+    let holder = Spec {
+        hold_ms: Some(hold_ms),
+        ..spec.clone()
+    };
+    fleet.spawn(name, &holder).await;
+    fleet
+}
+
 /// The checks every run must pass: the referee saw no overlap, no lost update, no
 /// accepted fenced write going back, and no lock key outlived a TTL.
 fn assert_safe(report: &Report) {
@@ -86,14 +100,7 @@ async fn wait_released_after(fleet: &Fleet, us: u64, n: usize, timeout: Duration
 async fn holder_sigkilled_is_taken_over_after_its_ttl() {
     let _serial = SERIAL.lock().await;
     let spec = Spec::default();
-    let mut fleet = Fleet::start(TTL_MS).await;
-    fleet.spawn("w0", &spec).await;
-    fleet.spawn("w1", &spec).await;
-    let victim = Spec {
-        hold_ms: Some(5000),
-        ..spec.clone()
-    };
-    fleet.spawn("victim", &victim).await;
+    let mut fleet = fleet_with_holder(&spec, "victim", 5000).await;
 
     let holding = fleet
         .log
@@ -153,14 +160,7 @@ async fn holder_sigkilled_is_taken_over_after_its_ttl() {
 async fn frozen_holder_abandons_and_its_fenced_write_is_rejected() {
     let _serial = SERIAL.lock().await;
     let spec = Spec::default();
-    let mut fleet = Fleet::start(TTL_MS).await;
-    fleet.spawn("w0", &spec).await;
-    fleet.spawn("w1", &spec).await;
-    let frozen = Spec {
-        hold_ms: Some(600),
-        ..spec.clone()
-    };
-    fleet.spawn("frozen", &frozen).await;
+    let mut fleet = fleet_with_holder(&spec, "frozen", 600).await;
 
     let mut after = 0;
     for round in 0..4 {
@@ -338,14 +338,7 @@ async fn server_killed_and_restarted_after_a_ttl() {
         work_ms: (50, 300),
         ..Spec::default()
     };
-    let mut fleet = Fleet::start(TTL_MS).await;
-    fleet.spawn("w0", &spec).await;
-    fleet.spawn("w1", &spec).await;
-    let holder = Spec {
-        hold_ms: Some(3000),
-        ..spec.clone()
-    };
-    fleet.spawn("holder", &holder).await;
+    let mut fleet = fleet_with_holder(&spec, "holder", 3000).await;
     let holding = fleet
         .log
         .wait_for(WAIT, |e| e.worker == "holder" && e.is("HOLDING"))
@@ -408,14 +401,7 @@ async fn server_killed_and_restarted_after_a_ttl() {
 async fn blackholed_worker_fires_before_its_key_expires() {
     let _serial = SERIAL.lock().await;
     let spec = Spec::default();
-    let mut fleet = Fleet::start(TTL_MS).await;
-    fleet.spawn("w0", &spec).await;
-    fleet.spawn("w1", &spec).await;
-    let victim = Spec {
-        hold_ms: Some(3000),
-        ..spec.clone()
-    };
-    fleet.spawn("victim", &victim).await;
+    let mut fleet = fleet_with_holder(&spec, "victim", 3000).await;
 
     let holding = fleet
         .log

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::go_peer::GoPeer;
-use common::{eventually, raw, RedisServer, LIVENESS};
+use common::{eventually, every_result, raw, RedisServer, LIVENESS};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redismutex::{Error, Guard, Mode, RwMutex};
+use redismutex::{Error, Mode, RwMutex};
 
 /// The server clock in microseconds, as the scripts read it.
 async fn server_time_us(conn: &MultiplexedConnection) -> u64 {
@@ -29,23 +29,6 @@ async fn stored_token(conn: &MultiplexedConnection, fence: &str) -> u64 {
         .unwrap_or_else(|| panic!("{fence} is missing"))
         .parse()
         .unwrap_or_else(|err| panic!("{fence} is not an integer: {err}"))
-}
-
-/// Awaits `fut`, failing the test if it takes longer than [`LIVENESS`].
-async fn at_once<T>(fut: impl std::future::IntoFuture<Output = T>) -> T {
-    tokio::time::timeout(LIVENESS, fut)
-        .await
-        .expect("an error must come at once, not after waiting")
-}
-
-/// Every way to take the lock.
-async fn every_acquire(mx: &RwMutex<MultiplexedConnection>) -> Vec<Result<Option<Guard>, Error>> {
-    vec![
-        at_once(mx.write()).await.map(Some),
-        at_once(mx.read()).await.map(Some),
-        at_once(mx.try_write()).await,
-        at_once(mx.try_read()).await,
-    ]
 }
 
 /// What one holder saw while it held the lock.
@@ -425,7 +408,7 @@ async fn a_fence_key_of_a_foreign_type_or_value_is_a_wrong_type_error() {
         raw::cmd::<redis::Value>(&conn, setup[0], &setup[1..]).await;
         raw::cmd::<i64>(&conn, "PEXPIRE", &["lk:fence", "600000"]).await;
         let before: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk:fence"]).await;
-        for result in every_acquire(&mx).await {
+        for result in every_result(&mx).await {
             match result {
                 Err(Error::WrongType { key, found }) => {
                     assert_eq!((key.as_str(), found.as_str()), ("lk:fence", found_expected));
@@ -461,7 +444,7 @@ async fn a_fence_key_without_ttl_is_a_no_expiry_error() {
     raw::cmd::<()>(&conn, "SET", &["lk:fence", "12345"]).await;
     let before: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk:fence"]).await;
 
-    for result in every_acquire(&mx).await {
+    for result in every_result(&mx).await {
         match result {
             Err(Error::NoExpiry { key }) => assert_eq!(key, "lk:fence"),
             other => panic!("expected NoExpiry, got {other:?}"),

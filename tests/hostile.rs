@@ -15,41 +15,13 @@ use std::collections::BTreeSet;
 use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
-use common::{raw, RedisServer, LIVENESS};
+use common::{at_once, every_acquire, raw, RedisServer};
 use redis::aio::MultiplexedConnection;
-use redismutex::{CancelReason, Error, Guard, Refusal, RwMutex, MAX_KEY_BYTES};
+use redismutex::{CancelReason, Error, Refusal, RwMutex, MAX_KEY_BYTES};
 
 /// How soon a refusal must come back: one round trip and the clean-up grace of 100 ms,
 /// with plenty of slack for a loaded machine.
 const PROMPT: Duration = Duration::from_secs(1);
-
-/// Awaits `fut`, failing the test if it takes longer than [`LIVENESS`].
-async fn at_once<T>(fut: impl IntoFuture<Output = T>) -> T {
-    tokio::time::timeout(LIVENESS, fut)
-        .await
-        .expect("an error must come at once, not after waiting")
-}
-
-/// Every way to take the lock at `<name>:<key>`, each with how long it took.
-async fn every_acquire(
-    mx: &RwMutex<MultiplexedConnection>,
-    key: &str,
-) -> Vec<(&'static str, Duration, Result<Option<Guard>, Error>)> {
-    let mut results = Vec::new();
-    let started = Instant::now();
-    let result = at_once(mx.write().key(key)).await.map(Some);
-    results.push(("write", started.elapsed(), result));
-    let started = Instant::now();
-    let result = at_once(mx.read().key(key)).await.map(Some);
-    results.push(("read", started.elapsed(), result));
-    let started = Instant::now();
-    let result = at_once(mx.try_write().key(key)).await;
-    results.push(("try_write", started.elapsed(), result));
-    let started = Instant::now();
-    let result = at_once(mx.try_read().key(key)).await;
-    results.push(("try_read", started.elapsed(), result));
-    results
-}
 
 /// Checks that `err` is `Refused { key, refusal }` whose server reply had error code
 /// `code`, and that it names the key (`err.key()` and its message).

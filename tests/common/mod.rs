@@ -37,6 +37,53 @@ where
     false
 }
 
+/// Awaits `fut`, failing the test if it takes longer than [`LIVENESS`].
+pub async fn at_once<T>(fut: impl std::future::IntoFuture<Output = T>) -> T {
+    tokio::time::timeout(LIVENESS, fut)
+        .await
+        .expect("an error must come at once, not after waiting")
+}
+
+/// What one way of taking a lock gave: its name, how long it took, and its result.
+pub type Outcome = (
+    &'static str,
+    Duration,
+    Result<Option<redismutex::Guard>, redismutex::Error>,
+);
+
+/// Every way to take the lock at `<name>:<key>` (`<name>` for an empty key), each with
+/// how long it took.
+pub async fn every_acquire(
+    mx: &redismutex::RwMutex<redis::aio::MultiplexedConnection>,
+    key: &str,
+) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
+    let started = std::time::Instant::now();
+    let result = at_once(mx.write().key(key)).await.map(Some);
+    outcomes.push(("write", started.elapsed(), result));
+    let started = std::time::Instant::now();
+    let result = at_once(mx.read().key(key)).await.map(Some);
+    outcomes.push(("read", started.elapsed(), result));
+    let started = std::time::Instant::now();
+    let result = at_once(mx.try_write().key(key)).await;
+    outcomes.push(("try_write", started.elapsed(), result));
+    let started = std::time::Instant::now();
+    let result = at_once(mx.try_read().key(key)).await;
+    outcomes.push(("try_read", started.elapsed(), result));
+    outcomes
+}
+
+/// The results of [`every_acquire`] on the mutex's whole lock.
+pub async fn every_result(
+    mx: &redismutex::RwMutex<redis::aio::MultiplexedConnection>,
+) -> Vec<Result<Option<redismutex::Guard>, redismutex::Error>> {
+    every_acquire(mx, "")
+        .await
+        .into_iter()
+        .map(|(_, _, result)| result)
+        .collect()
+}
+
 /// Logs from the crate to the test output when `RUST_LOG` is set.
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
