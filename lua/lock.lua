@@ -56,15 +56,6 @@ if fence_type ~= 'none' then
     last = tonumber(fence)
 end
 
--- The next token: one more than the last, and at least the server clock in microseconds,
--- so tokens keep growing after KEYS[3] expires or the server restarts empty.
-local function mint()
-    local time = redis.call('TIME')
-    local token = math.max(last + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
-    redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[4])
-    return token
-end
-
 local lock_type = redis.call('TYPE', KEYS[1])['ok']
 local mine = false
 if lock_type == 'string' then
@@ -74,11 +65,17 @@ elseif lock_type ~= 'set' and lock_type ~= 'none' then
 end
 
 if lock_type == 'none' or mine then
+    -- The token: one more than the last, and at least the server clock in microseconds,
+    -- so tokens keep growing after KEYS[3] expires or the server restarts empty. TIME is
+    -- read before the first write, so an error there (an ACL without TIME) changes nothing.
+    local time = redis.call('TIME')
+    local token = math.max(last + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     if intent_type == 'string' then
         redis.call('DEL', KEYS[2])
     end
-    return {'acquired', mint()}
+    redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[4])
+    return {'acquired', token}
 end
 
 local pttl = redis.call('PTTL', KEYS[1])

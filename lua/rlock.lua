@@ -74,11 +74,12 @@ if not member then
     end
 end
 
+-- The token, as in lock.lua; TIME is read before the first write.
+local time = redis.call('TIME')
+local token = math.max(last + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
 redis.call('SADD', KEYS[1], ARGV[1])
 if pttl < ttl then
     redis.call('PEXPIRE', KEYS[1], ttl)
 end
-local time = redis.call('TIME')
-local token = math.max(last + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
 redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
 return {'acquired', token}

@@ -90,16 +90,24 @@ where
                 // The reply came after the validity this acquisition would start had
                 // ended (the server or the connection stalled): the lock may already
                 // have expired, so no guard is made of it. The next attempt, under the
-                // same id, renews it if it is still ours; a try gets one such retry, and
-                // after that `pending` releases the lock on the way out.
+                // same id, renews it if it is still ours; until then `pending` releases
+                // it if the wait ends. A try gets one immediate retry; a wait backs off.
                 tracing::debug!(key = %lease.keys.lock, id = %lease.id, "acquired too late to be valid; trying again");
+                pending.late();
                 late_replies += 1;
-                if matches!(patience, Patience::Once) && late_replies > 1 {
+                match patience {
+                    Patience::Once if late_replies > 1 => return Ok(None),
+                    Patience::Once => continue,
+                    Patience::Wait(_) => BACKOFF_MIN,
+                }
+            }
+            Ok(Attempt::Blocked(pttl)) => {
+                pending.blocked();
+                if matches!(patience, Patience::Once) {
                     return Ok(None);
                 }
-                continue;
+                pttl
             }
-            Ok(Attempt::Blocked(pttl)) => pttl,
             Err(err) => {
                 if err.changed_nothing() {
                     pending.answered();
@@ -107,10 +115,6 @@ where
                 return Err(pending.give_up(err).await);
             }
         };
-        pending.blocked();
-        if matches!(patience, Patience::Once) {
-            return Ok(None);
-        }
         let pause = backoff
             .next()
             .unwrap_or(BACKOFF_MAX)

@@ -14,7 +14,7 @@ use crate::spawner::Spawner;
 const GIVE_UP_GRACE: Duration = Duration::from_millis(100);
 
 /// What an unfinished acquire may have left in Redis: a lock taken by an attempt whose
-/// reply was never read, and a lock intent it set. Dropped while armed, it releases both
+/// reply was never read or came too late, and a lock intent it set. Dropped while armed, it releases both
 /// from a background task.
 #[derive(Debug)]
 pub(crate) struct Pending<C>
@@ -29,6 +29,8 @@ where
     intent_in_flight: bool,
     /// A write attempt set the lock intent.
     intent_set: bool,
+    /// An attempt took the lock, but its reply came too late to make a guard of it.
+    held_late: bool,
 }
 
 impl<C> Pending<C>
@@ -42,6 +44,7 @@ where
             in_flight: false,
             intent_in_flight: false,
             intent_set: false,
+            held_late: false,
         }
     }
 
@@ -58,7 +61,15 @@ where
         self.answered();
     }
 
-    /// The attempt was answered with an error that changed nothing in Redis.
+    /// The attempt took the lock, too late to be valid: it is ours until released or
+    /// renewed.
+    pub(crate) fn late(&mut self) {
+        self.held_late = true;
+        self.answered();
+    }
+
+    /// The attempt was answered with an error that changed nothing in Redis (a lock
+    /// taken late by an earlier attempt stays to be released).
     pub(crate) fn answered(&mut self) {
         self.in_flight = false;
         self.intent_in_flight = false;
@@ -68,6 +79,7 @@ where
     pub(crate) fn disarm(&mut self) {
         self.answered();
         self.intent_set = false;
+        self.held_late = false;
     }
 
     /// Cleans up, waiting at most [`GIVE_UP_GRACE`] for it, and hands back `err`.
@@ -80,7 +92,7 @@ where
     }
 
     fn spawn_cleanup(&mut self) -> Option<tokio::task::JoinHandle<()>> {
-        if !self.in_flight && !self.intent_set {
+        if !self.in_flight && !self.intent_set && !self.held_late {
             return None;
         }
         let clear_intent = self.intent_set || self.intent_in_flight;
