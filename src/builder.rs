@@ -65,7 +65,7 @@ where
     /// for the lock key: one small string per lock key used within the retention (see
     /// README, "Fencing tokens", for its size). Once it expires, the next token is the
     /// server clock in microseconds, still larger than every earlier token unless the
-    /// server's clock was set back by more than the retention since. A mutex with
+    /// server's clock was set back by more than the time since the last acquisition. A mutex with
     /// millions of short-lived [`key`](crate::Acquire::key)s keeps memory bounded with a
     /// shorter retention.
     pub fn fence_retention(mut self, retention: Duration) -> Self {
@@ -85,8 +85,8 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidOptions`] when the name is empty or longer than
-    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES), the TTL is below 10 ms or above 24 h, or
+    /// [`Error::InvalidOptions`] when the name is empty, longer than
+    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence` or `:lock-intent`, the TTL is below 10 ms or above 24 h, or
     /// the fence retention is below the TTL or above 365 days.
     pub fn build(self) -> Result<RwMutex<C>, Error> {
         self.settings.check()?;

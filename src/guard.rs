@@ -111,7 +111,29 @@ impl Guard {
     /// unlocks, lock expiry, client restarts or the counter's own expiry. Send it with
     /// every write to the protected resource, and have the resource reject a token
     /// smaller than the largest it has accepted: that stops a holder that was paused
-    /// past its deadline from overwriting a later holder's work.
+    /// past its deadline from overwriting the work of a later holder that has written.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(mx: redismutex::RwMutex<redis::aio::MultiplexedConnection>)
+    /// # -> Result<(), Box<dyn std::error::Error>> {
+    /// // Writes ARGV[2] to the hash KEYS[1] only with a token at least as large as every
+    /// // token it has accepted (see README, "Fencing tokens").
+    /// const FENCED_WRITE: &str = "local last = tonumber(redis.call('HGET', KEYS[1], 'token') or '0') \
+    ///     if tonumber(ARGV[1]) < last then return 0 end \
+    ///     redis.call('HSET', KEYS[1], 'value', ARGV[2], 'token', ARGV[1]) return 1";
+    /// let guard = mx.write().key("report").await?;
+    /// let written: i64 = redis::Script::new(FENCED_WRITE)
+    ///     .key("report-data")
+    ///     .arg(guard.fencing_token())
+    ///     .arg("new value")
+    ///     .invoke_async(&mut mx.connection().clone())
+    ///     .await?;
+    /// assert_eq!(written, 1, "a later holder has written");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn fencing_token(&self) -> u64 {
         self.fencing_token
     }
@@ -153,9 +175,11 @@ impl Guard {
         self.status.reason(&self.token)
     }
 
-    /// Until when the lock is surely held: the send time of the last successful acquire
-    /// or refresh plus the TTL minus the Redlock drift margin (1% of the TTL + 2 ms).
-    /// A [`tokio::time::Instant`], so it follows a paused test clock.
+    /// The validity deadline: the send time of the last successful acquire or refresh
+    /// plus the TTL minus the Redlock drift margin (1% of the TTL + 2 ms). Until then the
+    /// lock is surely held, unless the token has fired for another reason (released,
+    /// [lost](CancelReason::Lost), cancelled): ask [`is_cancelled`](Self::is_cancelled)
+    /// for both. A [`tokio::time::Instant`], so it follows a paused test clock.
     pub fn valid_until(&self) -> Instant {
         self.status.deadline()
     }
@@ -170,7 +194,9 @@ impl Guard {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when the release request fails, and [`Error::Timeout`] when Redis
+    /// [`Error::Refused`] when Redis refuses the release (busy with a script, no ACL
+    /// permission, ...), [`Error::Redis`] when the request fails otherwise, and
+    /// [`Error::Timeout`] when Redis
     /// does not answer within one TTL; the lock then expires by its TTL, since refresh has
     /// stopped. [`Error::Cancelled`] when the background task was stopped before it could
     /// release, for example by runtime shutdown.
@@ -199,7 +225,7 @@ impl fmt::Debug for Guard {
             .field("id", &self.id)
             .field("mode", &self.mode)
             .field("fencing_token", &self.fencing_token)
-            .field("cancel_reason", &self.cancel_reason())
+            .field("cancel_reason", &self.status.recorded())
             .finish()
     }
 }

@@ -55,7 +55,8 @@ where
 {
     /// A mutex named `name` with a 4 s TTL and the lock intent off.
     ///
-    /// This cannot fail: an empty name is reported by every acquire as
+    /// This cannot fail: a name [`Builder::build`] would refuse (empty, too long, or
+    /// ending in `:fence` or `:lock-intent`) is reported by every acquire as
     /// [`Error::InvalidOptions`](crate::Error::InvalidOptions). Use
     /// [`builder`](Self::builder) to check it up front or to set other options.
     pub fn new(conn: C, name: impl Into<String>) -> Self {

@@ -82,11 +82,20 @@ impl<C> fmt::Debug for Request<C> {
 ///
 /// - [`Error::Timeout`] when [`timeout`](Self::timeout) runs out first.
 /// - [`Error::Cancelled`] when the [`parent`](Self::parent) token is cancelled first.
-/// - [`Error::WrongType`] at once when the lock key or the lock-intent key holds another
-///   Redis type; [`Error::NoExpiry`] at once when either exists with no TTL. The key is
-///   left untouched.
-/// - [`Error::InvalidOptions`] when the mutex name is empty.
-/// - [`Error::Redis`] when a request fails; the wait ends there (no retry).
+/// - [`Error::WrongType`] at once when the lock key, the lock-intent key or the fence key
+///   holds another Redis type (or, for the fence key, anything but a decimal integer below
+///   2^53 - 1); [`Error::NoExpiry`] at once when one exists with no TTL. The key is left
+///   untouched.
+/// - [`Error::InvalidKey`] before anything is sent when the lock key is longer than
+///   [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence` or `:lock-intent`.
+/// - [`Error::InvalidOptions`] when the mutex's options are not usable (see
+///   [`Builder::build`](crate::Builder::build)); only a mutex made with
+///   [`RwMutex::new`](crate::RwMutex::new) can have such options.
+/// - [`Error::Refused`] when Redis refuses the request (out of memory, read-only replica,
+///   not authenticated, no ACL permission, busy with a script, loading); nothing was
+///   changed.
+/// - [`Error::Redis`] when a request fails otherwise (connection, response timeout); the
+///   wait ends there (no retry).
 ///
 /// On every error a writer clears the lock intent it set, and an attempt that may have
 /// succeeded unseen (its reply was lost) is released, in a background task; the error is
@@ -184,7 +193,8 @@ impl<C> fmt::Debug for Acquire<C> {
 ///
 /// As [`Acquire`], except that there is no timeout: [`Error::Cancelled`] when the parent
 /// token is already cancelled, [`Error::WrongType`], [`Error::NoExpiry`],
-/// [`Error::InvalidOptions`] and [`Error::Redis`].
+/// [`Error::InvalidKey`], [`Error::InvalidOptions`], [`Error::Refused`] and
+/// [`Error::Redis`].
 ///
 /// # Cancel safety
 ///

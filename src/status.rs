@@ -89,6 +89,12 @@ impl Status {
         }))
     }
 
+    /// The reason recorded so far, without looking at the clock or the token (for
+    /// `Debug`, which must not fire the token).
+    pub(crate) fn recorded(&self) -> Option<CancelReason> {
+        self.reason.get().copied()
+    }
+
     /// Completes when `token` fires or the deadline passes (firing it with
     /// [`CancelReason::Expired`]), whichever comes first.
     pub(crate) async fn cancelled(&self, token: &CancellationToken) {
