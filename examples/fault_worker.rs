@@ -254,7 +254,7 @@ impl Worker {
     /// Registers with the referee, writes or reads, and leaves.
     async fn act(&self, key: &str, mode: &str, token: u64) -> redis::RedisResult<()> {
         let name = &self.config.name;
-        let overlap = self.referee.enter(key, mode, name, now_us()).await?;
+        let overlap = self.referee.enter(key, mode, name, token, now_us()).await?;
         event!(
             "ENTERED",
             key,

@@ -50,8 +50,9 @@ async fn fleet_with_holder(spec: &Spec, name: &str, hold_ms: u64) -> Fleet {
     fleet
 }
 
-/// The checks every run must pass: the referee saw no overlap, no lost update, no
-/// accepted fenced write going back, and no lock key outlived a TTL.
+/// The checks every run must pass: the referee saw no overlap, no lost update, every
+/// holder entering with a token above the last writer's, no section's fenced write
+/// rejected, and no lock key outlived a TTL.
 fn assert_safe(report: &Report) {
     let r = &report.referee;
     assert_eq!(
@@ -60,7 +61,11 @@ fn assert_safe(report: &Report) {
         r.violation_log
     );
     assert_eq!(r.lost_updates, 0, "lost updates");
-    assert!(r.unordered_fences.is_empty(), "{:?}", r.unordered_fences);
+    assert_eq!(r.token_order, 0, "{:?}", r.token_order_log);
+    assert_eq!(
+        report.rejected_writes, 0,
+        "a holder's fenced write was refused"
+    );
     assert!(
         report.keys_left.is_empty(),
         "keys left: {:?}",

@@ -140,6 +140,8 @@ pub struct Report {
     pub leads: Vec<Lead>,
     /// Overlaps explained by a freeze inside the check→leave window.
     pub overlaps_explained: usize,
+    /// Fenced writes of a section (not probes) that the referee rejected.
+    pub rejected_writes: usize,
 }
 
 impl Report {
@@ -190,6 +192,10 @@ impl Report {
             }
         }
         report.abandoned = events.iter().filter(|e| e.is("ABANDONED")).count();
+        report.rejected_writes = events
+            .iter()
+            .filter(|e| e.is("FENCED") && e.field(2) == "rejected" && e.field(3) == "write")
+            .count();
         report.errors = events.iter().filter(|e| e.is("ERROR")).count();
         report.takeovers_ms = takeovers(&events, faults);
         report.leads = leads(&events, held, ttl_ms);
@@ -335,9 +341,13 @@ impl fmt::Display for Report {
         writeln!(f, "   lost updates       {}", r.lost_updates)?;
         writeln!(
             f,
-            "   fenced writes      accepted {}, stale rejected {}, keys out of order {:?}",
-            r.accepted, r.stale_rejected, r.unordered_fences
+            "   fenced writes      accepted {}, stale rejected {} (of them section writes {}), \
+             tokens out of order {}",
+            r.accepted, r.stale_rejected, self.rejected_writes, r.token_order
         )?;
+        for line in &r.token_order_log {
+            writeln!(f, "     token order: {line}")?;
+        }
         writeln!(f, "   keys left after TTL {:?}", self.keys_left)?;
         writeln!(f, "   takeover latency   {:?} ms", self.takeovers_ms)?;
         match self.lead_range_ms() {
