@@ -11,12 +11,12 @@ use tokio_util::sync::CancellationToken;
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::id::new_id;
+use crate::keys::{check_key, Keys};
 use crate::lease::Lease;
 use crate::mode::Mode;
 use crate::pending::Pending;
 use crate::request::Request;
-use crate::scripts::{Attempt, Keys};
-use crate::settings::check_key;
+use crate::scripts::Attempt;
 use crate::spawner::Spawner;
 
 /// First retry delay before jitter; jitter adds up to as much again.

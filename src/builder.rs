@@ -86,7 +86,8 @@ where
     /// # Errors
     ///
     /// [`Error::InvalidOptions`] when the name is empty, longer than
-    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence` or `:lock-intent`, the TTL is below 10 ms or above 24 h, or
+    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence` or `:lock-intent`,
+    /// the TTL is below 10 ms or above 24 h, or
     /// the fence retention is below the TTL or above 365 days.
     pub fn build(self) -> Result<RwMutex<C>, Error> {
         self.settings.check()?;

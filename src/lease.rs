@@ -5,8 +5,9 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 
 use crate::error::Error;
+use crate::keys::Keys;
 use crate::mode::Mode;
-use crate::scripts::{self, Attempt, Keys};
+use crate::scripts::{self, Attempt};
 
 /// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
 /// Redis", the `CLOCK_DRIFT_FACTOR` of the reference implementations).

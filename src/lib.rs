@@ -7,6 +7,7 @@ mod builder;
 mod error;
 mod guard;
 mod id;
+mod keys;
 mod lease;
 mod mode;
 mod mutex;
@@ -22,11 +23,11 @@ mod status;
 pub use builder::Builder;
 pub use error::{Error, Refusal};
 pub use guard::Guard;
+pub use keys::MAX_KEY_BYTES;
 pub use mode::Mode;
 pub use mutex::RwMutex;
 pub use reason::CancelReason;
 pub use request::{Acquire, AcquireFuture, TryAcquire, TryAcquireFuture};
-pub use settings::MAX_KEY_BYTES;
 
 /// The redis-rs version this crate is built on, so callers can name the same types.
 pub use redis;

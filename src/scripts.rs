@@ -12,6 +12,7 @@ use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, Script, Value};
 
 use crate::error::Error;
+use crate::keys::Keys;
 
 static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
@@ -55,30 +56,6 @@ pub(crate) enum Attempt {
     /// Somebody else holds it (or, for readers, a writer waits); the PTTL of what blocks.
     Blocked(Duration),
 }
-
-/// The three keys of one lock: `<lock key>`, `<lock key>:lock-intent` and
-/// `<lock key>:fence`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Keys {
-    pub(crate) lock: String,
-    pub(crate) intent: String,
-    pub(crate) fence: String,
-}
-
-impl Keys {
-    pub(crate) fn new(lock: String) -> Self {
-        Self {
-            intent: format!("{lock}:{INTENT_SUFFIX}"),
-            fence: format!("{lock}:{FENCE_SUFFIX}"),
-            lock,
-        }
-    }
-}
-
-/// What follows `<lock key>:` in the lock-intent key, as in the Go package.
-pub(crate) const INTENT_SUFFIX: &str = "lock-intent";
-/// What follows `<lock key>:` in the fence key.
-pub(crate) const FENCE_SUFFIX: &str = "fence";
 
 /// Runs `lock.lua`: take the write lock under `id` for `ttl_ms` and mint a fencing token
 /// kept for `fence_ms`, setting the lock intent on failure when `set_intent` is true.

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Preview};
-use crate::scripts::{FENCE_SUFFIX, INTENT_SUFFIX};
+use crate::keys::check_key;
 
 /// The lock TTL when none is set: 4 s, as in the Go package.
 pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(4);
@@ -18,41 +18,6 @@ pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 pub(crate) const DEFAULT_FENCE_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 /// The longest fence retention accepted: 365 days.
 pub(crate) const MAX_FENCE_RETENTION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
-
-/// The longest lock key accepted, in bytes: 1 MiB (1,048,576 bytes, the smallest
-/// `proto-max-bulk-len` a Redis server can be configured with) minus the 12 bytes of
-/// `:lock-intent`, so that every key of a lock fits in one bulk string on any server.
-/// A longer key would make the server drop the connection, and with it every other
-/// request on a shared connection; it gets [`Error::InvalidKey`] before anything is sent.
-pub const MAX_KEY_BYTES: usize = 1024 * 1024 - ":lock-intent".len();
-
-/// Checks a lock key (`<name>` or `<name>:<key>`) before anything is sent: it must fit
-/// in [`MAX_KEY_BYTES`], and must not end like the intent or fence key of another lock
-/// (`:lock-intent`, `:fence`), which it would collide with.
-pub(crate) fn check_key(key: &str) -> Result<(), Error> {
-    if let Some(suffix) = [INTENT_SUFFIX, FENCE_SUFFIX].into_iter().find(|suffix| {
-        key.strip_suffix(suffix)
-            .is_some_and(|rest| rest.ends_with(':'))
-    }) {
-        return Err(Error::InvalidKey {
-            key: key.to_owned(),
-            reason: format!(
-                "it ends with \":{suffix}\", so it is the {suffix} key of lock {:?}",
-                &key[..key.len() - suffix.len() - 1]
-            ),
-        });
-    }
-    if key.len() > MAX_KEY_BYTES {
-        return Err(Error::InvalidKey {
-            key: key.to_owned(),
-            reason: format!(
-                "it is {} bytes, more than MAX_KEY_BYTES ({MAX_KEY_BYTES})",
-                key.len()
-            ),
-        });
-    }
-    Ok(())
-}
 
 /// What a mutex was configured with; shared by every lock it takes.
 #[derive(Debug, Clone)]
@@ -156,7 +121,7 @@ mod tests {
     }
 
     #[test]
-    fn fence_retention_must_cover_the_ttl_and_names_stay_under_the_bulk_limit() {
+    fn fence_retention_must_cover_the_ttl() {
         for retention in [Duration::from_millis(999), MAX_FENCE_RETENTION * 2] {
             let settings = Settings {
                 fence_retention: retention,
@@ -164,26 +129,6 @@ mod tests {
             };
             let err = settings.check().unwrap_err();
             assert!(err.to_string().contains("fence retention"), "{err}");
-        }
-        let long = Settings::new("n".repeat(MAX_KEY_BYTES + 1))
-            .check()
-            .unwrap_err();
-        assert!(long.to_string().contains("MAX_KEY_BYTES"), "{long}");
-        assert!(Settings::new("n".repeat(MAX_KEY_BYTES)).check().is_ok());
-        assert!(check_key(&"k".repeat(MAX_KEY_BYTES)).is_ok());
-        let err = check_key(&"k".repeat(MAX_KEY_BYTES + 1)).unwrap_err();
-        assert!(matches!(err, Error::InvalidKey { ref key, .. } if key.len() == MAX_KEY_BYTES + 1));
-        for reserved in ["a:fence", "a:b:lock-intent", ":fence"] {
-            assert!(check_key(reserved).is_err(), "{reserved}");
-        }
-        for fine in [
-            "fence",
-            "a:fences",
-            "a-fence",
-            "lock-intent",
-            "a:lock-intents",
-        ] {
-            assert!(check_key(fine).is_ok(), "{fine}");
         }
     }
 
