@@ -7,6 +7,11 @@
 //! counter and a fenced write; readers: a read) and leave; then unlock. It stops after
 //! `FW_SECTIONS` sections (0: no limit) or when its standard input closes.
 //!
+//! The sections run in the `main` future of a current-thread runtime, as a simple service
+//! would: after a SIGSTOP that runtime polls `main` before the guard's background task,
+//! so the check right after waking is made before that task has fired anything. That is
+//! what lets the frozen-holder test catch a guard that trusts only its token.
+//!
 //! Configured by environment variables only:
 //!
 //! | variable | meaning | default |
