@@ -1,5 +1,6 @@
-//! A lock holder for the fault-injection tests (`tests/faults.rs`, `tests/soak.rs`): a
-//! process, so that the tests can SIGKILL and SIGSTOP it. Not meant to be run by hand.
+//! A lock holder for the fault-injection tests (`tests/faults_holders.rs`,
+//! `tests/faults_server.rs`, `tests/soak.rs`): a process, so that the tests can SIGKILL
+//! and SIGSTOP it. Not meant to be run by hand.
 //!
 //! It runs critical sections on the lock server and checks itself on a referee server
 //! (see `tests/common/referee.rs`): acquire, work, then `if guard.is_cancelled()` give up,
@@ -47,6 +48,9 @@
 //! EXIT <us>
 //! ```
 
+#[path = "../tests/common/events.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod events;
 #[path = "../tests/common/referee.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod referee;
@@ -54,22 +58,14 @@ mod referee;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use events::now_us;
 use rand::RngExt;
 use redis::aio::ConnectionManager;
 use redismutex::{Guard, Mode, RwMutex};
 use referee::Referee;
 use tokio::sync::oneshot;
-
-/// Microseconds since the UNIX epoch.
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
-        })
-}
 
 /// Prints one event line, stamped now, and flushes it.
 macro_rules! event {

@@ -1,11 +1,12 @@
-//! Keys of a foreign type, keys without a TTL and bad options: a typed error at once,
-//! no hang, nothing changed.
+//! Keys of a foreign type, keys without a TTL, bad options and durations too large to
+//! represent: a typed error at once, no hang, nothing changed.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{every_result, raw, RedisServer};
+use common::hostile::dbsize;
+use common::{at_once, every_result, raw, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redismutex::{Error, RwMutex};
 
@@ -142,4 +143,65 @@ async fn invalid_options_are_rejected_without_touching_redis() {
         );
     }
     assert_eq!(raw::cmd::<i64>(&conn, "DBSIZE", &[]).await, 0);
+}
+
+// Durations too large to represent.
+
+#[tokio::test]
+async fn durations_too_large_to_represent_are_invalid_options() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let huge = [
+        Duration::MAX,
+        Duration::from_secs(u64::MAX),
+        Duration::from_millis(u64::MAX),
+        Duration::from_nanos(u64::MAX),
+    ];
+    for ttl in huge {
+        match RwMutex::builder(conn.clone(), "jobs").ttl(ttl).build() {
+            Err(Error::InvalidOptions(message)) => {
+                assert!(
+                    message.contains("ttl") && message.contains("\"jobs\""),
+                    "{message}"
+                )
+            }
+            other => panic!("ttl {ttl:?}: expected InvalidOptions, got {other:?}"),
+        }
+    }
+    for retention in huge {
+        for ttl in [Duration::from_secs(1), Duration::from_secs(24 * 3600)] {
+            let built = RwMutex::builder(conn.clone(), "jobs")
+                .ttl(ttl)
+                .fence_retention(retention)
+                .build();
+            match built {
+                Err(Error::InvalidOptions(message)) => assert!(
+                    message.contains("fence retention") && message.contains("\"jobs\""),
+                    "{message}"
+                ),
+                other => panic!("retention {retention:?}: expected InvalidOptions, got {other:?}"),
+            }
+        }
+        let both = RwMutex::builder(conn.clone(), "jobs")
+            .ttl(retention)
+            .fence_retention(retention)
+            .build();
+        assert!(matches!(both, Err(Error::InvalidOptions(_))), "{both:?}");
+    }
+
+    // A wait timeout too large for a deadline means no deadline, not a panic.
+    let mx = RwMutex::new(conn.clone(), "jobs");
+    let guard = at_once(mx.write().timeout(Duration::MAX)).await.unwrap();
+    let waited = mx
+        .read()
+        .timeout(Duration::from_secs(u64::MAX))
+        .parent(redismutex::tokio_util::sync::CancellationToken::new());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), waited)
+            .await
+            .is_err(),
+        "a reader waits behind the writer"
+    );
+    assert!(guard.unlock().await.unwrap());
+    assert_eq!(dbsize(&conn).await, 1, "only the fence key of `jobs`");
 }

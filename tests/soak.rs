@@ -1,6 +1,7 @@
-//! Soak: five workers (three quick, two slow) on two keys, readers and writers with lock
-//! intent, and a fault picked at random every 1–3 s (each kind of `tests/faults.rs`,
-//! always healed), for `SOAK_SECS` seconds (default 120). Then the full report.
+//! Soak: five workers (three quick, two slow) on two keys, readers and writers with
+//! lock intent, and a fault picked at random every 1–3 s (each kind of
+//! `tests/faults_holders.rs` and `tests/faults_server.rs`, always healed), for
+//! `SOAK_SECS` seconds (default 120). Then the full report.
 //!
 //! ```sh
 //! SOAK_SECS=300 cargo test --release --test soak -- --ignored --nocapture
@@ -15,19 +16,15 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use common::events::now_us;
+use common::fault_checks::ms;
 use common::fleet::{Fleet, Spec};
 use common::proxy::Fault;
-use common::report::{FaultKind, Target};
+use common::record::{FaultKind, Target};
 use rand::RngExt;
 
 const TTL_MS: u64 = 1000;
-
-fn ms(d: u64) -> Duration {
-    Duration::from_millis(d)
-}
 
 fn between(lo: u64, hi: u64) -> u64 {
     rand::rng().random_range(lo..=hi)
@@ -106,7 +103,7 @@ async fn soak_with_random_faults() {
                 fleet.end(fault);
             }
             4 => {
-                // Down for more than a TTL: see tests/faults.rs on restarting at once.
+                // Down for more than a TTL: see tests/faults_server.rs on restarting at once.
                 let fault = fleet.begin(FaultKind::KillServer, Target::Server);
                 fleet.lock.stop();
                 tokio::time::sleep(ms(1200)).await;

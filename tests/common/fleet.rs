@@ -1,6 +1,7 @@
 //! The orchestrator of the fault tests: a lock server, a referee server, and worker
-//! processes (`examples/fault_worker.rs`), each behind its own [`Proxy`]; it injects
-//! faults, records when and at whom, and collects the workers' events.
+//! processes (`examples/fault_worker.rs`), each behind its own [`Proxy`]; it collects
+//! the workers' events, notes who holds which lock, and stops everything into a
+//! [`Report`]. The faults it injects are in `inject.rs`.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -12,9 +13,10 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
 use super::events::{now_us, Event, Log};
-use super::proxy::{Fault, Proxy};
+use super::proxy::Proxy;
+use super::record::{FaultRecord, HeldLock};
 use super::referee::Referee;
-use super::report::{FaultKind, FaultRecord, HeldLock, Report, Target};
+use super::report::Report;
 use super::{worker_bin, RedisServer};
 
 /// How one worker runs; see the variables in `examples/fault_worker.rs`.
@@ -45,7 +47,7 @@ pub struct Worker {
     pub name: String,
     pub proxy: Proxy,
     pub pid: i32,
-    child: Child,
+    pub(super) child: Child,
     stdin: Option<ChildStdin>,
     pub alive: bool,
 }
@@ -156,98 +158,6 @@ impl Fleet {
             .unwrap_or_else(|| panic!("no worker {name}"))
     }
 
-    fn worker_mut(&mut self, name: &str) -> &mut Worker {
-        self.workers
-            .iter_mut()
-            .find(|w| w.name == name)
-            .unwrap_or_else(|| panic!("no worker {name}"))
-    }
-
-    /// Records a fault starting now; returns its index for [`heal`](Self::heal).
-    pub fn begin(&mut self, kind: FaultKind, target: Target) -> usize {
-        let now = now_us();
-        self.faults.push(FaultRecord {
-            kind,
-            target,
-            start_us: now,
-            end_us: now,
-        });
-        self.faults.len() - 1
-    }
-
-    /// Records that fault `index` ended now.
-    pub fn end(&mut self, index: usize) {
-        self.faults[index].end_us = now_us();
-    }
-
-    fn signal(pid: i32, signal: Signal) {
-        kill(Pid::from_raw(pid), signal).unwrap_or_else(|err| panic!("{signal} {pid}: {err}"));
-    }
-
-    /// SIGKILLs a worker, waits for it, and removes its registrations on the referee (a
-    /// dead process cannot leave).
-    pub async fn kill_worker(&mut self, name: &str) {
-        let fault = self.begin(FaultKind::KillWorker, Target::Worker(name.to_string()));
-        let worker = self.worker_mut(name);
-        Self::signal(worker.pid, Signal::SIGKILL);
-        let _ = worker.child.wait().await;
-        worker.alive = false;
-        self.referee
-            .evict(name)
-            .await
-            .expect("evict on the referee");
-        self.end(fault);
-    }
-
-    /// Freezes a worker with SIGSTOP; returns the fault index for [`thaw`](Self::thaw).
-    pub fn freeze(&mut self, name: &str) -> usize {
-        let fault = self.begin(FaultKind::FreezeWorker, Target::Worker(name.to_string()));
-        Self::signal(self.worker(name).pid, Signal::SIGSTOP);
-        fault
-    }
-
-    pub fn thaw(&mut self, fault: usize) {
-        let Target::Worker(name) = self.faults[fault].target.clone() else {
-            panic!("fault {fault} froze no worker");
-        };
-        // Ends before the signal: the worker may print before this returns.
-        self.end(fault);
-        Self::signal(self.worker(&name).pid, Signal::SIGCONT);
-    }
-
-    /// Sets `fault` on the proxy of `name`, recording it as `kind` (healed by
-    /// [`heal_proxy`](Self::heal_proxy)).
-    pub fn proxy_fault(&mut self, name: &str, kind: FaultKind, fault: Fault) -> usize {
-        let index = self.begin(kind, Target::Worker(name.to_string()));
-        self.worker(name).proxy.set(fault);
-        index
-    }
-
-    pub fn heal_proxy(&mut self, index: usize) {
-        if let Target::Worker(name) = self.faults[index].target.clone() {
-            self.worker(&name).proxy.set(Fault::Pass);
-        }
-        self.end(index);
-    }
-
-    /// Resets every connection of the proxy of `name`.
-    pub fn reset(&mut self, name: &str) {
-        let index = self.begin(FaultKind::Reset, Target::Worker(name.to_string()));
-        self.worker(name).proxy.reset_all();
-        self.end(index);
-    }
-
-    /// `CLIENT KILL TYPE normal` on the lock server: every client but this one.
-    pub async fn client_kill(&mut self) {
-        let index = self.begin(FaultKind::ClientKill, Target::Server);
-        let _: i64 = redis::cmd("CLIENT")
-            .arg(&["KILL", "TYPE", "normal"])
-            .query_async(&mut self.lock_conn().await)
-            .await
-            .expect("CLIENT KILL");
-        self.end(index);
-    }
-
     /// A direct connection to the lock server.
     pub async fn lock_conn(&self) -> MultiplexedConnection {
         self.lock.conn().await
@@ -283,7 +193,7 @@ impl Fleet {
                 continue;
             }
             // A frozen worker cannot stop.
-            Self::signal(worker.pid, Signal::SIGCONT);
+            signal(worker.pid, Signal::SIGCONT);
             let waited = tokio::time::timeout(Duration::from_secs(10), worker.child.wait()).await;
             if waited.is_err() {
                 eprintln!("{} did not stop; killing it", worker.name);
@@ -355,4 +265,9 @@ impl Drop for Fleet {
             let _ = worker.child.start_kill();
         }
     }
+}
+
+/// Sends `signal` to process `pid`.
+pub(super) fn signal(pid: i32, signal: Signal) {
+    kill(Pid::from_raw(pid), signal).unwrap_or_else(|err| panic!("{signal} {pid}: {err}"));
 }

@@ -4,9 +4,13 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod events;
+pub mod fault_checks;
 pub mod fleet;
 pub mod go_peer;
+pub mod hostile;
+pub mod inject;
 pub mod proxy;
+pub mod record;
 pub mod referee;
 pub mod report;
 pub mod server;
@@ -136,6 +140,15 @@ pub mod raw {
         let mut members: Vec<String> = cmd(conn, "SMEMBERS", &[key]).await;
         members.sort();
         members
+    }
+
+    /// The counter stored at `fence`, parsed.
+    pub async fn stored_token(conn: &MultiplexedConnection, fence: &str) -> u64 {
+        get(conn, fence)
+            .await
+            .unwrap_or_else(|| panic!("{fence} is missing"))
+            .parse()
+            .unwrap_or_else(|err| panic!("{fence} is not an integer: {err}"))
     }
 }
 

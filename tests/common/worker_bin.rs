@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 ///
 /// The test binary is `<target>/<profile>/deps/<test>-<hash>`, the worker
 /// `<target>/<profile>/examples/fault_worker`. `cargo test` builds examples; `cargo
-/// test --test faults` does not, hence the build here (a no-op when up to date). It
-/// runs `$CARGO` (or `cargo`) with the same target directory and profile.
+/// test --test faults_server` does not, hence the build here (a no-op when up to date).
+/// It runs `$CARGO` (or `cargo`) with the same target directory and profile.
 pub fn path() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(build)

@@ -1,0 +1,96 @@
+//! What the fault tests (`tests/faults_holders.rs`, `tests/faults_server.rs`) share:
+//! the TTL, fleets of three workers, and the checks every run must pass.
+//!
+//! The tests run one at a time (see [`SERIAL`]): their assertions are about timing
+//! (a token must fire before its key expires, 12 ms of drift margin at this TTL), and
+//! eight fleets of processes at once on a small machine would starve each other. Each
+//! test file is its own binary with its own `SERIAL`, and cargo runs test binaries one
+//! after the other, so a lock per binary is enough.
+
+use std::time::Duration;
+
+use super::fleet::{Fleet, Spec};
+use super::report::Report;
+
+pub const TTL_MS: u64 = 1000;
+
+/// One fault test at a time.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+pub const WAIT: Duration = Duration::from_secs(5);
+
+pub fn ms(d: u64) -> Duration {
+    Duration::from_millis(d)
+}
+
+/// Three workers with `spec`, named w0..w2.
+pub async fn fleet(spec: &Spec) -> Fleet {
+    let mut fleet = Fleet::start(TTL_MS).await;
+    for n in 0..3 {
+        fleet.spawn(&format!("w{n}"), spec).await;
+    }
+    fleet
+}
+
+/// Workers w0 and w1 with `spec`, and `name` with `spec` but holding each lock it takes
+/// for `hold_ms` (the worker's hold mode).
+pub async fn fleet_with_holder(spec: &Spec, name: &str, hold_ms: u64) -> Fleet {
+    let mut fleet = Fleet::start(TTL_MS).await;
+    fleet.spawn("w0", spec).await;
+    fleet.spawn("w1", spec).await;
+    let holder = Spec {
+        hold_ms: Some(hold_ms),
+        ..spec.clone()
+    };
+    fleet.spawn(name, &holder).await;
+    fleet
+}
+
+/// The checks every run must pass: the referee saw no overlap, no lost update, every
+/// holder entering with a token above the last writer's, no section's fenced write
+/// rejected, and no lock key outlived a TTL.
+pub fn assert_safe(report: &Report) {
+    let r = &report.referee;
+    assert_eq!(
+        r.violations, 0,
+        "overlapping sections: {:?}",
+        r.violation_log
+    );
+    assert_eq!(r.lost_updates, 0, "lost updates");
+    assert_eq!(r.token_order, 0, "{:?}", r.token_order_log);
+    assert_eq!(
+        report.rejected_writes, 0,
+        "a holder's fenced write was refused"
+    );
+    assert!(
+        report.keys_left.is_empty(),
+        "keys left: {:?}",
+        report.keys_left
+    );
+}
+
+/// No token fired with Lost or Expired.
+pub fn assert_no_loss(report: &Report) {
+    assert!(
+        report.fired_spurious.is_empty()
+            && report.fired_expected == 0
+            && report.fired_on_arrival == 0,
+        "tokens fired as lost: expected {}, on arrival {}, spurious {:?}",
+        report.fired_expected,
+        report.fired_on_arrival,
+        report.fired_spurious
+    );
+}
+
+pub fn released_after(fleet: &Fleet, us: u64) -> usize {
+    fleet.log.count(|e| e.is("RELEASED") && e.us > us)
+}
+
+/// Waits up to `timeout` for `n` sections released after `us`; how many there were.
+pub async fn wait_released_after(fleet: &Fleet, us: u64, n: usize, timeout: Duration) -> usize {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while released_after(fleet, us) < n && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(ms(10)).await;
+    }
+    released_after(fleet, us)
+}

@@ -1,0 +1,101 @@
+//! What a fault run records as it goes, for the report: each fault injected (what, at
+//! whom, from when to when) and the locks seen held, with their expiry on the server.
+
+use redis::aio::MultiplexedConnection;
+use redis::Script;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FaultKind {
+    KillWorker,
+    FreezeWorker,
+    /// The lock server SIGSTOPped for less than ttl/2.
+    PauseServer,
+    /// The lock server SIGSTOPped for more than the TTL.
+    PauseServerLong,
+    KillServer,
+    Blackhole,
+    Delay,
+    Reset,
+    ClientKill,
+}
+
+/// Whom a fault was aimed at.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    Worker(String),
+    /// The lock server, so every worker.
+    Server,
+}
+
+#[derive(Debug, Clone)]
+pub struct FaultRecord {
+    pub kind: FaultKind,
+    pub target: Target,
+    pub start_us: u64,
+    pub end_us: u64,
+}
+
+impl FaultRecord {
+    /// Whether the fault was aimed at `worker` (a fault of the server hits everyone).
+    pub fn hits(&self, worker: &str) -> bool {
+        match &self.target {
+            Target::Server => true,
+            Target::Worker(name) => name == worker,
+        }
+    }
+}
+
+/// A lock id seen in a lock key, and when that key expires on the server.
+#[derive(Debug, Clone)]
+pub struct HeldLock {
+    pub key: String,
+    pub id: String,
+    /// When it was read (µs since the epoch).
+    pub read_us: u64,
+    /// The key's `PEXPIRETIME`, in µs since the epoch: when the server drops it.
+    pub expiry_us: u64,
+}
+
+/// `{key, pexpiretime, id...}` for each lock key that exists.
+const HELD: &str = r#"
+local out = {}
+for _, key in ipairs(KEYS) do
+    local kind = redis.call('TYPE', key)['ok']
+    if kind == 'string' or kind == 'set' then
+        local row = {key, redis.call('PEXPIRETIME', key)}
+        local ids = kind == 'string' and {redis.call('GET', key)} or redis.call('SMEMBERS', key)
+        for _, id in ipairs(ids) do row[#row + 1] = id end
+        out[#out + 1] = row
+    end
+end
+return out
+"#;
+
+impl HeldLock {
+    /// Who holds `<mutex>:k0` .. `<mutex>:k<keys-1>` now (one script: one instant).
+    pub async fn read(conn: &MultiplexedConnection, mutex: &str, keys: u64) -> Vec<HeldLock> {
+        let read_us = super::events::now_us();
+        let script = Script::new(HELD);
+        let mut script = script.prepare_invoke();
+        for k in 0..keys {
+            script.key(format!("{mutex}:k{k}"));
+        }
+        let rows: Vec<Vec<String>> = script
+            .invoke_async(&mut conn.clone())
+            .await
+            .expect("read the lock keys");
+        let mut held = Vec::new();
+        for row in rows {
+            let expiry_ms: u64 = row[1].parse().expect("PEXPIRETIME");
+            for id in &row[2..] {
+                held.push(HeldLock {
+                    key: row[0].clone(),
+                    id: id.clone(),
+                    read_us,
+                    expiry_us: expiry_ms * 1000,
+                });
+            }
+        }
+        held
+    }
+}
