@@ -2,7 +2,7 @@
 --
 -- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids
 -- KEYS[2]  optional lock-intent key, passed only by a waiting writer that gives up after
---          setting the intent; deleted when it is a string with a TTL
+--          setting the intent; deleted when it is "1" with a TTL
 -- ARGV[1]  lock id: 32 lowercase hex characters
 --
 -- Replies:
@@ -22,9 +22,9 @@ elseif lock_type == 'set' then
     released = redis.call('SREM', KEYS[1], ARGV[1])
 end
 
--- An intent with no TTL was not set by this protocol: it is left alone.
+-- Only an intent this protocol sets ("1" with a TTL) is deleted; anything else is left.
 if KEYS[2] ~= nil and redis.call('TYPE', KEYS[2])['ok'] == 'string'
-    and redis.call('PTTL', KEYS[2]) ~= -1 then
+    and redis.call('GET', KEYS[2]) == '1' and redis.call('PTTL', KEYS[2]) ~= -1 then
     redis.call('DEL', KEYS[2])
 end
 return released

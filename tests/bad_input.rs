@@ -205,3 +205,56 @@ async fn durations_too_large_to_represent_are_invalid_options() {
     assert!(guard.unlock().await.unwrap());
     assert_eq!(dbsize(&conn).await, 1, "only the fence key of `jobs`");
 }
+
+/// Bytes that are not UTF-8, put at a lock's keys by someone else (a Go client can): a
+/// typed error or a plain "held", never a panic, and nothing changed.
+#[tokio::test]
+async fn non_utf8_values_at_a_locks_keys_are_handled_and_left_alone() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = intent_mutex(&conn);
+    let set = |key: &'static str, value: &'static [u8]| {
+        let mut conn = conn.clone();
+        async move {
+            let _: () = redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .arg("PX")
+                .arg(60_000)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+    };
+    let dump = |key: &'static str| {
+        let conn = conn.clone();
+        async move { raw::cmd::<Vec<u8>>(&conn, "DUMP", &[key]).await }
+    };
+
+    set("lk:fence", b"\xff\xfe1").await;
+    let before = dump("lk:fence").await;
+    for result in every_result(&mx).await {
+        match result {
+            Err(Error::WrongType { key, found }) => {
+                assert_eq!(
+                    (key.as_str(), found.as_str()),
+                    ("lk:fence", "non-integer string")
+                );
+            }
+            other => panic!("expected WrongType, got {other:?}"),
+        }
+    }
+    assert_eq!(dump("lk:fence").await, before);
+    raw::cmd::<i64>(&conn, "DEL", &["lk:fence"]).await;
+
+    // A writer whose id is not UTF-8 holds the lock; an intent that is not UTF-8 waits.
+    set("lk", b"\xc3\x28 not utf-8").await;
+    set("lk:lock-intent", b"\x80").await;
+    let (lock, intent) = (dump("lk").await, dump("lk:lock-intent").await);
+    assert!(mx.try_write().await.unwrap().is_none());
+    assert!(mx.try_read().await.unwrap().is_none());
+    let waited = mx.write().timeout(Duration::from_millis(100)).await;
+    assert!(matches!(waited, Err(Error::Timeout)), "{waited:?}");
+    assert_eq!(dump("lk").await, lock, "the holder's key was changed");
+    assert_eq!(dump("lk:lock-intent").await, intent);
+}
