@@ -130,7 +130,7 @@ impl Guard {
     ///     .arg("new value")
     ///     .invoke_async(&mut mx.connection().clone())
     ///     .await?;
-    /// assert_eq!(written, 1, "a later holder has written");
+    /// assert_eq!(written, 1, "refused: a later holder has written");
     /// # Ok(())
     /// # }
     /// ```
@@ -196,9 +196,8 @@ impl Guard {
     ///
     /// [`Error::Refused`] when Redis refuses the release (busy with a script, no ACL
     /// permission, ...), [`Error::Redis`] when the request fails otherwise, and
-    /// [`Error::Timeout`] when Redis
-    /// does not answer within one TTL; the lock then expires by its TTL, since refresh has
-    /// stopped. [`Error::Cancelled`] when the background task was stopped before it could
+    /// [`Error::Timeout`] when Redis does not answer within one TTL; the lock then
+    /// expires by its TTL, since refresh has stopped. [`Error::Cancelled`] when the background task was stopped before it could
     /// release, for example by runtime shutdown.
     ///
     /// # Cancel safety
