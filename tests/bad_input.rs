@@ -6,22 +6,14 @@ mod common;
 use std::time::Duration;
 
 use common::hostile::dbsize;
-use common::{at_once, every_result, raw, RedisServer};
-use redis::aio::MultiplexedConnection;
+use common::{at_once, every_result, intent_mutex, raw, RedisServer};
 use redismutex::{Error, RwMutex};
-
-fn intent_mutex(conn: &MultiplexedConnection) -> RwMutex<MultiplexedConnection> {
-    RwMutex::builder(conn.clone(), "lk")
-        .lock_intent(true)
-        .build()
-        .unwrap()
-}
 
 #[tokio::test]
 async fn a_lock_key_of_a_foreign_type_is_a_wrong_type_error_and_stays_untouched() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = intent_mutex(&conn);
+    let mx = intent_mutex(&conn, "lk");
     let setups: [(&str, &[&str]); 4] = [
         ("hash", &["HSET", "lk", "f", "v"]),
         ("list", &["RPUSH", "lk", "a", "b"]),
@@ -59,7 +51,7 @@ async fn a_lock_key_of_a_foreign_type_is_a_wrong_type_error_and_stays_untouched(
 async fn an_intent_key_of_a_foreign_type_is_a_wrong_type_error() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = intent_mutex(&conn);
+    let mx = intent_mutex(&conn, "lk");
     raw::cmd::<i64>(&conn, "HSET", &["lk:lock-intent", "f", "v"]).await;
 
     for result in every_result(&mx).await {
@@ -78,7 +70,7 @@ async fn an_intent_key_of_a_foreign_type_is_a_wrong_type_error() {
 async fn a_lock_key_without_ttl_is_a_no_expiry_error_and_stays_untouched() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = intent_mutex(&conn);
+    let mx = intent_mutex(&conn, "lk");
 
     for (setup, kind) in [
         (["SET", "lk", "forever"], "string"),
@@ -102,7 +94,7 @@ async fn a_lock_key_without_ttl_is_a_no_expiry_error_and_stays_untouched() {
 async fn an_intent_key_without_ttl_is_a_no_expiry_error() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = intent_mutex(&conn);
+    let mx = intent_mutex(&conn, "lk");
     raw::cmd::<()>(&conn, "SET", &["lk:lock-intent", "1"]).await;
 
     for result in every_result(&mx).await {
@@ -212,7 +204,7 @@ async fn durations_too_large_to_represent_are_invalid_options() {
 async fn non_utf8_values_at_a_locks_keys_are_handled_and_left_alone() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = intent_mutex(&conn);
+    let mx = intent_mutex(&conn, "lk");
     let set = |key: &'static str, value: &'static [u8]| {
         let mut conn = conn.clone();
         async move {

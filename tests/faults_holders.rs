@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use common::events::Event;
 use common::fault_checks::{
-    assert_no_loss, assert_safe, fleet, fleet_with_holder, ms, released_after, wait_released_after,
-    SERIAL, TTL_MS, WAIT,
+    assert_no_loss, assert_safe, fleet, fleet_with_holder, mixed, ms, released_after,
+    wait_released_after, SERIAL, TTL_MS, WAIT,
 };
 use common::fleet::Spec;
 use common::proxy::Fault;
@@ -236,18 +236,14 @@ async fn blackholed_worker_fires_before_its_key_expires() {
 #[tokio::test]
 async fn latency_and_jitter_cause_no_false_loss() {
     let _serial = SERIAL.lock().await;
-    let spec = Spec {
-        keys: 2,
-        read_pct: 30,
-        ..Spec::default()
-    };
+    let spec = mixed();
     let mut fleet = fleet(&spec).await;
     tokio::time::sleep(ms(300)).await;
     let delay = Fault::Delay {
         base: ms(TTL_MS / 12),
         jitter: ms(TTL_MS / 12),
     };
-    let names: Vec<String> = fleet.workers.iter().map(|w| w.name.clone()).collect();
+    let names = fleet.names();
     let faults: Vec<usize> = names
         .iter()
         .map(|name| fleet.proxy_fault(name, FaultKind::Delay, delay))
@@ -270,14 +266,10 @@ async fn latency_and_jitter_cause_no_false_loss() {
 #[tokio::test]
 async fn connection_resets_cause_no_false_loss() {
     let _serial = SERIAL.lock().await;
-    let spec = Spec {
-        keys: 2,
-        read_pct: 30,
-        ..Spec::default()
-    };
+    let spec = mixed();
     let mut fleet = fleet(&spec).await;
     tokio::time::sleep(ms(300)).await;
-    let names: Vec<String> = fleet.workers.iter().map(|w| w.name.clone()).collect();
+    let names = fleet.names();
     for round in 0..12 {
         if round % 4 == 3 {
             fleet.client_kill().await;

@@ -15,7 +15,7 @@ mod common;
 use std::time::Duration;
 
 use common::fault_checks::{
-    assert_no_loss, assert_safe, fleet, fleet_with_holder, ms, released_after, SERIAL, WAIT,
+    assert_no_loss, assert_safe, fleet, fleet_with_holder, mixed, ms, released_after, SERIAL, WAIT,
 };
 use common::fleet::Spec;
 use common::record::{FaultKind, HeldLock, Target};
@@ -24,11 +24,7 @@ use common::record::{FaultKind, HeldLock, Target};
 #[tokio::test]
 async fn short_server_pause_fires_no_token() {
     let _serial = SERIAL.lock().await;
-    let spec = Spec {
-        keys: 2,
-        read_pct: 30,
-        ..Spec::default()
-    };
+    let spec = mixed();
     let mut fleet = fleet(&spec).await;
     tokio::time::sleep(ms(500)).await;
     let mut resumed_us = 0;
@@ -125,10 +121,8 @@ async fn long_server_pause_fires_every_token_before_its_key_expires() {
 async fn server_killed_and_restarted_after_a_ttl() {
     let _serial = SERIAL.lock().await;
     let spec = Spec {
-        keys: 2,
-        read_pct: 30,
         work_ms: (50, 300),
-        ..Spec::default()
+        ..mixed()
     };
     let mut fleet = fleet_with_holder(&spec, "holder", 3000).await;
     let holding = fleet

@@ -6,17 +6,14 @@
 mod common;
 
 use common::raw::stored_token;
-use common::{eventually, every_result, raw, RedisServer};
+use common::{eventually, every_result, intent_mutex, raw, RedisServer};
 use redismutex::{Error, RwMutex};
 
 #[tokio::test]
 async fn a_fence_key_of_a_foreign_type_or_value_is_a_wrong_type_error() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = RwMutex::builder(conn.clone(), "lk")
-        .lock_intent(true)
-        .build()
-        .unwrap();
+    let mx = intent_mutex(&conn, "lk");
     let setups: [(&str, &[&str]); 13] = [
         ("hash", &["HSET", "lk:fence", "f", "v"]),
         ("list", &["RPUSH", "lk:fence", "1"]),
@@ -72,10 +69,7 @@ async fn a_fence_key_of_a_foreign_type_or_value_is_a_wrong_type_error() {
 async fn a_fence_key_without_ttl_is_a_no_expiry_error() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = RwMutex::builder(conn.clone(), "lk")
-        .lock_intent(true)
-        .build()
-        .unwrap();
+    let mx = intent_mutex(&conn, "lk");
     raw::cmd::<()>(&conn, "SET", &["lk:fence", "12345"]).await;
     let before: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk:fence"]).await;
 

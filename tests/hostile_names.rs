@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use common::hostile::{all_keys, assert_names_key, dbsize, key_set, PROMPT};
 use common::{every_acquire, raw, RedisServer};
+use redis::aio::MultiplexedConnection;
 use redismutex::{Error, RwMutex, MAX_KEY_BYTES};
 
 // 1. Binary names and keys.
@@ -107,19 +108,7 @@ async fn binary_names_and_keys_round_trip_byte_exactly() {
         assert!(other.try_read().key(key).await.unwrap().is_none());
 
         // A writer waiting behind it sets exactly `<lock>:lock-intent`, and clears it.
-        let waiting = mx
-            .write()
-            .key(key)
-            .timeout(Duration::from_millis(100))
-            .into_future();
-        let (raw_conn, intent_key) = (&conn, intent.as_str());
-        let saw_intent = common::eventually(move || async move {
-            raw::get(raw_conn, intent_key).await.as_deref() == Some("1")
-        });
-        let (waited, saw_intent) = tokio::join!(waiting, saw_intent);
-        assert!(matches!(waited, Err(Error::Timeout)), "{waited:?}");
-        assert!(saw_intent, "no intent at {intent:?}");
-        assert!(!raw::exists(&conn, &intent).await, "intent left behind");
+        waiting_writer_sets_and_clears(&mx, &conn, key, &intent, 100).await;
 
         // Release removes exactly that key.
         assert!(writer.unlock().await.unwrap());
@@ -257,19 +246,7 @@ async fn a_key_of_exactly_max_key_bytes_works_at_the_smallest_bulk_limit() {
     // (The timeout leaves time for the first attempt, which carries 3 MiB of keys, to
     // come back; `tests/hostile_busy.rs` covers a wait that ends before that.)
     let intent = format!("{lock}:lock-intent");
-    let waiting = mx
-        .write()
-        .key(key.as_str())
-        .timeout(Duration::from_millis(500))
-        .into_future();
-    let (raw_conn, intent_key) = (&conn, intent.as_str());
-    let saw_intent = common::eventually(move || async move {
-        raw::get(raw_conn, intent_key).await.as_deref() == Some("1")
-    });
-    let (waited, saw_intent) = tokio::join!(waiting, saw_intent);
-    assert!(matches!(waited, Err(Error::Timeout)), "{waited:?}");
-    assert!(saw_intent, "no 1 MiB intent key");
-    assert!(!raw::exists(&conn, &intent).await, "intent left behind");
+    waiting_writer_sets_and_clears(&mx, &conn, &key, &intent, 500).await;
     assert!(writer.unlock().await.unwrap());
     assert!(!raw::exists(&conn, &lock).await);
 
@@ -292,4 +269,32 @@ async fn a_key_of_exactly_max_key_bytes_works_at_the_smallest_bulk_limit() {
         .unwrap();
     let guard = named.try_write().await.unwrap().expect("free");
     assert!(guard.unlock().await.unwrap());
+}
+
+/// A writer waiting `timeout_ms` for `<name>:<key>` sets `intent` to `1` while it waits
+/// and clears it when it times out.
+async fn waiting_writer_sets_and_clears(
+    mx: &RwMutex<MultiplexedConnection>,
+    conn: &MultiplexedConnection,
+    key: &str,
+    intent: &str,
+    timeout_ms: u64,
+) {
+    let waiting = mx
+        .write()
+        .key(key)
+        .timeout(Duration::from_millis(timeout_ms))
+        .into_future();
+    let saw_intent =
+        common::eventually(
+            move || async move { raw::get(conn, intent).await.as_deref() == Some("1") },
+        );
+    let (waited, saw_intent) = tokio::join!(waiting, saw_intent);
+    assert!(matches!(waited, Err(Error::Timeout)), "{waited:?}");
+    assert!(
+        saw_intent,
+        "no intent at the {}-byte intent key",
+        intent.len()
+    );
+    assert!(!raw::exists(conn, intent).await, "intent left behind");
 }

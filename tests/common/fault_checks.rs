@@ -23,6 +23,15 @@ pub fn ms(d: u64) -> Duration {
     Duration::from_millis(d)
 }
 
+/// Readers and writers on two keys: 30% of sections read.
+pub fn mixed() -> Spec {
+    Spec {
+        keys: 2,
+        read_pct: 30,
+        ..Spec::default()
+    }
+}
+
 /// Three workers with `spec`, named w0..w2.
 pub async fn fleet(spec: &Spec) -> Fleet {
     let mut fleet = Fleet::start(TTL_MS).await;

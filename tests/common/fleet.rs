@@ -71,6 +71,11 @@ pub struct Fleet {
 }
 
 impl Fleet {
+    /// The names of the workers spawned so far.
+    pub fn names(&self) -> Vec<String> {
+        self.workers.iter().map(|w| w.name.clone()).collect()
+    }
+
     /// Starts the two servers; no workers yet.
     pub async fn start(ttl_ms: u64) -> Fleet {
         let lock = RedisServer::start();

@@ -163,3 +163,14 @@ pub fn mutex(
         .build()
         .expect("valid options")
 }
+
+/// A mutex named `name` on `conn` with the default TTL and the lock intent on.
+pub fn intent_mutex(
+    conn: &redis::aio::MultiplexedConnection,
+    name: &str,
+) -> redismutex::RwMutex<redis::aio::MultiplexedConnection> {
+    redismutex::RwMutex::builder(conn.clone(), name)
+        .lock_intent(true)
+        .build()
+        .expect("valid options")
+}
