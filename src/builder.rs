@@ -8,6 +8,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::error::Error;
 use crate::mutex::RwMutex;
+use crate::notifier::Notifier;
 use crate::settings::Settings;
 
 /// Configures a [`RwMutex`]; made by [`RwMutex::builder`].
@@ -18,6 +19,7 @@ use crate::settings::Settings;
 /// - `lock_intent`: off
 /// - `fence_retention`: 24 h
 /// - `task_tracker`: none (background tasks are spawned with `tokio::spawn`)
+/// - `notifier`: none (waiters poll)
 #[must_use = "a builder does nothing until build() is called"]
 pub struct Builder<C> {
     conn: C,
@@ -81,6 +83,17 @@ where
         self
     }
 
+    /// Wakes this mutex's waiters by Pub/Sub when the lock they wait for is released,
+    /// instead of polling: pass the `redis::Client` the connection came from (or a
+    /// [`Notifier`] made from it). Mutexes given clients for the same server share one
+    /// subscriber connection; see [`Notifier`] for what it costs and how it recovers.
+    ///
+    /// Without it a waiter polls with a backoff (README, "How waiting works").
+    pub fn notifier(mut self, notifier: impl Into<Notifier>) -> Self {
+        self.settings.notifier = Some(notifier.into());
+        self
+    }
+
     /// Checks the options and makes the mutex.
     ///
     /// # Errors
@@ -103,6 +116,7 @@ impl<C> fmt::Debug for Builder<C> {
             .field("lock_intent", &self.settings.lock_intent)
             .field("fence_retention", &self.settings.fence_retention)
             .field("task_tracker", &self.settings.tracker.is_some())
+            .field("notifier", &self.settings.notifier.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -6,6 +6,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Preview};
 use crate::keys::check_key;
+use crate::notifier::Notifier;
 
 /// The lock TTL when none is set: 4 s, as in the Go package.
 pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(4);
@@ -27,6 +28,7 @@ pub(crate) struct Settings {
     pub(crate) lock_intent: bool,
     pub(crate) fence_retention: Duration,
     pub(crate) tracker: Option<TaskTracker>,
+    pub(crate) notifier: Option<Notifier>,
 }
 
 impl Settings {
@@ -37,6 +39,7 @@ impl Settings {
             lock_intent: false,
             fence_retention: DEFAULT_FENCE_RETENTION,
             tracker: None,
+            notifier: None,
         }
     }
 

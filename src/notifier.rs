@@ -1,0 +1,62 @@
+//! The public handle on a process's release notifications.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::hub::Hub;
+
+/// Wakes waiting [`write`](crate::RwMutex::write)s and [`read`](crate::RwMutex::read)s
+/// when the lock they wait for is released, instead of letting them poll.
+///
+/// A release (unlock, drop, a reader set emptied, or a waiting writer clearing its
+/// intent) publishes on the lock's channel `<lock key>:released`. A notifier holds one
+/// Redis Pub/Sub connection, opened from its `redis::Client` the first time a request
+/// has to wait, and one subscription per lock key that has waiters in this process,
+/// dropped when the last of them stops waiting. Waiters in the same process as the
+/// releaser are woken at once, without waiting for the message to come back.
+///
+/// [`Notifier::new`] returns the process's notifier for the client's server (same
+/// address, database and credentials), so every mutex made with a client for one server
+/// shares one connection, even when each is given its own `redis::Client`.
+///
+/// A mutex without a notifier polls, as described in README, "How waiting works".
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use redismutex::RwMutex;
+///
+/// let client = redis::Client::open("redis://127.0.0.1/")?;
+/// let conn = client.get_multiplexed_async_connection().await?;
+/// let mx = RwMutex::builder(conn, "orders").notifier(client).build()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Notifier {
+    pub(crate) hub: Arc<Hub>,
+}
+
+impl Notifier {
+    /// The notifier of this process for `client`'s server: made on first use, shared by
+    /// every later call with a client for the same server, address, database and user.
+    /// Nothing is sent until a request has to wait.
+    pub fn new(client: redis::Client) -> Self {
+        Self {
+            hub: Hub::shared(client),
+        }
+    }
+}
+
+impl From<redis::Client> for Notifier {
+    fn from(client: redis::Client) -> Self {
+        Self::new(client)
+    }
+}
+
+impl fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Notifier").field("hub", &self.hub).finish()
+    }
+}
