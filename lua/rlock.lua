@@ -26,15 +26,17 @@
 
 local ttl = tonumber(ARGV[2])
 
-local fence_type = redis.call('TYPE', KEYS[3])['ok']
+-- The fence: absent, or a canonical decimal integer below 2^53 - 1 with a TTL.
+local fence = redis.pcall('GET', KEYS[3])
 local last = 0
-if fence_type ~= 'none' then
-    local fence = fence_type == 'string' and redis.call('GET', KEYS[3])
+if fence then
     -- Only what these scripts store: a decimal integer with no sign, point or leading
     -- zero, at most 2^53 - 1, the largest integer a Lua number holds exactly.
-    if not fence or not fence:match('^[1-9]%d*$') or #fence > 16
+    if type(fence) ~= 'string' or not fence:match('^[1-9]%d*$') or #fence > 16
         or tonumber(fence) > 2^53 - 1 then
-        return {'wrongtype', KEYS[3], fence_type == 'string' and 'non-integer string' or fence_type}
+        local found = type(fence) == 'string' and 'non-integer string'
+            or redis.call('TYPE', KEYS[3])['ok']
+        return {'wrongtype', KEYS[3], found}
     end
     if tonumber(fence) == 2^53 - 1 then
         return {'wrongtype', KEYS[3], 'exhausted counter'}
@@ -45,32 +47,39 @@ if fence_type ~= 'none' then
     last = tonumber(fence)
 end
 
-local lock_type = redis.call('TYPE', KEYS[1])['ok']
-local pttl = -2
-local member = false
-if lock_type == 'string' or lock_type == 'set' then
-    pttl = redis.call('PTTL', KEYS[1])
-    if pttl == -1 then
-        return {'noexpiry', KEYS[1]}
+-- The lock: absent or a set of readers (SISMEMBER answers), or (it fails) a writer's
+-- string or a foreign type.
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl == -1 then
+    local lock_type = redis.call('TYPE', KEYS[1])['ok']
+    if lock_type ~= 'string' and lock_type ~= 'set' then
+        return {'wrongtype', KEYS[1], lock_type}
     end
-    if lock_type == 'string' then
-        return {'blocked', pttl}
+    return {'noexpiry', KEYS[1]}
+end
+local member = 0
+if pttl ~= -2 then
+    member = redis.pcall('SISMEMBER', KEYS[1], ARGV[1])
+    if type(member) == 'table' then
+        local lock_type = redis.call('TYPE', KEYS[1])['ok']
+        if lock_type == 'string' then
+            return {'blocked', pttl}
+        end
+        return {'wrongtype', KEYS[1], lock_type}
     end
-    member = redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1
-elseif lock_type ~= 'none' then
-    return {'wrongtype', KEYS[1], lock_type}
 end
 
-if not member then
-    local intent_type = redis.call('TYPE', KEYS[2])['ok']
-    if intent_type == 'string' then
-        local intent_pttl = redis.call('PTTL', KEYS[2])
+if member == 0 then
+    local intent_pttl = redis.call('PTTL', KEYS[2])
+    if intent_pttl ~= -2 then
+        local intent_type = redis.call('TYPE', KEYS[2])['ok']
+        if intent_type ~= 'string' then
+            return {'wrongtype', KEYS[2], intent_type}
+        end
         if intent_pttl == -1 then
             return {'noexpiry', KEYS[2]}
         end
         return {'blocked', intent_pttl}
-    elseif intent_type ~= 'none' then
-        return {'wrongtype', KEYS[2], intent_type}
     end
 end
 

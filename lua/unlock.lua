@@ -1,30 +1,46 @@
--- unlock.lua: release the lock held by ARGV[1]; optionally clear a lock intent.
+-- unlock.lua: release the lock held by ARGV[1], optionally clear its lock intent, and
+-- tell waiters when the lock may now be taken.
 --
 -- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids
 -- KEYS[2]  optional lock-intent key, passed only by a waiting writer that gives up after
---          setting the intent; deleted when it is "1" with a TTL
+--          setting the intent; deleted only when it holds ARGV[1]
 -- ARGV[1]  lock id: 32 lowercase hex characters
+-- ARGV[2]  release channel: "<lock key>:released"
+-- ARGV[3]  "w" when ARGV[1] is a writer's id, "r" when a reader's
 --
--- Replies:
+-- Replies: an integer, the sum of
 --   1  ARGV[1] held KEYS[1] and was removed: a writer's key is deleted; a reader's id is
 --      removed from the set (Redis deletes a set when its last member goes).
---   0  ARGV[1] did not hold KEYS[1]; KEYS[1] was not changed.
+--   2  the lock became free (a writer's key deleted, the last reader gone) or the intent
+--      ARGV[1] had set was deleted, and ARGV[1] was published on ARGV[2].
+-- 0 means ARGV[1] did not hold KEYS[1] (which was not changed) and nothing was published.
 
 local released = 0
-local lock_type = redis.call('TYPE', KEYS[1])['ok']
+local freed = false
 
-if lock_type == 'string' then
-    if redis.call('GET', KEYS[1]) == ARGV[1] then
+if ARGV[3] == 'w' then
+    -- GET fails on a set or a foreign type: then no writer's id is there.
+    if redis.pcall('GET', KEYS[1]) == ARGV[1] then
         redis.call('DEL', KEYS[1])
         released = 1
+        freed = true
     end
-elseif lock_type == 'set' then
-    released = redis.call('SREM', KEYS[1], ARGV[1])
+else
+    -- SREM fails on a string or a foreign type: then no reader's id is there.
+    if redis.pcall('SREM', KEYS[1], ARGV[1]) == 1 then
+        released = 1
+        freed = redis.call('EXISTS', KEYS[1]) == 0
+    end
 end
 
--- Only an intent this protocol sets ("1" with a TTL) is deleted; anything else is left.
-if KEYS[2] ~= nil and redis.call('TYPE', KEYS[2])['ok'] == 'string'
-    and redis.call('GET', KEYS[2]) == '1' and redis.call('PTTL', KEYS[2]) ~= -1 then
+-- Only this writer's own intent is deleted: another writer may still need its own.
+if KEYS[2] ~= nil and redis.pcall('GET', KEYS[2]) == ARGV[1] then
     redis.call('DEL', KEYS[2])
+    freed = true
+end
+
+if freed then
+    redis.call('PUBLISH', ARGV[2], ARGV[1])
+    return released + 2
 end
 return released

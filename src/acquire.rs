@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::guard::Guard;
+use crate::hub::Waiter;
 use crate::id::new_id;
 use crate::keys::{check_key, Keys};
 use crate::lease::Lease;
@@ -19,10 +20,13 @@ use crate::request::Request;
 use crate::scripts::Attempt;
 use crate::spawner::Spawner;
 
-/// First retry delay before jitter; jitter adds up to as much again.
+/// First retry delay before jitter when polling; jitter adds up to as much again.
 const BACKOFF_MIN: Duration = Duration::from_millis(1);
-/// Largest retry delay before jitter, so retries come at most every 50 ms.
+/// Largest retry delay before jitter when polling, so retries come at most every 50 ms.
 const BACKOFF_MAX: Duration = Duration::from_millis(25);
+/// How long a waiter waits for its channel's subscription before its first attempt
+/// under it; past this it polls until the subscription is confirmed.
+const SUBSCRIBE_WAIT: Duration = Duration::from_millis(500);
 
 /// Whether a request waits for the lock.
 #[derive(Debug, Clone, Copy)]
@@ -50,6 +54,10 @@ where
     }
     let key = request.lock_key();
     check_key(&key)?;
+    let hub = settings
+        .notifier
+        .as_ref()
+        .map(|notifier| Arc::clone(&notifier.hub));
     let lease = Arc::new(Lease {
         conn: request.inner.conn.clone(),
         keys: Keys::new(key),
@@ -58,75 +66,123 @@ where
         ttl: settings.ttl,
         ttl_ms: settings.ttl_ms(),
         fence_ms: settings.fence_ms(),
+        hub: hub.clone(),
     });
-    let set_intent = request.mode == Mode::Write
-        && settings.lock_intent
-        && matches!(patience, Patience::Wait(_));
+    let waits = matches!(patience, Patience::Wait(_));
+    let set_intent = request.mode == Mode::Write && settings.lock_intent && waits;
     let spawner = Spawner::current(settings.tracker.clone());
     let mut pending = Pending::new(Arc::clone(&lease), spawner.clone());
-    let mut backoff = ExponentialBuilder::new()
+    let mut backoff = polling_backoff();
+    let mut conn = lease.conn.clone();
+    let mut late_replies = 0u32;
+    // This process's queue on the lock, once the request has had to wait.
+    let mut waiter: Option<Waiter> = None;
+    // Local waiters came first: queue behind them and attempt when woken.
+    let mut skip_attempt = false;
+    if let (Some(hub), true) = (&hub, waits) {
+        if hub.has_waiters(&lease.keys.channel) {
+            waiter = Some(hub.join(&lease.keys.channel, lease.mode));
+            skip_attempt = true;
+        }
+    }
+
+    loop {
+        let mut blocked_for = lease.ttl;
+        // Whether a release published from before the last attempt will wake the waiter.
+        let mut notified = skip_attempt && waiter.as_ref().is_some_and(Waiter::notifies);
+        if !skip_attempt {
+            notified = waiter.as_ref().is_some_and(Waiter::attempting);
+            let sent = Instant::now();
+            pending.sending(set_intent);
+            let attempt = tokio::select! {
+                biased;
+                err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),
+                attempt = lease.attempt(&mut conn, set_intent) => attempt,
+            };
+            blocked_for = match attempt {
+                Ok(Attempt::Acquired(token)) if Instant::now() < sent + lease.validity() => {
+                    pending.disarm();
+                    if let Some(waiter) = waiter.take() {
+                        waiter.acquired();
+                    }
+                    return Ok(Some(Guard::start(lease, parent, sent, token, &spawner)));
+                }
+                Ok(Attempt::Acquired(_)) => {
+                    // The reply came after the validity this acquisition would start had
+                    // ended (the server or the connection stalled): the lock may already
+                    // have expired, so no guard is made of it. The next attempt, under the
+                    // same id, renews it if it is still ours; until then `pending` releases
+                    // it if the wait ends. A try gets one immediate retry; a wait backs off.
+                    tracing::debug!(key = %lease.keys.lock, id = %lease.id, "acquired too late to be valid; trying again");
+                    pending.late();
+                    late_replies += 1;
+                    match patience {
+                        Patience::Once if late_replies > 1 => return Ok(None),
+                        Patience::Once => continue,
+                        Patience::Wait(_) => BACKOFF_MIN,
+                    }
+                }
+                Ok(Attempt::Blocked(pttl)) => {
+                    pending.blocked();
+                    if !waits {
+                        return Ok(None);
+                    }
+                    if let (Some(hub), None) = (&hub, &waiter) {
+                        // First time blocked: queue, subscribe, and attempt again at once,
+                        // since a release before the subscription would go unheard.
+                        let mut joined = hub.join(&lease.keys.channel, lease.mode);
+                        tokio::select! {
+                            biased;
+                            err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),
+                            _ = joined.subscribed_within(SUBSCRIBE_WAIT) => {}
+                        }
+                        waiter = Some(joined);
+                        continue;
+                    }
+                    pttl
+                }
+                Err(err) => {
+                    if err.changed_nothing() {
+                        pending.answered();
+                    }
+                    return Err(pending.give_up(err).await);
+                }
+            };
+        }
+        skip_attempt = false;
+        let pause = match &waiter {
+            // A release will wake it; the timer is for holders that publish nothing (Go
+            // clients, a key that expires): never past the blocker's PTTL, and at most
+            // half the TTL, so a waiting writer renews its intent (PX ttl) in time.
+            Some(_) if notified => blocked_for.min(lease.ttl / 2),
+            _ => backoff
+                .next()
+                .unwrap_or(BACKOFF_MAX)
+                .min(blocked_for)
+                .max(BACKOFF_MIN),
+        };
+        tracing::trace!(key = %lease.keys.lock, id = %lease.id, ?pause, notified, "lock busy; waiting");
+        let sleep = async {
+            match &waiter {
+                Some(waiter) => waiter.sleep(pause).await,
+                None => tokio::time::sleep(pause).await,
+            }
+        };
+        tokio::select! {
+            biased;
+            err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),
+            () = sleep => {}
+        }
+    }
+}
+
+fn polling_backoff() -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::new()
         .with_min_delay(BACKOFF_MIN)
         .with_max_delay(BACKOFF_MAX)
         .with_jitter()
         .without_max_times()
-        .build();
-    let mut conn = lease.conn.clone();
-    let mut late_replies = 0u32;
-
-    loop {
-        let sent = Instant::now();
-        pending.sending(set_intent);
-        let attempt = tokio::select! {
-            biased;
-            err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),
-            attempt = lease.attempt(&mut conn, set_intent) => attempt,
-        };
-        let blocked_for = match attempt {
-            Ok(Attempt::Acquired(token)) if Instant::now() < sent + lease.validity() => {
-                pending.disarm();
-                return Ok(Some(Guard::start(lease, parent, sent, token, &spawner)));
-            }
-            Ok(Attempt::Acquired(_)) => {
-                // The reply came after the validity this acquisition would start had
-                // ended (the server or the connection stalled): the lock may already
-                // have expired, so no guard is made of it. The next attempt, under the
-                // same id, renews it if it is still ours; until then `pending` releases
-                // it if the wait ends. A try gets one immediate retry; a wait backs off.
-                tracing::debug!(key = %lease.keys.lock, id = %lease.id, "acquired too late to be valid; trying again");
-                pending.late();
-                late_replies += 1;
-                match patience {
-                    Patience::Once if late_replies > 1 => return Ok(None),
-                    Patience::Once => continue,
-                    Patience::Wait(_) => BACKOFF_MIN,
-                }
-            }
-            Ok(Attempt::Blocked(pttl)) => {
-                pending.blocked();
-                if matches!(patience, Patience::Once) {
-                    return Ok(None);
-                }
-                pttl
-            }
-            Err(err) => {
-                if err.changed_nothing() {
-                    pending.answered();
-                }
-                return Err(pending.give_up(err).await);
-            }
-        };
-        let pause = backoff
-            .next()
-            .unwrap_or(BACKOFF_MAX)
-            .min(blocked_for)
-            .max(BACKOFF_MIN);
-        tracing::trace!(key = %lease.keys.lock, id = %lease.id, ?pause, "lock busy; retrying");
-        tokio::select! {
-            biased;
-            err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),
-            () = tokio::time::sleep(pause) => {}
-        }
-    }
+        .build()
 }
 
 /// Completes with [`Error::Cancelled`] when `parent` is cancelled, or with

@@ -2,13 +2,14 @@
 
 use crate::error::{Error, Preview};
 
-/// The three keys of one lock: `<lock key>`, `<lock key>:lock-intent` and
-/// `<lock key>:fence`.
+/// The three keys of one lock, `<lock key>`, `<lock key>:lock-intent` and
+/// `<lock key>:fence`, and its release channel `<lock key>:released`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Keys {
     pub(crate) lock: String,
     pub(crate) intent: String,
     pub(crate) fence: String,
+    pub(crate) channel: String,
 }
 
 impl Keys {
@@ -16,6 +17,7 @@ impl Keys {
         Self {
             intent: format!("{lock}:{INTENT_SUFFIX}"),
             fence: format!("{lock}:{FENCE_SUFFIX}"),
+            channel: format!("{lock}:{CHANNEL_SUFFIX}"),
             lock,
         }
     }
@@ -25,6 +27,9 @@ impl Keys {
 pub(crate) const INTENT_SUFFIX: &str = "lock-intent";
 /// What follows `<lock key>:` in the fence key.
 pub(crate) const FENCE_SUFFIX: &str = "fence";
+/// What follows `<lock key>:` in the Pub/Sub channel a release is published on. A
+/// channel is not a key, so no lock key collides with it.
+pub(crate) const CHANNEL_SUFFIX: &str = "released";
 
 /// The longest lock key accepted, in bytes: 1 MiB (1,048,576 bytes, the smallest
 /// `proto-max-bulk-len` a Redis server can be configured with) minus the 12 bytes of

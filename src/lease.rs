@@ -1,10 +1,12 @@
 //! One lock's identity in Redis and the script calls made on its behalf.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 
 use crate::error::Error;
+use crate::hub::Hub;
 use crate::keys::Keys;
 use crate::mode::Mode;
 use crate::scripts::{self, Attempt};
@@ -26,6 +28,8 @@ pub(crate) struct Lease<C> {
     pub(crate) ttl_ms: u64,
     /// The PX of the fence key, in milliseconds.
     pub(crate) fence_ms: u64,
+    /// Where this process's waiters on the lock wait, when the mutex has a notifier.
+    pub(crate) hub: Option<Arc<Hub>>,
 }
 
 impl<C> Lease<C>
@@ -46,18 +50,22 @@ where
         scripts::refresh(conn, &self.keys.lock, &self.id, self.ttl_ms).await
     }
 
-    /// Removes this id from the lock key, and clears the lock intent when `clear_intent`.
-    /// True when the id held the lock.
+    /// Removes this id from the lock key, and clears the lock intent when `clear_intent`
+    /// and it holds this id; waiters here and elsewhere are told when that frees the
+    /// lock. True when the id held the lock.
     ///
     /// Waits at most one TTL for the reply ([`Error::Timeout`] after that): by then
     /// anything this id could have left in Redis has expired, since refresh has stopped.
     pub(crate) async fn release(&self, clear_intent: bool) -> Result<bool, Error> {
         let mut conn = self.conn.clone();
-        let intent_key = clear_intent.then_some(self.keys.intent.as_str());
-        let unlock = scripts::unlock(&mut conn, &self.keys.lock, intent_key, &self.id);
-        tokio::time::timeout(self.ttl, unlock)
+        let unlock = scripts::unlock(&mut conn, &self.keys, clear_intent, &self.id, self.mode);
+        let released = tokio::time::timeout(self.ttl, unlock)
             .await
-            .unwrap_or(Err(Error::Timeout))
+            .unwrap_or(Err(Error::Timeout))?;
+        if let (true, Some(hub)) = (released.published, &self.hub) {
+            hub.released(&self.keys.channel, &self.id);
+        }
+        Ok(released.held)
     }
 }
 
@@ -94,6 +102,7 @@ mod tests {
             ttl: Duration::from_millis(ttl_ms),
             ttl_ms,
             fence_ms: ttl_ms,
+            hub: None,
         }
     }
 

@@ -13,6 +13,7 @@ use redis::{ErrorKind, RedisError, Script, Value};
 
 use crate::error::Error;
 use crate::keys::Keys;
+use crate::mode::Mode;
 
 static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
@@ -127,24 +128,44 @@ pub(crate) async fn refresh<C: ConnectionLike>(
     Ok(held == 1)
 }
 
-/// Runs `unlock.lua`: remove `id` from `key`, and delete `intent_key` when given. True
-/// when `id` held the lock.
+/// What `unlock.lua` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Released {
+    /// The id held the lock and was removed.
+    pub(crate) held: bool,
+    /// The lock became free, or the id's own intent was deleted, and waiters were told
+    /// on the release channel.
+    pub(crate) published: bool,
+}
+
+/// Runs `unlock.lua`: remove `id` (a writer's when `mode` is [`Mode::Write`]) from the
+/// lock, delete the lock intent too when `clear_intent` and it holds `id`, and publish
+/// on the release channel when the lock may now be taken.
 pub(crate) async fn unlock<C: ConnectionLike>(
     conn: &mut C,
-    key: &str,
-    intent_key: Option<&str>,
+    keys: &Keys,
+    clear_intent: bool,
     id: &str,
-) -> Result<bool, Error> {
-    let mut invocation = SCRIPTS.unlock.key(key);
-    if let Some(intent_key) = intent_key {
-        invocation.key(intent_key);
+    mode: Mode,
+) -> Result<Released, Error> {
+    let mut invocation = SCRIPTS.unlock.key(&keys.lock);
+    if clear_intent {
+        invocation.key(&keys.intent);
     }
-    let released: i64 = invocation
+    let reply: i64 = invocation
         .arg(id)
+        .arg(&keys.channel)
+        .arg(match mode {
+            Mode::Write => "w",
+            Mode::Read => "r",
+        })
         .invoke_async(conn)
         .await
-        .map_err(|err| Error::redis(key, err))?;
-    Ok(released == 1)
+        .map_err(|err| Error::redis(&keys.lock, err))?;
+    Ok(Released {
+        held: reply & 1 == 1,
+        published: reply & 2 == 2,
+    })
 }
 
 fn parse_attempt(reply: Value, key: &str) -> Result<Attempt, Error> {

@@ -128,9 +128,10 @@ async fn a_go_writers_intent_keeps_rust_readers_out() {
     );
     go.unlock(KEY, &go_reader).await;
     let writer = mx.write().key("doc").await.unwrap();
-    assert!(
-        !raw::exists(&conn, INTENT).await,
-        "a Rust writer that acquires deletes the intent"
+    assert_eq!(
+        raw::get(&conn, INTENT).await.as_deref(),
+        Some("1"),
+        "a Rust writer deletes only its own intent: the Go writer still waits"
     );
     assert!(go.read(KEY, &go_reader).await.is_some());
     assert!(writer.unlock().await.unwrap());
@@ -146,7 +147,11 @@ async fn a_rust_writers_intent_keeps_go_readers_out() {
         async move { mx.write().key("doc").await }
     });
     assert!(eventually(|| raw::exists(&conn, INTENT)).await);
-    assert_eq!(raw::get(&conn, INTENT).await.as_deref(), Some("1"));
+    let intent = raw::get(&conn, INTENT).await.unwrap();
+    assert!(
+        intent.len() == 32 && intent.bytes().all(|b| b.is_ascii_hexdigit()),
+        "a Rust writer's intent holds its id: {intent}"
+    );
     let pttl = go
         .read(KEY, &GoPeer::new_id())
         .await
@@ -160,6 +165,8 @@ async fn a_rust_writers_intent_keeps_go_readers_out() {
         .unwrap()
         .unwrap();
     assert_eq!(raw::get(&conn, KEY).await.as_deref(), Some(writer.id()));
+    assert_eq!(intent, writer.id(), "the intent was the writer's own");
+    assert!(!raw::exists(&conn, INTENT).await, "and it deleted it");
     assert!(go.write(KEY, &GoPeer::new_id(), true).await.is_some());
     drop(writer);
 }

@@ -271,8 +271,8 @@ async fn a_key_of_exactly_max_key_bytes_works_at_the_smallest_bulk_limit() {
     assert!(guard.unlock().await.unwrap());
 }
 
-/// A writer waiting `timeout_ms` for `<name>:<key>` sets `intent` to `1` while it waits
-/// and clears it when it times out.
+/// A writer waiting `timeout_ms` for `<name>:<key>` sets `intent` to its id while it
+/// waits and clears it when it times out.
 async fn waiting_writer_sets_and_clears(
     mx: &RwMutex<MultiplexedConnection>,
     conn: &MultiplexedConnection,
@@ -285,10 +285,11 @@ async fn waiting_writer_sets_and_clears(
         .key(key)
         .timeout(Duration::from_millis(timeout_ms))
         .into_future();
-    let saw_intent =
-        common::eventually(
-            move || async move { raw::get(conn, intent).await.as_deref() == Some("1") },
-        );
+    let saw_intent = common::eventually(move || async move {
+        raw::get(conn, intent)
+            .await
+            .is_some_and(|id| id.len() == 32)
+    });
     let (waited, saw_intent) = tokio::join!(waiting, saw_intent);
     assert!(matches!(waited, Err(Error::Timeout)), "{waited:?}");
     assert!(

@@ -38,7 +38,7 @@ async fn a_waiting_writer_keeps_new_readers_out_and_clears_its_intent_on_acquiri
         eventually(|| raw::exists(&conn, INTENT)).await,
         "intent set while waiting"
     );
-    assert_eq!(raw::get(&conn, INTENT).await.as_deref(), Some("1"));
+    let intent = raw::get(&conn, INTENT).await.unwrap();
     assert!(
         mx.try_read().await.unwrap().is_none(),
         "new readers stay out"
@@ -52,6 +52,11 @@ async fn a_waiting_writer_keeps_new_readers_out_and_clears_its_intent_on_acquiri
         .unwrap()
         .unwrap()
         .unwrap();
+    assert_eq!(
+        intent,
+        writer.id(),
+        "the intent holds the waiting writer's id"
+    );
     assert!(
         !raw::exists(&conn, INTENT).await,
         "acquiring deletes the intent"
