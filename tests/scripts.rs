@@ -57,7 +57,12 @@ async fn refresh(conn: &MultiplexedConnection, id: &str, ttl: u64) -> i64 {
         .unwrap()
 }
 
+/// `unlock.lua` for a writer's id: 1 held and removed, + 2 when it published.
 async fn unlock(conn: &MultiplexedConnection, id: &str, clear_intent: bool) -> i64 {
+    unlock_as(conn, id, clear_intent, "w").await
+}
+
+async fn unlock_as(conn: &MultiplexedConnection, id: &str, clear_intent: bool, mode: &str) -> i64 {
     let script = Script::new(UNLOCK);
     let mut invocation = script.key("k");
     if clear_intent {
@@ -65,6 +70,8 @@ async fn unlock(conn: &MultiplexedConnection, id: &str, clear_intent: bool) -> i
     }
     invocation
         .arg(id)
+        .arg("k:released")
+        .arg(mode)
         .invoke_async(&mut conn.clone())
         .await
         .unwrap()
@@ -126,18 +133,32 @@ async fn rlock_is_idempotent_and_never_shortens_the_set_ttl() {
 }
 
 #[tokio::test]
-async fn a_failed_writer_sets_the_intent_without_shortening_it() {
+async fn a_failed_writer_sets_its_own_intent_and_leaves_another_writers() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     rlock(&conn, ID_A, 5000).await;
 
     blocked_pttl(&lock(&conn, ID_B, 9000, true).await);
-    assert_eq!(raw::get(&conn, "k:lock-intent").await.as_deref(), Some("1"));
+    assert_eq!(
+        raw::get(&conn, "k:lock-intent").await.as_deref(),
+        Some(ID_B)
+    );
     assert!(raw::pttl(&conn, "k:lock-intent").await > 8000);
-    blocked_pttl(&lock(&conn, "cccccccccccccccccccccccccccccccc", 1000, true).await);
+    raw::cmd::<i64>(&conn, "PEXPIRE", &["k:lock-intent", "3000"]).await;
+    blocked_pttl(&lock(&conn, ID_B, 9000, true).await);
     assert!(
         raw::pttl(&conn, "k:lock-intent").await > 8000,
-        "a shorter intent shortened it"
+        "a waiting writer renews its own intent"
+    );
+    blocked_pttl(&lock(&conn, "cccccccccccccccccccccccccccccccc", 1000, true).await);
+    assert_eq!(
+        raw::get(&conn, "k:lock-intent").await.as_deref(),
+        Some(ID_B),
+        "another waiting writer leaves it"
+    );
+    assert!(
+        raw::pttl(&conn, "k:lock-intent").await > 8000,
+        "and its TTL"
     );
     let intent_pttl = blocked_pttl(&rlock(&conn, "dddddddddddddddddddddddddddddddd", 5000).await);
     assert!(
@@ -150,22 +171,41 @@ async fn a_failed_writer_sets_the_intent_without_shortening_it() {
         "present readers keep their lock"
     );
 
-    assert_eq!(unlock(&conn, ID_A, false).await, 1);
+    assert_eq!(
+        unlock_as(&conn, ID_A, false, "r").await,
+        3,
+        "the last reader publishes"
+    );
+    token(&lock(&conn, "cccccccccccccccccccccccccccccccc", 9000, true).await);
+    assert_eq!(
+        raw::get(&conn, "k:lock-intent").await.as_deref(),
+        Some(ID_B),
+        "acquiring leaves another writer's intent"
+    );
+    assert_eq!(
+        unlock(&conn, "cccccccccccccccccccccccccccccccc", false).await,
+        3
+    );
     token(&lock(&conn, ID_B, 9000, true).await);
     assert!(
         !raw::exists(&conn, "k:lock-intent").await,
-        "acquiring deletes the intent"
+        "acquiring deletes the writer's own intent"
     );
 }
 
 #[tokio::test]
-async fn unlock_removes_only_its_own_id_and_clears_intent_on_request() {
+async fn unlock_removes_only_its_own_id_and_clears_only_its_own_intent() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     lock(&conn, ID_A, 5000, false).await;
     assert_eq!(unlock(&conn, ID_B, false).await, 0);
+    assert_eq!(
+        unlock_as(&conn, ID_A, false, "r").await,
+        0,
+        "a writer's id is no reader"
+    );
     assert_eq!(raw::get(&conn, "k").await.as_deref(), Some(ID_A));
-    assert_eq!(unlock(&conn, ID_A, false).await, 1);
+    assert_eq!(unlock(&conn, ID_A, false).await, 3, "removed and published");
     assert!(!raw::exists(&conn, "k").await);
     assert_eq!(
         unlock(&conn, ID_A, false).await,
@@ -173,13 +213,42 @@ async fn unlock_removes_only_its_own_id_and_clears_intent_on_request() {
         "a second unlock finds nothing"
     );
 
-    raw::cmd::<()>(&conn, "SET", &["k:lock-intent", "1", "PX", "5000"]).await;
-    assert_eq!(unlock(&conn, ID_B, false).await, 0);
+    rlock(&conn, ID_A, 5000).await;
+    rlock(&conn, ID_B, 5000).await;
+    assert_eq!(
+        unlock(&conn, ID_A, false).await,
+        0,
+        "a reader's id is no writer"
+    );
+    assert_eq!(
+        unlock_as(&conn, ID_A, false, "r").await,
+        1,
+        "another reader remains: no message"
+    );
+    assert_eq!(unlock_as(&conn, ID_B, false, "r").await, 3);
+    assert!(!raw::exists(&conn, "k").await);
+
+    raw::cmd::<()>(&conn, "SET", &["k:lock-intent", ID_A, "PX", "5000"]).await;
+    assert_eq!(unlock(&conn, ID_A, false).await, 0);
     assert!(
         raw::exists(&conn, "k:lock-intent").await,
         "intent kept unless asked"
     );
-    assert_eq!(unlock(&conn, ID_B, true).await, 0);
+    for other in ["1", ID_B] {
+        raw::cmd::<()>(&conn, "SET", &["k:lock-intent", other, "PX", "5000"]).await;
+        assert_eq!(unlock(&conn, ID_A, true).await, 0);
+        assert_eq!(
+            raw::get(&conn, "k:lock-intent").await.as_deref(),
+            Some(other),
+            "another writer's intent is left"
+        );
+    }
+    raw::cmd::<()>(&conn, "SET", &["k:lock-intent", ID_A, "PX", "5000"]).await;
+    assert_eq!(
+        unlock(&conn, ID_A, true).await,
+        2,
+        "its own intent: deleted, published"
+    );
     assert!(!raw::exists(&conn, "k:lock-intent").await);
 
     raw::cmd::<i64>(&conn, "HSET", &["k:lock-intent", "f", "v"]).await;
