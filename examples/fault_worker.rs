@@ -29,6 +29,7 @@
 //! | `FW_HOLD_MS` | if set: hold mode, write locks only, `HOLDING` then this long inside | unset |
 //! | `FW_INTENT` | `1` for lock intent | `0` |
 //! | `FW_ACQUIRE_TIMEOUT_MS` | `.timeout(..)` of each acquire | `3000` |
+//! | `FW_NOTIFY` | `1`: wait by release notifications (through the same proxy); `0`: poll | `1` |
 //!
 //! Events, one a line on stdout, `<us>` being microseconds since the UNIX epoch:
 //!
@@ -131,13 +132,11 @@ async fn main() {
     });
     event!("START", std::process::id());
 
+    let client = redis::Client::open(lock_url.as_str()).expect("FW_LOCK_URL");
     let conn = loop {
-        match redis::Client::open(lock_url.as_str()) {
-            Ok(client) => match ConnectionManager::new(client).await {
-                Ok(conn) => break conn,
-                Err(err) => event!("ERROR", format!("connect lock server: {err}")),
-            },
-            Err(err) => panic!("FW_LOCK_URL: {err}"),
+        match ConnectionManager::new(client.clone()).await {
+            Ok(conn) => break conn,
+            Err(err) => event!("ERROR", format!("connect lock server: {err}")),
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -148,11 +147,13 @@ async fn main() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let mx = RwMutex::builder(conn, var("FW_MUTEX", "faults"))
+    let mut builder = RwMutex::builder(conn, var("FW_MUTEX", "faults"))
         .ttl(Duration::from_millis(num("FW_TTL_MS", 1000)))
-        .lock_intent(var("FW_INTENT", "0") == "1")
-        .build()
-        .expect("valid mutex options");
+        .lock_intent(var("FW_INTENT", "0") == "1");
+    if var("FW_NOTIFY", "1") == "1" {
+        builder = builder.notifier(client);
+    }
+    let mx = builder.build().expect("valid mutex options");
     let worker = Worker {
         config,
         mx,
