@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{raw, RedisServer, LIVENESS};
+use common::{eventually, raw, RedisServer, LIVENESS};
 use rand::RngExt;
 use redis::aio::MultiplexedConnection;
 use redismutex::RwMutex;
@@ -128,9 +128,20 @@ async fn cancelled_acquires_and_dropped_guards_leave_nothing_behind() {
         .lock_intent(true)
         .build()
         .unwrap();
+    // Half the tasks wait by release notifications: their queue places and
+    // subscriptions must go with them.
+    let notified = RwMutex::builder(conn.clone(), "churn")
+        .ttl(TTL)
+        .lock_intent(true)
+        .notifier(server.client())
+        .build()
+        .unwrap();
 
     let tasks: Vec<_> = (0..TASKS)
-        .map(|_| tokio::spawn(contend(mx.clone())))
+        .map(|i| {
+            let mx = if i % 2 == 0 { &mx } else { &notified };
+            tokio::spawn(contend(mx.clone()))
+        })
         .collect();
     let mut gone = Vec::new();
     for task in tasks {
@@ -162,6 +173,15 @@ async fn cancelled_acquires_and_dropped_guards_leave_nothing_behind() {
     let cleared_in = now() - last_gone;
     assert!(left.is_empty(), "left after 500 ms: {left:?}");
     assert!(cleared_in < TTL / 2, "cleared only after {cleared_in:?}");
+    let channels = || async {
+        let channels: Vec<String> = raw::cmd(&conn, "PUBSUB", &["CHANNELS", "churn*"]).await;
+        channels
+    };
+    assert!(
+        eventually(|| async { channels().await.is_empty() }).await,
+        "subscribed with nobody waiting: {:?}",
+        channels().await
+    );
 
     // Past a TTL and a refresh period, the server has run no refresh for a gone guard.
     tokio::time::sleep(TTL + TTL / 2).await;
