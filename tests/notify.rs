@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::go_peer::GoPeer;
+use common::proxy::{Fault, Proxy};
 use common::{eventually, raw, RedisServer, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redismutex::{Error, Guard, RwMutex};
@@ -193,11 +194,17 @@ async fn one_release_wakes_every_waiting_reader_together() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     raw::cmd::<()>(&conn, "CONFIG", &["RESETSTAT"]).await;
+    let released = Instant::now();
     assert!(holder.unlock().await.unwrap());
     let mut guards = Vec::new();
     for reader in readers {
         guards.push(joined(reader).await);
     }
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "every reader woken by the release, not by its 5 s timer: {:?}",
+        released.elapsed()
+    );
     assert_eq!(
         raw::members(&conn, "jobs").await.len(),
         8,
@@ -256,6 +263,8 @@ async fn waiters_in_one_process_share_one_connection_and_one_subscription() {
     assert!(eventually(|| async { subscribers(&conn, "jobs:released").await == 1 }).await);
     let clients: String = raw::cmd(&conn, "CLIENT", &["LIST", "TYPE", "pubsub"]).await;
     assert_eq!(clients.lines().count(), 1, "{clients}");
+    // The hub (and its connection) lives on; only the subscription must go.
+    let _keep = notified(&server, &conn);
     for waiter in waiters {
         waiter.abort();
     }
@@ -272,28 +281,25 @@ async fn a_giving_up_writer_leaves_another_writers_intent_in_place() {
     let conn = server.conn().await;
     let mx = notified(&server, &conn);
     let reader = mx.read().await.unwrap();
-    let first = spawn_write(&mx);
-    assert!(eventually(|| raw::exists(&conn, "jobs:lock-intent")).await);
-    let intent = raw::get(&conn, "jobs:lock-intent").await.unwrap();
+    // Another waiting writer's intent: a writer of this crate in another process (its
+    // id), then a Go writer ("1").
+    for other in ["0123456789abcdef0123456789abcdef", "1"] {
+        raw::cmd::<()>(&conn, "SET", &["jobs:lock-intent", other, "PX", "60000"]).await;
+        let mine = mx.write().timeout(Duration::from_millis(300)).await;
+        assert!(matches!(mine, Err(Error::Timeout)), "{mine:?}");
+        assert_eq!(
+            raw::get(&conn, "jobs:lock-intent").await.as_deref(),
+            Some(other),
+            "the other writer still waits and keeps its intent"
+        );
+        assert!(raw::pttl(&conn, "jobs:lock-intent").await > 50_000);
+    }
 
-    let second = mx.write().timeout(Duration::from_millis(300)).await;
-    assert!(matches!(second, Err(Error::Timeout)), "{second:?}");
-    assert_eq!(
-        raw::get(&conn, "jobs:lock-intent").await.as_deref(),
-        Some(intent.as_str()),
-        "the first writer still waits and keeps its intent"
-    );
-
-    // A Go writer's intent ("1") is not ours either.
-    first.abort();
-    assert!(eventually(|| async { !raw::exists(&conn, "jobs:lock-intent").await }).await);
-    raw::cmd::<()>(&conn, "SET", &["jobs:lock-intent", "1", "PX", "60000"]).await;
-    let third = mx.write().timeout(Duration::from_millis(300)).await;
-    assert!(matches!(third, Err(Error::Timeout)), "{third:?}");
-    assert_eq!(
-        raw::get(&conn, "jobs:lock-intent").await.as_deref(),
-        Some("1")
-    );
+    // Its own intent it clears.
+    raw::cmd::<i64>(&conn, "DEL", &["jobs:lock-intent"]).await;
+    let mine = mx.write().timeout(Duration::from_millis(300)).await;
+    assert!(matches!(mine, Err(Error::Timeout)), "{mine:?}");
+    assert!(!raw::exists(&conn, "jobs:lock-intent").await);
     drop(reader);
 }
 
@@ -321,4 +327,89 @@ async fn a_writer_asleep_on_a_notification_keeps_its_intent_alive() {
     }
     drop(reader);
     drop(joined(writer).await);
+}
+
+#[tokio::test]
+async fn a_new_reader_queues_behind_a_waiting_writer_in_the_same_process() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    // No intent: only the local queue keeps the new reader behind the writer.
+    let mx = RwMutex::builder(conn.clone(), "jobs")
+        .ttl(TTL)
+        .notifier(server.client())
+        .build()
+        .unwrap();
+    let reader = mx.read().await.unwrap();
+    let writer = spawn_write(&mx);
+    assert!(eventually(|| async { subscribers(&conn, "jobs:released").await == 1 }).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let overtaking = mx.read().timeout(Duration::from_millis(300)).await;
+    assert!(
+        matches!(overtaking, Err(Error::Timeout)),
+        "overtook the waiting writer: {overtaking:?}"
+    );
+    assert!(reader.unlock().await.unwrap());
+    drop(joined(writer).await);
+}
+
+#[tokio::test]
+async fn a_release_in_this_process_wakes_local_waiters_without_a_message() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    // The notifier listens on another server, where nothing is published: only the
+    // local wake-up can reach the waiter before its 5 s timer.
+    let elsewhere = RedisServer::start();
+    let econn = elsewhere.conn().await;
+    let mx = RwMutex::builder(conn.clone(), "jobs")
+        .ttl(TTL)
+        .notifier(elsewhere.client())
+        .build()
+        .unwrap();
+    let holder = mx.write().await.unwrap();
+    let waiter = spawn_write(&mx);
+    assert!(eventually(|| async { subscribers(&econn, "jobs:released").await == 1 }).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let released = Instant::now();
+    assert!(holder.unlock().await.unwrap());
+    drop(joined(waiter).await);
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        released.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn the_message_of_a_local_release_wakes_nobody_twice() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    // Messages reach the notifier 150 ms late, long after the local wake-up.
+    let proxy = Proxy::start(server.port()).await;
+    proxy.set(Fault::Delay {
+        base: Duration::from_millis(150),
+        jitter: Duration::ZERO,
+    });
+    let mx = RwMutex::builder(conn.clone(), "jobs")
+        .ttl(TTL)
+        .notifier(redis::Client::open(proxy.url()).unwrap())
+        .build()
+        .unwrap();
+    drop(joined(spawn_write(&mx)).await); // loads the scripts
+    let holder = mx.write().await.unwrap();
+    let first = spawn_write(&mx);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let second = spawn_write(&mx);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+
+    raw::cmd::<()>(&conn, "CONFIG", &["RESETSTAT"]).await;
+    assert!(holder.unlock().await.unwrap());
+    let first = joined(first).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        evalsha_calls(&conn).await,
+        2,
+        "the unlock and the first waiter's script; the late echo woke the second"
+    );
+    drop(first);
+    drop(joined(second).await);
 }
