@@ -10,16 +10,17 @@
 -- ARGV[4]  fence retention in milliseconds (positive integer): the PX of KEYS[3]
 --
 -- Replies:
---   {"acquired", token}       KEYS[1] now holds ARGV[1] with PX ARGV[2]; KEYS[2] is deleted
---                             if it held ARGV[1]; token = max(KEYS[3] + 1, server TIME in
---                             microseconds), now stored in KEYS[3] with PX ARGV[4]. Also the
---                             reply when KEYS[1] already holds ARGV[1] (a resent request),
---                             whose TTL is then reset to ARGV[2] (and a new, larger token
---                             minted).
---   {"blocked", pttl}         another writer or readers hold KEYS[1]; pttl is its PTTL in ms.
---                             With ARGV[3] == "1", KEYS[2] holds a writer's id: ARGV[1] with
---                             PX ARGV[2] if it was absent or already ARGV[1]; another
---                             waiting writer's intent is left as it is.
+--   token (integer > 0)       acquired: KEYS[1] now holds ARGV[1] with PX ARGV[2]; KEYS[2] is
+--                             deleted if it held ARGV[1]; token = KEYS[3] + 1, or the server
+--                             TIME in microseconds when that is larger and KEYS[3] was absent
+--                             or below 10^15, now stored in KEYS[3] with PX ARGV[4].
+--                             Also the reply when KEYS[1] already holds ARGV[1] (a resent
+--                             request, or a lock taken without a usable token), whose TTL is
+--                             then reset to ARGV[2] (and a new, larger token minted).
+--   -1 - pttl (integer < 0)   blocked: another writer or readers hold KEYS[1], whose PTTL is
+--                             pttl ms. With ARGV[3] == "1", KEYS[2] holds a writer's id:
+--                             ARGV[1] with PX ARGV[2] if it was absent or already ARGV[1];
+--                             another waiting writer's intent is left as it is.
 --   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use
 --                             (for KEYS[3]: anything but a decimal integer below 2^53 - 1,
 --                             "exhausted counter" for 2^53 - 1);
@@ -75,17 +76,22 @@ if type(holder) == 'table' then
 end
 
 if holder == false or holder == ARGV[1] then
-    -- The token: one more than the last, and at least the server clock in microseconds,
-    -- so tokens keep growing after KEYS[3] expires or the server restarts empty. TIME is
-    -- read before the first write, so an error there (an ACL without TIME) changes nothing.
-    local time = redis.call('TIME')
-    local token = math.max(last + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+    -- The token: one more than the last. Tokens minted from the clock are above 10^15
+    -- (microseconds since 2001), so a smaller count means the counter was (re)created
+    -- since: it restarts at the server clock in microseconds, so tokens keep growing after
+    -- KEYS[3] expires or the server restarts empty. TIME is read before the first write,
+    -- so an error there (an ACL without TIME) changes nothing.
+    local token = last + 1
+    if token < 1e15 then
+        local time = redis.call('TIME')
+        token = math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+    end
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     if intent == ARGV[1] then
         redis.call('DEL', KEYS[2])
     end
     redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[4])
-    return {'acquired', token}
+    return token
 end
 
 local pttl = redis.call('PTTL', KEYS[1])
@@ -100,4 +106,4 @@ if ARGV[3] == '1' then
         redis.call('PEXPIRE', KEYS[2], ttl)
     end
 end
-return {'blocked', pttl}
+return -1 - pttl

@@ -6,15 +6,21 @@
 -- ARGV[1]  lock id: 32 lowercase hex characters
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  fence retention in milliseconds (positive integer): the PX of KEYS[3]
+-- ARGV[4]  "1": the caller saw KEYS[3] hold a valid token before, so it is taken as a
+--          counter (INCR) without reading it first; "0": it is checked first
 --
 -- Replies:
---   {"acquired", token}       ARGV[1] is a member of the set KEYS[1], whose PTTL is now at
---                             least ARGV[2] (it is never shortened: other readers may need a
---                             longer one); token = max(KEYS[3] + 1, server TIME in
---                             microseconds), now stored in KEYS[3] with PX ARGV[3]. Also the
+--   token (integer > 0)       acquired: ARGV[1] is a member of the set KEYS[1], whose PTTL is
+--                             now at least ARGV[2] (it is never shortened: other readers may
+--                             need a longer one); token = KEYS[3] + 1, or the server TIME
+--                             in microseconds when that is larger and KEYS[3] was absent or
+--                             below 10^15, now stored in KEYS[3] with PX ARGV[3]. Also the
 --                             reply when ARGV[1] was already a member (a resent request).
---   {"blocked", pttl}         a writer holds KEYS[1] (pttl is its PTTL in ms) or a writer
---                             waits (KEYS[2] exists; pttl is the intent's PTTL in ms).
+--   -1 - pttl (integer < 0)   blocked: a writer holds KEYS[1] (pttl is its PTTL in ms) or a
+--                             writer waits (KEYS[2] exists; pttl is the intent's PTTL in ms).
+--   {"unchecked"}             with ARGV[4] == "1" only: KEYS[3] was not a token below
+--                             2^53 - 1 after all (it was incremented, nothing else changed);
+--                             call again with ARGV[4] == "0" for the typed error.
 --   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use
 --                             (for KEYS[3]: anything but a decimal integer below 2^53 - 1,
 --                             "exhausted counter" for 2^53 - 1);
@@ -22,73 +28,89 @@
 --   {"noexpiry", key}         key (any of KEYS) exists with no TTL, so it would never free;
 --                             nothing was changed.
 --
--- Every check comes before the first write, so an error (OOM, READONLY) changes nothing.
+-- With ARGV[4] == "0" every check comes before the first write, so an error (OOM,
+-- READONLY) changes nothing; with "1" the INCR of KEYS[3] may stand alone (it only makes
+-- a later token larger).
 
 local ttl = tonumber(ARGV[2])
-
--- The fence: absent, or a canonical decimal integer below 2^53 - 1 with a TTL.
-local fence = redis.pcall('GET', KEYS[3])
-local last = 0
-if fence then
-    -- Only what these scripts store: a decimal integer with no sign, point or leading
-    -- zero, at most 2^53 - 1, the largest integer a Lua number holds exactly.
-    if type(fence) ~= 'string' or not fence:match('^[1-9]%d*$') or #fence > 16
-        or tonumber(fence) > 2^53 - 1 then
-        local found = type(fence) == 'string' and 'non-integer string'
-            or redis.call('TYPE', KEYS[3])['ok']
-        return {'wrongtype', KEYS[3], found}
-    end
-    if tonumber(fence) == 2^53 - 1 then
-        return {'wrongtype', KEYS[3], 'exhausted counter'}
-    end
-    if redis.call('PTTL', KEYS[3]) == -1 then
-        return {'noexpiry', KEYS[3]}
-    end
-    last = tonumber(fence)
-end
 
 -- The lock: absent or a set of readers (SISMEMBER answers), or (it fails) a writer's
 -- string or a foreign type.
 local pttl = redis.call('PTTL', KEYS[1])
-if pttl == -1 then
-    local lock_type = redis.call('TYPE', KEYS[1])['ok']
-    if lock_type ~= 'string' and lock_type ~= 'set' then
-        return {'wrongtype', KEYS[1], lock_type}
-    end
-    return {'noexpiry', KEYS[1]}
-end
 local member = 0
 if pttl ~= -2 then
     member = redis.pcall('SISMEMBER', KEYS[1], ARGV[1])
     if type(member) == 'table' then
         local lock_type = redis.call('TYPE', KEYS[1])['ok']
-        if lock_type == 'string' then
-            return {'blocked', pttl}
+        if lock_type ~= 'string' then
+            return {'wrongtype', KEYS[1], lock_type}
         end
-        return {'wrongtype', KEYS[1], lock_type}
+    end
+    if pttl == -1 then
+        return {'noexpiry', KEYS[1]}
+    end
+    if type(member) == 'table' then
+        return -1 - pttl
     end
 end
 
-if member == 0 then
+-- A waiting writer's intent keeps new readers out.
+if member == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+    local intent_type = redis.call('TYPE', KEYS[2])['ok']
+    if intent_type ~= 'string' then
+        return {'wrongtype', KEYS[2], intent_type}
+    end
     local intent_pttl = redis.call('PTTL', KEYS[2])
-    if intent_pttl ~= -2 then
-        local intent_type = redis.call('TYPE', KEYS[2])['ok']
-        if intent_type ~= 'string' then
-            return {'wrongtype', KEYS[2], intent_type}
-        end
-        if intent_pttl == -1 then
-            return {'noexpiry', KEYS[2]}
-        end
-        return {'blocked', intent_pttl}
+    if intent_pttl == -1 then
+        return {'noexpiry', KEYS[2]}
     end
+    return -1 - intent_pttl
 end
 
--- The token, as in lock.lua; TIME is read before the first write.
-local time = redis.call('TIME')
-local token = math.max(last + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
-redis.call('SADD', KEYS[1], ARGV[1])
+-- The token. Tokens minted from the clock are above 10^15 (microseconds since 2001), so
+-- a smaller count means the counter was (re)created since: it restarts at the clock.
+local token
+if ARGV[4] == '1' then
+    token = redis.pcall('INCR', KEYS[3])
+    if type(token) ~= 'number' or token < 1 or token > 2^53 - 1 then
+        return {'unchecked'}
+    end
+else
+    local fence = redis.pcall('GET', KEYS[3])
+    token = 1
+    if fence then
+        -- Only what these scripts store: a decimal integer with no sign, point or leading
+        -- zero, at most 2^53 - 1, the largest integer a Lua number holds exactly.
+        if type(fence) ~= 'string' or not fence:match('^[1-9]%d*$') or #fence > 16
+            or tonumber(fence) > 2^53 - 1 then
+            local found = type(fence) == 'string' and 'non-integer string'
+                or redis.call('TYPE', KEYS[3])['ok']
+            return {'wrongtype', KEYS[3], found}
+        end
+        if tonumber(fence) == 2^53 - 1 then
+            return {'wrongtype', KEYS[3], 'exhausted counter'}
+        end
+        if redis.call('PTTL', KEYS[3]) == -1 then
+            return {'noexpiry', KEYS[3]}
+        end
+        token = tonumber(fence) + 1
+    end
+end
+if token < 1e15 then
+    -- TIME is read before the first write (in the checked case), so an error there (an
+    -- ACL without TIME) changes nothing.
+    local time = redis.call('TIME')
+    token = math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+    redis.call('SADD', KEYS[1], ARGV[1])
+    redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
+elseif ARGV[4] == '1' then
+    redis.call('SADD', KEYS[1], ARGV[1])
+    redis.call('PEXPIRE', KEYS[3], ARGV[3])
+else
+    redis.call('SADD', KEYS[1], ARGV[1])
+    redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
+end
 if pttl < ttl then
     redis.call('PEXPIRE', KEYS[1], ttl)
 end
-redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
-return {'acquired', token}
+return token

@@ -85,6 +85,10 @@ where
             skip_attempt = true;
         }
     }
+    let fences = &request.inner.fences;
+    // A writer's first attempt on a lock key whose fence key this mutex has checked goes
+    // without a script.
+    let mut fast = lease.mode == Mode::Write && !skip_attempt && fences.checked(&lease.keys.lock);
 
     loop {
         let mut blocked_for = lease.ttl;
@@ -92,16 +96,19 @@ where
         let mut notified = skip_attempt && waiter.as_ref().is_some_and(Waiter::notifies);
         if !skip_attempt {
             notified = waiter.as_ref().is_some_and(Waiter::attempting);
+            let use_fast = std::mem::take(&mut fast);
+            let fence_checked = fences.checked(&lease.keys.lock);
             let sent = Instant::now();
-            pending.sending(set_intent);
+            pending.sending(set_intent && !use_fast);
             let attempt = tokio::select! {
                 biased;
                 err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),
-                attempt = lease.attempt(&mut conn, set_intent) => attempt,
+                attempt = lease.attempt(&mut conn, set_intent, use_fast, fence_checked) => attempt,
             };
             blocked_for = match attempt {
                 Ok(Attempt::Acquired(token)) if Instant::now() < sent + lease.validity() => {
                     pending.disarm();
+                    fences.mark(&lease.keys.lock, token);
                     if let Some(waiter) = waiter.take() {
                         waiter.acquired();
                     }
@@ -121,6 +128,24 @@ where
                         Patience::Once => continue,
                         Patience::Wait(_) => BACKOFF_MIN,
                     }
+                }
+                Ok(Attempt::Busy) => {
+                    // The fast path found the lock key: the script says why.
+                    pending.answered();
+                    continue;
+                }
+                Ok(Attempt::Unchecked) => {
+                    // The fence key was not the counter it was taken for.
+                    fences.forget(&lease.keys.lock);
+                    pending.answered();
+                    continue;
+                }
+                Ok(Attempt::Taken) => {
+                    // The fast path took the lock key but got no usable token: the script
+                    // mints one for the lock now held under this id.
+                    fences.forget(&lease.keys.lock);
+                    pending.late();
+                    continue;
                 }
                 Ok(Attempt::Blocked(pttl)) => {
                     pending.blocked();
@@ -145,6 +170,7 @@ where
                     if err.changed_nothing() {
                         pending.answered();
                     }
+                    fences.forget(&lease.keys.lock);
                     return Err(pending.give_up(err).await);
                 }
             };

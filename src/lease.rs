@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::hub::Hub;
 use crate::keys::Keys;
 use crate::mode::Mode;
-use crate::scripts::{self, Attempt};
+use crate::scripts::{self, Attempt, FastLock};
 
 /// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
 /// Redis", the `CLOCK_DRIFT_FACTOR` of the reference implementations).
@@ -36,12 +36,27 @@ impl<C> Lease<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// One acquire attempt under this lease's id.
-    pub(crate) async fn attempt(&self, conn: &mut C, set_intent: bool) -> Result<Attempt, Error> {
+    /// One acquire attempt under this lease's id: by the write fast path when `fast` (a
+    /// writer's first attempt), else by script; `fence_checked` when a script has seen the
+    /// fence key hold a token.
+    pub(crate) async fn attempt(
+        &self,
+        conn: &mut C,
+        set_intent: bool,
+        fast: bool,
+        fence_checked: bool,
+    ) -> Result<Attempt, Error> {
         let (keys, id, ttl_ms, fence_ms) = (&self.keys, &self.id, self.ttl_ms, self.fence_ms);
         match self.mode {
+            Mode::Write if fast => Ok(
+                match scripts::fast_lock(conn, keys, id, ttl_ms, fence_ms).await? {
+                    FastLock::Acquired(token) => Attempt::Acquired(token),
+                    FastLock::Taken => Attempt::Taken,
+                    FastLock::Busy => Attempt::Busy,
+                },
+            ),
             Mode::Write => scripts::lock(conn, keys, id, ttl_ms, set_intent, fence_ms).await,
-            Mode::Read => scripts::rlock(conn, keys, id, ttl_ms, fence_ms).await,
+            Mode::Read => scripts::rlock(conn, keys, id, ttl_ms, fence_ms, fence_checked).await,
         }
     }
 

@@ -5,6 +5,7 @@
 mod acquire;
 mod builder;
 mod error;
+mod fences;
 mod guard;
 mod hub;
 mod id;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 
 use crate::builder::Builder;
+use crate::fences::Fences;
 use crate::mode::Mode;
 use crate::request::{Acquire, Request, TryAcquire};
 use crate::settings::Settings;
@@ -47,6 +48,7 @@ pub struct RwMutex<C> {
 pub(crate) struct Inner<C> {
     pub(crate) conn: C,
     pub(crate) settings: Settings,
+    pub(crate) fences: Fences,
 }
 
 impl<C> RwMutex<C>
@@ -71,7 +73,11 @@ where
 
     pub(crate) fn from_parts(conn: C, settings: Settings) -> Self {
         Self {
-            inner: Arc::new(Inner { conn, settings }),
+            inner: Arc::new(Inner {
+                conn,
+                settings,
+                fences: Fences::default(),
+            }),
         }
     }
 

@@ -49,13 +49,95 @@ fn load(name: &str) -> Script {
     Script::new(code)
 }
 
-/// The reply of `lock.lua` and `rlock.lua` when the key is usable.
+/// The reply of `lock.lua` and `rlock.lua` when the key is usable, or of the write
+/// fast path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
     /// The lock is held under our id, with this fencing token.
     Acquired(u64),
     /// Somebody else holds it (or, for readers, a writer waits); the PTTL of what blocks.
     Blocked(Duration),
+    /// `rlock.lua` took the fence key for a counter and it was not one: nothing was
+    /// taken; the checked script says what it is.
+    Unchecked,
+    /// The write fast path took the lock key but got no usable token
+    /// ([`FastLock::Taken`]).
+    Taken,
+    /// The write fast path found the lock key taken ([`FastLock::Busy`]).
+    Busy,
+}
+
+/// The reply of the write fast path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FastLock {
+    /// The lock is held under our id, with this fencing token.
+    Acquired(u64),
+    /// The lock key now holds our id, but the fence key gave no usable token (it was
+    /// absent, not a token, or due for a new TTL): `lock.lua` mints one.
+    Taken,
+    /// The lock key exists: `lock.lua` says why.
+    Busy,
+}
+
+/// The smallest token minted from the server clock: microseconds since 2001-09-09. A
+/// counter below it was (re)created since the last mint from the clock.
+const CLOCK_TOKEN_MIN: i64 = 1_000_000_000_000_000;
+/// The largest token: 2^53 - 1, the largest integer a Lua number (and a JSON number)
+/// holds exactly. A counter there is exhausted: the scripts refuse to count past it.
+pub(crate) const TOKEN_MAX: u64 = (1 << 53) - 1;
+
+/// The write fast path, one round trip and no script: `SET lock id NX PX ttl`, then
+/// `SET fence 1 NX PX retention` (so the counter always has a TTL), `INCR fence` and
+/// `PTTL fence`. Only for a lock key whose fence key this mutex saw hold a token: `INCR`
+/// would change an integer that is not one.
+///
+/// Taking and minting are separate commands, and still safe: the lock key is only set
+/// when absent, so every earlier holder's token was minted before it (their mint
+/// preceded their reply, and so their release or expiry); an `INCR` by an attempt that
+/// found the lock busy only leaves a gap.
+pub(crate) async fn fast_lock<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &Keys,
+    id: &str,
+    ttl_ms: u64,
+    fence_ms: u64,
+) -> Result<FastLock, Error> {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    pipe.cmd("SET")
+        .arg(&keys.lock)
+        .arg(id)
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms);
+    pipe.cmd("SET")
+        .arg(&keys.fence)
+        .arg(1)
+        .arg("NX")
+        .arg("PX")
+        .arg(fence_ms)
+        .ignore();
+    pipe.cmd("INCR").arg(&keys.fence);
+    pipe.cmd("PTTL").arg(&keys.fence);
+    let (set, token, pttl): (Value, Value, Value) = pipe
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(&keys.lock, err))?;
+    match set {
+        Value::Okay => {}
+        Value::Nil => return Ok(FastLock::Busy),
+        Value::ServerError(err) => return Err(Error::redis(&keys.lock, err.into())),
+        other => return Err(unexpected(&other, &keys.lock)),
+    }
+    let half_retention = i64::try_from(fence_ms / 2).unwrap_or(i64::MAX);
+    Ok(match (token, pttl) {
+        (Value::Int(token), Value::Int(pttl))
+            if (CLOCK_TOKEN_MIN..=TOKEN_MAX as i64).contains(&token) && pttl > half_retention =>
+        {
+            FastLock::Acquired(token.unsigned_abs())
+        }
+        _ => FastLock::Taken,
+    })
 }
 
 /// Runs `lock.lua`: take the write lock under `id` for `ttl_ms` and mint a fencing token
@@ -86,13 +168,15 @@ pub(crate) async fn lock<C: ConnectionLike>(
 }
 
 /// Runs `rlock.lua`: add `id` to the readers of the lock for at least `ttl_ms` and mint
-/// a fencing token kept for `fence_ms`.
+/// a fencing token kept for `fence_ms`; with `fence_checked`, the fence key is taken as
+/// the counter without reading it first.
 pub(crate) async fn rlock<C: ConnectionLike>(
     conn: &mut C,
     keys: &Keys,
     id: &str,
     ttl_ms: u64,
     fence_ms: u64,
+    fence_checked: bool,
 ) -> Result<Attempt, Error> {
     let reply: Result<Value, RedisError> = SCRIPTS
         .rlock
@@ -102,6 +186,7 @@ pub(crate) async fn rlock<C: ConnectionLike>(
         .arg(id)
         .arg(ttl_ms)
         .arg(fence_ms)
+        .arg(if fence_checked { "1" } else { "0" })
         .invoke_async(conn)
         .await;
     parse_attempt(
@@ -168,39 +253,41 @@ pub(crate) async fn unlock<C: ConnectionLike>(
     })
 }
 
+fn unexpected(reply: &Value, key: &str) -> Error {
+    let err = RedisError::from((
+        ErrorKind::UnexpectedReturnType,
+        "unexpected reply from a redismutex script",
+        format!("{reply:?}"),
+    ));
+    Error::redis(key, err)
+}
+
 fn parse_attempt(reply: Value, key: &str) -> Result<Attempt, Error> {
-    let unexpected = |reply: &Value| -> Error {
-        let err = RedisError::from((
-            ErrorKind::UnexpectedReturnType,
-            "unexpected reply from a redismutex script",
-            format!("{reply:?}"),
-        ));
-        Error::redis(key, err)
-    };
-    let Value::Array(items) = &reply else {
-        return Err(unexpected(&reply));
+    let items = match &reply {
+        Value::Int(token) if *token > 0 => return Ok(Attempt::Acquired(token.unsigned_abs())),
+        Value::Int(blocked) => {
+            // -1 - pttl
+            let pttl = u64::try_from(-1 - *blocked).map_err(|_| unexpected(&reply, key))?;
+            return Ok(Attempt::Blocked(Duration::from_millis(pttl)));
+        }
+        Value::Array(items) => items,
+        _ => return Err(unexpected(&reply, key)),
     };
     let text = |i: usize| match items.get(i) {
         Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
         _ => None,
     };
-    match (text(0).as_deref(), items.get(1)) {
-        (Some("acquired"), Some(Value::Int(token))) => match u64::try_from(*token) {
-            Ok(token) if token > 0 => Ok(Attempt::Acquired(token)),
-            _ => Err(unexpected(&reply)),
-        },
-        (Some("blocked"), Some(Value::Int(pttl))) => Ok(Attempt::Blocked(Duration::from_millis(
-            u64::try_from(*pttl).unwrap_or(0),
-        ))),
-        (Some("wrongtype"), Some(_)) => match (text(1), text(2)) {
+    match text(0).as_deref() {
+        Some("unchecked") if items.len() == 1 => Ok(Attempt::Unchecked),
+        Some("wrongtype") => match (text(1), text(2)) {
             (Some(key), Some(found)) => Err(Error::WrongType { key, found }),
-            _ => Err(unexpected(&reply)),
+            _ => Err(unexpected(&reply, key)),
         },
-        (Some("noexpiry"), Some(_)) => match text(1) {
+        Some("noexpiry") => match text(1) {
             Some(key) => Err(Error::NoExpiry { key }),
-            None => Err(unexpected(&reply)),
+            None => Err(unexpected(&reply, key)),
         },
-        _ => Err(unexpected(&reply)),
+        _ => Err(unexpected(&reply, key)),
     }
 }
 
@@ -251,13 +338,18 @@ mod tests {
     #[test]
     fn replies_parse_into_attempts_and_typed_errors() {
         let parse = |reply| parse_attempt(reply, "k");
+        assert_eq!(parse(Value::Int(7)).unwrap(), Attempt::Acquired(7));
         assert_eq!(
-            parse(Value::Array(vec![bulk("acquired"), Value::Int(7)])).unwrap(),
-            Attempt::Acquired(7)
+            parse(Value::Int(-1501)).unwrap(),
+            Attempt::Blocked(Duration::from_millis(1500))
         );
         assert_eq!(
-            parse(Value::Array(vec![bulk("blocked"), Value::Int(1500)])).unwrap(),
-            Attempt::Blocked(Duration::from_millis(1500))
+            parse(Value::Int(-1)).unwrap(),
+            Attempt::Blocked(Duration::ZERO)
+        );
+        assert_eq!(
+            parse(Value::Array(vec![bulk("unchecked")])).unwrap(),
+            Attempt::Unchecked
         );
         match parse(Value::Array(vec![
             bulk("wrongtype"),
@@ -275,12 +367,11 @@ mod tests {
         }
         for bad in [
             Value::Nil,
-            Value::Int(3),
+            Value::Int(0),
             Value::Array(vec![]),
             Value::Array(vec![bulk("blocked")]),
-            Value::Array(vec![bulk("acquired")]),
-            Value::Array(vec![bulk("acquired"), Value::Int(0)]),
-            Value::Array(vec![bulk("acquired"), Value::Int(-1)]),
+            Value::Array(vec![bulk("acquired"), Value::Int(3)]),
+            Value::Array(vec![bulk("unchecked"), Value::Int(3)]),
             Value::Array(vec![bulk("wrongtype"), bulk("k")]),
         ] {
             match parse(bad) {

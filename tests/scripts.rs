@@ -35,6 +35,11 @@ async fn lock(conn: &MultiplexedConnection, id: &str, ttl: u64, intent: bool) ->
 }
 
 async fn rlock(conn: &MultiplexedConnection, id: &str, ttl: u64) -> Value {
+    rlock_counting(conn, id, ttl, false).await
+}
+
+/// `rlock.lua` with ARGV[4]: `counting` takes the fence key as a checked counter.
+async fn rlock_counting(conn: &MultiplexedConnection, id: &str, ttl: u64, counting: bool) -> Value {
     Script::new(RLOCK)
         .key("k")
         .key("k:lock-intent")
@@ -42,6 +47,7 @@ async fn rlock(conn: &MultiplexedConnection, id: &str, ttl: u64) -> Value {
         .arg(id)
         .arg(ttl)
         .arg(FENCE_MS)
+        .arg(if counting { "1" } else { "0" })
         .invoke_async(&mut conn.clone())
         .await
         .unwrap()
@@ -77,23 +83,18 @@ async fn unlock_as(conn: &MultiplexedConnection, id: &str, clear_intent: bool, m
         .unwrap()
 }
 
-/// The fencing token of an `{"acquired", token}` reply; panics on any other reply.
+/// The fencing token of an acquired reply (a positive integer); panics on any other.
 fn token(reply: &Value) -> i64 {
     match reply {
-        Value::Array(items) if items.first() == Some(&bulk("acquired")) => match items.get(1) {
-            Some(Value::Int(token)) if *token > 0 => *token,
-            other => panic!("acquired without a token: {other:?}"),
-        },
+        Value::Int(token) if *token > 0 => *token,
         other => panic!("expected acquired, got {other:?}"),
     }
 }
 
+/// The PTTL of a blocked reply (`-1 - pttl`); panics on any other.
 fn blocked_pttl(reply: &Value) -> i64 {
     match reply {
-        Value::Array(items) if items.first() == Some(&bulk("blocked")) => match items.get(1) {
-            Some(Value::Int(pttl)) => *pttl,
-            other => panic!("blocked without a PTTL: {other:?}"),
-        },
+        Value::Int(blocked) if *blocked < 0 => -1 - *blocked,
         other => panic!("expected blocked, got {other:?}"),
     }
 }
@@ -115,6 +116,40 @@ async fn lock_is_idempotent_for_one_id_and_blocks_others() {
     );
     blocked_pttl(&rlock(&conn, ID_B, 5000).await);
     assert_eq!(raw::get(&conn, "k").await.as_deref(), Some(ID_A));
+}
+
+#[tokio::test]
+async fn rlock_counts_on_a_checked_fence_and_reports_one_that_is_not_a_counter() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    raw::cmd::<()>(
+        &conn,
+        "SET",
+        &["k:fence", "1700000000000000", "PX", "600000"],
+    )
+    .await;
+    assert_eq!(
+        token(&rlock_counting(&conn, ID_A, 5000, true).await),
+        1_700_000_000_000_001
+    );
+    assert!(
+        raw::pttl(&conn, "k:fence").await > 600_000,
+        "retention renewed"
+    );
+
+    // Gone (expired, or a restart): restarts at the server clock, with a TTL.
+    raw::cmd::<i64>(&conn, "DEL", &["k:fence"]).await;
+    let time: Vec<String> = raw::cmd(&conn, "TIME", &[]).await;
+    let clock: i64 = time[0].parse::<i64>().unwrap() * 1_000_000 + time[1].parse::<i64>().unwrap();
+    assert!(token(&rlock_counting(&conn, ID_B, 5000, true).await) >= clock);
+    assert!(raw::pttl(&conn, "k:fence").await > 600_000);
+
+    // Not a counter any more: nothing taken, a non-integer left as it was.
+    raw::cmd::<()>(&conn, "SET", &["k:fence", "abc", "PX", "600000"]).await;
+    let reply = rlock_counting(&conn, "cccccccccccccccccccccccccccccccc", 5000, true).await;
+    assert_eq!(reply, Value::Array(vec![bulk("unchecked")]));
+    assert_eq!(raw::get(&conn, "k:fence").await.as_deref(), Some("abc"));
+    assert_eq!(raw::members(&conn, "k").await.len(), 2, "no reader added");
 }
 
 #[tokio::test]
