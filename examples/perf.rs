@@ -3,8 +3,8 @@
 //!
 //! Run with `cargo run --release --example perf`. It starts its own `redis-server`s
 //! from PATH on free loopback ports (a fresh one for each row that counts commands) and
-//! re-executes itself as the second process of the cross-process hand-off. It takes
-//! about a minute.
+//! re-executes itself as the second process of the cross-process hand-off and for
+//! each idle-guard count. It takes about a minute and a half.
 //!
 //! Raw baselines:
 //! - a raw write cycle is `SET key id NX PX ttl`, then a compare-and-delete script sent
@@ -112,10 +112,12 @@ fn lock_lua<'a>(key: &str, id: &str) -> ScriptInvocation<'a> {
     call
 }
 
-/// `lua/unlock.lua` for writer `id` on `key`: lock key (no intent key); id.
+/// `lua/unlock.lua` for writer `id` on `key`, with KEYS and ARGV as its header documents
+/// them: lock key (no intent key); id, release channel, "w" (a writer's id). The reply's
+/// bit 1 says that `id` held the lock.
 fn unlock_lua<'a>(key: &str, id: &str) -> ScriptInvocation<'a> {
     let mut call = UNLOCK_LUA.key(key);
-    call.arg(id);
+    call.arg(id).arg(format!("{key}:released")).arg("w");
     call
 }
 
@@ -180,20 +182,40 @@ fn wall_ns() -> i128 {
         .map_or(0, |since| since.as_nanos() as i128)
 }
 
-fn main() -> Result<()> {
+/// `err` and its sources, joined by `: `.
+fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(err) = source {
+        text.push_str(&format!(": {err}"));
+        source = err.source();
+    }
+    text
+}
+
+fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    let runtime = tokio::runtime::Runtime::new()?;
-    if args.get(1).map(String::as_str) == Some(PEER_ARG) {
+    let run = || -> Result<()> {
+        let runtime = tokio::runtime::Runtime::new()?;
+        if args.get(1).map(String::as_str) != Some(PEER_ARG) {
+            return runtime.block_on(run());
+        }
         let [role, a, b, c] = [2, 3, 4, 5].map(|i| args.get(i).cloned().unwrap_or_default());
-        return match role.as_str() {
+        match role.as_str() {
             "handoff" => runtime.block_on(peer(&a, &b, &c)),
             "guards" => {
                 runtime.block_on(guards_peer(a.parse()?, Duration::from_millis(b.parse()?)))
             }
             _ => Err(format!("unknown peer role {role:?}").into()),
-        };
+        }
+    };
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", chain(&*err));
+            std::process::ExitCode::FAILURE
+        }
     }
-    runtime.block_on(run())
 }
 
 /// One row of the table.
@@ -224,7 +246,7 @@ impl Row {
 
     /// The row of a measurement that could not be made.
     fn failed(id: &'static str, what: &str, err: &BoxError) -> Self {
-        let err = err.to_string().replace('|', "/").replace('\n', " ");
+        let err = chain(&**err).replace('|', "/").replace('\n', " ");
         Self::new(id, what, format!("FAILED: {err}"), "—".into(), "—".into())
     }
 }
@@ -234,7 +256,7 @@ fn push_rows(rows: &mut Vec<Row>, id: &'static str, what: &str, made: Result<Vec
     match made {
         Ok(made) => rows.extend(made),
         Err(err) => {
-            eprintln!("{id} {what}: {err}");
+            eprintln!("{id} {what}: {}", chain(&*err));
             rows.push(Row::failed(id, what, &err));
         }
     }
@@ -391,7 +413,7 @@ impl Workload {
                     return Err(format!("lock.lua on {key}: {reply:?}").into());
                 }
                 let released: i64 = unlock_lua(&key, &id).invoke_async(conn).await?;
-                if released != 1 {
+                if released & 1 != 1 {
                     return Err(format!("unlock.lua on {key} replied {released}").into());
                 }
                 Ok(())
@@ -436,24 +458,52 @@ async fn phase(
     Ok(cycles as f64 / start.elapsed().as_secs_f64())
 }
 
-/// The median rate of each workload over [`ROUNDS`] interleaved phases.
-async fn rates(bench: &Arc<Bench>, workloads: &[Workload], tasks: usize) -> Result<Vec<f64>> {
-    for &workload in workloads {
-        phase(bench, workload, tasks, WARM_UP).await?;
-    }
-    let mut samples = vec![Vec::new(); workloads.len()];
-    for _ in 0..ROUNDS {
-        for (i, &workload) in workloads.iter().enumerate() {
-            samples[i].push(phase(bench, workload, tasks, PHASE).await?);
+/// The median rate of each workload over [`ROUNDS`] interleaved phases; a workload
+/// that fails is dropped from the later phases and gives its error instead.
+async fn rates(
+    bench: &Arc<Bench>,
+    workloads: &[Workload],
+    tasks: usize,
+) -> Vec<Result<f64, String>> {
+    let mut samples: Vec<Result<Vec<f64>, String>> = vec![Ok(Vec::new()); workloads.len()];
+    for round in 0..=ROUNDS {
+        for (&workload, samples) in workloads.iter().zip(&mut samples) {
+            let Ok(rates) = samples else { continue };
+            // Round 0 warms up and is not kept.
+            let length = if round == 0 { WARM_UP } else { PHASE };
+            match phase(bench, workload, tasks, length).await {
+                Ok(rate) if round > 0 => rates.push(rate),
+                Ok(_) => {}
+                Err(err) => *samples = Err(format!("{workload:?}: {}", chain(&*err))),
+            }
         }
     }
-    Ok(samples
+    samples
         .into_iter()
-        .map(|mut rates| {
+        .map(|samples| {
+            let mut rates = samples?;
             rates.sort_by(f64::total_cmp);
-            rates[rates.len() / 2]
+            Ok(rates[rates.len() / 2])
         })
-        .collect())
+        .collect()
+}
+
+/// A throughput row: the library's (or floor's) rate next to the raw rate.
+fn rate_row(
+    id: &'static str,
+    what: String,
+    library: &Result<f64, String>,
+    raw: &Result<f64, String>,
+) -> Row {
+    let show = |rate: &Result<f64, String>| match rate {
+        Ok(rate) => per_s(*rate),
+        Err(err) => format!("FAILED: {}", err.replace('|', "/").replace('\n', " ")),
+    };
+    let ratio = match (library, raw) {
+        (Ok(library), Ok(raw)) => ratio(*library, *raw),
+        _ => "—".into(),
+    };
+    Row::new(id, what, show(library), show(raw), ratio)
 }
 
 fn per_s(rate: f64) -> String {
@@ -477,63 +527,63 @@ fn ratio(library: f64, raw: f64) -> String {
 }
 
 async fn throughput_rows(server: &RedisServer) -> Result<Vec<Row>> {
-    let mut rows = Vec::new();
     let conn = server.conn().await;
     let bench = Arc::new(Bench {
         mx: RwMutex::new(conn.clone(), "perf"),
         conn,
     });
     use Workload::{Fenced, Raw, Read, Scripts, Write};
-    let one = rates(&bench, &[Raw, Write, Read], 1).await?;
-    let (raw1, write1, read1) = (one[0], one[1], one[2]);
-    rows.push(Row::new(
-        "1a",
-        "uncontended write cycle (write + unlock), 1 task, cycles/s",
-        per_s(write1),
-        per_s(raw1),
-        ratio(write1, raw1),
-    ));
-    rows.push(Row::new(
-        "1b",
-        "uncontended read cycle (read + unlock), 1 task, cycles/s",
-        per_s(read1),
-        per_s(raw1),
-        ratio(read1, raw1),
-    ));
-    let many = rates(&bench, &[Raw, Write, Read, Fenced, Scripts], TASKS).await?;
-    let (raw, write, read, fenced, scripts) = (many[0], many[1], many[2], many[3], many[4]);
-    rows.push(Row::new(
-        "2",
-        format!("{TASKS} tasks, own keys, one shared connection: write cycles/s"),
-        per_s(write),
-        per_s(raw),
-        ratio(write, raw),
-    ));
-    rows.push(Row::new(
-        "3",
-        format!("{TASKS} readers on one key, one connection: read cycles/s"),
-        per_s(read),
-        per_s(raw),
-        ratio(read, raw),
-    ));
-    rows.push(Row::new(
-        "4",
-        format!(
-            "fenced floor, no library, {TASKS} tasks: pipelined SET NX PX + INCR fence, \
-             then compare-delete-PUBLISH script, cycles/s"
+    let one = rates(&bench, &[Raw, Write, Read], 1).await;
+    let [raw1, write1, read1] = &one[..] else {
+        unreachable!("one rate per workload")
+    };
+    let many = rates(&bench, &[Raw, Write, Read, Fenced, Scripts], TASKS).await;
+    let [raw, write, read, fenced, scripts] = &many[..] else {
+        unreachable!("one rate per workload")
+    };
+    Ok(vec![
+        rate_row(
+            "1a",
+            "uncontended write cycle (write + unlock), 1 task, cycles/s".into(),
+            write1,
+            raw1,
         ),
-        per_s(fenced),
-        per_s(raw),
-        ratio(fenced, raw),
-    ));
-    rows.push(Row::new(
-        "5",
-        format!("crate scripts as bare EVALSHA (lock.lua + unlock.lua), {TASKS} tasks, cycles/s"),
-        per_s(scripts),
-        per_s(raw),
-        ratio(scripts, raw),
-    ));
-    Ok(rows)
+        rate_row(
+            "1b",
+            "uncontended read cycle (read + unlock), 1 task, cycles/s".into(),
+            read1,
+            raw1,
+        ),
+        rate_row(
+            "2",
+            format!("{TASKS} tasks, own keys, one shared connection: write cycles/s"),
+            write,
+            raw,
+        ),
+        rate_row(
+            "3",
+            format!("{TASKS} readers on one key, one connection: read cycles/s"),
+            read,
+            raw,
+        ),
+        rate_row(
+            "4",
+            format!(
+                "fenced floor, no library, {TASKS} tasks: pipelined SET NX PX + INCR fence, \
+                 then compare-delete-PUBLISH script, cycles/s"
+            ),
+            fenced,
+            raw,
+        ),
+        rate_row(
+            "5",
+            format!(
+                "crate scripts as bare EVALSHA (lock.lua + unlock.lua), {TASKS} tasks, cycles/s"
+            ),
+            scripts,
+            raw,
+        ),
+    ])
 }
 
 // ---------------------------------------------------------------- row 6: hand-off
@@ -1054,9 +1104,10 @@ async fn acquire_guards(mx: &RwMutex<MultiplexedConnection>, n: usize) -> Result
                 Ok(guard) => guards.push(guard),
                 Err(err) => {
                     return Err(format!(
-                        "acquire failed after {} guards in {:.1} s: {err}",
+                        "acquire failed after {} guards in {:.1} s: {}",
                         guards.len(),
-                        started.elapsed().as_secs_f64()
+                        started.elapsed().as_secs_f64(),
+                        chain(&err)
                     )
                     .into())
                 }
