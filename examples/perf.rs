@@ -1117,21 +1117,24 @@ async fn acquire_guards(mx: &RwMutex<MultiplexedConnection>, n: usize) -> Result
     Ok(guards)
 }
 
-/// Unlocks every guard, [`GUARD_BATCH`] at a time; how many had been lost meanwhile.
-async fn release_guards(guards: Vec<Guard>) -> Result<usize> {
+/// Unlocks every guard, [`GUARD_BATCH`] at a time: how many had been lost meanwhile,
+/// and how many unlocks failed (those locks expire by their TTL).
+async fn release_guards(guards: Vec<Guard>) -> Result<(usize, usize)> {
     let mut guards = guards.into_iter();
-    let mut lost = 0;
+    let (mut lost, mut failed) = (0, 0);
     loop {
         let mut set = JoinSet::new();
         for guard in guards.by_ref().take(GUARD_BATCH) {
             set.spawn(guard.unlock());
         }
         if set.is_empty() {
-            return Ok(lost);
+            return Ok((lost, failed));
         }
         while let Some(done) = set.join_next().await {
-            if !done?? {
-                lost += 1;
+            match done? {
+                Ok(true) => {}
+                Ok(false) => lost += 1,
+                Err(_) => failed += 1,
             }
         }
     }
@@ -1146,6 +1149,7 @@ struct IdleGuards {
     cpu_per_refresh: Duration,
     cancelled: usize,
     lost: usize,
+    unlock_errors: usize,
     acquired_in: f64,
     calls: String,
 }
@@ -1190,10 +1194,10 @@ async fn guards_peer(n: usize, ttl: Duration) -> Result<()> {
     let raw_bytes = rss_bytes()?.saturating_sub(rss0) as f64 / n as f64;
     drop(raw_locks);
 
-    let lost = release_guards(guards).await?;
+    let (lost, unlock_errors) = release_guards(guards).await?;
     let windows = n as f64 * f64::from(GUARD_WINDOWS);
     println!(
-        "guards\t{bytes}\t{raw_bytes}\t{}\t{}\t{}\t{cancelled}\t{lost}\t{acquired_in}\t{}",
+        "guards\t{bytes}\t{raw_bytes}\t{}\t{}\t{}\t{cancelled}\t{lost}\t{unlock_errors}\t{acquired_in}\t{}",
         refreshes as f64 / windows,
         cpu.as_secs_f64() / wall.as_secs_f64(),
         cpu.as_secs_f64() / refreshes.max(1) as f64,
@@ -1224,7 +1228,7 @@ async fn idle_guards(n: usize, ttl: Duration) -> Result<IdleGuards> {
         .ok_or_else(|| format!("{} ({})", stderr.trim(), out.status))?
         .split('\t')
         .collect();
-    let [bytes, raw_bytes, refreshes, cpu_per_s, cpu_per_refresh, cancelled, lost, acquired_in, calls] =
+    let [bytes, raw_bytes, refreshes, cpu_per_s, cpu_per_refresh, cancelled, lost, unlock_errors, acquired_in, calls] =
         fields[..]
     else {
         return Err(format!("the {n}-guard process said {stdout:?}").into());
@@ -1237,6 +1241,7 @@ async fn idle_guards(n: usize, ttl: Duration) -> Result<IdleGuards> {
         cpu_per_refresh: Duration::from_secs_f64(cpu_per_refresh.parse()?),
         cancelled: cancelled.parse()?,
         lost: lost.parse()?,
+        unlock_errors: unlock_errors.parse()?,
         acquired_in: acquired_in.parse()?,
         calls: calls.to_string(),
     })
@@ -1252,12 +1257,13 @@ async fn idle_guard_rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) {
         let made = idle_guards(n, ttl).await.map(|run| {
             notes.push(format!(
                 "row {id} ({n} guards, ttl {} s, own process): acquired in {:.1} s; \
-                 {} cancelled during the windows, {} found lost at unlock; \
-                 commands per guard per ttl/2: {}",
+                 {} cancelled during the windows, {} found lost at unlock, {} unlocks \
+                 failed; commands per guard per ttl/2: {}",
                 ttl.as_secs(),
                 run.acquired_in,
                 run.cancelled,
                 run.lost,
+                run.unlock_errors,
                 run.calls
             ));
             vec![Row::new(
