@@ -1,63 +1,297 @@
-//! Uncontended lock cycles (acquire + release) against a harness-started redis-server,
-//! next to a baseline: the same two round trips done with plain redis-rs commands
-//! (`SET key id NX PX ttl`, then `DEL key`), so results read as a ratio to it.
+//! Lock cycles (acquire + release) against a harness-started redis-server, each group
+//! next to its raw redis-rs baseline so results read as a ratio to it.
+//!
+//! The raw write cycle is `SET key id NX PX ttl`, then a compare-and-delete script sent
+//! as EVALSHA (`redis::Script`): the two round trips any Redis lock needs.
+//!
+//! - `uncontended`: one task, one key: `raw`, `write` (write + unlock), `read`.
+//! - `tasks32`: 32 tasks on their own keys sharing one connection; one iteration is one
+//!   cycle per task (the time of 32 concurrent cycles): `raw`, `write`.
+//! - `readers32`: 32 tasks reading one key (read + unlock), next to the raw 32-task figure.
+//! - `handoff`: A holds key K and B waits for it on its own connection (B's mutex has a
+//!   notifier); A releases; measured from A's release returning to B's acquire returning.
+//!   `raw` is the floor: B waits on a Pub/Sub subscription to `K:released` and retries
+//!   `SET NX` when woken; A releases with a compare-delete-publish script.
+//!
+//! `cargo bench --bench cycle -- --test` runs every benchmark once.
 
 #[path = "../tests/common/server.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod server;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode};
+use futures_util::StreamExt;
+use redis::aio::MultiplexedConnection;
+use redis::Script;
 use redismutex::RwMutex;
+use tokio::runtime::Runtime;
+use tokio::task::JoinSet;
 
-fn cycles(c: &mut Criterion) {
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let server = server::RedisServer::start();
-    let mx = runtime.block_on(async { RwMutex::new(server.conn().await, "bench") });
+/// Tasks sharing one connection in `tasks32` and `readers32`.
+const TASKS: usize = 32;
+/// The PX of raw locks, the library's default TTL.
+const TTL_MS: u64 = 4000;
+/// How long B waits, blocked, before A releases in `handoff` (not counted).
+const BLOCKED: Duration = Duration::from_millis(5);
 
-    let mut group = c.benchmark_group("cycle");
-    let conn = runtime.block_on(server.conn());
-    group.bench_function("baseline_set_nx_del", |b| {
-        b.to_async(&runtime).iter(|| {
-            let mut conn = conn.clone();
-            async move {
-                let set: Option<String> = redis::cmd("SET")
-                    .arg("bench-baseline")
-                    .arg("0123456789abcdef0123456789abcdef")
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(4000)
-                    .query_async(&mut conn)
-                    .await
-                    .expect("SET NX");
-                assert!(set.is_some());
-                let deleted: i64 = redis::cmd("DEL")
-                    .arg("bench-baseline")
-                    .query_async(&mut conn)
-                    .await
-                    .expect("DEL");
-                assert_eq!(deleted, 1);
+/// Deletes `KEYS[1]` when it holds `ARGV[1]`.
+static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET',KEYS[1])==ARGV[1] then return redis.call('DEL',KEYS[1]) end return 0",
+    )
+});
+
+/// Deletes `KEYS[1]` when it holds `ARGV[1]` and publishes `ARGV[1]` on `KEYS[1]:released`.
+static RELEASE_PUBLISH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET',KEYS[1])==ARGV[1] then redis.call('DEL',KEYS[1]) \
+         redis.call('PUBLISH',KEYS[1]..':released',ARGV[1]) return 1 end return 0",
+    )
+});
+
+/// A 32-hex-character lock id, like the library's.
+fn raw_id(n: usize) -> String {
+    format!("{n:032x}")
+}
+
+/// `SET key id NX PX ttl`: whether it was set.
+async fn raw_set(conn: &mut MultiplexedConnection, key: &str, id: &str) -> bool {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(id)
+        .arg("NX")
+        .arg("PX")
+        .arg(TTL_MS)
+        .query_async(conn)
+        .await
+        .expect("SET NX PX");
+    set.is_some()
+}
+
+/// Releases with `script`; asserts `id` held `key`.
+async fn raw_release(conn: &mut MultiplexedConnection, script: &Script, key: &str, id: &str) {
+    let released: i64 = script
+        .key(key)
+        .arg(id)
+        .invoke_async(conn)
+        .await
+        .expect("release script");
+    assert_eq!(released, 1, "{key} was not held by {id}");
+}
+
+/// One raw write cycle on a free key.
+async fn raw_cycle(conn: &mut MultiplexedConnection, key: &str, id: &str) {
+    assert!(raw_set(conn, key, id).await, "{key} is taken");
+    raw_release(conn, &RELEASE, key, id).await;
+}
+
+async fn write_cycle(mx: &RwMutex<MultiplexedConnection>, key: &str) {
+    let guard = mx.write().key(key).await.expect("write");
+    assert!(guard.unlock().await.expect("unlock"));
+}
+
+async fn read_cycle(mx: &RwMutex<MultiplexedConnection>, key: &str) {
+    let guard = mx.read().key(key).await.expect("read");
+    assert!(guard.unlock().await.expect("unlock"));
+}
+
+/// Runs `iters` raw cycles in each of [`TASKS`] tasks on their own keys, concurrently.
+async fn raw_tasks(conn: &MultiplexedConnection, iters: u64) -> Duration {
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    for task in 0..TASKS {
+        let mut conn = conn.clone();
+        tasks.spawn(async move {
+            let (key, id) = (format!("bench-raw:{task}"), raw_id(task));
+            for _ in 0..iters {
+                raw_cycle(&mut conn, &key, &id).await;
             }
+        });
+    }
+    tasks.join_all().await;
+    start.elapsed()
+}
+
+/// Runs `iters` library cycles in each of [`TASKS`] tasks concurrently: writes on their
+/// own keys, or reads on one shared key.
+async fn mutex_tasks(mx: &RwMutex<MultiplexedConnection>, iters: u64, read: bool) -> Duration {
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    for task in 0..TASKS {
+        let mx = mx.clone();
+        tasks.spawn(async move {
+            let key = if read {
+                "shared".to_string()
+            } else {
+                task.to_string()
+            };
+            for _ in 0..iters {
+                if read {
+                    read_cycle(&mx, &key).await;
+                } else {
+                    write_cycle(&mx, &key).await;
+                }
+            }
+        });
+    }
+    tasks.join_all().await;
+    start.elapsed()
+}
+
+fn bench_raw_tasks(
+    group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    runtime: &Runtime,
+    conn: &MultiplexedConnection,
+) {
+    group.bench_function("raw", |b| {
+        b.to_async(runtime)
+            .iter_custom(|iters| async move { raw_tasks(conn, iters).await })
+    });
+}
+
+fn uncontended(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer) {
+    let conn = runtime.block_on(server.conn());
+    let mx = RwMutex::new(conn.clone(), "bench-uncontended");
+    let mut group = c.benchmark_group("uncontended");
+    group.bench_function("raw", |b| {
+        let id = raw_id(0);
+        b.to_async(runtime).iter(|| {
+            let (mut conn, id) = (conn.clone(), &id);
+            async move { raw_cycle(&mut conn, "bench-raw:uncontended", id).await }
         })
     });
     group.bench_function("write", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let guard = mx.write().await.expect("write");
-            assert!(guard.unlock().await.expect("unlock"));
-        })
+        b.to_async(runtime).iter(|| write_cycle(&mx, "one"))
     });
     group.bench_function("read", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let guard = mx.read().await.expect("read");
-            assert!(guard.unlock().await.expect("unlock"));
+        b.to_async(runtime).iter(|| read_cycle(&mx, "one"))
+    });
+    group.finish();
+}
+
+fn tasks32(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer) {
+    let conn = runtime.block_on(server.conn());
+    let mx = RwMutex::new(conn.clone(), "bench-tasks32");
+    let mut group = c.benchmark_group("tasks32");
+    bench_raw_tasks(&mut group, runtime, &conn);
+    group.bench_function("write", |b| {
+        b.to_async(runtime)
+            .iter_custom(|iters| mutex_tasks(&mx, iters, false))
+    });
+    group.finish();
+}
+
+fn readers32(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer) {
+    let conn = runtime.block_on(server.conn());
+    let mx = RwMutex::new(conn.clone(), "bench-readers32");
+    let mut group = c.benchmark_group("readers32");
+    bench_raw_tasks(&mut group, runtime, &conn);
+    group.bench_function("read", |b| {
+        b.to_async(runtime)
+            .iter_custom(|iters| mutex_tasks(&mx, iters, true))
+    });
+    group.finish();
+}
+
+fn handoff(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer) {
+    let client = server.client();
+    let (conn_a, conn_b) = runtime.block_on(async { (server.conn().await, server.conn().await) });
+    let mut group = c.benchmark_group("handoff");
+    // Each iteration waits BLOCKED first: few, flat samples keep the run short.
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+
+    group.bench_function("raw", |b| {
+        const KEY: &str = "bench-handoff:raw";
+        // Shared by every iteration's future, one at a time.
+        let messages = tokio::sync::Mutex::new(runtime.block_on(async {
+            let mut pubsub = client.get_async_pubsub().await.expect("pubsub");
+            pubsub
+                .subscribe(format!("{KEY}:released"))
+                .await
+                .expect("SUBSCRIBE");
+            pubsub.into_on_message()
+        }));
+        let (id_a, id_b) = (raw_id(1), raw_id(2));
+        b.to_async(runtime).iter_custom(|iters| {
+            let (mut conn_a, mut conn_b) = (conn_a.clone(), conn_b.clone());
+            let (id_a, id_b, messages) = (&id_a, &id_b, &messages);
+            async move {
+                let mut messages = messages.lock().await;
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    assert!(raw_set(&mut conn_a, KEY, id_a).await);
+                    let holder = async {
+                        tokio::time::sleep(BLOCKED).await;
+                        raw_release(&mut conn_a, &RELEASE_PUBLISH, KEY, id_a).await;
+                        Instant::now()
+                    };
+                    let waiter = async {
+                        while !raw_set(&mut conn_b, KEY, id_b).await {
+                            // Subscribed before the first SET: the timeout only
+                            // bounds a wait on a holder that never publishes.
+                            let _ = tokio::time::timeout(
+                                Duration::from_millis(TTL_MS),
+                                messages.next(),
+                            )
+                            .await;
+                        }
+                        Instant::now()
+                    };
+                    let (released, acquired) = tokio::join!(holder, waiter);
+                    total += acquired.saturating_duration_since(released);
+                    raw_release(&mut conn_b, &RELEASE, KEY, id_b).await;
+                }
+                total
+            }
         })
     });
-    group.bench_function("try_write", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let guard = mx.try_write().await.expect("try_write").expect("free");
-            assert!(guard.unlock().await.expect("unlock"));
+
+    let mx_a = RwMutex::new(conn_a.clone(), "bench-handoff");
+    let mx_b = RwMutex::builder(conn_b.clone(), "bench-handoff")
+        .notifier(client.clone())
+        .build()
+        .expect("mutex B");
+    group.bench_function("write", |b| {
+        b.to_async(runtime).iter_custom(|iters| {
+            let (mx_a, mx_b) = (&mx_a, &mx_b);
+            async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let held = mx_a.write().key("k").await.expect("A write");
+                    let holder = async {
+                        tokio::time::sleep(BLOCKED).await;
+                        assert!(held.unlock().await.expect("A unlock"));
+                        Instant::now()
+                    };
+                    let waiter = async {
+                        let guard = mx_b.write().key("k").await.expect("B write");
+                        (Instant::now(), guard)
+                    };
+                    let (released, (acquired, guard)) = tokio::join!(holder, waiter);
+                    total += acquired.saturating_duration_since(released);
+                    assert!(guard.unlock().await.expect("B unlock"));
+                }
+                total
+            }
         })
     });
     group.finish();
+}
+
+fn cycles(c: &mut Criterion) {
+    let runtime = Runtime::new().expect("tokio runtime");
+    let server = server::RedisServer::start();
+    uncontended(c, &runtime, &server);
+    tasks32(c, &runtime, &server);
+    readers32(c, &runtime, &server);
+    handoff(c, &runtime, &server);
 }
 
 criterion_group!(benches, cycles);
