@@ -407,8 +407,8 @@ impl Workload {
             Self::Scripts => {
                 let key = format!("perf-scripts:{task}");
                 let reply: Value = lock_lua(&key, &id).invoke_async(conn).await?;
-                let acquired = matches!(&reply, Value::Array(items)
-                    if matches!(items.first(), Some(Value::BulkString(s)) if s == b"acquired"));
+                // A positive integer is the token: acquired.
+                let acquired = matches!(reply, Value::Int(token) if token > 0);
                 if !acquired {
                     return Err(format!("lock.lua on {key}: {reply:?}").into());
                 }
