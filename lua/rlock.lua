@@ -18,9 +18,10 @@
 --                             reply when ARGV[1] was already a member (a resent request).
 --   -1 - pttl (integer < 0)   blocked: a writer holds KEYS[1] (pttl is its PTTL in ms) or a
 --                             writer waits (KEYS[2] exists; pttl is the intent's PTTL in ms).
---   {"unchecked"}             with ARGV[4] == "1" only: KEYS[3] was not a token below
---                             2^53 - 1 after all (it was incremented, nothing else changed);
---                             call again with ARGV[4] == "0" for the typed error.
+--   {"unchecked"}             with ARGV[4] == "1" only: KEYS[3] was not a counter below
+--                             2^53 - 1 after all (an integer there was incremented, nothing
+--                             else changed); call again with ARGV[4] == "0" for the typed
+--                             error.
 --   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use
 --                             (for KEYS[3]: anything but a decimal integer below 2^53 - 1,
 --                             "exhausted counter" for 2^53 - 1);
@@ -29,33 +30,27 @@
 --                             nothing was changed.
 --
 -- With ARGV[4] == "0" every check comes before the first write, so an error (OOM,
--- READONLY) changes nothing; with "1" the INCR of KEYS[3] may stand alone (it only makes
--- a later token larger).
+-- READONLY) changes nothing. With "1" the SADD comes first and is undone when a check
+-- refuses; the INCR of KEYS[3] is not undone (it only makes a later token larger), and
+-- KEYS[3]'s TTL is left as it is unless the counter restarts from the clock.
 
 local ttl = tonumber(ARGV[2])
 
--- The lock: absent or a set of readers (SISMEMBER answers), or (it fails) a writer's
--- string or a foreign type.
-local pttl = redis.call('PTTL', KEYS[1])
-local member = 0
-if pttl ~= -2 then
-    member = redis.pcall('SISMEMBER', KEYS[1], ARGV[1])
-    if type(member) == 'table' then
-        local lock_type = redis.call('TYPE', KEYS[1])['ok']
-        if lock_type ~= 'string' then
-            return {'wrongtype', KEYS[1], lock_type}
-        end
+-- Blocked by a writer's key, or a key this protocol does not use; nothing was changed.
+local function refused()
+    local lock_type = redis.call('TYPE', KEYS[1])['ok']
+    if lock_type ~= 'string' then
+        return {'wrongtype', KEYS[1], lock_type}
     end
+    local pttl = redis.call('PTTL', KEYS[1])
     if pttl == -1 then
         return {'noexpiry', KEYS[1]}
     end
-    if type(member) == 'table' then
-        return -1 - pttl
-    end
+    return -1 - pttl
 end
 
--- A waiting writer's intent keeps new readers out.
-if member == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+-- Blocked by a waiting writer's intent, or an intent key this protocol does not use.
+local function intent_blocks()
     local intent_type = redis.call('TYPE', KEYS[2])['ok']
     if intent_type ~= 'string' then
         return {'wrongtype', KEYS[2], intent_type}
@@ -67,49 +62,97 @@ if member == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
     return -1 - intent_pttl
 end
 
--- The token. Tokens minted from the clock are above 10^15 (microseconds since 2001), so
--- a smaller count means the counter was (re)created since: it restarts at the clock.
-local token
 if ARGV[4] == '1' then
-    token = redis.pcall('INCR', KEYS[3])
+    -- Counting: SADD before the other checks (it fails on a writer's string), undone if
+    -- one of them refuses. A script's writes all succeed or the first fails (OOM,
+    -- READONLY).
+    local pttl = redis.call('PTTL', KEYS[1])
+    if pttl == -1 then
+        local lock_type = redis.call('TYPE', KEYS[1])['ok']
+        if lock_type ~= 'string' and lock_type ~= 'set' then
+            return {'wrongtype', KEYS[1], lock_type}
+        end
+        return {'noexpiry', KEYS[1]}
+    end
+    local added = redis.pcall('SADD', KEYS[1], ARGV[1])
+    if type(added) ~= 'number' then
+        return refused()
+    end
+    if added == 1 and redis.call('EXISTS', KEYS[2]) == 1 then
+        redis.call('SREM', KEYS[1], ARGV[1])
+        return intent_blocks()
+    end
+    local token = redis.pcall('INCR', KEYS[3])
     if type(token) ~= 'number' or token < 1 or token > 2^53 - 1 then
+        if added == 1 then
+            redis.call('SREM', KEYS[1], ARGV[1])
+        end
         return {'unchecked'}
     end
-else
-    local fence = redis.pcall('GET', KEYS[3])
-    token = 1
-    if fence then
-        -- Only what these scripts store: a decimal integer with no sign, point or leading
-        -- zero, at most 2^53 - 1, the largest integer a Lua number holds exactly.
-        if type(fence) ~= 'string' or not fence:match('^[1-9]%d*$') or #fence > 16
-            or tonumber(fence) > 2^53 - 1 then
-            local found = type(fence) == 'string' and 'non-integer string'
-                or redis.call('TYPE', KEYS[3])['ok']
-            return {'wrongtype', KEYS[3], found}
-        end
-        if tonumber(fence) == 2^53 - 1 then
-            return {'wrongtype', KEYS[3], 'exhausted counter'}
-        end
-        if redis.call('PTTL', KEYS[3]) == -1 then
-            return {'noexpiry', KEYS[3]}
-        end
-        token = tonumber(fence) + 1
+    if token < 1e15 then
+        -- The counter was gone (expired, or the server restarted empty): restart it at
+        -- the server clock in microseconds, with its TTL.
+        local time = redis.call('TIME')
+        token = math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+        redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
+    end
+    if pttl < ttl then
+        redis.call('PEXPIRE', KEYS[1], ttl)
+    end
+    return token
+end
+
+-- Checked: every check comes before the first write.
+-- The fence: absent, or a canonical decimal integer below 2^53 - 1 with a TTL.
+local fence = redis.pcall('GET', KEYS[3])
+local token = 1
+if fence then
+    -- Only what these scripts store: a decimal integer with no sign, point or leading
+    -- zero, at most 2^53 - 1, the largest integer a Lua number holds exactly.
+    if type(fence) ~= 'string' or not fence:match('^[1-9]%d*$') or #fence > 16
+        or tonumber(fence) > 2^53 - 1 then
+        local found = type(fence) == 'string' and 'non-integer string'
+            or redis.call('TYPE', KEYS[3])['ok']
+        return {'wrongtype', KEYS[3], found}
+    end
+    if tonumber(fence) == 2^53 - 1 then
+        return {'wrongtype', KEYS[3], 'exhausted counter'}
+    end
+    if redis.call('PTTL', KEYS[3]) == -1 then
+        return {'noexpiry', KEYS[3]}
+    end
+    token = tonumber(fence) + 1
+end
+
+-- The lock: absent or a set of readers (SISMEMBER answers), or (it fails) a writer's
+-- string or a foreign type.
+local pttl = redis.call('PTTL', KEYS[1])
+local member = 0
+if pttl ~= -2 then
+    member = redis.pcall('SISMEMBER', KEYS[1], ARGV[1])
+    if type(member) ~= 'number' then
+        return refused()
+    end
+    if pttl == -1 then
+        return {'noexpiry', KEYS[1]}
     end
 end
+
+-- A waiting writer's intent keeps new readers out.
+if member == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+    return intent_blocks()
+end
+
+-- The token: one more than the last. Tokens minted from the clock are above 10^15
+-- (microseconds since 2001), so a smaller count means the counter was (re)created since:
+-- it restarts at the server clock. TIME is read before the first write, so an error
+-- there (an ACL without TIME) changes nothing.
 if token < 1e15 then
-    -- TIME is read before the first write (in the checked case), so an error there (an
-    -- ACL without TIME) changes nothing.
     local time = redis.call('TIME')
     token = math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
-    redis.call('SADD', KEYS[1], ARGV[1])
-    redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
-elseif ARGV[4] == '1' then
-    redis.call('SADD', KEYS[1], ARGV[1])
-    redis.call('PEXPIRE', KEYS[3], ARGV[3])
-else
-    redis.call('SADD', KEYS[1], ARGV[1])
-    redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
 end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
 if pttl < ttl then
     redis.call('PEXPIRE', KEYS[1], ttl)
 end
