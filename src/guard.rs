@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
-use crate::lease::Lease;
+use crate::lease::{Held, Lease};
 use crate::mode::Mode;
 use crate::reason::CancelReason;
 use crate::refresh;
@@ -41,13 +41,13 @@ use crate::status::Status;
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
 pub struct Guard {
-    key: String,
-    id: String,
+    lease: Arc<dyn Held>,
     mode: Mode,
     fencing_token: u64,
     token: CancellationToken,
     status: Arc<Status>,
     task: JoinHandle<Result<bool, Error>>,
+    spawner: Spawner,
 }
 
 impl Guard {
@@ -68,33 +68,33 @@ impl Guard {
             None => CancellationToken::new(),
         };
         let status = Arc::new(Status::new(parent, sent, sent + lease.validity()));
-        let (key, id, mode) = (lease.keys.lock.clone(), lease.id.clone(), lease.mode);
+        let mode = lease.mode;
         let task = spawner.spawn(refresh::keep(
-            lease,
+            Arc::clone(&lease),
             token.clone(),
             Arc::clone(&status),
             sent,
         ));
         Self {
-            key,
-            id,
+            lease,
             mode,
             fencing_token,
             token,
             status,
             task,
+            spawner: spawner.clone(),
         }
     }
 
     /// The Redis lock key: `<name>` or `<name>:<key>`.
     pub fn key(&self) -> &str {
-        &self.key
+        self.lease.key()
     }
 
     /// This lock's id: 32 lowercase hex characters from 16 CSPRNG bytes. A writer's id
     /// is the value of the lock key; a reader's id is a member of the set at the lock key.
     pub fn id(&self) -> &str {
-        &self.id
+        self.lease.id()
     }
 
     /// Whether this is a read (shared) or write (exclusive) lock.
@@ -202,11 +202,23 @@ impl Guard {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the release runs in the guard's background task, so dropping this
-    /// future does not stop it.
+    /// Cancel safe: dropping this future before the release is answered hands the
+    /// release to a background task, as dropping the guard does.
     pub async fn unlock(mut self) -> Result<bool, Error> {
+        if !self.status.claim_end() {
+            // The background task ended the lock first (or is ending it): its result.
+            self.token.cancel();
+            return (&mut self.task).await.unwrap_or(Err(Error::Cancelled));
+        }
         self.token.cancel();
-        (&mut self.task).await.unwrap_or(Err(Error::Cancelled))
+        // Sent from here rather than from the background task: one task switch less.
+        let pending = ReleaseOnDrop {
+            lease: Some(Arc::clone(&self.lease)),
+            spawner: self.spawner.clone(),
+        };
+        let released = self.lease.release().await;
+        pending.disarm();
+        released
     }
 }
 
@@ -217,11 +229,38 @@ impl Drop for Guard {
     }
 }
 
+/// Sends the release from a background task if `unlock` is dropped before its reply.
+struct ReleaseOnDrop {
+    lease: Option<Arc<dyn Held>>,
+    spawner: Spawner,
+}
+
+impl ReleaseOnDrop {
+    fn disarm(mut self) {
+        self.lease = None;
+    }
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            self.spawner.spawn(async move {
+                if let Err(err) = lease.release().await {
+                    tracing::warn!(
+                        key = %lease.key(), id = %lease.id(), error = %crate::error::chain(&err),
+                        "release after a dropped unlock failed; the lock expires by its TTL"
+                    );
+                }
+            });
+        }
+    }
+}
+
 impl fmt::Debug for Guard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guard")
-            .field("key", &self.key)
-            .field("id", &self.id)
+            .field("key", &self.key())
+            .field("id", &self.id())
             .field("mode", &self.mode)
             .field("fencing_token", &self.fencing_token)
             .field("cancel_reason", &self.status.recorded())

@@ -1,5 +1,7 @@
 //! One lock's identity in Redis and the script calls made on its behalf.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,6 +83,31 @@ where
             hub.released(&self.keys.channel, &self.id);
         }
         Ok(released.held)
+    }
+}
+
+/// A held lease, without its connection type: what a [`Guard`](crate::Guard) needs.
+pub(crate) trait Held: Send + Sync {
+    fn key(&self) -> &str;
+    fn id(&self) -> &str;
+    /// [`Lease::release`] without clearing an intent.
+    fn release(&self) -> Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + '_>>;
+}
+
+impl<C> Held for Lease<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn key(&self) -> &str {
+        &self.keys.lock
+    }
+
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn release(&self) -> Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + '_>> {
+        Box::pin(Lease::release(self, false))
     }
 }
 

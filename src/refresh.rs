@@ -22,7 +22,8 @@ use crate::status::Status;
 ///
 /// Returns what the release found: `Ok(true)` when this id held the lock and was
 /// removed, `Ok(false)` when it was gone (including [`CancelReason::Lost`], which sends
-/// nothing).
+/// nothing), or when [`Guard::unlock`](crate::Guard::unlock) claimed the release and
+/// sent it itself.
 pub(crate) async fn keep<C>(
     lease: Arc<Lease<C>>,
     token: CancellationToken,
@@ -38,7 +39,9 @@ where
         let refresh = async {
             sleep_until(next).await;
             let sent = Instant::now();
-            (sent, lease.refresh(&mut conn).await)
+            // Boxed: the request's state is allocated only while it is in flight, so an
+            // idle guard's task stays small.
+            (sent, Box::pin(lease.refresh(&mut conn)).await)
         };
         tokio::select! {
             biased;
@@ -55,6 +58,7 @@ where
                 }
                 Ok(false) => {
                     tracing::warn!(key = %lease.keys.lock, id = %lease.id, "lock lost: refresh found it no longer held");
+                    status.claim_end();
                     status.cancel(&token, CancelReason::Lost);
                     return Ok(false);
                 }
@@ -64,6 +68,10 @@ where
                 }
             },
         }
+    }
+    if !status.claim_end() {
+        // `unlock` releases it itself.
+        return Ok(false);
     }
     let reason = status.reason(&token);
     let released = lease.release(false).await;

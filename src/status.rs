@@ -1,7 +1,7 @@
 //! What a guard and its background task share: why the token fired, and until when the
 //! lock is surely held.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -22,6 +22,9 @@ pub(crate) struct Status {
     base: Instant,
     /// The validity deadline, in nanoseconds after `base`.
     deadline_ns: AtomicU64,
+    /// Whoever ends the lock (`unlock`, or the background task) has claimed it, so that
+    /// exactly one of them releases it.
+    ended: AtomicBool,
 }
 
 impl Status {
@@ -33,9 +36,16 @@ impl Status {
             parent,
             base: sent,
             deadline_ns: AtomicU64::new(0),
+            ended: AtomicBool::new(false),
         };
         status.extend(deadline);
         status
+    }
+
+    /// Claims the end of the lock: true for the first caller only, who then releases it
+    /// (or knows it lost).
+    pub(crate) fn claim_end(&self) -> bool {
+        !self.ended.swap(true, Ordering::AcqRel)
     }
 
     /// Moves the validity deadline to `deadline`, unless it is already later.

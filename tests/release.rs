@@ -123,3 +123,26 @@ async fn a_task_tracker_waits_for_pending_releases() {
         "released before the tracker finished"
     );
 }
+
+#[tokio::test]
+async fn an_unlock_dropped_before_its_reply_still_releases() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = RwMutex::builder(conn.clone(), "res")
+        .ttl(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let guard = mx.write().await.unwrap();
+    let token = guard.token().clone();
+    // The unlock script must be loaded again: its first request gets NOSCRIPT and the
+    // resend would come from the dropped future.
+    raw::cmd::<()>(&conn, "SCRIPT", &["FLUSH"]).await;
+    let mut unlock = Box::pin(guard.unlock());
+    assert!(futures_util::poll!(unlock.as_mut()).is_pending());
+    drop(unlock);
+    assert!(token.is_cancelled());
+    assert!(
+        eventually(|| async { !raw::exists(&conn, "res").await }).await,
+        "released in the background, not left for the 30 s TTL"
+    );
+}

@@ -133,7 +133,10 @@ async fn rlock_counts_on_a_checked_fence_and_reports_one_that_is_not_a_counter()
         1_700_000_000_000_001
     );
     let pttl = raw::pttl(&conn, "k:fence").await;
-    assert!((1..=600_000).contains(&pttl), "counting leaves the TTL: {pttl}");
+    assert!(
+        (1..=600_000).contains(&pttl),
+        "counting leaves the TTL: {pttl}"
+    );
 
     // Gone (expired, or a restart): restarts at the server clock, with a TTL.
     raw::cmd::<i64>(&conn, "DEL", &["k:fence"]).await;
