@@ -191,14 +191,21 @@ where
         let sleep = async {
             match &waiter {
                 Some(waiter) => waiter.sleep(pause).await,
-                None => tokio::time::sleep(pause).await,
+                None => {
+                    tokio::time::sleep(pause).await;
+                    false
+                }
             }
         };
-        tokio::select! {
+        let woken = tokio::select! {
             biased;
             err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),
-            () = sleep => {}
-        }
+            woken = sleep => woken,
+        };
+        // Woken by a release, the lock is likely free: a writer that keeps no intent (the
+        // fast path would not clear it) tries without a script.
+        fast =
+            woken && lease.mode == Mode::Write && !set_intent && fences.checked(&lease.keys.lock);
     }
 }
 

@@ -289,19 +289,20 @@ impl Waiter {
         *self.subscribed.borrow()
     }
 
-    /// Sleeps for `pause`, or less if woken (also by a wake-up since [`attempting`]).
+    /// Sleeps for `pause`, or less if woken (also by a wake-up since [`attempting`]);
+    /// true when woken.
     ///
     /// [`attempting`]: Self::attempting
-    pub(crate) async fn sleep(&self, pause: Duration) {
+    pub(crate) async fn sleep(&self, pause: Duration) -> bool {
         let notified = self.slot.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         if self.slot.woken.load(Ordering::Acquire) {
-            return;
+            return true;
         }
         tokio::select! {
-            () = notified => {}
-            () = tokio::time::sleep(pause) => {}
+            () = notified => true,
+            () = tokio::time::sleep(pause) => false,
         }
     }
 

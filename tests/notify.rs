@@ -389,8 +389,10 @@ async fn the_message_of_a_local_release_wakes_nobody_twice() {
         base: Duration::from_millis(150),
         jitter: Duration::ZERO,
     });
+    // With intent, every attempt is a script, so scripts count attempts.
     let mx = RwMutex::builder(conn.clone(), "jobs")
         .ttl(TTL)
+        .lock_intent(true)
         .notifier(redis::Client::open(proxy.url()).unwrap())
         .build()
         .unwrap();
