@@ -88,7 +88,10 @@ where
     let fences = &request.inner.fences;
     // A writer's first attempt on a lock key whose fence key this mutex has checked goes
     // without a script.
-    let mut fast = lease.mode == Mode::Write && !skip_attempt && fences.checked(&lease.keys.lock);
+    let fast_ok = || {
+        lease.mode == Mode::Write && fences.countable(&lease.keys.lock, settings.fence_retention)
+    };
+    let mut fast = !skip_attempt && fast_ok();
 
     loop {
         let mut blocked_for = lease.ttl;
@@ -108,7 +111,11 @@ where
             blocked_for = match attempt {
                 Ok(Attempt::Acquired(token)) if Instant::now() < sent + lease.validity() => {
                     pending.disarm();
-                    fences.mark(&lease.keys.lock, token);
+                    if use_fast || (lease.mode == Mode::Read && fence_checked) {
+                        fences.counted(&lease.keys.lock, token);
+                    } else {
+                        fences.minted(&lease.keys.lock, token, sent);
+                    }
                     if let Some(waiter) = waiter.take() {
                         waiter.acquired();
                     }
@@ -204,8 +211,7 @@ where
         };
         // Woken by a release, the lock is likely free: a writer that keeps no intent (the
         // fast path would not clear it) tries without a script.
-        fast =
-            woken && lease.mode == Mode::Write && !set_intent && fences.checked(&lease.keys.lock);
+        fast = woken && !set_intent && fast_ok();
     }
 }
 

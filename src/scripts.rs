@@ -73,7 +73,7 @@ pub(crate) enum FastLock {
     /// The lock is held under our id, with this fencing token.
     Acquired(u64),
     /// The lock key now holds our id, but the fence key gave no usable token (it was
-    /// absent, not a token, or due for a new TTL): `lock.lua` mints one.
+    /// absent, or not a token): `lock.lua` mints one.
     Taken,
     /// The lock key exists: `lock.lua` says why.
     Busy,
@@ -87,9 +87,10 @@ const CLOCK_TOKEN_MIN: i64 = 1_000_000_000_000_000;
 pub(crate) const TOKEN_MAX: u64 = (1 << 53) - 1;
 
 /// The write fast path, one round trip and no script: `SET lock id NX PX ttl`, then
-/// `SET fence 1 NX PX retention` (so the counter always has a TTL), `INCR fence` and
-/// `PTTL fence`. Only for a lock key whose fence key this mutex saw hold a token: `INCR`
-/// would change an integer that is not one.
+/// `SET fence 1 NX PX retention` (so a counter that is gone restarts with a TTL) and
+/// `INCR fence`. Only for a lock key whose fence key this mutex saw hold a token, with at
+/// least half its retention left ([`Fences::countable`](crate::fences::Fences::countable)):
+/// `INCR` would change an integer that is not a token, and does not renew the TTL.
 ///
 /// Taking and minting are separate commands, and still safe: the lock key is only set
 /// when absent, so every earlier holder's token was minted before it (their mint
@@ -118,8 +119,7 @@ pub(crate) async fn fast_lock<C: ConnectionLike>(
         .arg(fence_ms)
         .ignore();
     pipe.cmd("INCR").arg(&keys.fence);
-    pipe.cmd("PTTL").arg(&keys.fence);
-    let (set, token, pttl): (Value, Value, Value) = pipe
+    let (set, token): (Value, Value) = pipe
         .query_async(conn)
         .await
         .map_err(|err| Error::redis(&keys.lock, err))?;
@@ -129,11 +129,8 @@ pub(crate) async fn fast_lock<C: ConnectionLike>(
         Value::ServerError(err) => return Err(Error::redis(&keys.lock, err.into())),
         other => return Err(unexpected(&other, &keys.lock)),
     }
-    let half_retention = i64::try_from(fence_ms / 2).unwrap_or(i64::MAX);
-    Ok(match (token, pttl) {
-        (Value::Int(token), Value::Int(pttl))
-            if (CLOCK_TOKEN_MIN..=TOKEN_MAX as i64).contains(&token) && pttl > half_retention =>
-        {
+    Ok(match token {
+        Value::Int(token) if (CLOCK_TOKEN_MIN..=TOKEN_MAX as i64).contains(&token) => {
             FastLock::Acquired(token.unsigned_abs())
         }
         _ => FastLock::Taken,

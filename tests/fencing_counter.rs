@@ -302,3 +302,32 @@ async fn a_fence_key_changed_after_it_was_checked_is_still_handled() {
     );
     assert!(eventually(|| async { !raw::exists(&conn, "lk").await }).await);
 }
+
+#[tokio::test]
+async fn a_counter_counted_without_a_script_gets_its_retention_back_in_time() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = RwMutex::builder(conn.clone(), "lk")
+        .ttl(Duration::from_millis(200))
+        .fence_retention(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    // A script mints the first token and gives the counter its full retention.
+    assert!(mx.write().await.unwrap().unlock().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Counted without a script: the TTL runs on.
+    assert!(mx.write().await.unwrap().unlock().await.unwrap());
+    let counted = raw::pttl(&conn, "lk:fence").await;
+    assert!(
+        counted < 1800,
+        "the fast path renewed the retention: {counted}"
+    );
+    // Past half the retention since the script set it, the script mints again.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(mx.write().await.unwrap().unlock().await.unwrap());
+    let renewed = raw::pttl(&conn, "lk:fence").await;
+    assert!(
+        renewed > 1900,
+        "the retention ran down under the fast path: {renewed}"
+    );
+}
