@@ -39,6 +39,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let mx = RwMutex::builder(conn.clone(), "redismutex-example")
         .ttl(Duration::from_secs(1))
         .lock_intent(true)
+        // Waiters are woken by each release instead of polling.
+        .notifier(client.clone())
         .build()?;
     conn.clone().set::<_, _, ()>(VALUE, "v1").await?;
 

@@ -35,23 +35,30 @@ where
 {
     let mut conn = lease.conn.clone();
     let mut next = sent + lease.refresh_interval();
+    // One timer at a time, so an idle guard's task stays small: until the next refresh
+    // (always before the deadline, unless refreshes keep failing), then, while the
+    // refresh is in flight, until the deadline.
     loop {
-        let refresh = async {
-            sleep_until(next).await;
-            let sent = Instant::now();
-            // Boxed: the request's state is allocated only while it is in flight, so an
-            // idle guard's task stays small.
-            (sent, Box::pin(lease.refresh(&mut conn)).await)
-        };
+        tokio::select! {
+            biased;
+            () = token.cancelled() => break,
+            () = sleep_until(next.min(status.deadline())) => {}
+        }
+        if Instant::now() >= status.deadline() {
+            expired(&lease, &token, &status);
+            break;
+        }
+        let sent = Instant::now();
+        // Boxed: the request's state is allocated only while it is in flight.
+        let refresh = Box::pin(lease.refresh(&mut conn));
         tokio::select! {
             biased;
             () = token.cancelled() => break,
             () = sleep_until(status.deadline()) => {
-                tracing::warn!(key = %lease.keys.lock, id = %lease.id, "lock expired: no refresh succeeded in time");
-                status.cancel(&token, CancelReason::Expired);
+                expired(&lease, &token, &status);
                 break;
             }
-            (sent, outcome) = refresh => match outcome {
+            outcome = refresh => match outcome {
                 Ok(true) => {
                     status.extend(sent + lease.validity());
                     next = sent + lease.refresh_interval();
@@ -74,7 +81,7 @@ where
         return Ok(false);
     }
     let reason = status.reason(&token);
-    let released = lease.release(false).await;
+    let released = Box::pin(lease.release(false)).await;
     match &released {
         Ok(held) => {
             tracing::debug!(key = %lease.keys.lock, id = %lease.id, ?reason, held, "lock released")
@@ -85,4 +92,9 @@ where
         ),
     }
     released
+}
+
+fn expired<C>(lease: &Lease<C>, token: &CancellationToken, status: &Status) {
+    tracing::warn!(key = %lease.keys.lock, id = %lease.id, "lock expired: no refresh succeeded in time");
+    status.cancel(token, CancelReason::Expired);
 }
