@@ -19,11 +19,15 @@
 #[allow(dead_code, unreachable_pub)]
 mod server;
 
-use std::sync::LazyLock;
+#[path = "raw.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod raw;
+
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode};
 use futures_util::StreamExt;
+use raw::{raw_id, raw_set, RELEASE, RELEASE_PUBLISH};
 use redis::aio::MultiplexedConnection;
 use redis::Script;
 use redismutex::RwMutex;
@@ -36,40 +40,6 @@ const TASKS: usize = 32;
 const TTL_MS: u64 = 4000;
 /// How long B waits, blocked, before A releases in `handoff` (not counted).
 const BLOCKED: Duration = Duration::from_millis(5);
-
-/// Deletes `KEYS[1]` when it holds `ARGV[1]`.
-static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        "if redis.call('GET',KEYS[1])==ARGV[1] then return redis.call('DEL',KEYS[1]) end return 0",
-    )
-});
-
-/// Deletes `KEYS[1]` when it holds `ARGV[1]` and publishes `ARGV[1]` on `KEYS[1]:released`.
-static RELEASE_PUBLISH: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        "if redis.call('GET',KEYS[1])==ARGV[1] then redis.call('DEL',KEYS[1]) \
-         redis.call('PUBLISH',KEYS[1]..':released',ARGV[1]) return 1 end return 0",
-    )
-});
-
-/// A 32-hex-character lock id, like the library's.
-fn raw_id(n: usize) -> String {
-    format!("{n:032x}")
-}
-
-/// `SET key id NX PX ttl`: whether it was set.
-async fn raw_set(conn: &mut MultiplexedConnection, key: &str, id: &str) -> bool {
-    let set: Option<String> = redis::cmd("SET")
-        .arg(key)
-        .arg(id)
-        .arg("NX")
-        .arg("PX")
-        .arg(TTL_MS)
-        .query_async(conn)
-        .await
-        .expect("SET NX PX");
-    set.is_some()
-}
 
 /// Releases with `script`; asserts `id` held `key`.
 async fn raw_release(conn: &mut MultiplexedConnection, script: &Script, key: &str, id: &str) {
@@ -84,7 +54,10 @@ async fn raw_release(conn: &mut MultiplexedConnection, script: &Script, key: &st
 
 /// One raw write cycle on a free key.
 async fn raw_cycle(conn: &mut MultiplexedConnection, key: &str, id: &str) {
-    assert!(raw_set(conn, key, id).await, "{key} is taken");
+    assert!(
+        raw_set(conn, key, id, TTL_MS).await.expect("SET NX PX"),
+        "{key} is taken"
+    );
     raw_release(conn, &RELEASE, key, id).await;
 }
 
@@ -226,14 +199,19 @@ fn handoff(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer) {
                 let mut messages = messages.lock().await;
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    assert!(raw_set(&mut conn_a, KEY, id_a).await);
+                    assert!(raw_set(&mut conn_a, KEY, id_a, TTL_MS)
+                        .await
+                        .expect("SET NX PX"));
                     let holder = async {
                         tokio::time::sleep(BLOCKED).await;
                         raw_release(&mut conn_a, &RELEASE_PUBLISH, KEY, id_a).await;
                         Instant::now()
                     };
                     let waiter = async {
-                        while !raw_set(&mut conn_b, KEY, id_b).await {
+                        while !raw_set(&mut conn_b, KEY, id_b, TTL_MS)
+                            .await
+                            .expect("SET NX PX")
+                        {
                             // Subscribed before the first SET: the timeout only
                             // bounds a wait on a holder that never publishes.
                             let _ = tokio::time::timeout(

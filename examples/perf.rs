@@ -21,6 +21,10 @@
 #[allow(dead_code, unreachable_pub)]
 mod server;
 
+#[path = "../benches/raw.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod raw;
+
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +32,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
+use raw::{raw_id, raw_set, RELEASE, RELEASE_PUBLISH};
 use redis::aio::{MultiplexedConnection, PubSubStream};
 use redis::{Script, ScriptInvocation, Value};
 use redismutex::{Guard, RwMutex};
@@ -78,22 +83,6 @@ const GUARD_BATCH: usize = 500;
 const GUARD_WINDOWS: u32 = 2;
 const GUARD_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Deletes `KEYS[1]` when it holds `ARGV[1]`: the raw release.
-static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        "if redis.call('GET',KEYS[1])==ARGV[1] then return redis.call('DEL',KEYS[1]) end return 0",
-    )
-});
-
-/// Deletes `KEYS[1]` when it holds `ARGV[1]`, then publishes `ARGV[1]` on
-/// `KEYS[1]:released`: the raw release that wakes raw waiters.
-static RELEASE_PUBLISH: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        "if redis.call('GET',KEYS[1])==ARGV[1] then redis.call('DEL',KEYS[1]) \
-         redis.call('PUBLISH',KEYS[1]..':released',ARGV[1]) return 1 end return 0",
-    )
-});
-
 /// The crate's own scripts, sent bare in row 5.
 static LOCK_LUA: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/lock.lua")));
 static UNLOCK_LUA: LazyLock<Script> =
@@ -119,24 +108,6 @@ fn unlock_lua<'a>(key: &str, id: &str) -> ScriptInvocation<'a> {
     let mut call = UNLOCK_LUA.key(key);
     call.arg(id).arg(format!("{key}:released")).arg("w");
     call
-}
-
-/// A 32-hex-character lock id, like the library's.
-fn raw_id(n: usize) -> String {
-    format!("{n:032x}")
-}
-
-/// `SET key id NX PX ttl`: whether it was set.
-async fn raw_set(conn: &mut MultiplexedConnection, key: &str, id: &str) -> Result<bool> {
-    let set: Option<String> = redis::cmd("SET")
-        .arg(key)
-        .arg(id)
-        .arg("NX")
-        .arg("PX")
-        .arg(TTL_MS)
-        .query_async(conn)
-        .await?;
-    Ok(set.is_some())
 }
 
 /// Releases `key` held by `id` with `script`; an error if `id` did not hold it.
@@ -169,7 +140,7 @@ async fn raw_wait(
     key: &str,
     id: &str,
 ) -> Result<()> {
-    while !raw_set(conn, key, id).await? {
+    while !raw_set(conn, key, id, TTL_MS).await? {
         let _ = tokio::time::timeout(TTL, messages.next()).await;
     }
     Ok(())
@@ -373,7 +344,7 @@ impl Workload {
         match self {
             Self::Raw => {
                 let key = format!("perf-raw:{task}");
-                if !raw_set(conn, &key, &id).await? {
+                if !raw_set(conn, &key, &id, TTL_MS).await? {
                     return Err(format!("{key} is taken").into());
                 }
                 raw_release(conn, &RELEASE, &key, &id).await
@@ -661,7 +632,7 @@ async fn handoffs(server: &RedisServer, library: bool) -> Result<Vec<i128>> {
     for round in 0..HANDOFF_WARM_UP + HANDOFFS {
         let guard = if library {
             Some(mx.write().key(key).await?)
-        } else if raw_set(&mut conn, lock_key, &id).await? {
+        } else if raw_set(&mut conn, lock_key, &id, TTL_MS).await? {
             None
         } else {
             return Err(format!("{lock_key} is taken").into());

@@ -1,0 +1,45 @@
+//! The raw redis-rs baseline shared by `benches/cycle.rs` and `examples/perf.rs`: what a
+//! lock costs with no library, so the library's figures read as a ratio to it.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Deletes `KEYS[1]` when it holds `ARGV[1]`: the raw release.
+pub static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET',KEYS[1])==ARGV[1] then return redis.call('DEL',KEYS[1]) end return 0",
+    )
+});
+
+/// Deletes `KEYS[1]` when it holds `ARGV[1]`, then publishes `ARGV[1]` on
+/// `KEYS[1]:released`: the raw release that wakes raw waiters.
+pub static RELEASE_PUBLISH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET',KEYS[1])==ARGV[1] then redis.call('DEL',KEYS[1]) \
+         redis.call('PUBLISH',KEYS[1]..':released',ARGV[1]) return 1 end return 0",
+    )
+});
+
+/// A 32-hex-character lock id, like the library's.
+pub fn raw_id(n: usize) -> String {
+    format!("{n:032x}")
+}
+
+/// `SET key id NX PX ttl_ms`: whether it was set.
+pub async fn raw_set(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    id: &str,
+    ttl_ms: u64,
+) -> redis::RedisResult<bool> {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(id)
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms)
+        .query_async(conn)
+        .await?;
+    Ok(set.is_some())
+}
