@@ -52,9 +52,11 @@ where
 
     /// Turns the lock intent on or off (default off).
     ///
-    /// With it on, a writer that waits sets `<key>:lock-intent` (value `1`, PX ttl), which
-    /// keeps new readers out until the writer has acquired the lock or given up, so a
-    /// steady stream of readers cannot starve writers. `try_write` never sets it.
+    /// With it on, a writer that waits sets `<key>:lock-intent` to its id (PX ttl, renewed
+    /// while it waits), which keeps new readers out until the writer has acquired the lock
+    /// or given up, so a steady stream of readers cannot starve writers. A writer deletes
+    /// only an intent holding its own id, never another waiting writer's (nor a Go
+    /// writer's, which holds `1`). `try_write` never sets it.
     pub fn lock_intent(mut self, on: bool) -> Self {
         self.settings.lock_intent = on;
         self

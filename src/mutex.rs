@@ -9,6 +9,7 @@ use redis::aio::ConnectionLike;
 use crate::builder::Builder;
 use crate::fences::Fences;
 use crate::mode::Mode;
+use crate::notifier::Notifier;
 use crate::request::{Acquire, Request, TryAcquire};
 use crate::settings::Settings;
 
@@ -140,6 +141,11 @@ impl<C> RwMutex<C> {
     pub fn lock_intent(&self) -> bool {
         self.inner.settings.lock_intent
     }
+
+    /// The notifier that wakes this mutex's waiters, if it was built with one.
+    pub fn notifier(&self) -> Option<&Notifier> {
+        self.inner.settings.notifier.as_ref()
+    }
 }
 
 impl<C> Clone for RwMutex<C> {
@@ -156,6 +162,7 @@ impl<C> fmt::Debug for RwMutex<C> {
             .field("name", &self.inner.settings.name)
             .field("ttl", &self.inner.settings.ttl)
             .field("lock_intent", &self.inner.settings.lock_intent)
+            .field("notifier", &self.inner.settings.notifier.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -19,6 +19,18 @@ use crate::hub::Hub;
 /// address, database and credentials), so every mutex made with a client for one server
 /// shares one connection, even when each is given its own `redis::Client`.
 ///
+/// One release wakes the first waiter in this process's queue for the lock key if it is
+/// a writer, or every waiting reader if a reader is first; the rest sleep on, so a
+/// release costs one script per process, not one per waiter. Each sleep is also bounded
+/// by a fallback timer (the PTTL of whatever blocks the waiter, and at most half its
+/// TTL) for holders that publish nothing: Go clients of the original package, and
+/// holders that crashed and whose key expires.
+///
+/// If the connection drops, every waiter is woken to look again (a release may have
+/// been missed), and waiters poll until the connection is back and subscribed; it is
+/// reopened with a backoff of 10 ms doubling to 1 s. The connection uses the client's
+/// settings (address, TLS, credentials, database).
+///
 /// A mutex without a notifier polls, as described in README, "How waiting works".
 ///
 /// # Examples

@@ -66,17 +66,26 @@ impl<C> fmt::Debug for Request<C> {
 ///
 /// # How it waits
 ///
-/// Each attempt is one EVALSHA. While others hold the lock it retries with a capped,
-/// jittered exponential backoff: about 1–2 ms at first, doubling up to 25–50 ms, and
-/// never longer than the PTTL of whatever blocks it (the lock key, or for readers the
-/// lock-intent key), so a holder that releases early is noticed within one backoff step
-/// rather than after its TTL. Waiters are not queued: whoever attempts first after a
-/// release wins. An attempt answered only after the validity it would start has ended
-/// (the server or the connection stalled) gives no guard: the next attempt, under the
-/// same id, renews the lock if it is still ours. With the lock intent on, a waiting writer
-/// keeps new readers out (see
-/// [`Builder::lock_intent`](crate::Builder::lock_intent)); it renews the intent on every
-/// attempt while it waits, and clears it when it gives up.
+/// The first attempt is one round trip: a script, or for a writer on a lock key this
+/// mutex has taken before, a pipeline of `SET NX PX` and the fencing counter's `INCR`.
+/// While others hold the lock:
+///
+/// - With a [`Notifier`](crate::Notifier) ([`Builder::notifier`](crate::Builder::notifier)),
+///   the request joins this process's queue for the lock key, subscribes to its release
+///   channel, and sleeps until a release wakes it: the first waiter if it is a writer,
+///   every waiting reader if a reader is first, in arrival order. A fallback timer (the
+///   PTTL of whatever blocks it, and at most half the TTL) covers holders that publish
+///   nothing, such as Go clients or a crashed holder whose key expires.
+/// - Without one, it polls with a capped, jittered exponential backoff: about 1–2 ms at
+///   first, doubling up to 25–50 ms, and never longer than the PTTL of whatever blocks it
+///   (the lock key, or for readers the lock-intent key).
+///
+/// Waiters in different processes are not queued against each other. An attempt
+/// answered only after the validity it would start has ended (the server or the
+/// connection stalled) gives no guard: the next attempt, under the same id, renews the
+/// lock if it is still ours. With the lock intent on, a waiting writer keeps new readers
+/// out (see [`Builder::lock_intent`](crate::Builder::lock_intent)); it renews the intent
+/// (which holds its id) while it waits, and clears it when it gives up.
 ///
 /// # Errors
 ///
