@@ -25,8 +25,9 @@ const BACKOFF_MIN: Duration = Duration::from_millis(1);
 /// Largest retry delay before jitter when polling, so retries come at most every 50 ms.
 const BACKOFF_MAX: Duration = Duration::from_millis(25);
 /// How long a waiter waits for its channel's subscription before its first attempt
-/// under it; past this it polls until the subscription is confirmed.
-const SUBSCRIBE_WAIT: Duration = Duration::from_millis(500);
+/// under it (a healthy server confirms within a round trip, or a few for a first
+/// connection); past this it polls until the subscription is confirmed.
+const SUBSCRIBE_WAIT: Duration = Duration::from_millis(100);
 
 /// Whether a request waits for the lock.
 #[derive(Debug, Clone, Copy)]

@@ -348,20 +348,23 @@ async fn run(hub: Weak<Hub>, client: redis::Client, changed: Arc<Notify>, stop: 
     let mut backoff = reconnect_backoff();
     loop {
         let connect = tokio::time::timeout(REQUEST_TIMEOUT, client.get_async_pubsub());
-        let outcome = tokio::select! {
+        let (outcome, was_connected) = tokio::select! {
             () = stop.cancelled() => return,
             connected = connect => match connected {
                 Ok(Ok(pubsub)) => {
                     backoff = reconnect_backoff();
-                    session(&hub, pubsub, &changed, &stop).await
+                    (session(&hub, pubsub, &changed, &stop).await, true)
                 }
-                Ok(Err(err)) => Err(chain(&err)),
-                Err(_) => Err("connecting timed out".to_owned()),
+                Ok(Err(err)) => (Err(chain(&err)), false),
+                Err(_) => (Err("connecting timed out".to_owned()), false),
             },
         };
-        let Some(strong) = hub.upgrade() else { return };
-        strong.lost();
-        drop(strong);
+        // A connection that was up may have carried a release nobody heard; a failed
+        // attempt to connect lost nothing (its waiters poll meanwhile).
+        if was_connected {
+            let Some(strong) = hub.upgrade() else { return };
+            strong.lost();
+        }
         if stop.is_cancelled() {
             return;
         }

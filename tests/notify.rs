@@ -415,3 +415,29 @@ async fn the_message_of_a_local_release_wakes_nobody_twice() {
     drop(first);
     drop(joined(second).await);
 }
+
+#[tokio::test]
+async fn with_its_subscriber_server_unreachable_a_waiter_polls() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    // A port nothing listens on: the notifier never connects.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("redis://{}/", closed.local_addr().unwrap());
+    drop(closed);
+    let mx = RwMutex::builder(conn.clone(), "jobs")
+        .ttl(TTL)
+        .notifier(redis::Client::open(dead).unwrap())
+        .build()
+        .unwrap();
+    let holder = plain(&conn).write().await.unwrap();
+    let waiter = spawn_write(&mx);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let released = Instant::now();
+    assert!(holder.unlock().await.unwrap());
+    drop(joined(waiter).await);
+    assert!(
+        released.elapsed() < Duration::from_millis(500),
+        "polled (every 50 ms at most), not left to its 5 s timer: {:?}",
+        released.elapsed()
+    );
+}
