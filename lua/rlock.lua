@@ -36,6 +36,18 @@
 
 local ttl = tonumber(ARGV[2])
 
+-- A token counted up from `token`, or from the server clock in microseconds when that
+-- is larger and `token` is below 10^15: tokens minted from the clock are above 10^15
+-- (microseconds since 2001), so a smaller count means the counter was (re)created since
+-- (it expired, or the server restarted empty).
+local function at_least_the_clock(token)
+    if token >= 1e15 then
+        return token
+    end
+    local time = redis.call('TIME')
+    return math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+end
+
 -- Blocked by a writer's key, or a key this protocol does not use; nothing was changed.
 local function refused()
     local lock_type = redis.call('TYPE', KEYS[1])['ok']
@@ -90,10 +102,8 @@ if ARGV[4] == '1' then
         return {'unchecked'}
     end
     if token < 1e15 then
-        -- The counter was gone (expired, or the server restarted empty): restart it at
-        -- the server clock in microseconds, with its TTL.
-        local time = redis.call('TIME')
-        token = math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+        -- The counter was gone: it restarts at the clock, with its TTL.
+        token = at_least_the_clock(token)
         redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
     end
     if pttl < ttl then
@@ -143,14 +153,9 @@ if member == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
     return intent_blocks()
 end
 
--- The token: one more than the last. Tokens minted from the clock are above 10^15
--- (microseconds since 2001), so a smaller count means the counter was (re)created since:
--- it restarts at the server clock. TIME is read before the first write, so an error
--- there (an ACL without TIME) changes nothing.
-if token < 1e15 then
-    local time = redis.call('TIME')
-    token = math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
-end
+-- The token: one more than the last, or from the clock. TIME is read before the first
+-- write, so an error there (an ACL without TIME) changes nothing.
+token = at_least_the_clock(token)
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
 if pttl < ttl then
