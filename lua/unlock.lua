@@ -7,6 +7,9 @@
 -- ARGV[1]  lock id: 32 lowercase hex characters
 -- ARGV[2]  release channel: "<lock key>:released"
 -- ARGV[3]  "w" when ARGV[1] is a writer's id, "r" when a reader's
+-- ARGV[4]  "1" to publish with SPUBLISH (Redis Cluster's sharded pub/sub: the channel
+--          carries the lock key's hash tag, so it is in the lock key's slot); anything
+--          else, or absent, with PUBLISH
 --
 -- Replies: an integer, the sum of
 --   1  ARGV[1] held KEYS[1] and was removed: a writer's key is deleted; a reader's id is
@@ -40,7 +43,11 @@ if KEYS[2] ~= nil and redis.pcall('GET', KEYS[2]) == ARGV[1] then
 end
 
 if freed then
-    redis.call('PUBLISH', ARGV[2], ARGV[1])
+    if ARGV[4] == '1' then
+        redis.call('SPUBLISH', ARGV[2], ARGV[1])
+    else
+        redis.call('PUBLISH', ARGV[2], ARGV[1])
+    end
     return released + 2
 end
 return released

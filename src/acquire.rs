@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::guard::Guard;
 use crate::hub::Waiter;
 use crate::id::new_id;
-use crate::keys::{check_key, Keys};
+use crate::keys::{check_key, check_slot, Keys};
 use crate::lease::Lease;
 use crate::mode::Mode;
 use crate::pending::Pending;
@@ -55,6 +55,9 @@ where
     }
     let key = request.lock_key();
     check_key(&key)?;
+    if settings.cluster || settings.hash_tag_keys {
+        check_slot(&key)?;
+    }
     let hub = settings
         .notifier
         .as_ref()
@@ -68,6 +71,7 @@ where
         ttl_ms: settings.ttl_ms(),
         fence_ms: settings.fence_ms(),
         hub: hub.clone(),
+        sharded: settings.cluster,
     });
     let waits = matches!(patience, Patience::Wait(_));
     let set_intent = request.mode == Mode::Write && settings.lock_intent && waits;
@@ -104,10 +108,29 @@ where
             let fence_checked = fences.checked(&lease.keys.lock);
             let sent = Instant::now();
             pending.sending(set_intent && !use_fast);
+            // A reply later than the validity could not make a guard, so no attempt waits
+            // longer, even over a connection with no response timeout of its own (or a
+            // cluster client that keeps retrying through a failover).
+            let attempt = tokio::time::timeout(
+                lease.validity(),
+                lease.attempt(&mut conn, set_intent, use_fast, fence_checked),
+            );
             let attempt = tokio::select! {
                 biased;
                 err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),
-                attempt = lease.attempt(&mut conn, set_intent, use_fast, fence_checked) => attempt,
+                attempt = attempt => attempt,
+            };
+            let Ok(attempt) = attempt else {
+                // Unanswered: it may still take the lock, or set the intent, under this
+                // id. The next attempt (same id) renews what it took; giving up
+                // releases it.
+                tracing::debug!(key = %lease.keys.lock, id = %lease.id, "no reply within the lock's validity");
+                pending.unanswered();
+                fences.forget(&lease.keys.lock);
+                match patience {
+                    Patience::Once => return Err(pending.give_up(Error::Timeout).await),
+                    Patience::Wait(_) => continue,
+                }
             };
             blocked_for = match attempt {
                 Ok(Attempt::Acquired(token)) if Instant::now() < sent + lease.validity() => {

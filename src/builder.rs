@@ -20,6 +20,9 @@ use crate::settings::Settings;
 /// - `fence_retention`: 24 h
 /// - `task_tracker`: none (background tasks are spawned with `tokio::spawn`)
 /// - `notifier`: none (waiters poll)
+/// - `hash_tag_keys`: off (the Go package's key layout)
+/// - `cluster`: on when `C` is `redis::cluster_async::ClusterConnection` (feature
+///   `cluster`)
 #[must_use = "a builder does nothing until build() is called"]
 pub struct Builder<C> {
     conn: C,
@@ -33,7 +36,7 @@ where
     pub(crate) fn new(conn: C, name: String) -> Self {
         Self {
             conn,
-            settings: Settings::new(name),
+            settings: Settings::for_connection::<C>(name),
         }
     }
 
@@ -96,6 +99,36 @@ where
         self
     }
 
+    /// Puts a hash tag around the varying part of every lock key that has none (default
+    /// off): `<name>:{<key>}` instead of `<name>:<key>`, and `{<name>}` instead of
+    /// `<name>`. Redis Cluster places a key by its hash tag, so the lock key, its
+    /// `:lock-intent` and `:fence` keys and its `:released` channel then share one slot,
+    /// while the keys of one mutex still spread over the cluster. A lock key that has a
+    /// tag already (a `{tagged}` name, or a key like `{42}`) is used as it is.
+    ///
+    /// The cost is Go compatibility on untagged names: a Go client of the original
+    /// package locking `orders` with key `42` uses `orders:42`, so to share the lock it
+    /// must pass the key `{42}` itself. See README, "Redis Cluster".
+    pub fn hash_tag_keys(mut self, on: bool) -> Self {
+        self.settings.hash_tag_keys = on;
+        self
+    }
+
+    /// Says whether the connection reaches a Redis Cluster (feature `cluster`). It is
+    /// on by default when `C` is `redis::cluster_async::ClusterConnection`; set it for a
+    /// connection type that wraps one.
+    ///
+    /// On a cluster every lock key must carry a hash tag, so that all keys of a lock are
+    /// in one slot (checked before anything is sent: [`build`](Self::build) refuses an
+    /// untagged name unless [`hash_tag_keys`](Self::hash_tag_keys) is on), releases are
+    /// published by `SPUBLISH` on the lock key's slot, and the
+    /// [`notifier`](Self::notifier) must be a [`Notifier::cluster`].
+    #[cfg(feature = "cluster")]
+    pub fn cluster(mut self, on: bool) -> Self {
+        self.settings.cluster = on;
+        self
+    }
+
     /// Checks the options and makes the mutex.
     ///
     /// # Errors
@@ -103,7 +136,11 @@ where
     /// [`Error::InvalidOptions`] when the name is empty, longer than
     /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence` or `:lock-intent`,
     /// the TTL is below 10 ms or above 24 h, or
-    /// the fence retention is below the TTL or above 365 days.
+    /// the fence retention is below the TTL or above 365 days; on a
+    /// [`cluster`](Self::cluster) or with [`hash_tag_keys`](Self::hash_tag_keys), when
+    /// the name's lock keys would have no hash tag (README, "Redis Cluster"); and when
+    /// the [`notifier`](Self::notifier) is for a single server while the mutex is on a
+    /// cluster, or the other way round.
     pub fn build(self) -> Result<RwMutex<C>, Error> {
         self.settings.check()?;
         Ok(RwMutex::from_parts(self.conn, self.settings))
@@ -119,6 +156,8 @@ impl<C> fmt::Debug for Builder<C> {
             .field("fence_retention", &self.settings.fence_retention)
             .field("task_tracker", &self.settings.tracker.is_some())
             .field("notifier", &self.settings.notifier.is_some())
+            .field("hash_tag_keys", &self.settings.hash_tag_keys)
+            .field("cluster", &self.settings.cluster)
             .finish_non_exhaustive()
     }
 }

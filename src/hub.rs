@@ -13,21 +13,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
-use futures_util::StreamExt;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::error::chain;
 use crate::mode::Mode;
-
-/// How long connecting, or one SUBSCRIBE/UNSUBSCRIBE, may take before the connection is
-/// taken as lost.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-/// The first and the largest pause between reconnection attempts (jittered).
-const RECONNECT_MIN: Duration = Duration::from_millis(10);
-const RECONNECT_MAX: Duration = Duration::from_secs(1);
+use crate::subscriber::{run, Source};
 /// Releases made in this process whose message is still expected back, per channel: a
 /// message that is such an echo wakes nobody (the release already did, locally).
 const MAX_ECHOES: usize = 64;
@@ -42,7 +33,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The waiters of one process on one server, and its subscriber connection.
 pub(crate) struct Hub {
-    client: redis::Client,
+    source: Source,
     state: Mutex<State>,
     /// Tells the connection task that the set of channels with waiters changed.
     changed: Arc<Notify>,
@@ -119,16 +110,32 @@ impl Hub {
         if let Some(hub) = hubs.get(&id).and_then(Weak::upgrade) {
             return hub;
         }
+        let hub = Self::new(Source::Server(client));
+        hubs.insert(id, Arc::downgrade(&hub));
+        hub
+    }
+
+    /// A hub of its own for `client`'s cluster (a cluster client does not say which
+    /// cluster it reaches, so hubs are not shared by address).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn cluster(client: redis::cluster::ClusterClient) -> Arc<Self> {
+        Self::new(Source::Cluster(client))
+    }
+
+    fn new(source: Source) -> Arc<Self> {
         let stop = CancellationToken::new();
-        let hub = Arc::new(Self {
-            client,
+        Arc::new(Self {
+            source,
             state: Mutex::default(),
             changed: Arc::new(Notify::new()),
             _stop: stop.clone().drop_guard(),
             stop,
-        });
-        hubs.insert(id, Arc::downgrade(&hub));
-        hub
+        })
+    }
+
+    /// Whether the hub listens to a Redis Cluster (by sharded pub/sub).
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.source.is_cluster()
     }
 
     /// Whether requests in this process wait on `channel`; a new request then queues
@@ -156,7 +163,7 @@ impl Hub {
             }
             state.task = Some(tokio::spawn(run(
                 Arc::downgrade(self),
-                self.client.clone(),
+                self.source.clone(),
                 Arc::clone(&self.changed),
                 self.stop.clone(),
             )));
@@ -193,7 +200,7 @@ impl Hub {
     }
 
     /// A message on `channel` from the server.
-    fn deliver(&self, channel: &str, id: &[u8]) {
+    pub(crate) fn deliver(&self, channel: &str, id: &[u8]) {
         let mut state = lock(&self.state);
         if let Some(channel) = state.channels.get_mut(channel) {
             if let Some(at) = channel.echoes.iter().position(|echo| echo.as_bytes() == id) {
@@ -207,7 +214,7 @@ impl Hub {
     /// The channels to subscribe to and to unsubscribe from, given those subscribed. A
     /// channel whose waiters all left and that has waiters again is still subscribed, and
     /// is marked so here.
-    fn diff(&self, subscribed: &HashSet<String>) -> (Vec<String>, Vec<String>) {
+    pub(crate) fn diff(&self, subscribed: &HashSet<String>) -> (Vec<String>, Vec<String>) {
         let state = lock(&self.state);
         for (name, channel) in &state.channels {
             if subscribed.contains(name) {
@@ -230,7 +237,7 @@ impl Hub {
 
     /// The connection confirmed its subscription to `channels`. Their waiters learn it
     /// on their next look; nothing was missed before, since they attempt again anyway.
-    fn confirmed(&self, channels: &[String]) {
+    pub(crate) fn confirmed(&self, channels: &[String]) {
         let state = lock(&self.state);
         for name in channels {
             if let Some(channel) = state.channels.get(name) {
@@ -241,7 +248,7 @@ impl Hub {
 
     /// The connection is gone: no channel is subscribed, and any of them may have been
     /// released unseen, so every waiter is woken to look again.
-    fn lost(&self) {
+    pub(crate) fn lost(&self) {
         let mut state = lock(&self.state);
         for channel in state.channels.values_mut() {
             channel.subscribed.send_replace(false);
@@ -254,7 +261,7 @@ impl Hub {
 impl fmt::Debug for Hub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Hub")
-            .field("server", self.client.get_connection_info().addr())
+            .field("source", &self.source)
             .finish_non_exhaustive()
     }
 }
@@ -338,102 +345,5 @@ impl fmt::Debug for Waiter {
             .field("channel", &self.channel)
             .field("mode", &self.slot.mode)
             .finish_non_exhaustive()
-    }
-}
-
-/// The connection task: connect, keep the subscriptions in line with the channels that
-/// have waiters, deliver messages; on any failure mark everything unsubscribed, wake
-/// every waiter and reconnect with a backoff. Ends when the hub is dropped.
-async fn run(hub: Weak<Hub>, client: redis::Client, changed: Arc<Notify>, stop: CancellationToken) {
-    let mut backoff = reconnect_backoff();
-    loop {
-        let connect = tokio::time::timeout(REQUEST_TIMEOUT, client.get_async_pubsub());
-        let (outcome, was_connected) = tokio::select! {
-            () = stop.cancelled() => return,
-            connected = connect => match connected {
-                Ok(Ok(pubsub)) => {
-                    backoff = reconnect_backoff();
-                    (session(&hub, pubsub, &changed, &stop).await, true)
-                }
-                Ok(Err(err)) => (Err(chain(&err)), false),
-                Err(_) => (Err("connecting timed out".to_owned()), false),
-            },
-        };
-        // A connection that was up may have carried a release nobody heard; a failed
-        // attempt to connect lost nothing (its waiters poll meanwhile).
-        if was_connected {
-            let Some(strong) = hub.upgrade() else { return };
-            strong.lost();
-        }
-        if stop.is_cancelled() {
-            return;
-        }
-        if let Err(reason) = outcome {
-            tracing::debug!(%reason, "release notifications lost; waiters poll until resubscribed");
-        }
-        let pause = backoff.next().unwrap_or(RECONNECT_MAX);
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(pause) => {}
-        }
-    }
-}
-
-fn reconnect_backoff() -> impl Iterator<Item = Duration> {
-    ExponentialBuilder::new()
-        .with_min_delay(RECONNECT_MIN)
-        .with_max_delay(RECONNECT_MAX)
-        .with_jitter()
-        .without_max_times()
-        .build()
-}
-
-/// One connection's life; returns why it ended.
-async fn session(
-    hub: &Weak<Hub>,
-    pubsub: redis::aio::PubSub,
-    changed: &Notify,
-    stop: &CancellationToken,
-) -> Result<(), String> {
-    let (mut sink, mut stream) = pubsub.split();
-    let mut subscribed: HashSet<String> = HashSet::new();
-    loop {
-        let (wanted, unwanted) = match hub.upgrade() {
-            Some(hub) => hub.diff(&subscribed),
-            None => return Ok(()),
-        };
-        if !wanted.is_empty() {
-            match tokio::time::timeout(REQUEST_TIMEOUT, sink.subscribe(&wanted)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(err)) => return Err(chain(&err)),
-                Err(_) => return Err("SUBSCRIBE timed out".to_owned()),
-            }
-            if let Some(hub) = hub.upgrade() {
-                hub.confirmed(&wanted);
-            }
-            subscribed.extend(wanted);
-        }
-        if !unwanted.is_empty() {
-            match tokio::time::timeout(REQUEST_TIMEOUT, sink.unsubscribe(&unwanted)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(err)) => return Err(chain(&err)),
-                Err(_) => return Err("UNSUBSCRIBE timed out".to_owned()),
-            }
-            for channel in &unwanted {
-                subscribed.remove(channel);
-            }
-        }
-        tokio::select! {
-            () = stop.cancelled() => return Ok(()),
-            () = changed.notified() => {}
-            message = stream.next() => match message {
-                Some(message) => {
-                    if let Some(hub) = hub.upgrade() {
-                        hub.deliver(message.get_channel_name(), message.get_payload_bytes());
-                    }
-                }
-                None => return Err("connection closed".to_owned()),
-            },
-        }
     }
 }

@@ -38,6 +38,55 @@ pub(crate) const CHANNEL_SUFFIX: &str = "released";
 /// request on a shared connection; it gets [`Error::InvalidKey`] before anything is sent.
 pub const MAX_KEY_BYTES: usize = 1024 * 1024 - 1 - INTENT_SUFFIX.len();
 
+/// The hash tag of `key` as Redis Cluster reads it (Redis Cluster specification, "Hash
+/// tags"): the text between the first `{` and the first `}` after it, when that text is
+/// not empty. Every key that carries the same tag hashes to the same slot, so a lock key
+/// with a tag shares its slot with its intent and fence keys and its release channel,
+/// which only append to it.
+pub(crate) fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let rest = &key[open + 1..];
+    let close = rest.find('}')?;
+    (close > 0).then(|| &rest[..close])
+}
+
+/// The lock key of a request for `key` (or none) on mutex `name`: `<name>:<key>`, or
+/// `<name>` without a key, as in the Go package. With `tag_key`, a lock key that carries
+/// no hash tag gets one around its varying part instead: `<name>:{<key>}`, or `{<name>}`
+/// without a key, so that its keys share one slot while each key of the mutex may land
+/// in a slot of its own.
+pub(crate) fn lock_key(name: &str, key: Option<&str>, tag_key: bool) -> String {
+    let plain = match key {
+        None | Some("") => name.to_owned(),
+        Some(key) => format!("{name}:{key}"),
+    };
+    if !tag_key || hash_tag(&plain).is_some() {
+        return plain;
+    }
+    match key {
+        None | Some("") => format!("{{{name}}}"),
+        Some(key) => format!("{name}:{{{key}}}"),
+    }
+}
+
+/// Checks that every key of the lock at `lock` hashes to one slot, as Redis Cluster
+/// requires of a script's keys: the lock key must carry a hash tag.
+pub(crate) fn check_slot(lock: &str) -> Result<(), Error> {
+    if hash_tag(lock).is_some() {
+        return Ok(());
+    }
+    Err(Error::InvalidKey {
+        key: lock.to_owned(),
+        reason: format!(
+            "it has no hash tag, so on Redis Cluster {} and its intent key {} hash to \
+             different slots (CROSSSLOT); name the mutex with a tag, like \"{{orders}}\", or \
+             turn on Builder::tag_keys (README, \"Redis Cluster\")",
+            Preview(lock),
+            Preview(&format!("{lock}:{INTENT_SUFFIX}")),
+        ),
+    })
+}
+
 /// Checks a lock key (`<name>` or `<name>:<key>`) before anything is sent: it must fit
 /// in [`MAX_KEY_BYTES`], and must not end like the intent or fence key of another lock
 /// (`:lock-intent`, `:fence`), which it would collide with.
@@ -95,5 +144,46 @@ mod tests {
         ] {
             assert!(check_key(fine).is_ok(), "{fine}");
         }
+    }
+
+    #[test]
+    fn hash_tags_are_read_as_redis_cluster_reads_them() {
+        for (key, tag) in [
+            ("{orders}:42", Some("orders")),
+            ("orders:{42}", Some("42")),
+            ("a{b}c{d}", Some("b")),
+            ("}{x}", Some("x")),
+            ("a{}b", None),
+            ("{}{x}", None),
+            ("{", None),
+            ("orders:42", None),
+            ("a{b{c}", Some("b{c")),
+        ] {
+            assert_eq!(hash_tag(key), tag, "{key}");
+        }
+    }
+
+    #[test]
+    fn tagging_wraps_only_the_varying_part_of_an_untagged_lock_key() {
+        assert_eq!(lock_key("orders", Some("42"), false), "orders:42");
+        assert_eq!(lock_key("orders", None, false), "orders");
+        assert_eq!(lock_key("orders", Some("42"), true), "orders:{42}");
+        assert_eq!(lock_key("orders", Some(""), true), "{orders}");
+        assert_eq!(lock_key("orders", None, true), "{orders}");
+        // Already tagged by the name or the key: the Go layout, unchanged.
+        assert_eq!(lock_key("{orders}", Some("42"), true), "{orders}:42");
+        assert_eq!(lock_key("orders", Some("{42}"), true), "orders:{42}");
+        assert_eq!(lock_key("orders", Some("a{b}"), true), "orders:a{b}");
+        // A tag cannot always be made: the first `{` is in the name and closes empty.
+        let stuck = lock_key("a{}b", Some("42"), true);
+        assert_eq!(stuck, "a{}b:{42}");
+        assert!(check_slot(&stuck).is_err());
+        let err = check_slot("orders:42").unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidKey { ref key, ref reason } if key == "orders:42"
+                && reason.contains("CROSSSLOT") && reason.contains("orders:42:lock-intent")),
+            "{err}"
+        );
+        assert!(check_slot("orders:{42}").is_ok());
     }
 }

@@ -32,6 +32,8 @@ pub(crate) struct Lease<C> {
     pub(crate) fence_ms: u64,
     /// Where this process's waiters on the lock wait, when the mutex has a notifier.
     pub(crate) hub: Option<Arc<Hub>>,
+    /// Releases are published by `SPUBLISH` (Redis Cluster), not `PUBLISH`.
+    pub(crate) sharded: bool,
 }
 
 impl<C> Lease<C>
@@ -75,7 +77,14 @@ where
     /// anything this id could have left in Redis has expired, since refresh has stopped.
     pub(crate) async fn release(&self, clear_intent: bool) -> Result<bool, Error> {
         let mut conn = self.conn.clone();
-        let unlock = scripts::unlock(&mut conn, &self.keys, clear_intent, &self.id, self.mode);
+        let unlock = scripts::unlock(
+            &mut conn,
+            &self.keys,
+            clear_intent,
+            &self.id,
+            self.mode,
+            self.sharded,
+        );
         let released = tokio::time::timeout(self.ttl, unlock)
             .await
             .unwrap_or(Err(Error::Timeout))?;
@@ -145,6 +154,7 @@ mod tests {
             ttl_ms,
             fence_ms: ttl_ms,
             hub: None,
+            sharded: false,
         }
     }
 

@@ -4,6 +4,7 @@
 
 mod acquire;
 mod builder;
+mod cluster;
 mod error;
 mod fences;
 mod guard;
@@ -22,6 +23,7 @@ mod scripts;
 mod settings;
 mod spawner;
 mod status;
+mod subscriber;
 
 pub use builder::Builder;
 pub use error::{Error, Refusal};

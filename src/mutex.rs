@@ -63,7 +63,7 @@ where
     /// [`Error::InvalidOptions`](crate::Error::InvalidOptions). Use
     /// [`builder`](Self::builder) to check it up front or to set other options.
     pub fn new(conn: C, name: impl Into<String>) -> Self {
-        Self::from_parts(conn, Settings::new(name.into()))
+        Self::from_parts(conn, Settings::for_connection::<C>(name.into()))
     }
 
     /// A [`Builder`] for a mutex named `name`, starting from the defaults of

@@ -31,6 +31,10 @@ use crate::hub::Hub;
 /// reopened with a backoff of 10 ms doubling to 1 s. The connection uses the client's
 /// settings (address, TLS, credentials, database).
 ///
+/// On a Redis Cluster (feature `cluster`), use [`Notifier::cluster`]: releases go out by
+/// `SPUBLISH` on a channel in the lock key's slot, and the notifier subscribes with
+/// `SSUBSCRIBE` on the node that serves it.
+///
 /// A mutex without a notifier polls, as described in README, "How waiting works".
 ///
 /// # Examples
@@ -58,6 +62,54 @@ impl Notifier {
         Self {
             hub: Hub::shared(client),
         }
+    }
+}
+
+#[cfg(feature = "cluster")]
+impl Notifier {
+    /// A notifier for the Redis Cluster that `client` reaches (feature `cluster`), for
+    /// mutexes on a `redis::cluster_async::ClusterConnection`.
+    ///
+    /// It opens one cluster connection of its own, with a push sender, the first time a
+    /// request has to wait, and subscribes to each release channel with `SSUBSCRIBE` on
+    /// the node that serves its slot. redis-rs moves those subscriptions when slots move
+    /// or a replica takes over; a node's connection that drops wakes every waiter, as a
+    /// lost connection does on a single server.
+    ///
+    /// `client` must speak RESP3 (`ClusterClientBuilder::use_protocol(ProtocolVersion::RESP3)`,
+    /// or `?protocol=resp3` in its URLs): sharded messages arrive as RESP3 pushes. With a
+    /// RESP2 client the notifier cannot connect and waiters poll (logged at debug level).
+    ///
+    /// Unlike [`Notifier::new`], each call makes a notifier of its own (a cluster client
+    /// does not say which cluster it reaches): make one and clone it into every builder.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redis::cluster::ClusterClientBuilder;
+    /// use redismutex::{Notifier, RwMutex};
+    ///
+    /// let client = ClusterClientBuilder::new(["redis://127.0.0.1:7000/"])
+    ///     .use_protocol(redis::ProtocolVersion::RESP3)
+    ///     .build()?;
+    /// let conn = client.get_async_connection().await?;
+    /// let notifier = Notifier::cluster(client);
+    /// let mx = RwMutex::builder(conn, "{orders}").notifier(notifier).build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cluster(client: redis::cluster::ClusterClient) -> Self {
+        Self {
+            hub: Hub::cluster(client),
+        }
+    }
+}
+
+#[cfg(feature = "cluster")]
+impl From<redis::cluster::ClusterClient> for Notifier {
+    fn from(client: redis::cluster::ClusterClient) -> Self {
+        Self::cluster(client)
     }
 }
 

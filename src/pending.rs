@@ -68,6 +68,14 @@ where
         self.answered();
     }
 
+    /// The attempt got no reply in time: it may yet take the lock, or set the intent if
+    /// asked to, so both are released on giving up.
+    pub(crate) fn unanswered(&mut self) {
+        self.held_late = true;
+        self.intent_set |= self.intent_in_flight;
+        self.answered();
+    }
+
     /// The attempt was answered with an error that changed nothing in Redis (a lock
     /// taken late by an earlier attempt stays to be released).
     pub(crate) fn answered(&mut self) {

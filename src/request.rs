@@ -40,13 +40,12 @@ impl<C> Request<C> {
         }
     }
 
-    /// The lock key: the mutex name, or `<name>:<key>` for a non-empty key.
+    /// The lock key: the mutex name, or `<name>:<key>` for a non-empty key; with
+    /// [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys), `{<name>}` or
+    /// `<name>:{<key>}` when that has no hash tag of its own.
     pub(crate) fn lock_key(&self) -> String {
-        let name = &self.inner.settings.name;
-        match self.key.as_deref() {
-            None | Some("") => name.clone(),
-            Some(key) => format!("{name}:{key}"),
-        }
+        let settings = &self.inner.settings;
+        crate::keys::lock_key(&settings.name, self.key.as_deref(), settings.hash_tag_keys)
     }
 }
 
@@ -135,7 +134,9 @@ impl<C> Acquire<C> {
     }
 
     /// Locks `<name>:<key>` instead of `<name>` (the Go package's `WithKey`). An empty
-    /// key is ignored, as in Go.
+    /// key is ignored, as in Go. With
+    /// [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys) an untagged lock key is
+    /// `<name>:{<key>}` instead (README, "Redis Cluster").
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.request.key = Some(key.into());
         self

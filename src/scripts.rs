@@ -1,15 +1,18 @@
 //! The four Lua scripts of the protocol, embedded from `lua/` and run by EVALSHA.
 //!
-//! `redis::Script` sends EVALSHA and, on a NOSCRIPT reply (after `SCRIPT FLUSH` or a
-//! server restart), loads the script and sends it again. Scripts are never pipelined:
-//! that fallback does not work inside a pipeline.
+//! A script is sent as `EVALSHA`; on a `NOSCRIPT` reply (after `SCRIPT FLUSH`, a server
+//! restart, or a failover to a replica whose script cache is empty) it is sent again as
+//! `EVAL` with its body, which runs it and caches it on that server. Unlike a
+//! `SCRIPT LOAD`, which a cluster client sends to every master, this needs nothing but
+//! the node that serves the lock's slot. Scripts are never pipelined: that fallback does
+//! not work inside a pipeline.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use include_dir::{include_dir, Dir};
 use redis::aio::ConnectionLike;
-use redis::{ErrorKind, RedisError, Script, Value};
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerErrorKind, Value};
 
 use crate::error::Error;
 use crate::keys::Keys;
@@ -20,11 +23,45 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 /// The file names in `lua/` that the crate loads; a test checks `lua/` holds exactly these.
 pub(crate) const SCRIPT_FILES: [&str; 4] = ["lock.lua", "rlock.lua", "refresh.lua", "unlock.lua"];
 
+/// One script: its body and the SHA1 `EVALSHA` names it by.
+struct Lua {
+    code: &'static str,
+    sha: String,
+}
+
+impl Lua {
+    /// Runs the script with `numkeys` keys, which `fill` adds to the command with the
+    /// arguments after them.
+    async fn run<C, T>(
+        &self,
+        conn: &mut C,
+        numkeys: usize,
+        fill: impl Fn(&mut Cmd),
+    ) -> RedisResult<T>
+    where
+        C: ConnectionLike,
+        T: FromRedisValue,
+    {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(&self.sha).arg(numkeys);
+        fill(&mut evalsha);
+        match evalsha.query_async(conn).await {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(self.code).arg(numkeys);
+                fill(&mut eval);
+                eval.query_async(conn).await
+            }
+            other => other,
+        }
+    }
+}
+
 struct Scripts {
-    lock: Script,
-    rlock: Script,
-    refresh: Script,
-    unlock: Script,
+    lock: Lua,
+    rlock: Lua,
+    refresh: Lua,
+    unlock: Lua,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
@@ -41,12 +78,15 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     clippy::expect_used,
     reason = "the files are embedded at compile time and a unit test loads every one"
 )]
-fn load(name: &str) -> Script {
+fn load(name: &str) -> Lua {
     let code = LUA
         .get_file(name)
         .and_then(|file| file.contents_utf8())
         .expect("lua/ holds every script in SCRIPT_FILES as UTF-8");
-    Script::new(code)
+    Lua {
+        code,
+        sha: redis::Script::new(code).get_hash().to_owned(),
+    }
 }
 
 /// The reply of `lock.lua` and `rlock.lua` when the key is usable, or of the write
@@ -149,14 +189,15 @@ pub(crate) async fn lock<C: ConnectionLike>(
 ) -> Result<Attempt, Error> {
     let reply: Result<Value, RedisError> = SCRIPTS
         .lock
-        .key(&keys.lock)
-        .key(&keys.intent)
-        .key(&keys.fence)
-        .arg(id)
-        .arg(ttl_ms)
-        .arg(if set_intent { "1" } else { "0" })
-        .arg(fence_ms)
-        .invoke_async(conn)
+        .run(conn, 3, |cmd| {
+            cmd.arg(&keys.lock)
+                .arg(&keys.intent)
+                .arg(&keys.fence)
+                .arg(id)
+                .arg(ttl_ms)
+                .arg(if set_intent { "1" } else { "0" })
+                .arg(fence_ms);
+        })
         .await;
     parse_attempt(
         reply.map_err(|err| Error::redis(&keys.lock, err))?,
@@ -177,14 +218,15 @@ pub(crate) async fn rlock<C: ConnectionLike>(
 ) -> Result<Attempt, Error> {
     let reply: Result<Value, RedisError> = SCRIPTS
         .rlock
-        .key(&keys.lock)
-        .key(&keys.intent)
-        .key(&keys.fence)
-        .arg(id)
-        .arg(ttl_ms)
-        .arg(fence_ms)
-        .arg(if fence_checked { "1" } else { "0" })
-        .invoke_async(conn)
+        .run(conn, 3, |cmd| {
+            cmd.arg(&keys.lock)
+                .arg(&keys.intent)
+                .arg(&keys.fence)
+                .arg(id)
+                .arg(ttl_ms)
+                .arg(fence_ms)
+                .arg(if fence_checked { "1" } else { "0" });
+        })
         .await;
     parse_attempt(
         reply.map_err(|err| Error::redis(&keys.lock, err))?,
@@ -201,10 +243,9 @@ pub(crate) async fn refresh<C: ConnectionLike>(
 ) -> Result<bool, Error> {
     let held: i64 = SCRIPTS
         .refresh
-        .key(key)
-        .arg(id)
-        .arg(ttl_ms)
-        .invoke_async(conn)
+        .run(conn, 1, |cmd| {
+            cmd.arg(key).arg(id).arg(ttl_ms);
+        })
         .await
         .map_err(|err| Error::redis(key, err))?;
     Ok(held == 1)
@@ -222,26 +263,32 @@ pub(crate) struct Released {
 
 /// Runs `unlock.lua`: remove `id` (a writer's when `mode` is [`Mode::Write`]) from the
 /// lock, delete the lock intent too when `clear_intent` and it holds `id`, and publish
-/// on the release channel when the lock may now be taken.
+/// on the release channel when the lock may now be taken: by `SPUBLISH` (sharded, in
+/// the lock key's slot) when `sharded`, else by `PUBLISH`.
 pub(crate) async fn unlock<C: ConnectionLike>(
     conn: &mut C,
     keys: &Keys,
     clear_intent: bool,
     id: &str,
     mode: Mode,
+    sharded: bool,
 ) -> Result<Released, Error> {
-    let mut invocation = SCRIPTS.unlock.key(&keys.lock);
-    if clear_intent {
-        invocation.key(&keys.intent);
-    }
-    let reply: i64 = invocation
-        .arg(id)
-        .arg(&keys.channel)
-        .arg(match mode {
-            Mode::Write => "w",
-            Mode::Read => "r",
+    let numkeys = if clear_intent { 2 } else { 1 };
+    let reply: i64 = SCRIPTS
+        .unlock
+        .run(conn, numkeys, |cmd| {
+            cmd.arg(&keys.lock);
+            if clear_intent {
+                cmd.arg(&keys.intent);
+            }
+            cmd.arg(id)
+                .arg(&keys.channel)
+                .arg(match mode {
+                    Mode::Write => "w",
+                    Mode::Read => "r",
+                })
+                .arg(if sharded { "1" } else { "0" });
         })
-        .invoke_async(conn)
         .await
         .map_err(|err| Error::redis(&keys.lock, err))?;
     Ok(Released {
@@ -316,7 +363,7 @@ mod tests {
             &SCRIPTS.refresh,
             &SCRIPTS.unlock,
         ] {
-            assert_eq!(script.get_hash().len(), 40);
+            assert_eq!(script.sha.len(), 40);
         }
         for name in SCRIPT_FILES {
             let code = LUA.get_file(name).unwrap().contents_utf8().unwrap();

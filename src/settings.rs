@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Preview};
-use crate::keys::check_key;
+use crate::keys::{check_key, check_slot, lock_key};
 use crate::notifier::Notifier;
 
 /// The lock TTL when none is set: 4 s, as in the Go package.
@@ -29,6 +29,12 @@ pub(crate) struct Settings {
     pub(crate) fence_retention: Duration,
     pub(crate) tracker: Option<TaskTracker>,
     pub(crate) notifier: Option<Notifier>,
+    /// Untagged lock keys get a hash tag around their varying part
+    /// ([`lock_key`](crate::keys::lock_key)).
+    pub(crate) hash_tag_keys: bool,
+    /// The connection reaches a Redis Cluster: every lock key must carry a hash tag, and
+    /// releases are published by `SPUBLISH`.
+    pub(crate) cluster: bool,
 }
 
 impl Settings {
@@ -40,6 +46,17 @@ impl Settings {
             fence_retention: DEFAULT_FENCE_RETENTION,
             tracker: None,
             notifier: None,
+            hash_tag_keys: false,
+            cluster: false,
+        }
+    }
+
+    /// The defaults for a mutex on a connection of type `C`: on a Redis Cluster when
+    /// `C` is redis-rs's cluster connection.
+    pub(crate) fn for_connection<C: 'static>(name: String) -> Self {
+        Self {
+            cluster: crate::cluster::is_cluster::<C>(),
+            ..Self::new(name)
         }
     }
 
@@ -68,7 +85,57 @@ impl Settings {
                 self.fence_retention
             )));
         }
+        self.check_slots()?;
+        self.check_notifier()
+    }
+
+    /// On a cluster, or with [`hash_tag_keys`](Self::hash_tag_keys), every lock of the
+    /// mutex must keep its keys in one slot: the name carries a hash tag, or tagging
+    /// gives its lock keys one (a key with braces of its own is checked when used).
+    fn check_slots(&self) -> Result<(), Error> {
+        if !self.cluster && !self.hash_tag_keys {
+            return Ok(());
+        }
+        let name = Preview(&self.name);
+        for key in [None, Some("k")] {
+            let lock = lock_key(&self.name, key, self.hash_tag_keys);
+            if let Err(Error::InvalidKey { reason, .. }) = check_slot(&lock) {
+                let hint = if self.hash_tag_keys {
+                    "the name's first '{' is closed at once, so no tag can be made"
+                } else {
+                    "mutex name without a hash tag"
+                };
+                return Err(Error::InvalidOptions(format!(
+                    "mutex name {name} ({hint}): lock key {}: {reason}",
+                    Preview(&lock)
+                )));
+            }
+        }
         Ok(())
+    }
+
+    /// A cluster mutex needs a cluster notifier (sharded pub/sub), and a single-server
+    /// mutex a single-server one: each listens where the other's releases are not sent.
+    fn check_notifier(&self) -> Result<(), Error> {
+        match &self.notifier {
+            Some(notifier) if notifier.hub.is_cluster() != self.cluster => {
+                Err(Error::InvalidOptions(format!(
+                    "mutex {} is on a {} but its notifier is for a {}",
+                    Preview(&self.name),
+                    if self.cluster {
+                        "Redis Cluster"
+                    } else {
+                        "single Redis server"
+                    },
+                    if self.cluster {
+                        "single Redis server (Notifier::new)"
+                    } else {
+                        "Redis Cluster (Notifier::cluster)"
+                    },
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The TTL in whole milliseconds, rounded down: the unit of `PX` and `PEXPIRE`.
