@@ -119,7 +119,7 @@ impl Hub {
     /// cluster it reaches, so hubs are not shared by address).
     #[cfg(feature = "cluster")]
     pub(crate) fn cluster(client: redis::cluster::ClusterClient) -> Arc<Self> {
-        Self::new(Source::Cluster(client))
+        Self::new(Source::Cluster(Box::new(client)))
     }
 
     fn new(source: Source) -> Arc<Self> {

@@ -33,7 +33,7 @@ pub(crate) enum Source {
     Server(redis::Client),
     /// A Redis Cluster: sharded Pub/Sub over a RESP3 cluster connection.
     #[cfg(feature = "cluster")]
-    Cluster(redis::cluster::ClusterClient),
+    Cluster(Box<redis::cluster::ClusterClient>),
 }
 
 impl Source {
