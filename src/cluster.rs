@@ -3,6 +3,10 @@
 /// Whether `C` is redis-rs's async cluster connection, so that a mutex on it keeps
 /// every key of a lock in one slot and publishes releases by `SPUBLISH`. A connection
 /// type that wraps one is not recognised: `Builder::cluster(true)` says so instead.
+#[cfg_attr(
+    not(feature = "cluster"),
+    expect(clippy::extra_unused_type_parameters, reason = "used with feature cluster")
+)]
 pub(crate) fn is_cluster<C: 'static>() -> bool {
     #[cfg(feature = "cluster")]
     {
