@@ -5,7 +5,10 @@
 /// type that wraps one is not recognised: `Builder::cluster(true)` says so instead.
 #[cfg_attr(
     not(feature = "cluster"),
-    expect(clippy::extra_unused_type_parameters, reason = "used with feature cluster")
+    expect(
+        clippy::extra_unused_type_parameters,
+        reason = "used with feature cluster"
+    )
 )]
 pub(crate) fn is_cluster<C: 'static>() -> bool {
     #[cfg(feature = "cluster")]

@@ -96,18 +96,18 @@ impl Settings {
         if !self.cluster && !self.hash_tag_keys {
             return Ok(());
         }
-        let name = Preview(&self.name);
         for key in [None, Some("k")] {
             let lock = lock_key(&self.name, key, self.hash_tag_keys);
             if let Err(Error::InvalidKey { reason, .. }) = check_slot(&lock) {
-                let hint = if self.hash_tag_keys {
-                    "the name's first '{' is closed at once, so no tag can be made"
+                let why = if self.hash_tag_keys {
+                    "its first '{' is closed at once, so no hash tag can be made for its keys"
                 } else {
-                    "mutex name without a hash tag"
+                    "it has no hash tag"
                 };
                 return Err(Error::InvalidOptions(format!(
-                    "mutex name {name} ({hint}): lock key {}: {reason}",
-                    Preview(&lock)
+                    "mutex name {} cannot keep a lock's keys in one slot, since {why} (lock key {}: {reason})",
+                    Preview(&self.name),
+                    Preview(&lock),
                 )));
             }
         }
@@ -200,6 +200,33 @@ mod tests {
             let err = settings.check().unwrap_err();
             assert!(err.to_string().contains("fence retention"), "{err}");
         }
+    }
+
+    #[test]
+    fn on_a_cluster_every_lock_key_of_the_name_must_have_a_hash_tag() {
+        let on_cluster = |name: &str, tag_keys: bool| Settings {
+            cluster: true,
+            hash_tag_keys: tag_keys,
+            ..Settings::new(name.into())
+        };
+        let err = on_cluster("orders", false).check().unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidOptions(ref m) if m.contains("\"orders\"")
+                && m.contains("no hash tag") && m.contains("CROSSSLOT")),
+            "{err}"
+        );
+        assert!(on_cluster("{orders}", false).check().is_ok());
+        assert!(on_cluster("orders", true).check().is_ok());
+        assert!(on_cluster("{orders}", true).check().is_ok());
+        let stuck = on_cluster("a{}b", true).check().unwrap_err();
+        assert!(stuck.to_string().contains("closed at once"), "{stuck}");
+        // Off a cluster, an untagged name is the Go layout; tagging still checks.
+        assert!(Settings::new("orders".into()).check().is_ok());
+        let tagging = Settings {
+            hash_tag_keys: true,
+            ..Settings::new("a{}b".into())
+        };
+        assert!(tagging.check().is_err());
     }
 
     #[test]
