@@ -8,12 +8,17 @@
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  "1": on failure, set the lock intent so new readers stay out; "0": don't
 -- ARGV[4]  fence retention in milliseconds (positive integer): the PX of KEYS[3]
+-- ARGV[5]  "1": floor every token at the server clock, not only a restarted counter's
+--          (Redis Cluster: a failover can lose the last increments); absent: don't (it is
+--          left out then, keeping the call within the 10 arguments that a client may send
+--          before it has authenticated)
 --
 -- Replies:
 --   token (integer > 0)       acquired: KEYS[1] now holds ARGV[1] with PX ARGV[2]; KEYS[2] is
 --                             deleted if it held ARGV[1]; token = KEYS[3] + 1, or the server
 --                             TIME in microseconds when that is larger and KEYS[3] was absent
---                             or below 10^15, now stored in KEYS[3] with PX ARGV[4].
+--                             or below 10^15 (or ARGV[5] == "1"), now stored in KEYS[3] with
+--                             PX ARGV[4].
 --                             Also the reply when KEYS[1] already holds ARGV[1] (a resent
 --                             request, or a lock taken without a usable token), whose TTL is
 --                             then reset to ARGV[2] (and a new, larger token minted).
@@ -80,9 +85,10 @@ if holder == false or holder == ARGV[1] then
     -- (microseconds since 2001), so a smaller count means the counter was (re)created
     -- since: it restarts at the server clock in microseconds, so tokens keep growing after
     -- KEYS[3] expires or the server restarts empty. TIME is read before the first write,
-    -- so an error there (an ACL without TIME) changes nothing.
+    -- so an error there (an ACL without TIME) changes nothing. On a cluster every token is
+    -- floored at the clock: a failover may have lost the last increments of KEYS[3].
     local token = last + 1
-    if token < 1e15 then
+    if token < 1e15 or ARGV[5] == '1' then
         local time = redis.call('TIME')
         token = math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
     end

@@ -8,13 +8,18 @@
 -- ARGV[3]  fence retention in milliseconds (positive integer): the PX of KEYS[3]
 -- ARGV[4]  "1": the caller saw KEYS[3] hold a valid token before, so it is taken as a
 --          counter (INCR) without reading it first; "0": it is checked first
+-- ARGV[5]  "1": floor every token at the server clock, not only a restarted counter's
+--          (Redis Cluster: a failover can lose the last increments); absent: don't (it is
+--          left out then, keeping the call within the 10 arguments that a client may send
+--          before it has authenticated)
 --
 -- Replies:
 --   token (integer > 0)       acquired: ARGV[1] is a member of the set KEYS[1], whose PTTL is
 --                             now at least ARGV[2] (it is never shortened: other readers may
 --                             need a longer one); token = KEYS[3] + 1, or the server TIME
 --                             in microseconds when that is larger and KEYS[3] was absent or
---                             below 10^15, now stored in KEYS[3] with PX ARGV[3]. Also the
+--                             below 10^15 (or ARGV[5] == "1"), now stored in KEYS[3] with PX
+--                             ARGV[3]. Also the
 --                             reply when ARGV[1] was already a member (a resent request).
 --   -1 - pttl (integer < 0)   blocked: a writer holds KEYS[1] (pttl is its PTTL in ms) or a
 --                             writer waits (KEYS[2] exists; pttl is the intent's PTTL in ms).
@@ -39,9 +44,10 @@ local ttl = tonumber(ARGV[2])
 -- A token counted up from `token`, or from the server clock in microseconds when that
 -- is larger and `token` is below 10^15: tokens minted from the clock are above 10^15
 -- (microseconds since 2001), so a smaller count means the counter was (re)created since
--- (it expired, or the server restarted empty).
+-- (it expired, or the server restarted empty). With ARGV[5] == "1" (a cluster, where a
+-- failover may have lost the last increments) every token is floored at the clock.
 local function at_least_the_clock(token)
-    if token >= 1e15 then
+    if token >= 1e15 and ARGV[5] ~= '1' then
         return token
     end
     local time = redis.call('TIME')
@@ -101,9 +107,11 @@ if ARGV[4] == '1' then
         end
         return {'unchecked'}
     end
-    if token < 1e15 then
-        -- The counter was gone: it restarts at the clock, with its TTL.
-        token = at_least_the_clock(token)
+    local floored = at_least_the_clock(token)
+    if floored ~= token or token < 1e15 then
+        -- The counter was gone (it restarts at the clock, with its TTL), or the clock is
+        -- ahead of it on a cluster.
+        token = floored
         redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
     end
     if pttl < ttl then

@@ -71,7 +71,7 @@ where
         ttl_ms: settings.ttl_ms(),
         fence_ms: settings.fence_ms(),
         hub: hub.clone(),
-        sharded: settings.cluster,
+        cluster: settings.cluster,
     });
     let waits = matches!(patience, Patience::Wait(_));
     let set_intent = request.mode == Mode::Write && settings.lock_intent && waits;
@@ -92,9 +92,11 @@ where
     }
     let fences = &request.inner.fences;
     // A writer's first attempt on a lock key whose fence key this mutex has checked goes
-    // without a script.
+    // without a script; not on a cluster, whose tokens are all floored at the clock.
     let fast_ok = || {
-        lease.mode == Mode::Write && fences.countable(&lease.keys.lock, settings.fence_retention)
+        lease.mode == Mode::Write
+            && !lease.cluster
+            && fences.countable(&lease.keys.lock, settings.fence_retention)
     };
     let mut fast = !skip_attempt && fast_ok();
 

@@ -32,8 +32,10 @@ pub(crate) struct Lease<C> {
     pub(crate) fence_ms: u64,
     /// Where this process's waiters on the lock wait, when the mutex has a notifier.
     pub(crate) hub: Option<Arc<Hub>>,
-    /// Releases are published by `SPUBLISH` (Redis Cluster), not `PUBLISH`.
-    pub(crate) sharded: bool,
+    /// The lock is on a Redis Cluster: releases are published by `SPUBLISH`, not
+    /// `PUBLISH`, and every token is floored at the server clock, since a failover can
+    /// lose the fence key's last increments.
+    pub(crate) cluster: bool,
 }
 
 impl<C> Lease<C>
@@ -59,8 +61,13 @@ where
                     FastLock::Busy => Attempt::Busy,
                 },
             ),
-            Mode::Write => scripts::lock(conn, keys, id, ttl_ms, set_intent, fence_ms).await,
-            Mode::Read => scripts::rlock(conn, keys, id, ttl_ms, fence_ms, fence_checked).await,
+            Mode::Write => {
+                scripts::lock(conn, keys, id, ttl_ms, set_intent, fence_ms, self.cluster).await
+            }
+            Mode::Read => {
+                let cluster = self.cluster;
+                scripts::rlock(conn, keys, id, ttl_ms, fence_ms, fence_checked, cluster).await
+            }
         }
     }
 
@@ -83,7 +90,7 @@ where
             clear_intent,
             &self.id,
             self.mode,
-            self.sharded,
+            self.cluster,
         );
         let released = tokio::time::timeout(self.ttl, unlock)
             .await
@@ -154,7 +161,7 @@ mod tests {
             ttl_ms,
             fence_ms: ttl_ms,
             hub: None,
-            sharded: false,
+            cluster: false,
         }
     }
 

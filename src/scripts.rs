@@ -178,7 +178,8 @@ pub(crate) async fn fast_lock<C: ConnectionLike>(
 }
 
 /// Runs `lock.lua`: take the write lock under `id` for `ttl_ms` and mint a fencing token
-/// kept for `fence_ms`, setting the lock intent on failure when `set_intent` is true.
+/// kept for `fence_ms` (floored at the server clock when `clock_floor`), setting the lock
+/// intent on failure when `set_intent` is true.
 pub(crate) async fn lock<C: ConnectionLike>(
     conn: &mut C,
     keys: &Keys,
@@ -186,6 +187,7 @@ pub(crate) async fn lock<C: ConnectionLike>(
     ttl_ms: u64,
     set_intent: bool,
     fence_ms: u64,
+    clock_floor: bool,
 ) -> Result<Attempt, Error> {
     let reply: Result<Value, RedisError> = SCRIPTS
         .lock
@@ -197,6 +199,11 @@ pub(crate) async fn lock<C: ConnectionLike>(
                 .arg(ttl_ms)
                 .arg(if set_intent { "1" } else { "0" })
                 .arg(fence_ms);
+            // Sent only when set: a client that has not authenticated may send at most
+            // 10 arguments, and must get NOAUTH, not a protocol error.
+            if clock_floor {
+                cmd.arg("1");
+            }
         })
         .await;
     parse_attempt(
@@ -206,8 +213,8 @@ pub(crate) async fn lock<C: ConnectionLike>(
 }
 
 /// Runs `rlock.lua`: add `id` to the readers of the lock for at least `ttl_ms` and mint
-/// a fencing token kept for `fence_ms`; with `fence_checked`, the fence key is taken as
-/// the counter without reading it first.
+/// a fencing token kept for `fence_ms` (floored at the server clock when `clock_floor`);
+/// with `fence_checked`, the fence key is taken as the counter without reading it first.
 pub(crate) async fn rlock<C: ConnectionLike>(
     conn: &mut C,
     keys: &Keys,
@@ -215,6 +222,7 @@ pub(crate) async fn rlock<C: ConnectionLike>(
     ttl_ms: u64,
     fence_ms: u64,
     fence_checked: bool,
+    clock_floor: bool,
 ) -> Result<Attempt, Error> {
     let reply: Result<Value, RedisError> = SCRIPTS
         .rlock
@@ -226,6 +234,9 @@ pub(crate) async fn rlock<C: ConnectionLike>(
                 .arg(ttl_ms)
                 .arg(fence_ms)
                 .arg(if fence_checked { "1" } else { "0" });
+            if clock_floor {
+                cmd.arg("1");
+            }
         })
         .await;
     parse_attempt(

@@ -159,8 +159,9 @@ async fn an_acl_user_without_script_rights_or_key_access_is_refused_with_no_perm
             "noscript",
             &["~*", "&*", "+@all", "-evalsha", "-eval", "-script"],
         ),
-        // EVALSHA allowed but SCRIPT LOAD not: refused when the script must be loaded.
-        ("noload", &["~*", "&*", "+@all", "-script"]),
+        // EVALSHA allowed but EVAL not: refused when the script must be sent (NOSCRIPT
+        // on a fresh server).
+        ("noeval", &["~*", "&*", "+@all", "-eval", "-script"]),
         // Every command, but only keys under `other:`.
         ("otherkeys", &["~other:*", "&*", "+@all"]),
     ];

@@ -125,39 +125,67 @@ async fn an_already_cancelled_parent_sends_nothing() {
 }
 
 /// An attempt answered after the validity it would start has ended (here: the server is
-/// frozen for three TTLs while the request is in flight) gives no expired guard: the next
-/// attempt renews the lock under the same id.
+/// frozen while the request is in flight) gives no expired guard: a wait attempts again
+/// under the same id, which renews the lock.
 #[tokio::test]
 async fn an_acquisition_answered_too_late_is_renewed_not_handed_out_expired() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let mx = common::mutex(&conn, "late", Duration::from_millis(100));
 
-    for try_once in [false, true] {
-        server.pause();
-        let attempt = tokio::spawn({
-            let mx = mx.clone();
-            async move {
-                if try_once {
-                    mx.try_write().await.map(|guard| guard.expect("free"))
-                } else {
-                    mx.write().await
-                }
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(300)).await; // below the 500 ms reply timeout
-        server.resume();
-        let guard = tokio::time::timeout(LIVENESS, attempt)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        assert!(
-            !guard.is_cancelled(),
-            "handed out expired: {:?}",
-            guard.cancel_reason()
-        );
-        assert_eq!(raw::get(&conn, "late").await.as_deref(), Some(guard.id()));
-        assert!(guard.unlock().await.unwrap());
-    }
+    server.pause();
+    let attempt = tokio::spawn({
+        let mx = mx.clone();
+        async move { mx.write().await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await; // below the 500 ms reply timeout
+    server.resume();
+    let guard = tokio::time::timeout(LIVENESS, attempt)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        !guard.is_cancelled(),
+        "handed out expired: {:?}",
+        guard.cancel_reason()
+    );
+    assert_eq!(raw::get(&conn, "late").await.as_deref(), Some(guard.id()));
+    assert!(guard.unlock().await.unwrap());
+}
+
+/// A try whose attempt gets no reply within the lock's validity returns `Timeout` then,
+/// even over a connection with no response timeout, and releases what the attempt may
+/// take once the server answers, long before the TTL would.
+#[tokio::test]
+async fn a_try_unanswered_within_the_validity_times_out_and_cleans_up() {
+    let server = RedisServer::start();
+    let admin = server.conn().await;
+    let conn = server
+        .client()
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
+        )
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(1);
+    let mx = RwMutex::builder(conn, "late").ttl(ttl).build().unwrap();
+
+    server.pause();
+    let started = std::time::Instant::now();
+    let result = tokio::time::timeout(LIVENESS, mx.try_write())
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    server.resume();
+    assert!(matches!(result, Err(Error::Timeout)), "{result:?}");
+    // The validity (1 s - 12 ms), plus at most 100 ms waiting for the clean-up.
+    assert!(
+        took >= Duration::from_millis(980) && took < Duration::from_millis(1400),
+        "{took:?}"
+    );
+    // Once the server runs the attempt (which takes the lock), the clean-up queued
+    // behind it removes it, well before its 1 s TTL.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!raw::exists(&admin, "late").await, "left for its TTL");
 }
