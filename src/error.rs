@@ -35,7 +35,11 @@ pub enum Error {
         source: redis::RedisError,
     },
 
-    /// [`Acquire::timeout`](crate::Acquire::timeout) ran out before the lock was acquired.
+    /// [`Acquire::timeout`](crate::Acquire::timeout) ran out before the lock was acquired;
+    /// or one request got no reply within its bound: a
+    /// [`try_write`](crate::RwMutex::try_write)'s or
+    /// [`try_read`](crate::RwMutex::try_read)'s attempt within the lock's validity, a
+    /// release ([`Guard::unlock`](crate::Guard::unlock)) within the TTL.
     #[error("timed out waiting for the lock")]
     Timeout,
 

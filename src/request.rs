@@ -82,7 +82,11 @@ impl<C> fmt::Debug for Request<C> {
 /// Waiters in different processes are not queued against each other. An attempt
 /// answered only after the validity it would start has ended (the server or the
 /// connection stalled) gives no guard: the next attempt, under the same id, renews the
-/// lock if it is still ours. With the lock intent on, a waiting writer keeps new readers
+/// lock if it is still ours. No attempt waits longer than that validity for its reply,
+/// even over a connection with no response timeout (redis-rs's cluster client, which
+/// keeps retrying through a failover): the request attempts again. On a Redis Cluster
+/// the first attempt is always a script, since every token is floored at the server
+/// clock there (README, "Fencing tokens"). With the lock intent on, a waiting writer keeps new readers
 /// out (see [`Builder::lock_intent`](crate::Builder::lock_intent)); it renews the intent
 /// (which holds its id) while it waits, and clears it when it gives up.
 ///
@@ -95,7 +99,9 @@ impl<C> fmt::Debug for Request<C> {
 ///   2^53 - 1); [`Error::NoExpiry`] at once when one exists with no TTL. The key is left
 ///   untouched.
 /// - [`Error::InvalidKey`] before anything is sent when the lock key is longer than
-///   [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence` or `:lock-intent`.
+///   [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence` or `:lock-intent`, or,
+///   on a Redis Cluster (or with
+///   [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys)), has no hash tag.
 /// - [`Error::InvalidOptions`] when the mutex's options are not usable (see
 ///   [`Builder::build`](crate::Builder::build)); only a mutex made with
 ///   [`RwMutex::new`](crate::RwMutex::new) can have such options.
@@ -201,10 +207,14 @@ impl<C> fmt::Debug for Acquire<C> {
 ///
 /// # Errors
 ///
-/// As [`Acquire`], except that there is no timeout: [`Error::Cancelled`] when the parent
-/// token is already cancelled, [`Error::WrongType`], [`Error::NoExpiry`],
+/// As [`Acquire`], except that there is no timeout to set: [`Error::Cancelled`] when the
+/// parent token is already cancelled, [`Error::WrongType`], [`Error::NoExpiry`],
 /// [`Error::InvalidKey`], [`Error::InvalidOptions`], [`Error::Refused`] and
-/// [`Error::Redis`].
+/// [`Error::Redis`]; and [`Error::Timeout`] when the attempt gets no reply within the
+/// lock's validity (the TTL minus 1% and 2 ms; the reply could no longer make a guard),
+/// even over a connection with no response timeout, such as redis-rs's cluster client.
+/// A try therefore returns within the validity plus the 100 ms it may wait for its
+/// clean-up.
 ///
 /// # Cancel safety
 ///
