@@ -12,7 +12,7 @@
 //! - unlock: delete the string if it equals id, or remove id from the set (deleting it
 //!   when empty).
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::Script;
 
 const WRITE: &str = r#"
@@ -61,21 +61,24 @@ end
 return 1
 "#;
 
-/// A Go-protocol client on its own connection, with a Go-style random id per lock.
+/// A Go-protocol client on its own connection (a plain one, or a cluster connection),
+/// with a Go-style random id per lock.
 #[derive(Clone)]
-pub struct GoPeer {
-    conn: MultiplexedConnection,
+pub struct GoPeer<C = MultiplexedConnection> {
+    conn: C,
     ttl_ms: u64,
 }
 
 impl GoPeer {
-    pub fn new(conn: MultiplexedConnection, ttl_ms: u64) -> Self {
-        Self { conn, ttl_ms }
-    }
-
     /// A fresh lock id as the Go package makes them: 16 random bytes as 32 hex chars.
     pub fn new_id() -> String {
         hex::encode(rand::random::<[u8; 16]>())
+    }
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync> GoPeer<C> {
+    pub fn new(conn: C, ttl_ms: u64) -> Self {
+        Self { conn, ttl_ms }
     }
 
     fn intent(key: &str) -> String {

@@ -1,8 +1,10 @@
-//! Test support: a throwaway `redis-server` per test, a fault-injecting proxy in front
-//! of it, and a peer speaking the Go package's protocol. Shared by the integration
-//! tests, the benches and the example.
+//! Test support: a throwaway `redis-server` (or Redis Cluster) per test, a
+//! fault-injecting proxy in front of it, and a peer speaking the Go package's protocol.
+//! Shared by the integration tests, the benches and the example.
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod events;
 pub mod fault_checks;
 pub mod fleet;

@@ -128,16 +128,8 @@ impl RedisServer {
         self.child.id()
     }
 
-    /// Whether the server answers PING: `+PONG`, or `-NOAUTH` when it wants a password.
     fn ping(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-        let mut reply = [0u8; 7];
-        stream.write_all(b"PING\r\n").is_ok()
-            && stream.read_exact(&mut reply).is_ok()
-            && (&reply == b"+PONG\r\n" || reply.starts_with(b"-NOAUTH"))
+        answers_ping(self.port)
     }
 
     /// `redis://127.0.0.1:<port>/`
@@ -194,6 +186,19 @@ impl RedisServer {
         let path: PathBuf = self.dir.path().join("redis.log");
         std::fs::read_to_string(&path).unwrap_or_else(|err| format!("(no log at {path:?}: {err})"))
     }
+}
+
+/// Whether a server on 127.0.0.1:`port` answers PING: `+PONG`, or `-NOAUTH` when it
+/// wants a password.
+pub fn answers_ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut reply = [0u8; 7];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut reply).is_ok()
+        && (&reply == b"+PONG\r\n" || reply.starts_with(b"-NOAUTH"))
 }
 
 impl Drop for RedisServer {

@@ -1,0 +1,221 @@
+//! The Redis Cluster the tests start: its layout, its slot arithmetic, routing through a
+//! cluster connection, failover after a killed master, frozen nodes, and teardown.
+// The doc comes first: without the feature the crate is empty but still wants one.
+#![cfg(feature = "cluster")]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::cluster::{self, Cluster, Role, State, SLOTS};
+use common::go_peer::GoPeer;
+use redis::AsyncCommands;
+
+/// Keys whose hash tag is easy to get wrong, with ones the crate uses.
+const TRICKY_KEYS: &[&str] = &[
+    "",
+    "a",
+    "123456789",
+    "{",
+    "}",
+    "{}",
+    "}{",
+    "a{}b",
+    "{}{x}",
+    "}{x}",
+    "{x}}",
+    "{{x}}",
+    "a{b}c{d}",
+    "a{b",
+    "a}b{c}",
+    "{a}",
+    "x{a}",
+    "{a}y",
+    "orders:42",
+    "orders:42:lock-intent",
+    "{orders}:42",
+    "{orders}:42:lock-intent",
+    "{orders}:42:fence",
+    "ключ{тег}",
+    "{ }",
+];
+
+#[test]
+fn slot_matches_the_reference_value_without_a_server() {
+    // CRC16-XMODEM("123456789") = 0x31C3, the check value of the algorithm.
+    assert_eq!(cluster::slot("123456789"), 0x31C3);
+    assert_eq!(cluster::slot("{123456789}:anything"), 0x31C3);
+    assert_eq!(cluster::slot("x{123456789}{y}"), 0x31C3);
+}
+
+#[tokio::test]
+async fn three_masters_cover_every_slot_each_with_an_attached_replica() {
+    let cluster = Cluster::start();
+    let masters = cluster.masters();
+    assert_eq!(masters.len(), 3, "{masters:?}");
+    let covered: usize = masters
+        .iter()
+        .flat_map(|master| master.slots.iter().map(|range| range.len()))
+        .sum();
+    assert_eq!(covered, usize::from(SLOTS), "{masters:?}");
+    for slot in [0, 5460, 5461, 10922, 10923, SLOTS - 1] {
+        let serving = masters.iter().filter(|master| master.serves(slot)).count();
+        assert_eq!(serving, 1, "slot {slot}: {masters:?}");
+    }
+    let nodes = cluster.nodes();
+    assert_eq!(nodes.len(), 6);
+    assert!(nodes.iter().all(|node| node.state == State::Running));
+    let replicas: Vec<_> = nodes
+        .iter()
+        .filter(|node| node.role == Role::Replica)
+        .collect();
+    assert_eq!(replicas.len(), 3, "{nodes:?}");
+    for master in &masters {
+        assert_eq!(master.replicas.len(), 1, "{master:?}");
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut cluster.node_conn(master.replicas[0]).await)
+            .await
+            .unwrap();
+        assert!(
+            info.contains(&format!("master_port:{}", master.port)),
+            "{info}"
+        );
+        assert!(info.contains("master_link_status:up"), "{info}");
+    }
+}
+
+#[tokio::test]
+async fn slot_agrees_with_cluster_keyslot() {
+    let cluster = Cluster::start();
+    let mut conn = cluster.node_conn(cluster.nodes()[0].port).await;
+    for key in TRICKY_KEYS {
+        let expected: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(*key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(cluster::slot(key), expected, "slot of {key:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_connection_reads_and_writes_on_every_master() {
+    let cluster = Cluster::start();
+    let mut conn = cluster.conn().await;
+    let masters = cluster.masters();
+    for (i, master) in masters.iter().enumerate() {
+        let name = cluster.name_on_master(i, "harness");
+        assert!(master.serves(cluster::slot(&name)), "{name} on {master:?}");
+        let key = format!("{name}:value");
+        let () = conn.set(&key, i).await.unwrap();
+        assert_eq!(conn.get::<_, usize>(&key).await.unwrap(), i);
+        let mut direct = cluster.node_conn(master.port).await;
+        let stored: Option<usize> = direct.get(&key).await.unwrap();
+        assert_eq!(stored, Some(i), "{key} is stored on master {}", master.port);
+    }
+}
+
+#[tokio::test]
+async fn a_go_peer_locks_on_every_master_through_a_cluster_connection() {
+    let cluster = Cluster::start();
+    let go = GoPeer::new(cluster.conn().await, 60_000);
+    for (i, master) in cluster.masters().iter().enumerate() {
+        let name = cluster.name_on_master(i, "go");
+        let (id, other) = (GoPeer::new_id(), GoPeer::new_id());
+        assert_eq!(go.write(&name, &id, true).await, None);
+        let stored: Option<String> = cluster
+            .node_conn(master.port)
+            .await
+            .get(&name)
+            .await
+            .unwrap();
+        assert_eq!(
+            stored.as_ref(),
+            Some(&id),
+            "{name} is held on master {}",
+            master.port
+        );
+        cluster.script_flush_all().await;
+        assert!(go
+            .write(&name, &other, true)
+            .await
+            .is_some_and(|pttl| pttl > 0));
+        assert!(
+            go.read(&name, &other).await.is_some(),
+            "the intent blocks readers"
+        );
+        assert_eq!(go.refresh(&name, &id).await, 1);
+        go.unlock(&name, &id).await;
+        let blocked = go.read(&name, &other).await;
+        assert!(blocked.is_some(), "the intent outlives the lock");
+        assert_eq!(go.write(&name, &other, true).await, None);
+        go.unlock(&name, &other).await;
+    }
+}
+
+#[tokio::test]
+async fn a_killed_master_is_replaced_by_its_replica_and_its_slots_take_writes() {
+    let cluster = Cluster::start();
+    let name = cluster.name_on_master(0, "failover");
+    let slot = cluster::slot(&name);
+    let old = cluster.master_of_slot(slot);
+    let replica = cluster.masters()[0].replicas[0];
+    let mut conn = cluster.conn().await;
+    let () = conn.set(&name, "before").await.unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query_async(&mut cluster.node_conn(old).await)
+        .await
+        .unwrap();
+    assert_eq!(acked, 1, "the replica has the write");
+
+    let killed = Instant::now();
+    cluster.kill(old);
+    let new = cluster.wait_failover(old).await;
+    eprintln!("failover took {:?}", killed.elapsed());
+
+    assert_eq!(new, replica);
+    assert_eq!(cluster.master_of_slot(slot), new);
+    let old_node = cluster.nodes().into_iter().find(|node| node.port == old);
+    assert_eq!(old_node.map(|node| node.state), Some(State::Killed));
+    let mut fresh = cluster.conn().await;
+    assert_eq!(fresh.get::<_, String>(&name).await.unwrap(), "before");
+    let () = fresh.set(&name, "after").await.unwrap();
+    assert_eq!(fresh.get::<_, String>(&name).await.unwrap(), "after");
+    let stored: String = cluster.node_conn(new).await.get(&name).await.unwrap();
+    assert_eq!(stored, "after");
+    cluster.script_flush_all().await;
+}
+
+#[tokio::test]
+async fn a_paused_node_answers_nothing_until_resumed_and_drop_kills_every_node() {
+    let cluster = Cluster::start();
+    let replica = cluster.masters()[1].replicas[0];
+    let mut conn = cluster.node_conn(replica).await;
+    cluster.pause(replica);
+    let frozen = tokio::time::timeout(Duration::from_millis(300), ping(&mut conn)).await;
+    assert!(frozen.is_err(), "a paused node answered: {frozen:?}");
+    let paused = cluster
+        .nodes()
+        .into_iter()
+        .find(|node| node.port == replica);
+    assert_eq!(paused.map(|node| node.state), Some(State::Paused));
+    cluster.resume(replica);
+    let thawed = tokio::time::timeout(Duration::from_secs(5), ping(&mut conn)).await;
+    assert_eq!(thawed.expect("a resumed node answers"), "PONG");
+
+    cluster.pause(replica);
+    let ports: Vec<u16> = cluster.nodes().iter().map(|node| node.port).collect();
+    drop(cluster);
+    for port in ports {
+        let refused = std::net::TcpStream::connect(("127.0.0.1", port)).is_err();
+        assert!(refused, "node {port} still accepts connections after drop");
+    }
+}
+
+async fn ping(conn: &mut redis::aio::MultiplexedConnection) -> String {
+    redis::cmd("PING").query_async(conn).await.unwrap()
+}
