@@ -119,19 +119,18 @@ impl Settings {
     fn check_notifier(&self) -> Result<(), Error> {
         match &self.notifier {
             Some(notifier) if notifier.hub.is_cluster() != self.cluster => {
+                let (here, there, fix) = if self.cluster {
+                    (
+                        "a Redis Cluster",
+                        "a single Redis server",
+                        "Notifier::cluster",
+                    )
+                } else {
+                    ("a single Redis server", "a Redis Cluster", "Notifier::new")
+                };
                 Err(Error::InvalidOptions(format!(
-                    "mutex {} is on a {} but its notifier is for a {}",
+                    "mutex {} is on {here} but its notifier listens to {there}; make it with {fix}",
                     Preview(&self.name),
-                    if self.cluster {
-                        "Redis Cluster"
-                    } else {
-                        "single Redis server"
-                    },
-                    if self.cluster {
-                        "single Redis server (Notifier::new)"
-                    } else {
-                        "Redis Cluster (Notifier::cluster)"
-                    },
                 )))
             }
             _ => Ok(()),

@@ -393,7 +393,7 @@ async fn a_go_peer_shares_a_tagged_lock_on_the_cluster() {
         .unwrap();
     let key = "{jobs}:7";
 
-    let go_writer = GoPeer::<ClusterConnection>::new_id();
+    let go_writer = GoPeer::new_id();
     assert_eq!(go.write(key, &go_writer, false).await, None);
     assert!(mx.try_write().key("7").await.unwrap().is_none());
     assert!(mx.try_read().key("7").await.unwrap().is_none());
@@ -401,28 +401,19 @@ async fn a_go_peer_shares_a_tagged_lock_on_the_cluster() {
 
     let ours = mx.write().key("7").await.unwrap();
     assert_eq!(ours.key(), key);
-    assert!(go
-        .write(key, &GoPeer::<ClusterConnection>::new_id(), false)
-        .await
-        .is_some());
-    assert!(go
-        .read(key, &GoPeer::<ClusterConnection>::new_id())
-        .await
-        .is_some());
+    assert!(go.write(key, &GoPeer::new_id(), false).await.is_some());
+    assert!(go.read(key, &GoPeer::new_id()).await.is_some());
     assert!(ours.unlock().await.unwrap());
 
     let reader = mx.read().key("7").await.unwrap();
-    let go_reader = GoPeer::<ClusterConnection>::new_id();
+    let go_reader = GoPeer::new_id();
     assert_eq!(go.read(key, &go_reader).await, None, "one reader set");
     go.unlock(key, &go_reader).await;
     assert!(reader.unlock().await.unwrap());
 
     // A Go writer's intent ("1") keeps our readers out.
     let blocker = mx.read().key("7").await.unwrap();
-    assert!(go
-        .write(key, &GoPeer::<ClusterConnection>::new_id(), true)
-        .await
-        .is_some());
+    assert!(go.write(key, &GoPeer::new_id(), true).await.is_some());
     assert_eq!(
         get(&conn, "{jobs}:7:lock-intent").await.as_deref(),
         Some("1")
