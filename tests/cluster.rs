@@ -421,3 +421,33 @@ async fn a_go_peer_shares_a_tagged_lock_on_the_cluster() {
     assert!(mx.try_read().key("7").await.unwrap().is_none());
     assert!(blocker.unlock().await.unwrap());
 }
+
+/// A cluster notifier whose client speaks RESP2 cannot receive sharded messages (they
+/// are RESP3 pushes): it never subscribes, and its waiters poll instead of hanging.
+#[tokio::test]
+async fn a_resp2_cluster_notifier_falls_back_to_polling() {
+    let cluster = Cluster::start();
+    let conn = cluster.conn().await;
+    let mx = RwMutex::builder(conn.clone(), "{poll}")
+        .ttl(Duration::from_secs(10))
+        .notifier(Notifier::cluster(cluster.client_resp2()))
+        .build()
+        .unwrap();
+    let held = mx.write().await.unwrap();
+    let waiting = tokio::spawn({
+        let mx = mx.clone();
+        async move { mx.write().await.map(|guard| (Instant::now(), guard)) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    assert!(held.unlock().await.unwrap());
+    let (acquired, guard) = tokio::time::timeout(LIVENESS, waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // Polling: within its 50 ms backoff cap, far below the 5 s fallback timer.
+    let waited = acquired.saturating_duration_since(released);
+    assert!(waited < Duration::from_millis(500), "{waited:?}");
+    assert!(guard.unlock().await.unwrap());
+}
