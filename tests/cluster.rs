@@ -451,3 +451,101 @@ async fn a_resp2_cluster_notifier_falls_back_to_polling() {
     assert!(waited < Duration::from_millis(500), "{waited:?}");
     assert!(guard.unlock().await.unwrap());
 }
+
+async fn node_id(node: &mut redis::aio::MultiplexedConnection) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query_async(node)
+        .await
+        .unwrap()
+}
+
+/// `CLUSTER SETSLOT` on every master, as `redis-cli --cluster reshard` finishes a move.
+async fn assign_slot(cluster: &Cluster, slot: u16, owner: &str) {
+    for master in cluster.masters() {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("NODE")
+            .arg(owner)
+            .query_async(&mut cluster.node_conn(master.port).await)
+            .await
+            .unwrap();
+    }
+}
+
+/// A slot moved to another master (the steps of `redis-cli --cluster reshard`) while a
+/// guard holds a lock in it: the lock moves with its keys, the guard's refreshes follow
+/// the redirects and keep it, others stay excluded, and the unlock finds it held.
+#[tokio::test]
+async fn a_slot_migrated_under_a_held_guard_keeps_the_lock() {
+    let cluster = Cluster::start();
+    let conn = cluster.conn().await;
+    let ttl = Duration::from_secs(1);
+    let mx = RwMutex::builder(conn.clone(), "{moving}")
+        .ttl(ttl)
+        .build()
+        .unwrap();
+    let held = mx.write().key("1").await.unwrap();
+    let moving = slot("{moving}");
+    let source = cluster.master_of_slot(moving);
+    let target = cluster
+        .masters()
+        .iter()
+        .map(|master| master.port)
+        .find(|port| *port != source)
+        .unwrap();
+    let mut source_conn = cluster.node_conn(source).await;
+    let mut target_conn = cluster.node_conn(target).await;
+    let source_id = node_id(&mut source_conn).await;
+    let target_id = node_id(&mut target_conn).await;
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(moving)
+        .arg("IMPORTING")
+        .arg(&source_id)
+        .query_async(&mut target_conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(moving)
+        .arg("MIGRATING")
+        .arg(&target_id)
+        .query_async(&mut source_conn)
+        .await
+        .unwrap();
+    // Keys move one at a time, a refresh apart, so refreshes meet ASK redirects.
+    loop {
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(moving)
+            .arg(1)
+            .query_async(&mut source_conn)
+            .await
+            .unwrap();
+        let Some(key) = keys.first() else { break };
+        let _: () = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(target)
+            .arg(key)
+            .arg(0)
+            .arg(5000)
+            .query_async(&mut source_conn)
+            .await
+            .unwrap();
+        tokio::time::sleep(ttl / 2).await;
+    }
+    assign_slot(&cluster, moving, &target_id).await;
+    assert_eq!(cluster.master_of_slot(moving), target);
+
+    tokio::time::sleep(ttl * 2).await; // four refreshes on the new owner
+    assert!(!held.is_cancelled(), "{:?}", held.cancel_reason());
+    assert_eq!(get(&conn, "{moving}:1").await.as_deref(), Some(held.id()));
+    assert!(mx.try_write().key("1").await.unwrap().is_none());
+    let token = held.fencing_token();
+    assert!(held.unlock().await.unwrap());
+    let next = mx.write().key("1").await.unwrap();
+    assert!(next.fencing_token() > token);
+    assert!(next.unlock().await.unwrap());
+}
