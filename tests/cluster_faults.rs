@@ -50,12 +50,25 @@ async fn timed<T>(fut: impl IntoFuture<Output = T>) -> (T, Duration) {
 }
 
 /// A master killed while guards on its slots (and on the others') are held: the guards
-/// on its slots fire (their lock may be lost), the others do not; requests on its slots
+/// on its slots fire (their lock may be lost), the others do not (with
+/// `cluster-require-full-coverage no`); requests on its slots
 /// return within their bounds, with a guard, `None` or a clear error; once its replica
 /// has taken over, new locks on those slots work, with tokens above the old ones.
 #[tokio::test]
 async fn a_killed_master_fires_its_guards_and_its_slots_work_after_the_failover() {
     let cluster = Cluster::start();
+    // By default (`cluster-require-full-coverage yes`) every master refuses requests
+    // (CLUSTERDOWN) while a slot has no master, so guards with a 1 s TTL would expire
+    // on every master; here only the dead master's slots stop.
+    for node in cluster.nodes() {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("cluster-require-full-coverage")
+            .arg("no")
+            .query_async(&mut cluster.node_conn(node.port).await)
+            .await
+            .unwrap();
+    }
     let conn = cluster.conn().await;
     let ttl = Duration::from_secs(1);
     let mx = mutex(&conn, ttl, &cluster);
@@ -84,12 +97,18 @@ async fn a_killed_master_fires_its_guards_and_its_slots_work_after_the_failover(
         async move { timed(mx.write().key(key).timeout(Duration::from_millis(1500))).await }
     });
 
+    // Which guards are on the victim, decided before the slot map changes.
+    let victims: Vec<String> = guards
+        .iter()
+        .map(|guard| guard.key().to_owned())
+        .filter(|key| cluster.master_of_slot(slot(key)) == victim)
+        .collect();
+    let on_victim = |guard: &&Guard| victims.iter().any(|key| key == guard.key());
     let killed = Instant::now();
     cluster.kill(victim);
 
     // The victim's guards fire by their deadline: the failover takes longer than the
     // 1 s TTL, so no refresh can succeed in time.
-    let on_victim = |guard: &&Guard| cluster.master_of_slot(slot(guard.key())) == victim;
     for guard in guards.iter().filter(on_victim) {
         let (_, _) = timed(guard.cancelled()).await;
         let fired = killed.elapsed();
@@ -294,4 +313,38 @@ async fn a_master_frozen_until_failed_over_fails_calls_in_bounds_and_recovers() 
     eprintln!("the old connection acquired {took:?} after the resume");
     assert!(guard.fencing_token() > token);
     assert!(guard.unlock().await.unwrap());
+}
+
+/// With the default `cluster-require-full-coverage yes`, every master refuses requests
+/// (CLUSTERDOWN) from the moment a dead master is marked failed until its replica takes
+/// over. Guards with the default 4 s TTL on the other masters ride that out: their
+/// refreshes are retried every ttl/8 and one lands before their deadline.
+#[tokio::test]
+async fn guards_on_other_masters_ride_out_a_failover_with_the_default_ttl() {
+    let cluster = Cluster::start();
+    let conn = cluster.conn().await;
+    let mx = mutex(&conn, Duration::from_secs(4), &cluster);
+    let victim = cluster.masters()[0].port;
+    let others = [key_on(&cluster, 1), key_on(&cluster, 2)];
+    let mut guards = Vec::new();
+    for key in &others {
+        guards.push(mx.write().key(key).await.unwrap());
+        guards.push(mx.read().key(format!("{key}:r")).await.unwrap());
+    }
+    guards.retain(|guard| cluster.master_of_slot(slot(guard.key())) != victim);
+    let killed = Instant::now();
+    cluster.kill(victim);
+    cluster.wait_failover(victim).await;
+    // Past the deadline any of them would have had without a refresh since the kill.
+    tokio::time::sleep(Duration::from_secs(4).saturating_sub(killed.elapsed())).await;
+    for guard in guards {
+        assert!(
+            !guard.is_cancelled(),
+            "{}: {:?}",
+            guard.key(),
+            guard.cancel_reason()
+        );
+        let key = guard.key().to_owned();
+        assert!(guard.unlock().await.unwrap(), "{key}");
+    }
 }
