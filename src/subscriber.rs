@@ -103,33 +103,33 @@ async fn connect_and_serve(
     backoff: &mut Backoff,
 ) -> (Result<(), String>, bool) {
     match source {
-        Source::Server(client) => match bounded(client.get_async_pubsub(), "connecting").await {
-            Ok(pubsub) => {
-                *backoff = reconnect_backoff();
-                (session(hub, pubsub, changed, stop).await, true)
-            }
-            Err(err) => (Err(err), false),
-        },
+        Source::Server(client) => {
+            let link = bounded(client.get_async_pubsub(), "connecting").await;
+            serve(link.map(ServerLink::new), hub, changed, stop, backoff).await
+        }
         #[cfg(feature = "cluster")]
         Source::Cluster(client) => {
-            let (sender, pushes) = tokio::sync::mpsc::unbounded_channel();
-            let config = redis::cluster::ClusterConfig::new().set_push_sender(sender);
-            match bounded(
-                client.get_async_connection_with_config(config),
-                "connecting",
-            )
-            .await
-            {
-                Ok(conn) => {
-                    *backoff = reconnect_backoff();
-                    (
-                        sharded::session(hub, conn, pushes, changed, stop).await,
-                        true,
-                    )
-                }
-                Err(err) => (Err(err), false),
-            }
+            let link = sharded::connect(client).await;
+            serve(link, hub, changed, stop, backoff).await
         }
+    }
+}
+
+/// The session of a link that connected (which resets the backoff), or the error of
+/// one that did not.
+async fn serve(
+    connected: Result<impl Link, String>,
+    hub: &Weak<Hub>,
+    changed: &Notify,
+    stop: &CancellationToken,
+    backoff: &mut Backoff,
+) -> (Result<(), String>, bool) {
+    match connected {
+        Ok(link) => {
+            *backoff = reconnect_backoff();
+            (session(hub, link, changed, stop).await, true)
+        }
+        Err(err) => (Err(err), false),
     }
 }
 
@@ -156,14 +156,40 @@ async fn bounded<T>(
     }
 }
 
-/// One Pub/Sub connection's life; returns why it ended.
+/// What a subscriber connection reports next.
+enum Event {
+    /// A message on a channel: the releasing id.
+    Message { channel: String, payload: Vec<u8> },
+    /// Part of the connection dropped and came back: messages may have been missed,
+    /// and subscriptions may be gone.
+    #[cfg_attr(
+        not(feature = "cluster"),
+        expect(dead_code, reason = "only a cluster connection resets in part")
+    )]
+    Reset,
+    /// The connection is gone.
+    Closed,
+}
+
+/// A subscriber connection: one Pub/Sub connection, or a cluster connection with
+/// sharded subscriptions.
+trait Link {
+    /// Subscribes to `channels`, each request bounded by [`REQUEST_TIMEOUT`].
+    async fn subscribe(&mut self, channels: &[String]) -> Result<(), String>;
+    /// Unsubscribes from `channels`, each request bounded by [`REQUEST_TIMEOUT`].
+    async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String>;
+    /// The next event; cancel safe.
+    async fn next(&mut self) -> Event;
+}
+
+/// One connection's life: keep the subscriptions in line with the channels that have
+/// waiters and deliver messages. Returns why it ended.
 async fn session(
     hub: &Weak<Hub>,
-    pubsub: redis::aio::PubSub,
+    mut link: impl Link,
     changed: &Notify,
     stop: &CancellationToken,
 ) -> Result<(), String> {
-    let (mut sink, mut stream) = pubsub.split();
     let mut subscribed: HashSet<String> = HashSet::new();
     loop {
         let (wanted, unwanted) = match hub.upgrade() {
@@ -171,14 +197,14 @@ async fn session(
             None => return Ok(()),
         };
         if !wanted.is_empty() {
-            bounded(sink.subscribe(&wanted), "SUBSCRIBE").await?;
+            link.subscribe(&wanted).await?;
             if let Some(hub) = hub.upgrade() {
                 hub.confirmed(&wanted);
             }
             subscribed.extend(wanted);
         }
         if !unwanted.is_empty() {
-            bounded(sink.unsubscribe(&unwanted), "UNSUBSCRIBE").await?;
+            link.unsubscribe(&unwanted).await?;
             for channel in &unwanted {
                 subscribed.remove(channel);
             }
@@ -186,110 +212,135 @@ async fn session(
         tokio::select! {
             () = stop.cancelled() => return Ok(()),
             () = changed.notified() => {}
-            message = stream.next() => match message {
-                Some(message) => {
+            event = link.next() => match event {
+                Event::Message { channel, payload } => {
                     if let Some(hub) = hub.upgrade() {
-                        hub.deliver(message.get_channel_name(), message.get_payload_bytes());
+                        hub.deliver(&channel, &payload);
                     }
                 }
-                None => return Err("connection closed".to_owned()),
+                Event::Reset => {
+                    // Wake everyone, and subscribe to every channel again.
+                    if let Some(hub) = hub.upgrade() {
+                        hub.lost();
+                    }
+                    subscribed.clear();
+                }
+                Event::Closed => return Err("connection closed".to_owned()),
             },
+        }
+    }
+}
+
+/// A single server's Pub/Sub connection.
+struct ServerLink {
+    sink: redis::aio::PubSubSink,
+    stream: redis::aio::PubSubStream,
+}
+
+impl ServerLink {
+    fn new(pubsub: redis::aio::PubSub) -> Self {
+        let (sink, stream) = pubsub.split();
+        Self { sink, stream }
+    }
+}
+
+impl Link for ServerLink {
+    async fn subscribe(&mut self, channels: &[String]) -> Result<(), String> {
+        bounded(self.sink.subscribe(channels), "SUBSCRIBE").await
+    }
+
+    async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String> {
+        bounded(self.sink.unsubscribe(channels), "UNSUBSCRIBE").await
+    }
+
+    async fn next(&mut self) -> Event {
+        match self.stream.next().await {
+            Some(message) => Event::Message {
+                channel: message.get_channel_name().to_owned(),
+                payload: message.get_payload_bytes().to_vec(),
+            },
+            None => Event::Closed,
         }
     }
 }
 
 #[cfg(feature = "cluster")]
 mod sharded {
-    use std::collections::HashSet;
-    use std::sync::Weak;
-
     use futures_util::future::join_all;
+    use redis::cluster::ClusterClient;
     use redis::cluster_async::ClusterConnection;
     use redis::{PushInfo, PushKind, Value};
     use tokio::sync::mpsc::UnboundedReceiver;
-    use tokio::sync::Notify;
-    use tokio_util::sync::CancellationToken;
 
-    use super::bounded;
-    use crate::hub::Hub;
+    use super::{bounded, Event, Link};
 
-    /// One cluster connection's life; returns why it ended.
-    ///
-    /// Channels are subscribed one per `SSUBSCRIBE` (channels of different slots cannot
-    /// share one), all at once. redis-rs resubscribes them by itself after a node
-    /// reconnects or a slot moves; a node's connection that drops may still have lost a
-    /// release, so every waiter is woken and every channel subscribed again here.
-    pub(super) async fn session(
-        hub: &Weak<Hub>,
+    /// A RESP3 cluster connection whose pushes (sharded messages, and a node's
+    /// connection dropping) come back on a channel. redis-rs resubscribes by itself
+    /// after a node reconnects or a slot moves; a node's connection that drops may
+    /// still have lost a release, so it is reported as [`Event::Reset`].
+    pub(super) struct ClusterLink {
         conn: ClusterConnection,
-        mut pushes: UnboundedReceiver<PushInfo>,
-        changed: &Notify,
-        stop: &CancellationToken,
-    ) -> Result<(), String> {
-        let mut subscribed: HashSet<String> = HashSet::new();
-        loop {
-            let (wanted, unwanted) = match hub.upgrade() {
-                Some(hub) => hub.diff(&subscribed),
-                None => return Ok(()),
-            };
-            if !wanted.is_empty() {
-                each(&conn, &wanted, true).await?;
-                if let Some(hub) = hub.upgrade() {
-                    hub.confirmed(&wanted);
+        pushes: UnboundedReceiver<PushInfo>,
+    }
+
+    pub(super) async fn connect(client: &ClusterClient) -> Result<ClusterLink, String> {
+        let (sender, pushes) = tokio::sync::mpsc::unbounded_channel();
+        let config = redis::cluster::ClusterConfig::new().set_push_sender(sender);
+        let conn = bounded(
+            client.get_async_connection_with_config(config),
+            "connecting",
+        )
+        .await?;
+        Ok(ClusterLink { conn, pushes })
+    }
+
+    impl ClusterLink {
+        /// `SSUBSCRIBE` (or `SUNSUBSCRIBE`) each channel on its own (channels of
+        /// different slots cannot share one request), all at once, each bounded.
+        async fn each(&self, channels: &[String], subscribe: bool) -> Result<(), String> {
+            let requests = channels.iter().map(|channel| {
+                let mut conn = self.conn.clone();
+                async move {
+                    if subscribe {
+                        bounded(conn.ssubscribe(channel), "SSUBSCRIBE").await
+                    } else {
+                        bounded(conn.sunsubscribe(channel), "SUNSUBSCRIBE").await
+                    }
                 }
-                subscribed.extend(wanted);
-            }
-            if !unwanted.is_empty() {
-                each(&conn, &unwanted, false).await?;
-                for channel in &unwanted {
-                    subscribed.remove(channel);
-                }
-            }
-            tokio::select! {
-                () = stop.cancelled() => return Ok(()),
-                () = changed.notified() => {}
-                push = pushes.recv() => match push {
-                    Some(push) => match push.kind {
-                        PushKind::SMessage => deliver(hub, &push.data),
-                        PushKind::Disconnection => {
-                            if let Some(hub) = hub.upgrade() {
-                                hub.lost();
-                            }
-                            subscribed.clear();
-                        }
-                        _ => {}
-                    },
-                    None => return Err("connection closed".to_owned()),
-                },
-            }
+            });
+            join_all(requests).await.into_iter().collect()
         }
     }
 
-    /// `SSUBSCRIBE` (or `SUNSUBSCRIBE`) each channel, concurrently, each bounded.
-    async fn each(
-        conn: &ClusterConnection,
-        channels: &[String],
-        subscribe: bool,
-    ) -> Result<(), String> {
-        let requests = channels.iter().map(|channel| {
-            let mut conn = conn.clone();
-            async move {
-                if subscribe {
-                    bounded(conn.ssubscribe(channel), "SSUBSCRIBE").await
-                } else {
-                    bounded(conn.sunsubscribe(channel), "SUNSUBSCRIBE").await
+    impl Link for ClusterLink {
+        async fn subscribe(&mut self, channels: &[String]) -> Result<(), String> {
+            self.each(channels, true).await
+        }
+
+        async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String> {
+            self.each(channels, false).await
+        }
+
+        async fn next(&mut self) -> Event {
+            loop {
+                let Some(push) = self.pushes.recv().await else {
+                    return Event::Closed;
+                };
+                match (push.kind, push.data.as_slice()) {
+                    // An `smessage` push: `[channel, message]`.
+                    (
+                        PushKind::SMessage,
+                        [Value::BulkString(channel), Value::BulkString(payload)],
+                    ) => {
+                        return Event::Message {
+                            channel: String::from_utf8_lossy(channel).into_owned(),
+                            payload: payload.clone(),
+                        }
+                    }
+                    (PushKind::Disconnection, _) => return Event::Reset,
+                    _ => {}
                 }
             }
-        });
-        join_all(requests).await.into_iter().collect()
-    }
-
-    /// An `smessage` push: `[channel, message]`.
-    fn deliver(hub: &Weak<Hub>, data: &[Value]) {
-        if let ([Value::BulkString(channel), Value::BulkString(message)], Some(hub)) =
-            (data, hub.upgrade())
-        {
-            hub.deliver(&String::from_utf8_lossy(channel), message);
         }
     }
 }

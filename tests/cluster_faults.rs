@@ -1,8 +1,8 @@
-#![cfg(feature = "cluster")]
 //! Faults of a real Redis Cluster's masters under held guards: a master killed
 //! (SIGKILL) until its replica takes over, and a master frozen (SIGSTOP). Nothing may
 //! hang past its own bound, a guard whose lock may be lost must fire, and the slots
 //! must work again afterwards.
+#![cfg(feature = "cluster")]
 
 mod common;
 
