@@ -1,5 +1,6 @@
-//! The raw redis-rs baseline shared by `benches/cycle.rs` and `examples/perf.rs`: what a
-//! lock costs with no library, so the library's figures read as a ratio to it.
+//! The raw redis-rs baseline shared by `benches/cycle.rs`, `benches/cluster.rs` and
+//! `examples/perf.rs`: what a lock costs with no library, so the library's figures read
+//! as a ratio to it.
 
 use std::sync::LazyLock;
 
@@ -21,6 +22,15 @@ pub static RELEASE_PUBLISH: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
+/// As [`RELEASE_PUBLISH`], by `SPUBLISH`: the raw release on a Redis Cluster, where
+/// `KEYS[1]:released` shares the key's slot when the key has a hash tag.
+pub static RELEASE_SPUBLISH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET',KEYS[1])==ARGV[1] then redis.call('DEL',KEYS[1]) \
+         redis.call('SPUBLISH',KEYS[1]..':released',ARGV[1]) return 1 end return 0",
+    )
+});
+
 /// A 32-hex-character lock id, like the library's.
 pub fn raw_id(n: usize) -> String {
     format!("{n:032x}")
@@ -28,7 +38,7 @@ pub fn raw_id(n: usize) -> String {
 
 /// `SET key id NX PX ttl_ms`: whether it was set.
 pub async fn raw_set(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut impl redis::aio::ConnectionLike,
     key: &str,
     id: &str,
     ttl_ms: u64,
