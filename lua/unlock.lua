@@ -15,7 +15,8 @@
 --   1  ARGV[1] held KEYS[1] and was removed: a writer's key is deleted; a reader's id is
 --      removed from the set (Redis deletes a set when its last member goes).
 --   2  the lock became free (a writer's key deleted, the last reader gone) or the intent
---      ARGV[1] had set was deleted, and ARGV[1] was published on ARGV[2].
+--      ARGV[1] had set was deleted, and ARGV[1] was published on ARGV[2] (not added when
+--      the publish failed: the release stands, waiters find out by their timers).
 -- 0 means ARGV[1] did not hold KEYS[1] (which was not changed) and nothing was published.
 
 local released = 0
@@ -42,12 +43,12 @@ if KEYS[2] ~= nil and redis.pcall('GET', KEYS[2]) == ARGV[1] then
     freed = true
 end
 
+-- Publishing only helps waiters: a failure (no ACL right on the channel, or SPUBLISH on a
+-- server older than Redis 7.0) must not turn a release that happened into an error.
 if freed then
-    if ARGV[4] == '1' then
-        redis.call('SPUBLISH', ARGV[2], ARGV[1])
-    else
-        redis.call('PUBLISH', ARGV[2], ARGV[1])
+    local published = redis.pcall(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], ARGV[1])
+    if type(published) == 'number' then
+        return released + 2
     end
-    return released + 2
 end
 return released

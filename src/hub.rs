@@ -81,7 +81,11 @@ impl Channel {
         }
     }
 
-    fn wake_all(&self) {
+    /// Not subscribed any more, and a release may have gone unheard: every waiter looks
+    /// again.
+    fn forget_subscription(&mut self) {
+        self.subscribed.send_replace(false);
+        self.echoes.clear();
         self.waiters.iter().for_each(|slot| slot.wake());
     }
 }
@@ -251,9 +255,16 @@ impl Hub {
     pub(crate) fn lost(&self) {
         let mut state = lock(&self.state);
         for channel in state.channels.values_mut() {
-            channel.subscribed.send_replace(false);
-            channel.echoes.clear();
-            channel.wake_all();
+            channel.forget_subscription();
+        }
+    }
+
+    /// The server dropped the subscription to `channel` (its slot moved to another
+    /// node): its waiters poll until it is subscribed again, and look at once, since a
+    /// release may have been missed.
+    pub(crate) fn dropped(&self, channel: &str) {
+        if let Some(channel) = lock(&self.state).channels.get_mut(channel) {
+            channel.forget_subscription();
         }
     }
 }

@@ -68,7 +68,9 @@ impl Settings {
         if self.name.is_empty() {
             return Err(Error::InvalidOptions("the mutex name is empty".into()));
         }
-        if let Err(Error::InvalidKey { reason, .. }) = check_key(&self.name) {
+        if let Err(Error::InvalidKey { reason, .. }) =
+            check_key(&lock_key(&self.name, None, self.hash_tag_keys))
+        {
             return Err(Error::InvalidOptions(format!(
                 "mutex name {name} cannot be a lock key: {reason}"
             )));
@@ -226,6 +228,16 @@ mod tests {
             ..Settings::new("a{}b".into())
         };
         assert!(tagging.check().is_err());
+        // Tagging adds two bytes to a name that is the whole lock key.
+        let longest = Settings {
+            hash_tag_keys: true,
+            ..Settings::new("n".repeat(crate::MAX_KEY_BYTES))
+        };
+        assert!(longest
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("MAX_KEY_BYTES"));
     }
 
     #[test]

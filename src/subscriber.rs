@@ -11,6 +11,8 @@ use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures_util::StreamExt;
 use tokio::sync::Notify;
@@ -115,8 +117,10 @@ async fn connect_and_serve(
     }
 }
 
-/// The session of a link that connected (which resets the backoff), or the error of
-/// one that did not.
+/// The session of a link that connected, or the error of one that did not. The
+/// reconnection backoff starts over only after a session that lasted
+/// [`RECONNECT_MAX`], so a connection that fails as soon as it is up (a refused
+/// subscription) is retried at most about once a second.
 async fn serve(
     connected: Result<impl Link, String>,
     hub: &Weak<Hub>,
@@ -126,8 +130,12 @@ async fn serve(
 ) -> (Result<(), String>, bool) {
     match connected {
         Ok(link) => {
-            *backoff = reconnect_backoff();
-            (session(hub, link, changed, stop).await, true)
+            let started = Instant::now();
+            let outcome = session(hub, link, changed, stop).await;
+            if started.elapsed() >= RECONNECT_MAX {
+                *backoff = reconnect_backoff();
+            }
+            (outcome, true)
         }
         Err(err) => (Err(err), false),
     }
@@ -167,6 +175,13 @@ enum Event {
         expect(dead_code, reason = "only a cluster connection resets in part")
     )]
     Reset,
+    /// The server ended the subscription to this channel (on a cluster, when its slot
+    /// moves to another node); it may also confirm one that was asked for.
+    #[cfg_attr(
+        not(feature = "cluster"),
+        expect(dead_code, reason = "only a cluster node drops subscriptions")
+    )]
+    Dropped(String),
     /// The connection is gone.
     Closed,
 }
@@ -174,8 +189,9 @@ enum Event {
 /// A subscriber connection: one Pub/Sub connection, or a cluster connection with
 /// sharded subscriptions.
 trait Link {
-    /// Subscribes to `channels`, each request bounded by [`REQUEST_TIMEOUT`].
-    async fn subscribe(&mut self, channels: &[String]) -> Result<(), String>;
+    /// Subscribes to `channels`, each request bounded by [`REQUEST_TIMEOUT`]; the
+    /// channels now subscribed. An error ends the connection.
+    async fn subscribe(&mut self, channels: &[String]) -> Result<Vec<String>, String>;
     /// Unsubscribes from `channels`, each request bounded by [`REQUEST_TIMEOUT`].
     async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String>;
     /// The next event; cancel safe.
@@ -183,7 +199,9 @@ trait Link {
 }
 
 /// One connection's life: keep the subscriptions in line with the channels that have
-/// waiters and deliver messages. Returns why it ended.
+/// waiters and deliver messages. A channel the link could not subscribe to is tried
+/// again after a backoff (10 ms doubling to 1 s) while the others go on. Returns why
+/// the connection ended.
 async fn session(
     hub: &Weak<Hub>,
     mut link: impl Link,
@@ -191,17 +209,39 @@ async fn session(
     stop: &CancellationToken,
 ) -> Result<(), String> {
     let mut subscribed: HashSet<String> = HashSet::new();
+    // Channels whose subscription failed, left alone until `retry_at`.
+    let mut failed: HashSet<String> = HashSet::new();
+    let mut retry_at: Option<Instant> = None;
+    let mut backoff = reconnect_backoff();
     loop {
         let (wanted, unwanted) = match hub.upgrade() {
             Some(hub) => hub.diff(&subscribed),
             None => return Ok(()),
         };
+        if retry_at.is_some_and(|at| Instant::now() >= at) {
+            failed.clear();
+            retry_at = None;
+        }
+        let wanted: Vec<String> = wanted
+            .into_iter()
+            .filter(|channel| !failed.contains(channel))
+            .collect();
         if !wanted.is_empty() {
-            link.subscribe(&wanted).await?;
+            let done = link.subscribe(&wanted).await?;
             if let Some(hub) = hub.upgrade() {
-                hub.confirmed(&wanted);
+                hub.confirmed(&done);
             }
-            subscribed.extend(wanted);
+            subscribed.extend(done);
+            failed.extend(
+                wanted
+                    .into_iter()
+                    .filter(|channel| !subscribed.contains(channel)),
+            );
+            if failed.is_empty() {
+                backoff = reconnect_backoff();
+            } else if retry_at.is_none() {
+                retry_at = Some(Instant::now() + backoff.next().unwrap_or(RECONNECT_MAX));
+            }
         }
         if !unwanted.is_empty() {
             link.unsubscribe(&unwanted).await?;
@@ -209,9 +249,16 @@ async fn session(
                 subscribed.remove(channel);
             }
         }
+        let retry = async {
+            match retry_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = stop.cancelled() => return Ok(()),
             () = changed.notified() => {}
+            () = retry => {}
             event = link.next() => match event {
                 Event::Message { channel, payload } => {
                     if let Some(hub) = hub.upgrade() {
@@ -224,6 +271,13 @@ async fn session(
                         hub.lost();
                     }
                     subscribed.clear();
+                }
+                Event::Dropped(channel) => {
+                    if subscribed.remove(&channel) {
+                        if let Some(hub) = hub.upgrade() {
+                            hub.dropped(&channel);
+                        }
+                    }
                 }
                 Event::Closed => return Err("connection closed".to_owned()),
             },
@@ -245,8 +299,9 @@ impl ServerLink {
 }
 
 impl Link for ServerLink {
-    async fn subscribe(&mut self, channels: &[String]) -> Result<(), String> {
-        bounded(self.sink.subscribe(channels), "SUBSCRIBE").await
+    async fn subscribe(&mut self, channels: &[String]) -> Result<Vec<String>, String> {
+        bounded(self.sink.subscribe(channels), "SUBSCRIBE").await?;
+        Ok(channels.to_vec())
     }
 
     async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String> {
@@ -296,29 +351,39 @@ mod sharded {
 
     impl ClusterLink {
         /// `SSUBSCRIBE` (or `SUNSUBSCRIBE`) each channel on its own (channels of
-        /// different slots cannot share one request), all at once, each bounded.
-        async fn each(&self, channels: &[String], subscribe: bool) -> Result<(), String> {
+        /// different slots cannot share one request), all at once, each bounded; the
+        /// channels for which it succeeded.
+        async fn each(&self, channels: &[String], subscribe: bool) -> Vec<String> {
             let requests = channels.iter().map(|channel| {
                 let mut conn = self.conn.clone();
                 async move {
-                    if subscribe {
+                    let done = if subscribe {
                         bounded(conn.ssubscribe(channel), "SSUBSCRIBE").await
                     } else {
                         bounded(conn.sunsubscribe(channel), "SUNSUBSCRIBE").await
+                    };
+                    match done {
+                        Ok(()) => Some(channel.clone()),
+                        Err(reason) => {
+                            tracing::debug!(%channel, %reason, "sharded (un)subscribe failed; waiters poll");
+                            None
+                        }
                     }
                 }
             });
-            join_all(requests).await.into_iter().collect()
+            join_all(requests).await.into_iter().flatten().collect()
         }
     }
 
     impl Link for ClusterLink {
-        async fn subscribe(&mut self, channels: &[String]) -> Result<(), String> {
-            self.each(channels, true).await
+        async fn subscribe(&mut self, channels: &[String]) -> Result<Vec<String>, String> {
+            Ok(self.each(channels, true).await)
         }
 
+        /// A channel that fails to unsubscribe only brings messages nobody waits for.
         async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String> {
-            self.each(channels, false).await
+            self.each(channels, false).await;
+            Ok(())
         }
 
         async fn next(&mut self) -> Event {
@@ -336,6 +401,11 @@ mod sharded {
                             channel: String::from_utf8_lossy(channel).into_owned(),
                             payload: payload.clone(),
                         }
+                    }
+                    // `[channel, count]`: the node no longer serves the channel's slot
+                    // (or confirms an unsubscribe asked for).
+                    (PushKind::SUnsubscribe, [Value::BulkString(channel), ..]) => {
+                        return Event::Dropped(String::from_utf8_lossy(channel).into_owned())
                     }
                     (PushKind::Disconnection, _) => return Event::Reset,
                     _ => {}

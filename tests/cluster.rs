@@ -94,7 +94,67 @@ async fn names_whose_keys_would_cross_slots_are_refused_before_anything_is_sent(
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("Notifier::cluster"), "{err}");
+    // And the other way round: a single-server mutex cannot hear SSUBSCRIBE.
+    let node = cluster.node_conn(cluster.masters()[0].port).await;
+    let err = RwMutex::builder(node, "{orders}")
+        .notifier(Notifier::cluster(cluster.client()))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("Notifier::new"), "{err}");
+    // A connection type that wraps the cluster connection is not recognised; it says so.
+    let wrapped = Wrapped(conn.clone());
+    assert!(RwMutex::builder(wrapped.clone(), "orders").build().is_ok());
+    let err = RwMutex::builder(wrapped.clone(), "orders")
+        .cluster(true)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("CROSSSLOT"), "{err}");
     assert_eq!(keys_in_cluster(&cluster).await, 0, "nothing was sent");
+    // Declared a cluster, it publishes by SPUBLISH: a cluster notifier hears it.
+    let declared = RwMutex::builder(wrapped, "{orders}")
+        .cluster(true)
+        .notifier(Notifier::cluster(cluster.client()))
+        .build()
+        .unwrap();
+    let held = declared.write().await.unwrap();
+    let waiting = tokio::spawn({
+        let declared = declared.clone();
+        async move { declared.write().await.map(|guard| (Instant::now(), guard)) }
+    });
+    let channel = "{orders}:released";
+    let master = cluster.master_of_slot(slot(channel));
+    assert!(eventually(|| shard_subscribers(&cluster, master, channel, 1)).await);
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let (acquired, guard) = waiting.await.unwrap().unwrap();
+    assert!(acquired.saturating_duration_since(released) < Duration::from_millis(500));
+    guard.unlock().await.unwrap();
+}
+
+/// A connection type of the application's that wraps the cluster connection.
+#[derive(Clone)]
+struct Wrapped(ClusterConnection);
+
+impl redis::aio::ConnectionLike for Wrapped {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        self.0.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        self.0.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
+    }
 }
 
 #[tokio::test]
@@ -438,7 +498,15 @@ async fn a_resp2_cluster_notifier_falls_back_to_polling() {
         let mx = mx.clone();
         async move { mx.write().await.map(|guard| (Instant::now(), guard)) }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // No reconnection storm: once its backoff has grown (10 ms doubling to 1 s), the
+    // notifier tries about once a second, each try opening at most one connection per
+    // node.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = connections_received(&cluster).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let opened = connections_received(&cluster).await - before;
+    eprintln!("{opened} connections in 3 s");
+    assert!(opened <= 4 * 6, "{opened} connections in 3 s");
     let released = Instant::now();
     assert!(held.unlock().await.unwrap());
     let (acquired, guard) = tokio::time::timeout(LIVENESS, waiting)
@@ -450,6 +518,25 @@ async fn a_resp2_cluster_notifier_falls_back_to_polling() {
     let waited = acquired.saturating_duration_since(released);
     assert!(waited < Duration::from_millis(500), "{waited:?}");
     assert!(guard.unlock().await.unwrap());
+}
+
+/// Connections every node has accepted so far (`INFO stats`).
+async fn connections_received(cluster: &Cluster) -> i64 {
+    let mut total = 0;
+    for node in cluster.nodes() {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query_async(&mut cluster.node_conn(node.port).await)
+            .await
+            .unwrap();
+        total += info
+            .lines()
+            .find_map(|line| line.strip_prefix("total_connections_received:"))
+            .and_then(|n| n.trim().parse::<i64>().ok())
+            .unwrap();
+        total -= 1; // our own INFO connection
+    }
+    total
 }
 
 async fn node_id(node: &mut redis::aio::MultiplexedConnection) -> String {
@@ -487,8 +574,79 @@ async fn a_slot_migrated_under_a_held_guard_keeps_the_lock() {
         .build()
         .unwrap();
     let held = mx.write().key("1").await.unwrap();
-    let moving = slot("{moving}");
-    let source = cluster.master_of_slot(moving);
+    let target = migrate(&cluster, slot("{moving}"), ttl / 2).await;
+    assert_eq!(cluster.master_of_slot(slot("{moving}")), target);
+
+    tokio::time::sleep(ttl * 2).await; // four refreshes on the new owner
+    assert!(!held.is_cancelled(), "{:?}", held.cancel_reason());
+    assert_eq!(get(&conn, "{moving}:1").await.as_deref(), Some(held.id()));
+    assert!(mx.try_write().key("1").await.unwrap().is_none());
+    let token = held.fencing_token();
+    assert!(held.unlock().await.unwrap());
+    let next = mx.write().key("1").await.unwrap();
+    assert!(next.fencing_token() > token);
+    assert!(next.unlock().await.unwrap());
+}
+
+/// A waiter subscribed to a release channel whose slot then moves to another master
+/// (the old node ends the subscription) follows it: a release after the move wakes it
+/// far sooner than its fallback timer (half its 10 s TTL).
+#[tokio::test]
+async fn a_waiter_follows_its_release_channel_when_the_slot_moves() {
+    let cluster = Cluster::start();
+    let ttl = Duration::from_secs(10);
+    let made = |conn| {
+        RwMutex::builder(conn, "{moving}")
+            .ttl(ttl)
+            .notifier(Notifier::cluster(cluster.client()))
+            .build()
+            .unwrap()
+    };
+    let holder = made(cluster.conn().await);
+    let waiter = made(cluster.conn().await);
+    let held = holder.write().await.unwrap();
+    let waiting = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.write().await.map(|guard| (Instant::now(), guard)) }
+    });
+    let channel = "{moving}:released";
+    let source = cluster.master_of_slot(slot(channel));
+    assert!(eventually(|| shard_subscribers(&cluster, source, channel, 1)).await);
+
+    let target = migrate(&cluster, slot(channel), Duration::ZERO).await;
+    assert!(
+        eventually(|| shard_subscribers(&cluster, target, channel, 1)).await,
+        "not subscribed on the new owner {target}"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await; // the waiter sleeps again
+    let released = Instant::now();
+    assert!(held.unlock().await.unwrap());
+    let (acquired, guard) = tokio::time::timeout(LIVENESS, waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let waited = acquired.saturating_duration_since(released);
+    assert!(waited < Duration::from_millis(500), "{waited:?}");
+    assert!(guard.unlock().await.unwrap());
+}
+
+/// Whether `channel` has `n` sharded subscribers on the node at `port`.
+async fn shard_subscribers(cluster: &Cluster, port: u16, channel: &str, n: i64) -> bool {
+    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg("SHARDNUMSUB")
+        .arg(channel)
+        .query_async(&mut cluster.node_conn(port).await)
+        .await
+        .unwrap();
+    counts.first().is_some_and(|(_, count)| *count == n)
+}
+
+/// Moves `slot` to another master as `redis-cli --cluster reshard` does (IMPORTING,
+/// MIGRATING, `MIGRATE` key by key with `pause` between keys, then SETSLOT NODE on
+/// every master); returns the new owner's port.
+async fn migrate(cluster: &Cluster, slot: u16, pause: Duration) -> u16 {
+    let source = cluster.master_of_slot(slot);
     let target = cluster
         .masters()
         .iter()
@@ -499,27 +657,23 @@ async fn a_slot_migrated_under_a_held_guard_keeps_the_lock() {
     let mut target_conn = cluster.node_conn(target).await;
     let source_id = node_id(&mut source_conn).await;
     let target_id = node_id(&mut target_conn).await;
-    let _: () = redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(moving)
-        .arg("IMPORTING")
-        .arg(&source_id)
+    let setslot = |state: &str, node: &str| {
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SETSLOT").arg(slot).arg(state).arg(node);
+        cmd
+    };
+    let _: () = setslot("IMPORTING", &source_id)
         .query_async(&mut target_conn)
         .await
         .unwrap();
-    let _: () = redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(moving)
-        .arg("MIGRATING")
-        .arg(&target_id)
+    let _: () = setslot("MIGRATING", &target_id)
         .query_async(&mut source_conn)
         .await
         .unwrap();
-    // Keys move one at a time, a refresh apart, so refreshes meet ASK redirects.
     loop {
         let keys: Vec<String> = redis::cmd("CLUSTER")
             .arg("GETKEYSINSLOT")
-            .arg(moving)
+            .arg(slot)
             .arg(1)
             .query_async(&mut source_conn)
             .await
@@ -534,18 +688,8 @@ async fn a_slot_migrated_under_a_held_guard_keeps_the_lock() {
             .query_async(&mut source_conn)
             .await
             .unwrap();
-        tokio::time::sleep(ttl / 2).await;
+        tokio::time::sleep(pause).await;
     }
-    assign_slot(&cluster, moving, &target_id).await;
-    assert_eq!(cluster.master_of_slot(moving), target);
-
-    tokio::time::sleep(ttl * 2).await; // four refreshes on the new owner
-    assert!(!held.is_cancelled(), "{:?}", held.cancel_reason());
-    assert_eq!(get(&conn, "{moving}:1").await.as_deref(), Some(held.id()));
-    assert!(mx.try_write().key("1").await.unwrap().is_none());
-    let token = held.fencing_token();
-    assert!(held.unlock().await.unwrap());
-    let next = mx.write().key("1").await.unwrap();
-    assert!(next.fencing_token() > token);
-    assert!(next.unlock().await.unwrap());
+    assign_slot(cluster, slot, &target_id).await;
+    target
 }

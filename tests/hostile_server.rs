@@ -178,3 +178,36 @@ async fn an_acl_user_without_script_rights_or_key_access_is_refused_with_no_perm
         assert_eq!(dbsize(&admin).await, 0, "{user}: nothing created");
     }
 }
+
+/// A user with every key but no Pub/Sub channel: publishing the release is refused
+/// inside `unlock.lua`, which must not turn the release itself into an error.
+#[tokio::test]
+async fn a_user_without_channel_rights_still_releases() {
+    let server = RedisServer::start();
+    let admin = server.conn().await;
+    raw::cmd::<()>(
+        &admin,
+        "ACL",
+        &[
+            "SETUSER",
+            "nochannels",
+            "on",
+            ">pw",
+            "~*",
+            "resetchannels",
+            "+@all",
+        ],
+    )
+    .await;
+    let conn = conn_as(&server, "nochannels", "pw").await.unwrap();
+    let mx = RwMutex::new(conn, "acl");
+    for write in [true, false] {
+        let guard = if write {
+            mx.write().await.unwrap()
+        } else {
+            mx.read().await.unwrap()
+        };
+        assert!(guard.unlock().await.unwrap(), "write {write}");
+        assert_eq!(dbsize(&admin).await, 1, "only the fence key is left");
+    }
+}
