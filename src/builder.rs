@@ -109,6 +109,11 @@ where
     /// The cost is Go compatibility on untagged names: a Go client of the original
     /// package locking `orders` with key `42` uses `orders:42`, so to share the lock it
     /// must pass the key `{42}` itself. See README, "Redis Cluster".
+    ///
+    /// Two spellings then name one lock: `.key("42")` and `.key("{42}")` both lock
+    /// `orders:{42}`, and a mutex `orders` without a key locks `{orders}`, as a mutex
+    /// named `{orders}` does. The tag adds 2 bytes to the lock key, which still has to
+    /// fit in [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES).
     pub fn hash_tag_keys(mut self, on: bool) -> Self {
         self.settings.hash_tag_keys = on;
         self
@@ -120,9 +125,13 @@ where
     ///
     /// On a cluster every lock key must carry a hash tag, so that all keys of a lock are
     /// in one slot (checked before anything is sent: [`build`](Self::build) refuses an
-    /// untagged name unless [`hash_tag_keys`](Self::hash_tag_keys) is on), releases are
-    /// published by `SPUBLISH` on the lock key's slot, and the
+    /// untagged name unless [`hash_tag_keys`](Self::hash_tag_keys) is on), every fencing
+    /// token is floored at the server clock (README, "Fencing tokens"), releases are
+    /// published by `SPUBLISH` on the lock key's slot (Redis 7.0 or newer), and the
     /// [`notifier`](Self::notifier) must be a [`Notifier::cluster`].
+    ///
+    /// Turning it off for a cluster connection gives all of that up: only for a
+    /// connection that does not reach a cluster.
     #[cfg(feature = "cluster")]
     pub fn cluster(mut self, on: bool) -> Self {
         self.settings.cluster = on;

@@ -13,8 +13,8 @@ use crate::notifier::Notifier;
 use crate::request::{Acquire, Request, TryAcquire};
 use crate::settings::Settings;
 
-/// A distributed read-write mutex on one Redis server: many readers or one writer per
-/// lock key, across processes and machines.
+/// A distributed read-write mutex on one Redis server, or on a Redis Cluster (feature
+/// `cluster`): many readers or one writer per lock key, across processes and machines.
 ///
 /// The handle is cheap to clone (one `Arc`) and holds no lock itself: each
 /// [`write`](Self::write), [`read`](Self::read), [`try_write`](Self::try_write) or
@@ -23,7 +23,10 @@ use crate::settings::Settings;
 /// [`Acquire::key`], so one mutex can guard many resources.
 ///
 /// `C` is any redis-rs async connection that can be cloned and shared, such as
-/// [`redis::aio::MultiplexedConnection`] or [`redis::aio::ConnectionManager`].
+/// [`redis::aio::MultiplexedConnection`] or [`redis::aio::ConnectionManager`], or with
+/// the feature `cluster`, `redis::cluster_async::ClusterConnection`, on which every lock
+/// key must carry a hash tag (see [`Builder::hash_tag_keys`] and README, "Redis
+/// Cluster").
 ///
 /// # Examples
 ///
@@ -58,8 +61,9 @@ where
 {
     /// A mutex named `name` with a 4 s TTL and the lock intent off.
     ///
-    /// This cannot fail: a name [`Builder::build`] would refuse (empty, too long, or
-    /// ending in `:fence` or `:lock-intent`) is reported by every acquire as
+    /// This cannot fail: a name [`Builder::build`] would refuse (empty, too long,
+    /// ending in `:fence` or `:lock-intent`, or without a hash tag on a Redis Cluster) is
+    /// reported by every acquire as
     /// [`Error::InvalidOptions`](crate::Error::InvalidOptions). Use
     /// [`builder`](Self::builder) to check it up front or to set other options.
     pub fn new(conn: C, name: impl Into<String>) -> Self {

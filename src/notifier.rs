@@ -10,9 +10,10 @@ use crate::hub::Hub;
 ///
 /// A release (unlock, drop, a reader set emptied, or a waiting writer clearing its
 /// intent) publishes on the lock's channel `<lock key>:released`. A notifier holds one
-/// Redis Pub/Sub connection, opened from its `redis::Client` the first time a request
-/// has to wait, and one subscription per lock key that has waiters in this process,
-/// dropped when the last of them stops waiting. Waiters in the same process as the
+/// subscriber connection (a Redis Pub/Sub connection, or on a cluster a RESP3 cluster
+/// connection), opened from its client the first time a request has to wait, and one
+/// subscription per lock key that has waiters in this process, dropped when the last
+/// of them stops waiting. Waiters in the same process as the
 /// releaser are woken at once, without waiting for the message to come back.
 ///
 /// [`Notifier::new`] returns the process's notifier for the client's server (same
@@ -72,13 +73,18 @@ impl Notifier {
     ///
     /// It opens one cluster connection of its own, with a push sender, the first time a
     /// request has to wait, and subscribes to each release channel with `SSUBSCRIBE` on
-    /// the node that serves its slot. redis-rs moves those subscriptions when slots move
-    /// or a replica takes over; a node's connection that drops wakes every waiter, as a
-    /// lost connection does on a single server.
+    /// the node that serves its slot (Redis 7.0 or newer). redis-rs moves those
+    /// subscriptions when a replica takes over; a channel whose slot moves to another
+    /// node (the old node ends the subscription) is subscribed again on the new one. A
+    /// node's connection that drops wakes every waiter and subscribes every channel
+    /// again, as a lost connection does on a single server. A channel that cannot be
+    /// subscribed (its node is down) is tried again after a backoff of 10 ms doubling to
+    /// 1 s, while the others stay subscribed; its waiters poll meanwhile.
     ///
     /// `client` must speak RESP3 (`ClusterClientBuilder::use_protocol(ProtocolVersion::RESP3)`,
     /// or `?protocol=resp3` in its URLs): sharded messages arrive as RESP3 pushes. With a
-    /// RESP2 client the notifier cannot connect and waiters poll (logged at debug level).
+    /// RESP2 client the notifier cannot connect; it tries again about once a second and
+    /// waiters poll (logged at debug level).
     ///
     /// Unlike [`Notifier::new`], each call makes a notifier of its own (a cluster client
     /// does not say which cluster it reaches): make one and clone it into every builder.
