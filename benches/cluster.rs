@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode};
 use futures_util::{stream, Stream, StreamExt};
-use raw::{raw_id, raw_set, RELEASE, RELEASE_PUBLISH, RELEASE_SPUBLISH};
+use raw::{raw_cycle, raw_id, raw_release, raw_set, RELEASE, RELEASE_PUBLISH, RELEASE_SPUBLISH};
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::{PushKind, Script};
@@ -75,26 +75,6 @@ fn raw_key(n: usize) -> String {
     format!("bench-raw:{{{n}}}")
 }
 
-/// Releases with `script`; asserts `id` held `key`.
-async fn raw_release(conn: &mut impl ConnectionLike, script: &Script, key: &str, id: &str) {
-    let released: i64 = script
-        .key(key)
-        .arg(id)
-        .invoke_async(conn)
-        .await
-        .expect("release script");
-    assert_eq!(released, 1, "{key} was not held by {id}");
-}
-
-/// One raw write cycle on a free key.
-async fn raw_cycle(conn: &mut impl ConnectionLike, key: &str, id: &str) {
-    assert!(
-        raw_set(conn, key, id, TTL_MS).await.expect("SET NX PX"),
-        "{key} is taken"
-    );
-    raw_release(conn, &RELEASE, key, id).await;
-}
-
 async fn write_cycle<C: Conn>(mx: &RwMutex<C>, key: &str) {
     let guard = mx.write().key(key).await.expect("write");
     assert!(guard.unlock().await.expect("unlock"));
@@ -109,7 +89,7 @@ async fn raw_tasks<C: Conn>(conn: &C, iters: u64) -> Duration {
         tasks.spawn(async move {
             let (key, id) = (raw_key(task), raw_id(task));
             for _ in 0..iters {
-                raw_cycle(&mut conn, &key, &id).await;
+                raw_cycle(&mut conn, &key, &id, TTL_MS).await;
             }
         });
     }

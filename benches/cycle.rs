@@ -27,9 +27,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode};
 use futures_util::StreamExt;
-use raw::{raw_id, raw_set, RELEASE, RELEASE_PUBLISH};
+use raw::{raw_cycle, raw_id, raw_release, raw_set, RELEASE, RELEASE_PUBLISH};
 use redis::aio::MultiplexedConnection;
-use redis::Script;
 use redismutex::RwMutex;
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
@@ -40,26 +39,6 @@ const TASKS: usize = 32;
 const TTL_MS: u64 = 4000;
 /// How long B waits, blocked, before A releases in `handoff` (not counted).
 const BLOCKED: Duration = Duration::from_millis(5);
-
-/// Releases with `script`; asserts `id` held `key`.
-async fn raw_release(conn: &mut MultiplexedConnection, script: &Script, key: &str, id: &str) {
-    let released: i64 = script
-        .key(key)
-        .arg(id)
-        .invoke_async(conn)
-        .await
-        .expect("release script");
-    assert_eq!(released, 1, "{key} was not held by {id}");
-}
-
-/// One raw write cycle on a free key.
-async fn raw_cycle(conn: &mut MultiplexedConnection, key: &str, id: &str) {
-    assert!(
-        raw_set(conn, key, id, TTL_MS).await.expect("SET NX PX"),
-        "{key} is taken"
-    );
-    raw_release(conn, &RELEASE, key, id).await;
-}
 
 async fn write_cycle(mx: &RwMutex<MultiplexedConnection>, key: &str) {
     let guard = mx.write().key(key).await.expect("write");
@@ -80,7 +59,7 @@ async fn raw_tasks(conn: &MultiplexedConnection, iters: u64) -> Duration {
         tasks.spawn(async move {
             let (key, id) = (format!("bench-raw:{task}"), raw_id(task));
             for _ in 0..iters {
-                raw_cycle(&mut conn, &key, &id).await;
+                raw_cycle(&mut conn, &key, &id, TTL_MS).await;
             }
         });
     }
@@ -133,7 +112,7 @@ fn uncontended(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServe
         let id = raw_id(0);
         b.to_async(runtime).iter(|| {
             let (mut conn, id) = (conn.clone(), &id);
-            async move { raw_cycle(&mut conn, "bench-raw:uncontended", id).await }
+            async move { raw_cycle(&mut conn, "bench-raw:uncontended", id, TTL_MS).await }
         })
     });
     group.bench_function("write", |b| {

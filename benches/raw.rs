@@ -53,3 +53,35 @@ pub async fn raw_set(
         .await?;
     Ok(set.is_some())
 }
+
+/// Releases `key` with `script`, asserting that `id` held it (benches only: a failed
+/// release is a broken measurement).
+pub async fn raw_release(
+    conn: &mut impl redis::aio::ConnectionLike,
+    script: &Script,
+    key: &str,
+    id: &str,
+) {
+    let released: i64 = script
+        .key(key)
+        .arg(id)
+        .invoke_async(conn)
+        .await
+        .expect("release script");
+    assert_eq!(released, 1, "{key} was not held by {id}");
+}
+
+/// One raw write cycle on a free key: `SET NX PX ttl_ms`, then the compare-and-delete
+/// [`RELEASE`].
+pub async fn raw_cycle(
+    conn: &mut impl redis::aio::ConnectionLike,
+    key: &str,
+    id: &str,
+    ttl_ms: u64,
+) {
+    assert!(
+        raw_set(conn, key, id, ttl_ms).await.expect("SET NX PX"),
+        "{key} is taken"
+    );
+    raw_release(conn, &RELEASE, key, id).await;
+}

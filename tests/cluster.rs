@@ -14,8 +14,8 @@ use common::cluster::{slot, Cluster};
 use common::go_peer::GoPeer;
 use common::{eventually, LIVENESS};
 use redis::cluster_async::ClusterConnection;
-use redismutex::{Error, Notifier, RwMutex};
-use tokio::task::JoinSet;
+use redismutex::{Error, Guard, Notifier, RwMutex};
+use tokio::task::{JoinHandle, JoinSet};
 
 /// `GET key` through the cluster connection (routed to the key's slot).
 async fn get(conn: &ClusterConnection, key: &str) -> Option<String> {
@@ -117,18 +117,37 @@ async fn names_whose_keys_would_cross_slots_are_refused_before_anything_is_sent(
         .build()
         .unwrap();
     let held = declared.write().await.unwrap();
-    let waiting = tokio::spawn({
-        let declared = declared.clone();
-        async move { declared.write().await.map(|guard| (Instant::now(), guard)) }
-    });
+    let waiting = spawn_writer(&declared, "");
     let channel = "{orders}:released";
     let master = cluster.master_of_slot(slot(channel));
     assert!(eventually(|| shard_subscribers(&cluster, master, channel, 1)).await);
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let (acquired, guard) = waiting.await.unwrap().unwrap();
-    assert!(acquired.saturating_duration_since(released) < Duration::from_millis(500));
+    let (waited, guard) = hand_over(held, waiting).await;
+    assert!(waited < Duration::from_millis(500), "{waited:?}");
     guard.unlock().await.unwrap();
+}
+
+/// A `write()` on `key` of `mx` (the name for `""`) waiting in a task of its own, which
+/// gives the moment it acquired.
+fn spawn_writer<C>(mx: &RwMutex<C>, key: &str) -> JoinHandle<(Instant, Guard)>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let (mx, key) = (mx.clone(), key.to_owned());
+    tokio::spawn(async move {
+        let guard = mx.write().key(key).await.unwrap();
+        (Instant::now(), guard)
+    })
+}
+
+/// Releases `held`; how long after the release `waiting` acquired, and its guard.
+async fn hand_over(held: Guard, waiting: JoinHandle<(Instant, Guard)>) -> (Duration, Guard) {
+    let released = Instant::now();
+    assert!(held.unlock().await.unwrap());
+    let (acquired, guard) = tokio::time::timeout(LIVENESS, waiting)
+        .await
+        .expect("the waiter acquires")
+        .unwrap();
+    (acquired.saturating_duration_since(released), guard)
 }
 
 /// A connection type of the application's that wraps the cluster connection.
@@ -354,40 +373,13 @@ async fn a_release_wakes_a_waiter_elsewhere_through_sharded_pub_sub_on_every_mas
         assert_eq!(master, cluster.masters()[i].port);
 
         let held = holder.write().key(&tag).await.unwrap();
-        let waiting = tokio::spawn({
-            let waiter = waiter.clone();
-            let tag = tag.clone();
-            async move {
-                let guard = waiter.write().key(tag).await.unwrap();
-                (Instant::now(), guard)
-            }
-        });
+        let waiting = spawn_writer(&waiter, &tag);
         // Subscribed on the master that serves the channel's slot.
-        let mut node = cluster.node_conn(master).await;
-        let subscribed = eventually(|| {
-            let mut node = node.clone();
-            let channel = channel.clone();
-            async move {
-                let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
-                    .arg("SHARDNUMSUB")
-                    .arg(&channel)
-                    .query_async(&mut node)
-                    .await
-                    .unwrap();
-                counts.first().is_some_and(|(_, n)| *n == 1)
-            }
-        })
-        .await;
+        let subscribed = eventually(|| shard_subscribers(&cluster, master, &channel, 1)).await;
         assert!(subscribed, "no SSUBSCRIBE to {channel} on {master}");
-        let _: () = redis::cmd("PING").query_async(&mut node).await.unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await; // the waiter sleeps
-        let released = Instant::now();
-        assert!(held.unlock().await.unwrap());
-        let (acquired, guard) = tokio::time::timeout(LIVENESS, waiting)
-            .await
-            .unwrap()
-            .unwrap();
-        woken.push(acquired.saturating_duration_since(released));
+        let (waited, guard) = hand_over(held, waiting).await;
+        woken.push(waited);
         guard.unlock().await.unwrap();
     }
     eprintln!("woken after the release by: {woken:?}");
@@ -494,10 +486,7 @@ async fn a_resp2_cluster_notifier_falls_back_to_polling() {
         .build()
         .unwrap();
     let held = mx.write().await.unwrap();
-    let waiting = tokio::spawn({
-        let mx = mx.clone();
-        async move { mx.write().await.map(|guard| (Instant::now(), guard)) }
-    });
+    let waiting = spawn_writer(&mx, "");
     // No reconnection storm: once its backoff has grown (10 ms doubling to 1 s), the
     // notifier tries about once a second, each try opening at most one connection per
     // node.
@@ -507,15 +496,8 @@ async fn a_resp2_cluster_notifier_falls_back_to_polling() {
     let opened = connections_received(&cluster).await - before;
     eprintln!("{opened} connections in 3 s");
     assert!(opened <= 4 * 6, "{opened} connections in 3 s");
-    let released = Instant::now();
-    assert!(held.unlock().await.unwrap());
-    let (acquired, guard) = tokio::time::timeout(LIVENESS, waiting)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let (waited, guard) = hand_over(held, waiting).await;
     // Polling: within its 50 ms backoff cap, far below the 5 s fallback timer.
-    let waited = acquired.saturating_duration_since(released);
     assert!(waited < Duration::from_millis(500), "{waited:?}");
     assert!(guard.unlock().await.unwrap());
 }
@@ -605,10 +587,7 @@ async fn a_waiter_follows_its_release_channel_when_the_slot_moves() {
     let holder = made(cluster.conn().await);
     let waiter = made(cluster.conn().await);
     let held = holder.write().await.unwrap();
-    let waiting = tokio::spawn({
-        let waiter = waiter.clone();
-        async move { waiter.write().await.map(|guard| (Instant::now(), guard)) }
-    });
+    let waiting = spawn_writer(&waiter, "");
     let channel = "{moving}:released";
     let source = cluster.master_of_slot(slot(channel));
     assert!(eventually(|| shard_subscribers(&cluster, source, channel, 1)).await);
@@ -619,14 +598,7 @@ async fn a_waiter_follows_its_release_channel_when_the_slot_moves() {
         "not subscribed on the new owner {target}"
     );
     tokio::time::sleep(Duration::from_millis(100)).await; // the waiter sleeps again
-    let released = Instant::now();
-    assert!(held.unlock().await.unwrap());
-    let (acquired, guard) = tokio::time::timeout(LIVENESS, waiting)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let waited = acquired.saturating_duration_since(released);
+    let (waited, guard) = hand_over(held, waiting).await;
     assert!(waited < Duration::from_millis(500), "{waited:?}");
     assert!(guard.unlock().await.unwrap());
 }
