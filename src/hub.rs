@@ -114,7 +114,7 @@ impl Hub {
         if let Some(hub) = hubs.get(&id).and_then(Weak::upgrade) {
             return hub;
         }
-        let hub = Self::new(Source::Server(client));
+        let hub = Self::new(Source::Server(Box::new(client)));
         hubs.insert(id, Arc::downgrade(&hub));
         hub
     }

@@ -32,7 +32,7 @@ const RECONNECT_MAX: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub(crate) enum Source {
     /// One Redis server: a Pub/Sub connection.
-    Server(redis::Client),
+    Server(Box<redis::Client>),
     /// A Redis Cluster: sharded Pub/Sub over a RESP3 cluster connection.
     #[cfg(feature = "cluster")]
     Cluster(Box<redis::cluster::ClusterClient>),

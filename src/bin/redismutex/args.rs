@@ -1,0 +1,108 @@
+//! The command line, parsed by clap.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Run a program under a distributed read-write lock on Redis, or see who holds one.
+/// Speaks the protocol of the redismutex crate and of the Go package redismutex.
+#[derive(Debug, Parser)]
+#[command(name = "redismutex", version)]
+pub(crate) struct Cli {
+    /// The Redis server: `redis://[user:password@]host[:port][/db]`, or `rediss://` for
+    /// TLS.
+    #[arg(
+        long,
+        global = true,
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379/"
+    )]
+    pub(crate) url: String,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Take the lock NAME (exclusive unless --read), run CMD with it held, release it
+    /// when CMD exits, and exit with CMD's exit code. Without CMD, hold the lock until
+    /// interrupted.
+    Lock(LockArgs),
+    /// Show who holds the lock NAME: the writer, or the readers; its PTTL; a waiting
+    /// writer's intent; the fencing counter.
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LockArgs {
+    /// The lock's name (the mutex name).
+    pub(crate) name: String,
+    /// Lock `<NAME>:<KEY>` instead of `<NAME>`.
+    #[arg(long)]
+    pub(crate) key: Option<String>,
+    /// Take a shared (read) lock instead of the exclusive one.
+    #[arg(long, short = 's')]
+    pub(crate) read: bool,
+    /// How long the lock lives in Redis without a refresh (it is refreshed every ttl/2
+    /// while held): `500ms`, `4s`, `2m`.
+    #[arg(long, default_value = "4s", value_parser = duration)]
+    pub(crate) ttl: Duration,
+    /// Give up waiting after this long (exit code 124).
+    #[arg(long, short = 'w', value_parser = duration, conflicts_with = "no_wait")]
+    pub(crate) timeout: Option<Duration>,
+    /// Make one attempt; if the lock is busy, exit with the conflict code (75).
+    #[arg(long, short = 'n')]
+    pub(crate) no_wait: bool,
+    /// The exit code for a busy lock with --no-wait.
+    #[arg(long, short = 'E', default_value_t = crate::exit::BUSY)]
+    pub(crate) conflict_exit_code: u8,
+    /// While waiting for the exclusive lock, keep new readers out (the lock intent).
+    #[arg(long)]
+    pub(crate) intent: bool,
+    /// When the lock is lost, how long CMD has after SIGTERM before SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub(crate) grace: Duration,
+    /// The program to run with the lock held, and its arguments.
+    #[arg(last = true)]
+    pub(crate) command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// The lock's name (the mutex name).
+    pub(crate) name: String,
+    /// Show `<NAME>:<KEY>` instead of `<NAME>`.
+    #[arg(long)]
+    pub(crate) key: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl LockArgs {
+    /// The lock key, as the mutex forms it.
+    pub(crate) fn lock_key(&self) -> String {
+        lock_key(&self.name, self.key.as_deref())
+    }
+}
+
+impl StatusArgs {
+    /// The lock key, as the mutex forms it.
+    pub(crate) fn lock_key(&self) -> String {
+        lock_key(&self.name, self.key.as_deref())
+    }
+}
+
+fn lock_key(name: &str, key: Option<&str>) -> String {
+    match key {
+        None | Some("") => name.to_owned(),
+        Some(key) => format!("{name}:{key}"),
+    }
+}
+
+/// A duration in human units (`humantime`): `500ms`, `4s`, `2m`, `1h 30m`.
+fn duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|err| format!("{err} (try 500ms, 4s or 2m)"))
+}

@@ -1,0 +1,266 @@
+//! `redismutex lock`: take the lock, run the command under it, release it.
+
+use std::io::{IsTerminal, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use redis::aio::MultiplexedConnection;
+use redismutex::{Error, Guard, RwMutex};
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_util::sync::CancellationToken;
+
+use crate::args::LockArgs;
+use crate::exit;
+
+/// SIGINT and SIGTERM, caught from the start so that they end a wait cleanly and are
+/// forwarded to the child once it runs.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// The next SIGINT or SIGTERM.
+    async fn next(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.interrupt.recv() => Signal::SIGINT,
+            _ = self.terminate.recv() => Signal::SIGTERM,
+        }
+    }
+}
+
+pub(crate) async fn run(url: &str, args: LockArgs) -> u8 {
+    let key = args.lock_key();
+    let mut signals = match Signals::new() {
+        Ok(signals) => signals,
+        Err(err) => {
+            eprintln!("redismutex: cannot catch signals: {err}");
+            return exit::REDIS;
+        }
+    };
+    let client = match redis::Client::open(url) {
+        Ok(client) => client,
+        Err(err) => return exit::redis_error(url, &key, &err),
+    };
+    let conn = match client.get_multiplexed_async_connection().await {
+        Ok(conn) => conn,
+        Err(err) => return exit::redis_error(url, &key, &err),
+    };
+    let mx = match RwMutex::builder(conn, args.name.clone())
+        .ttl(args.ttl)
+        .lock_intent(args.intent)
+        .notifier(client)
+        .build()
+    {
+        Ok(mx) => mx,
+        Err(err) => {
+            eprintln!("redismutex: {err}");
+            return exit::USAGE;
+        }
+    };
+    let guard = match acquire(&mx, &args, url, &key, &mut signals).await {
+        Ok(guard) => guard,
+        Err(code) => return code,
+    };
+    if args.command.is_empty() {
+        hold(guard, &mut signals).await
+    } else {
+        run_child(guard, &args, &mut signals).await
+    }
+}
+
+/// Waits for the lock (or makes one attempt with `--no-wait`), with a spinner on a
+/// terminal; the exit code when it ends without one.
+async fn acquire(
+    mx: &RwMutex<MultiplexedConnection>,
+    args: &LockArgs,
+    url: &str,
+    key: &str,
+    signals: &mut Signals,
+) -> Result<Guard, u8> {
+    let key_arg = args.key.clone().unwrap_or_default();
+    let stop = CancellationToken::new();
+    let spinner = spinner(args, key);
+    let attempt = async {
+        if args.no_wait {
+            let attempt = if args.read {
+                mx.try_read().key(key_arg).parent(stop.clone()).await
+            } else {
+                mx.try_write().key(key_arg).parent(stop.clone()).await
+            };
+            attempt
+                .and_then(|guard| guard.ok_or(Error::Timeout))
+                .map_err(|err| match err {
+                    Error::Timeout => Err(args.conflict_exit_code),
+                    err => Ok(err),
+                })
+        } else {
+            let mut request = if args.read { mx.read() } else { mx.write() };
+            request = request.key(key_arg).parent(stop.clone());
+            if let Some(timeout) = args.timeout {
+                request = request.timeout(timeout);
+            }
+            request.await.map_err(|err| match err {
+                Error::Timeout => Err(exit::TIMEOUT),
+                err => Ok(err),
+            })
+        }
+    };
+    tokio::pin!(attempt);
+    let outcome = tokio::select! {
+        outcome = &mut attempt => outcome,
+        signal = signals.next() => {
+            // Give up the wait; the request clears what it set before it returns.
+            stop.cancel();
+            let _ = attempt.await;
+            spinner.finish_and_clear();
+            return Err(exit::signalled(signal as i32));
+        }
+    };
+    spinner.finish_and_clear();
+    match outcome {
+        Ok(guard) => Ok(guard),
+        Err(Err(code)) => Err(code),
+        Err(Ok(err)) => Err(exit::redis_error(url, key, &err)),
+    }
+}
+
+/// A spinner on stderr saying what we wait for and for how long, only on a terminal.
+fn spinner(args: &LockArgs, key: &str) -> ProgressBar {
+    if args.no_wait || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let mode = if args.read { "read" } else { "write" };
+    let spinner = ProgressBar::new_spinner();
+    if let Ok(style) = ProgressStyle::with_template("{spinner} waiting for the {msg} ({elapsed})") {
+        spinner.set_style(style);
+    }
+    spinner.set_message(format!("{mode} lock on {key}"));
+    spinner.enable_steady_tick(Duration::from_millis(100));
+    spinner
+}
+
+/// No command: print the key and id, hold the lock until SIGINT or SIGTERM, release it.
+async fn hold(guard: Guard, signals: &mut Signals) -> u8 {
+    println!("{} {}", guard.key(), guard.id());
+    let _ = std::io::stdout().flush();
+    tokio::select! {
+        _ = signals.next() => release(guard, 0).await,
+        () = guard.cancelled() => lost(&guard),
+    }
+}
+
+/// Runs the command with the lock held; its exit code, or [`exit::LOST`].
+async fn run_child(guard: Guard, args: &LockArgs, signals: &mut Signals) -> u8 {
+    let (program, rest) = args.command.split_first().expect("a command was given");
+    let spawned = Command::new(program)
+        .args(rest)
+        .env("REDISMUTEX_KEY", guard.key())
+        .env("REDISMUTEX_ID", guard.id())
+        .env("REDISMUTEX_TOKEN", guard.fencing_token().to_string())
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(err) => {
+            eprintln!(
+                "redismutex: cannot run {}: {err}",
+                program.to_string_lossy()
+            );
+            let code = match err.kind() {
+                std::io::ErrorKind::NotFound => exit::NOT_FOUND,
+                _ => exit::NOT_RUNNABLE,
+            };
+            return release(guard, code).await;
+        }
+    };
+    let mut kill_at: Option<tokio::time::Instant> = None;
+    let mut lock_lost = false;
+    let status = loop {
+        let lost_lock = async {
+            if !lock_lost {
+                guard.cancelled().await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        let grace_over = async {
+            match kill_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            status = child.wait() => break status,
+            signal = signals.next() => send(&child, signal),
+            () = lost_lock => {
+                lost(&guard);
+                eprintln!("redismutex: sending SIGTERM to the command");
+                send(&child, Signal::SIGTERM);
+                lock_lost = true;
+                kill_at = Some(tokio::time::Instant::now() + args.grace);
+            }
+            () = grace_over => {
+                eprintln!("redismutex: the command outlived --grace; sending SIGKILL");
+                send(&child, Signal::SIGKILL);
+                kill_at = None;
+            }
+        }
+    };
+    if lock_lost {
+        return exit::LOST;
+    }
+    release(guard, code_of(status)).await
+}
+
+/// The exit code of a child that ended with `status` (128 + N for signal N).
+fn code_of(status: std::io::Result<ExitStatus>) -> u8 {
+    match status {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(u8::MAX),
+            (None, Some(signal)) => exit::signalled(signal),
+            (None, None) => exit::NOT_RUNNABLE,
+        },
+        Err(err) => {
+            eprintln!("redismutex: lost track of the command: {err}");
+            exit::NOT_RUNNABLE
+        }
+    }
+}
+
+/// Sends `signal` to the child, if it still runs.
+fn send(child: &Child, signal: Signal) {
+    if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
+        let _ = kill(Pid::from_raw(pid), signal);
+    }
+}
+
+/// Releases the lock, then gives `code`; a failed release is reported (the lock then
+/// expires by its TTL) and does not change the code.
+async fn release(guard: Guard, code: u8) -> u8 {
+    let key = guard.key().to_owned();
+    if let Err(err) = guard.unlock().await {
+        eprintln!("redismutex: releasing {key} failed ({err}); it expires by its TTL");
+    }
+    code
+}
+
+fn lost(guard: &Guard) -> u8 {
+    eprintln!(
+        "redismutex: lock {} lost ({:?})",
+        guard.key(),
+        guard.cancel_reason()
+    );
+    exit::LOST
+}

@@ -1,0 +1,40 @@
+//! `redismutex`: run a program under a distributed lock on Redis, or see who holds one.
+//!
+//! Speaks the crate's lock protocol (and so the Go package's): see README, "Command
+//! line", for the commands, their options and their exit codes.
+
+mod args;
+mod exit;
+mod lock;
+mod status;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("redismutex: cannot start the async runtime: {err}");
+            return ExitCode::from(exit::REDIS);
+        }
+    };
+    let code = runtime.block_on(async {
+        match cli.command {
+            Command::Lock(lock) => lock::run(&cli.url, lock).await,
+            Command::Status(status) => status::run(&cli.url, status).await,
+        }
+    });
+    // A child that ignored our signals may still be running: do not wait for the
+    // runtime's blocking tasks.
+    runtime.shutdown_background();
+    ExitCode::from(code)
+}
