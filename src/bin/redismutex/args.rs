@@ -29,10 +29,12 @@ pub(crate) enum Command {
     /// Take the lock NAME (exclusive unless --read), run CMD with it held, release it
     /// when CMD exits, and exit with CMD's exit code. Without CMD, hold the lock until
     /// interrupted.
-    #[command(after_help = "Exit codes: CMD's own (128+N if signal N killed it); 0 when \
+    #[command(
+        after_help = "Exit codes: CMD's own (128+N if signal N killed it); 0 when \
         holding without CMD until SIGINT/SIGTERM; 75 busy with --no-wait (or -E N); 124 \
         --timeout ran out; 70 the lock was lost while held; 69 a Redis error; 127/126 CMD \
-        not found/not runnable; 128+N a signal N ended the wait; 2 bad arguments.")]
+        not found/not runnable; 128+N a signal N ended the wait; 2 bad arguments."
+    )]
     Lock(LockArgs),
     /// Show who holds the lock NAME: the writer, or the readers; its PTTL; a waiting
     /// writer's intent; the fencing counter.
