@@ -100,12 +100,12 @@ async fn acquire(
             } else {
                 mx.try_write().key(key_arg).parent(stop.clone()).await
             };
-            attempt
-                .and_then(|guard| guard.ok_or(Error::Timeout))
-                .map_err(|err| match err {
-                    Error::Timeout => Err(args.conflict_exit_code),
-                    err => Ok(err),
-                })
+            match attempt {
+                Ok(Some(guard)) => Ok(guard),
+                Ok(None) => Err(Err(args.conflict_exit_code)),
+                // Also a try that got no reply in time: a Redis error, not a busy lock.
+                Err(err) => Err(Ok(err)),
+            }
         } else {
             let mut request = if args.read { mx.read() } else { mx.write() };
             request = request.key(key_arg).parent(stop.clone());
