@@ -876,3 +876,39 @@ async fn a_reader_child_sees_key_id_and_token() {
         "the token is the one minted"
     );
 }
+
+/// Bad arguments exit 2, before anything is sent: an unknown option (clap), a duration
+/// that is not one, and a TTL the mutex refuses.
+#[tokio::test]
+async fn bad_arguments_exit_2_and_send_nothing() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let conn = server.conn().await;
+    for args in [
+        &["lock", "jobs", "--no-such-option", "--", "true"][..],
+        &["lock", "jobs", "--ttl", "soon", "--", "true"],
+        &["lock", "jobs", "--ttl", "1ms", "--", "true"],
+        &["status"],
+    ] {
+        let out = run(&url, args).await;
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(!out.stderr.is_empty(), "{args:?}: no message");
+    }
+    assert!(keys(&conn).await.is_empty());
+}
+
+/// Without `--url`, the server comes from `REDIS_URL`.
+#[tokio::test]
+async fn the_server_comes_from_redis_url() {
+    let server = RedisServer::start();
+    let out = Command::new(BIN)
+        .args(["lock", "jobs", "--", "sh", "-c", "echo $REDISMUTEX_KEY"])
+        .env("REDIS_URL", server.url())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "jobs");
+    let fence = raw::get(&server.conn().await, "jobs:fence").await;
+    assert!(fence.is_some(), "the lock was taken on that server");
+}
