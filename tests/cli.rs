@@ -38,6 +38,13 @@ struct Run {
     stderr: String,
 }
 
+/// A throwaway server, its URL, and a connection for raw checks.
+async fn setup() -> (RedisServer, String, MultiplexedConnection) {
+    let server = RedisServer::start();
+    let (url, conn) = (server.url(), server.conn().await);
+    (server, url, conn)
+}
+
 /// `redismutex --url URL ARGS...`, started, with stdout and stderr piped; killed if
 /// dropped (so a test that fails leaves nothing running).
 fn spawn(url: &str, args: &[&str]) -> Child {
@@ -232,9 +239,7 @@ async fn two_read_runs_overlap() {
 
 #[tokio::test]
 async fn no_wait_conflict_code_and_timeout_on_a_held_lock() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let conn = server.conn().await;
+    let (_server, url, conn) = setup().await;
     let (dir, file) = temp_file("holder");
     let go = dir.path().join("go");
     // The holder notes its id, then holds until the file `go` appears (at most 10 s).
@@ -291,9 +296,7 @@ async fn no_wait_conflict_code_and_timeout_on_a_held_lock() {
 
 #[tokio::test]
 async fn the_childs_exit_code_passes_through() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let conn = server.conn().await;
+    let (_server, url, conn) = setup().await;
     for code in [3, 0, 42] {
         let out = run(
             &url,
@@ -315,9 +318,7 @@ async fn the_childs_exit_code_passes_through() {
 
 #[tokio::test]
 async fn a_command_that_cannot_run_gives_127_or_126_and_releases() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let conn = server.conn().await;
+    let (_server, url, conn) = setup().await;
     let missing = run(&url, &["lock", "jobs", "--", "no-such-command-redismutex"]).await;
     assert_eq!(missing.code, Some(127), "{missing:?}");
     assert!(
@@ -472,9 +473,7 @@ async fn sigterm_is_forwarded_to_the_child_and_the_lock_released() {
 
 #[tokio::test]
 async fn a_signal_during_the_wait_gives_128_plus_n_and_leaves_nothing() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let conn = server.conn().await;
+    let (_server, url, conn) = setup().await;
     let mx = common::mutex(&conn, "jobs", Duration::from_secs(30));
     let holder = mx.write().await.unwrap();
 
@@ -502,9 +501,7 @@ async fn a_signal_during_the_wait_gives_128_plus_n_and_leaves_nothing() {
 
 #[tokio::test]
 async fn sigint_during_a_wait_with_intent_clears_the_intent() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let conn = server.conn().await;
+    let (_server, url, conn) = setup().await;
     let mx = common::mutex(&conn, "jobs", Duration::from_secs(30));
     let reader = mx.read().await.unwrap();
 
@@ -643,9 +640,7 @@ async fn status_of_a_free_lock() {
 
 #[tokio::test]
 async fn status_of_a_write_lock() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let conn = server.conn().await;
+    let (_server, url, conn) = setup().await;
     let mx = common::mutex(&conn, "jobs", Duration::from_secs(30));
     let guard = mx.write().await.unwrap();
     let id = guard.id().to_owned();
@@ -683,9 +678,7 @@ async fn status_of_a_write_lock() {
 
 #[tokio::test]
 async fn status_of_a_read_lock_with_two_readers() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let conn = server.conn().await;
+    let (_server, url, conn) = setup().await;
     let mx = common::mutex(&conn, "jobs", Duration::from_secs(30));
     let a = mx.read().await.unwrap();
     let b = mx.read().await.unwrap();
@@ -713,9 +706,7 @@ async fn status_of_a_read_lock_with_two_readers() {
 
 #[tokio::test]
 async fn status_shows_a_waiting_writers_intent() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let conn = server.conn().await;
+    let (_server, url, conn) = setup().await;
     let mx = common::mutex(&conn, "jobs", Duration::from_secs(30));
     let a = mx.read().await.unwrap();
     let b = mx.read().await.unwrap();
@@ -767,9 +758,7 @@ async fn status_shows_a_waiting_writers_intent() {
 
 #[tokio::test]
 async fn status_of_a_foreign_key_reports_it_and_leaves_it_untouched() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let conn = server.conn().await;
+    let (server, url, conn) = setup().await;
     let _: i64 = raw::cmd(&conn, "HSET", &["jobs", "a", "1"]).await;
 
     assert_eq!(
@@ -809,9 +798,7 @@ async fn status_of_a_foreign_key_reports_it_and_leaves_it_untouched() {
 
 #[tokio::test]
 async fn a_go_holder_is_seen_by_status_and_keeps_lock_out() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let conn = server.conn().await;
+    let (_server, url, conn) = setup().await;
     let go = GoPeer::new(conn.clone(), 30_000);
     let go_id = GoPeer::new_id();
     assert_eq!(go.write("jobs", &go_id, false).await, None, "go holds it");
@@ -881,9 +868,7 @@ async fn a_reader_child_sees_key_id_and_token() {
 /// that is not one, and a TTL the mutex refuses.
 #[tokio::test]
 async fn bad_arguments_exit_2_and_send_nothing() {
-    let server = RedisServer::start();
-    let url = server.url();
-    let conn = server.conn().await;
+    let (_server, url, conn) = setup().await;
     for args in [
         &["lock", "jobs", "--no-such-option", "--", "true"][..],
         &["lock", "jobs", "--ttl", "soon", "--", "true"],
