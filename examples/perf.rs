@@ -84,7 +84,13 @@ const GUARD_WINDOWS: u32 = 2;
 const GUARD_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The crate's own scripts, sent bare in row 5.
-static LOCK_LUA: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/lock.lua")));
+static LOCK_LUA: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/shared.lua"),
+        "\n",
+        include_str!("../lua/lock.lua")
+    ))
+});
 static UNLOCK_LUA: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
 

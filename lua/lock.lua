@@ -8,10 +8,21 @@
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  "1": on failure, set the lock intent so new readers stay out; "0": don't
 -- ARGV[4]  fence retention in milliseconds (positive integer): the PX of KEYS[3]
+-- KEYS[4]  fair mode only: the queue "<lock key>:queue" (see shared.lua)
+-- KEYS[5]  fair mode only: the queue's deadlines "<lock key>:queue-deadline"
 -- ARGV[5]  "1": floor every token at the server clock, not only a restarted counter's
---          (Redis Cluster: a failover can lose the last increments); absent: don't (it is
---          left out then, keeping the call within the 10 arguments that a client may send
---          before it has authenticated)
+--          (Redis Cluster: a failover can lose the last increments); "0" or absent: don't
+--          (it is left out when nothing follows, keeping the call within the 10 arguments
+--          that a client may send before it has authenticated)
+-- ARGV[6]  fair mode only: "wait" to join the queue (or keep its place) when blocked,
+--          "try" not to
+--
+-- Sent after shared.lua, as one script.
+--
+-- Fair mode: the lock goes to the writer first in the queue. A writer that is not queued
+-- counts as last, so it takes a free lock only when nobody waits; a writer that already
+-- holds KEYS[1] (a resent request) keeps it. Waiters whose deadline has passed are dropped
+-- first.
 --
 -- Replies:
 --   token (integer > 0)       acquired: KEYS[1] now holds ARGV[1] with PX ARGV[2]; KEYS[2] is
@@ -22,10 +33,15 @@
 --                             Also the reply when KEYS[1] already holds ARGV[1] (a resent
 --                             request, or a lock taken without a usable token), whose TTL is
 --                             then reset to ARGV[2] (and a new, larger token minted).
+--                             In fair mode "w:" .. ARGV[1] has left the queue.
 --   -1 - pttl (integer < 0)   blocked: another writer or readers hold KEYS[1], whose PTTL is
 --                             pttl ms. With ARGV[3] == "1", KEYS[2] holds a writer's id:
 --                             ARGV[1] with PX ARGV[2] if it was absent or already ARGV[1];
---                             another waiting writer's intent is left as it is.
+--                             another waiting writer's intent is left as it is. In fair
+--                             mode also when waiters are ahead (pttl is then at most ARGV[2],
+--                             and at most the time until the first queue deadline), and with
+--                             ARGV[6] == "wait", "w:" .. ARGV[1] is queued with the deadline
+--                             now + ARGV[2].
 --   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use
 --                             (for KEYS[3]: anything but a decimal integer below 2^53 - 1,
 --                             "exhausted counter" for 2^53 - 1);
@@ -50,25 +66,10 @@ if intent_pttl ~= -2 then
     end
 end
 
--- The fence: absent, or a canonical decimal integer below 2^53 - 1 with a TTL.
-local fence = redis.pcall('GET', KEYS[3])
-local last = 0
-if fence then
-    -- Only what these scripts store: a decimal integer with no sign, point or leading
-    -- zero, at most 2^53 - 1, the largest integer a Lua number holds exactly.
-    if type(fence) ~= 'string' or not fence:match('^[1-9]%d*$') or #fence > 16
-        or tonumber(fence) > 2^53 - 1 then
-        local found = type(fence) == 'string' and 'non-integer string'
-            or redis.call('TYPE', KEYS[3])['ok']
-        return {'wrongtype', KEYS[3], found}
-    end
-    if tonumber(fence) == 2^53 - 1 then
-        return {'wrongtype', KEYS[3], 'exhausted counter'}
-    end
-    if redis.call('PTTL', KEYS[3]) == -1 then
-        return {'noexpiry', KEYS[3]}
-    end
-    last = tonumber(fence)
+-- The fence: absent, or a token with a TTL.
+local last, fence_refusal = fence_last(KEYS[3])
+if fence_refusal then
+    return fence_refusal
 end
 
 -- The lock: absent (false), a writer's id, or (GET fails) a set of readers.
@@ -79,37 +80,56 @@ if type(holder) == 'table' then
         return {'wrongtype', KEYS[1], lock_type}
     end
 end
-
-if holder == false or holder == ARGV[1] then
-    -- The token: one more than the last. Tokens minted from the clock are above 10^15
-    -- (microseconds since 2001), so a smaller count means the counter was (re)created
-    -- since: it restarts at the server clock in microseconds, so tokens keep growing after
-    -- KEYS[3] expires or the server restarts empty. TIME is read before the first write,
-    -- so an error there (an ACL without TIME) changes nothing. On a cluster every token is
-    -- floored at the clock: a failover may have lost the last increments of KEYS[3].
-    local token = last + 1
-    if token < 1e15 or ARGV[5] == '1' then
-        local time = redis.call('TIME')
-        token = math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+-- Another holder's PTTL: how long it blocks.
+local pttl = ttl
+if holder ~= false and holder ~= ARGV[1] then
+    pttl = redis.call('PTTL', KEYS[1])
+    if pttl == -1 then
+        return {'noexpiry', KEYS[1]}
     end
+end
+
+-- Fair mode: the queue, checked before the first write; TIME is read here too.
+local fair = KEYS[4] ~= nil
+local member = 'w:' .. ARGV[1]
+local now
+if fair then
+    local refusal = zset_refusal(KEYS[4]) or zset_refusal(KEYS[5])
+    if refusal then
+        return refusal
+    end
+    now = now_ms()
+    queue_purge(KEYS[4], KEYS[5], now)
+end
+
+if holder == ARGV[1] or (holder == false and (not fair or queue_rank(KEYS[4], member) == 0)) then
+    -- The token: one more than the last, or from the clock (shared.lua). TIME is read
+    -- before the first write (in fair mode by now_ms), so an error there (an ACL without
+    -- TIME) changes nothing.
+    local token = at_least_the_clock(last + 1, ARGV[5] == '1')
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     if intent == ARGV[1] then
         redis.call('DEL', KEYS[2])
     end
     redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[4])
+    if fair then
+        queue_leave(KEYS[4], KEYS[5], member)
+    end
     return token
 end
 
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl == -1 then
-    return {'noexpiry', KEYS[1]}
-end
-
+-- Blocked: by a holder, or in fair mode by the waiters ahead of a free lock.
 if ARGV[3] == '1' then
     if intent == nil then
         redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
     elseif intent == ARGV[1] then
         redis.call('PEXPIRE', KEYS[2], ttl)
+    end
+end
+if fair then
+    pttl = until_first_deadline(KEYS[5], now, pttl)
+    if ARGV[6] == 'wait' then
+        queue_join(KEYS[4], KEYS[5], member, now, ttl)
     end
 end
 return -1 - pttl

@@ -1,14 +1,19 @@
 -- refresh.lua: extend a lock that ARGV[1] still holds.
 --
--- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids
+-- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids; or a
+--          semaphore key, a sorted set of permit ids scored by their deadline (server ms)
 -- ARGV[1]  lock id: 32 lowercase hex characters
 -- ARGV[2]  TTL in milliseconds (positive integer)
 --
 -- Replies:
 --   1  ARGV[1] holds KEYS[1]: a writer's key now has PTTL ARGV[2]; a readers' set has a
---      PTTL of at least ARGV[2] (never shortened, other readers may need a longer one).
---   0  ARGV[1] does not hold KEYS[1]: the key is gone, holds another id, or holds a type
---      this protocol does not use. Nothing was changed.
+--      PTTL of at least ARGV[2] (never shortened, other readers may need a longer one); a
+--      permit's deadline is now the server TIME + ARGV[2], and the semaphore key's PTTL at
+--      least ARGV[2].
+--   0  ARGV[1] does not hold KEYS[1]: the key is gone, holds another id, holds a type
+--      this protocol does not use, or holds ARGV[1] as a permit whose deadline has passed
+--      (it is removed: the permit ran out, and others may have taken it). Nothing else
+--      was changed.
 
 local ttl = tonumber(ARGV[2])
 local lock_type = redis.call('TYPE', KEYS[1])['ok']
@@ -24,6 +29,20 @@ elseif lock_type == 'set' then
             redis.call('PEXPIRE', KEYS[1], ttl)
         end
         return 1
+    end
+elseif lock_type == 'zset' then
+    local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
+    if deadline then
+        local time = redis.call('TIME')
+        local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+        if tonumber(deadline) > now then
+            redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+            if redis.call('PTTL', KEYS[1]) < ttl then
+                redis.call('PEXPIRE', KEYS[1], ttl)
+            end
+            return 1
+        end
+        redis.call('ZREM', KEYS[1], ARGV[1])
     end
 end
 return 0

@@ -8,10 +8,20 @@
 -- ARGV[3]  fence retention in milliseconds (positive integer): the PX of KEYS[3]
 -- ARGV[4]  "1": the caller saw KEYS[3] hold a valid token before, so it is taken as a
 --          counter (INCR) without reading it first; "0": it is checked first
+-- KEYS[4]  fair mode only: the queue "<lock key>:queue" (see shared.lua)
+-- KEYS[5]  fair mode only: the queue's deadlines "<lock key>:queue-deadline"
 -- ARGV[5]  "1": floor every token at the server clock, not only a restarted counter's
---          (Redis Cluster: a failover can lose the last increments); absent: don't (it is
---          left out then, keeping the call within the 10 arguments that a client may send
---          before it has authenticated)
+--          (Redis Cluster: a failover can lose the last increments); "0" or absent: don't
+--          (it is left out when nothing follows, keeping the call within the 10 arguments
+--          that a client may send before it has authenticated)
+-- ARGV[6]  fair mode only: "wait" to join the queue (or keep its place) when blocked,
+--          "try" not to
+--
+-- Sent after shared.lua, as one script.
+--
+-- Fair mode (ARGV[4] must be "0"): a reader may join the readers when no writer is ahead
+-- of it in the queue; readers queued together go in together. A reader that is not queued
+-- counts as last. Waiters whose deadline has passed are dropped first.
 --
 -- Replies:
 --   token (integer > 0)       acquired: ARGV[1] is a member of the set KEYS[1], whose PTTL is
@@ -21,8 +31,13 @@
 --                             below 10^15 (or ARGV[5] == "1"), now stored in KEYS[3] with PX
 --                             ARGV[3]. Also the
 --                             reply when ARGV[1] was already a member (a resent request).
+--                             In fair mode "r:" .. ARGV[1] has left the queue.
 --   -1 - pttl (integer < 0)   blocked: a writer holds KEYS[1] (pttl is its PTTL in ms) or a
 --                             writer waits (KEYS[2] exists; pttl is the intent's PTTL in ms).
+--                             In fair mode also when a writer is queued ahead (pttl is then
+--                             at most ARGV[2]); pttl is then at most the time until the first
+--                             queue deadline, and with ARGV[6] == "wait", "r:" .. ARGV[1] is
+--                             queued with the deadline now + ARGV[2].
 --   {"unchecked"}             with ARGV[4] == "1" only: KEYS[3] was not a counter below
 --                             2^53 - 1 after all (an integer there was incremented, nothing
 --                             else changed); call again with ARGV[4] == "0" for the typed
@@ -40,19 +55,6 @@
 -- KEYS[3]'s TTL is left as it is unless the counter restarts from the clock.
 
 local ttl = tonumber(ARGV[2])
-
--- A token counted up from `token`, or from the server clock in microseconds when that
--- is larger and `token` is below 10^15: tokens minted from the clock are above 10^15
--- (microseconds since 2001), so a smaller count means the counter was (re)created since
--- (it expired, or the server restarted empty). With ARGV[5] == "1" (a cluster, where a
--- failover may have lost the last increments) every token is floored at the clock.
-local function at_least_the_clock(token)
-    if token >= 1e15 and ARGV[5] ~= '1' then
-        return token
-    end
-    local time = redis.call('TIME')
-    return math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
-end
 
 -- Blocked by a writer's key, or a key this protocol does not use; nothing was changed.
 local function refused()
@@ -107,7 +109,7 @@ if ARGV[4] == '1' then
         end
         return {'unchecked'}
     end
-    local floored = at_least_the_clock(token)
+    local floored = at_least_the_clock(token, ARGV[5] == '1')
     if floored ~= token or token < 1e15 then
         -- The counter was gone (it restarts at the clock, with its TTL), or the clock is
         -- ahead of it on a cluster.
@@ -120,50 +122,72 @@ if ARGV[4] == '1' then
     return token
 end
 
--- Checked: every check comes before the first write.
--- The fence: absent, or a canonical decimal integer below 2^53 - 1 with a TTL.
-local fence = redis.pcall('GET', KEYS[3])
-local token = 1
-if fence then
-    -- Only what these scripts store: a decimal integer with no sign, point or leading
-    -- zero, at most 2^53 - 1, the largest integer a Lua number holds exactly.
-    if type(fence) ~= 'string' or not fence:match('^[1-9]%d*$') or #fence > 16
-        or tonumber(fence) > 2^53 - 1 then
-        local found = type(fence) == 'string' and 'non-integer string'
-            or redis.call('TYPE', KEYS[3])['ok']
-        return {'wrongtype', KEYS[3], found}
-    end
-    if tonumber(fence) == 2^53 - 1 then
-        return {'wrongtype', KEYS[3], 'exhausted counter'}
-    end
-    if redis.call('PTTL', KEYS[3]) == -1 then
-        return {'noexpiry', KEYS[3]}
-    end
-    token = tonumber(fence) + 1
+-- Checked: every check comes before the first write (in fair mode, but for dropping
+-- the waiters whose deadline has passed).
+-- The fence: absent, or a token with a TTL.
+local last, fence_refusal = fence_last(KEYS[3])
+if fence_refusal then
+    return fence_refusal
 end
 
 -- The lock: absent or a set of readers (SISMEMBER answers), or (it fails) a writer's
--- string or a foreign type.
+-- string or a foreign type. `blocked` is the reply when something keeps this reader out.
 local pttl = redis.call('PTTL', KEYS[1])
 local member = 0
+local blocked
 if pttl ~= -2 then
     member = redis.pcall('SISMEMBER', KEYS[1], ARGV[1])
     if type(member) ~= 'number' then
-        return refused()
-    end
-    if pttl == -1 then
+        member = 0
+        blocked = refused()
+        if type(blocked) == 'table' then
+            return blocked
+        end
+    elseif pttl == -1 then
         return {'noexpiry', KEYS[1]}
     end
 end
 
 -- A waiting writer's intent keeps new readers out.
-if member == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
-    return intent_blocks()
+if not blocked and member == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+    blocked = intent_blocks()
+    if type(blocked) == 'table' then
+        return blocked
+    end
 end
 
--- The token: one more than the last, or from the clock. TIME is read before the first
--- write, so an error there (an ACL without TIME) changes nothing.
-token = at_least_the_clock(token)
+-- Fair mode: so does a writer queued ahead.
+if KEYS[4] ~= nil then
+    local refusal = zset_refusal(KEYS[4]) or zset_refusal(KEYS[5])
+    if refusal then
+        return refusal
+    end
+    local now = now_ms()
+    local queued = 'r:' .. ARGV[1]
+    queue_purge(KEYS[4], KEYS[5], now)
+    if not blocked and member == 0 then
+        for _, ahead in ipairs(queue_ahead(KEYS[4], queued)) do
+            if ahead:sub(1, 2) == 'w:' then
+                blocked = -1 - ttl
+                break
+            end
+        end
+    end
+    if blocked then
+        if ARGV[6] == 'wait' then
+            queue_join(KEYS[4], KEYS[5], queued, now, ttl)
+        end
+        return -1 - until_first_deadline(KEYS[5], now, -1 - blocked)
+    end
+    queue_leave(KEYS[4], KEYS[5], queued)
+end
+if blocked then
+    return blocked
+end
+
+-- The token: one more than the last, or from the clock (shared.lua). TIME is read before
+-- the first write, so an error there (an ACL without TIME) changes nothing.
+local token = at_least_the_clock(last + 1, ARGV[5] == '1')
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
 if pttl < ttl then

@@ -1,23 +1,32 @@
 -- unlock.lua: release the lock held by ARGV[1], optionally clear its lock intent, and
 -- tell waiters when the lock may now be taken.
 --
--- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids
+-- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids; or a
+--          semaphore key, a sorted set of permit ids scored by their deadline (server ms)
 -- KEYS[2]  optional lock-intent key, passed only by a waiting writer that gives up after
---          setting the intent; deleted only when it holds ARGV[1]
+--          setting the intent (and by a fair waiter that gives up); deleted only when it
+--          holds ARGV[1]
+-- KEYS[3]  optional, with KEYS[2] and KEYS[4]: the fair queue "<lock key>:queue", passed
+--          by a fair waiter that gives up; "<ARGV[3]>:<ARGV[1]>" leaves it
+-- KEYS[4]  optional: the queue's deadlines "<lock key>:queue-deadline"
 -- ARGV[1]  lock id: 32 lowercase hex characters
 -- ARGV[2]  release channel: "<lock key>:released"
--- ARGV[3]  "w" when ARGV[1] is a writer's id, "r" when a reader's
+-- ARGV[3]  "w" when ARGV[1] is a writer's id, "r" when a reader's, "p" when a permit's
 -- ARGV[4]  "1" to publish with SPUBLISH (Redis Cluster's sharded pub/sub: the channel
 --          carries the lock key's hash tag, so it is in the lock key's slot); anything
 --          else, or absent, with PUBLISH
 --
 -- Replies: an integer, the sum of
 --   1  ARGV[1] held KEYS[1] and was removed: a writer's key is deleted; a reader's id is
---      removed from the set (Redis deletes a set when its last member goes).
---   2  the lock became free (a writer's key deleted, the last reader gone) or the intent
---      ARGV[1] had set was deleted, and ARGV[1] was published on ARGV[2] (not added when
---      the publish failed: the release stands, waiters find out by their timers).
--- 0 means ARGV[1] did not hold KEYS[1] (which was not changed) and nothing was published.
+--      removed from the set (Redis deletes a set when its last member goes); a permit's
+--      id is removed from the sorted set (not counted when its deadline had passed, but
+--      removed all the same).
+--   2  the lock became free (a writer's key deleted, the last reader gone), a permit was
+--      returned, the intent ARGV[1] had set was deleted, or ARGV[1] left the fair queue;
+--      and ARGV[1] was published on ARGV[2] (not added when the publish failed: the
+--      release stands, waiters find out by their timers).
+-- 0 means ARGV[1] did not hold KEYS[1] (which was not changed, but for removing ARGV[1]'s
+-- run-out permit) and nothing was published.
 
 local released = 0
 local freed = false
@@ -27,6 +36,18 @@ if ARGV[3] == 'w' then
     if redis.pcall('GET', KEYS[1]) == ARGV[1] then
         redis.call('DEL', KEYS[1])
         released = 1
+        freed = true
+    end
+elseif ARGV[3] == 'p' then
+    -- ZSCORE fails on another type: then no permit is there.
+    local deadline = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
+    if type(deadline) == 'string' then
+        local time = redis.call('TIME')
+        local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+        redis.call('ZREM', KEYS[1], ARGV[1])
+        if tonumber(deadline) > now then
+            released = 1
+        end
         freed = true
     end
 else
@@ -41,6 +62,15 @@ end
 if KEYS[2] ~= nil and redis.pcall('GET', KEYS[2]) == ARGV[1] then
     redis.call('DEL', KEYS[2])
     freed = true
+end
+
+-- A fair waiter that gives up leaves the queue: those behind it may go now.
+if KEYS[4] ~= nil then
+    local member = ARGV[3] .. ':' .. ARGV[1]
+    if redis.pcall('ZREM', KEYS[3], member) == 1 then
+        freed = true
+    end
+    redis.pcall('ZREM', KEYS[4], member)
 end
 
 -- Publishing only helps waiters: a failure (no ACL right on the channel, or SPUBLISH on a

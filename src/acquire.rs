@@ -64,7 +64,7 @@ where
         .map(|notifier| Arc::clone(&notifier.hub));
     let lease = Arc::new(Lease {
         conn: request.inner.conn.clone(),
-        keys: Keys::new(key),
+        keys: Keys::new(key, settings.fair),
         id: new_id(),
         mode: request.mode,
         ttl: settings.ttl,
@@ -72,30 +72,39 @@ where
         fence_ms: settings.fence_ms(),
         hub: hub.clone(),
         cluster: settings.cluster,
+        permits: settings.permits,
+        fair: settings.fair,
     });
     let waits = matches!(patience, Patience::Wait(_));
     let set_intent = request.mode == Mode::Write && settings.lock_intent && waits;
     let spawner = Spawner::current(settings.tracker.clone());
-    let mut pending = Pending::new(Arc::clone(&lease), spawner.clone());
+    let mut pending = Pending::new(Arc::clone(&lease), spawner.clone(), lease.fair && waits);
     let mut backoff = polling_backoff();
     let mut conn = lease.conn.clone();
     let mut late_replies = 0u32;
     // This process's queue on the lock, once the request has had to wait.
     let mut waiter: Option<Waiter> = None;
-    // Local waiters came first: queue behind them and attempt when woken.
+    // In fair mode every release wakes all local waiters, since the queue in Redis, not
+    // this process, says whose turn it is.
+    let wake_as = if lease.fair { Mode::Read } else { lease.mode };
+    // Local waiters came first: queue behind them and attempt when woken. Not in fair
+    // mode, where the first attempt takes a place in the queue in Redis.
     let mut skip_attempt = false;
-    if let (Some(hub), true) = (&hub, waits) {
+    if let (Some(hub), true, false) = (&hub, waits, lease.fair) {
         if hub.has_waiters(&lease.keys.channel) {
-            waiter = Some(hub.join(&lease.keys.channel, lease.mode));
+            waiter = Some(hub.join(&lease.keys.channel, wake_as));
             skip_attempt = true;
         }
     }
     let fences = &request.inner.fences;
     // A writer's first attempt on a lock key whose fence key this mutex has checked goes
-    // without a script; not on a cluster, whose tokens are all floored at the clock.
+    // without a script; not on a cluster, whose tokens are all floored at the clock, nor
+    // for a permit or in fair mode.
     let fast_ok = || {
         lease.mode == Mode::Write
             && !lease.cluster
+            && !lease.fair
+            && lease.permits.is_none()
             && fences.countable(&lease.keys.lock, settings.fence_retention)
     };
     let mut fast = !skip_attempt && fast_ok();
@@ -107,7 +116,8 @@ where
         if !skip_attempt {
             notified = waiter.as_ref().is_some_and(Waiter::attempting);
             let use_fast = std::mem::take(&mut fast);
-            let fence_checked = fences.checked(&lease.keys.lock);
+            // A fair reader reads the fence key (the counting path knows no queue).
+            let fence_checked = !lease.fair && fences.checked(&lease.keys.lock);
             let sent = Instant::now();
             pending.sending(set_intent && !use_fast);
             // A reply later than the validity could not make a guard, so no attempt waits
@@ -115,7 +125,7 @@ where
             // cluster client that keeps retrying through a failover).
             let attempt = tokio::time::timeout(
                 lease.validity(),
-                lease.attempt(&mut conn, set_intent, use_fast, fence_checked),
+                lease.attempt(&mut conn, set_intent, use_fast, fence_checked, waits),
             );
             let attempt = tokio::select! {
                 biased;
@@ -188,7 +198,7 @@ where
                     if let (Some(hub), None) = (&hub, &waiter) {
                         // First time blocked: queue, subscribe, and attempt again at once,
                         // since a release before the subscription would go unheard.
-                        let mut joined = hub.join(&lease.keys.channel, lease.mode);
+                        let mut joined = hub.join(&lease.keys.channel, wake_as);
                         tokio::select! {
                             biased;
                             err = interrupted(parent.as_ref(), deadline) => return Err(pending.give_up(err).await),

@@ -1,6 +1,7 @@
-//! The builder of a [`RwMutex`].
+//! The builder of a [`RwMutex`] or a [`Semaphore`].
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -9,14 +10,19 @@ use tokio_util::task::TaskTracker;
 use crate::error::Error;
 use crate::mutex::RwMutex;
 use crate::notifier::Notifier;
+use crate::semaphore::Semaphore;
 use crate::settings::Settings;
 
-/// Configures a [`RwMutex`]; made by [`RwMutex::builder`].
+/// Configures a [`RwMutex`] (made by [`RwMutex::builder`]) or, as
+/// `Builder<C, Semaphore<C>>`, a [`Semaphore`] (made by [`Semaphore::builder`]). The
+/// options that speak of "the lock" apply to a semaphore's permits alike; `lock_intent`
+/// is the mutex's alone.
 ///
 /// # Default
 ///
 /// - `ttl`: 4 s (the Go package's default)
-/// - `lock_intent`: off
+/// - `fair`: off (waiters are not queued across processes)
+/// - `lock_intent`: off (mutex only)
 /// - `fence_retention`: 24 h
 /// - `task_tracker`: none (background tasks are spawned with `tokio::spawn`)
 /// - `notifier`: none (waiters poll)
@@ -24,9 +30,10 @@ use crate::settings::Settings;
 /// - `cluster`: on when `C` is `redis::cluster_async::ClusterConnection` (feature
 ///   `cluster`)
 #[must_use = "a builder does nothing until build() is called"]
-pub struct Builder<C> {
+pub struct Builder<C, T = RwMutex<C>> {
     conn: C,
     settings: Settings,
+    made: PhantomData<fn() -> T>,
 }
 
 impl<C> Builder<C>
@@ -37,20 +44,8 @@ where
         Self {
             conn,
             settings: Settings::for_connection::<C>(name),
+            made: PhantomData,
         }
-    }
-
-    /// Sets how long a lock lives in Redis without a refresh (default 4 s). A guard
-    /// refreshes it every `ttl / 2` while it lives, so the TTL only decides how long a lock
-    /// outlives a holder that crashed or lost its connection.
-    ///
-    /// The TTL is sent as `PX`/`PEXPIRE` milliseconds, so it is rounded down to whole
-    /// milliseconds. It must be between 10 ms and 24 h ([`build`](Self::build) checks).
-    /// With redis-rs's default 500 ms response timeout, keep it well above 1 s so that a
-    /// slow refresh can be retried before the lock expires.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.settings.ttl = ttl;
-        self
     }
 
     /// Turns the lock intent on or off (default off).
@@ -62,6 +57,66 @@ where
     /// writer's, which holds `1`). `try_write` never sets it.
     pub fn lock_intent(mut self, on: bool) -> Self {
         self.settings.lock_intent = on;
+        self
+    }
+
+    /// Checks the options and makes the mutex.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOptions`] when the name is empty, longer than
+    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence`, `:lock-intent`,
+    /// `:queue` or `:queue-deadline`, the TTL is below 10 ms or above 24 h, or the fence
+    /// retention is below the TTL or above 365 days; on a [`cluster`](Self::cluster) or
+    /// with [`hash_tag_keys`](Self::hash_tag_keys), when the name's lock keys would have
+    /// no hash tag (README, "Redis Cluster"); and when the [`notifier`](Self::notifier) is
+    /// for a single server while the mutex is on a cluster, or the other way round.
+    pub fn build(self) -> Result<RwMutex<C>, Error> {
+        self.settings.check()?;
+        Ok(RwMutex::from_parts(self.conn, self.settings))
+    }
+}
+
+impl<C> Builder<C, Semaphore<C>>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn semaphore(conn: C, name: String, permits: u32) -> Self {
+        let mut settings = Settings::for_connection::<C>(name);
+        settings.permits = Some(permits);
+        Self {
+            conn,
+            settings,
+            made: PhantomData,
+        }
+    }
+
+    /// Checks the options and makes the semaphore.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOptions`] for the reasons [`Builder::build`] gives for a mutex,
+    /// and when `permits` is 0.
+    pub fn build(self) -> Result<Semaphore<C>, Error> {
+        self.settings.check()?;
+        Ok(Semaphore::from_parts(self.conn, self.settings))
+    }
+}
+
+impl<C, T> Builder<C, T>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Sets how long a lock lives in Redis without a refresh (default 4 s). A guard
+    /// refreshes it every `ttl / 2` while it lives, so the TTL only decides how long a lock
+    /// outlives a holder that crashed or lost its connection.
+    ///
+    /// The TTL is sent as `PX`/`PEXPIRE` milliseconds, so it is rounded down to whole
+    /// milliseconds. It must be between 10 ms and 24 h ([`build`](Self::build) checks).
+    /// With redis-rs's default 500 ms response timeout, keep it well above 1 s so that a
+    /// slow refresh can be retried before the lock expires.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.settings.ttl = ttl;
         self
     }
 
@@ -138,28 +193,42 @@ where
         self
     }
 
-    /// Checks the options and makes the mutex.
+    /// Turns fair mode on or off (default off): waiters are served in arrival order,
+    /// first come, first served across all clients that use fair mode on the name.
     ///
-    /// # Errors
+    /// Each waiting request takes a place in a queue in Redis (`<lock key>:queue`, a
+    /// sorted set by arrival, with `<lock key>:queue-deadline`) on its first attempt, and
+    /// gets the lock when its turn comes: a writer when it is first and the lock is free;
+    /// a reader when no writer is ahead of it, so readers that queue together still share;
+    /// a permit when fewer waiters are ahead than permits are free. A
+    /// `try_*` request never queues and gets the lock only if nobody waits.
     ///
-    /// [`Error::InvalidOptions`] when the name is empty, longer than
-    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence` or `:lock-intent`,
-    /// the TTL is below 10 ms or above 24 h, or
-    /// the fence retention is below the TTL or above 365 days; on a
-    /// [`cluster`](Self::cluster) or with [`hash_tag_keys`](Self::hash_tag_keys), when
-    /// the name's lock keys would have no hash tag (README, "Redis Cluster"); and when
-    /// the [`notifier`](Self::notifier) is for a single server while the mutex is on a
-    /// cluster, or the other way round.
-    pub fn build(self) -> Result<RwMutex<C>, Error> {
-        self.settings.check()?;
-        Ok(RwMutex::from_parts(self.conn, self.settings))
+    /// A waiter that gives up (timeout, cancel, drop) leaves the queue at once. One that
+    /// stops attempting (crashed, cut off, frozen) keeps its place until its deadline,
+    /// one TTL after its last attempt; a waiter attempts at least every half TTL, so
+    /// those behind it are held up by at most about one TTL.
+    ///
+    /// Fair and plain clients of one name interoperate: a plain client (or a Go client of
+    /// the original package) does not look at the queue and takes the lock whenever the
+    /// plain rules let it, ahead of queued waiters. Exclusion and the permit count hold
+    /// for everyone; arrival order holds among fair clients. See README, "Fair mode".
+    ///
+    /// Costs: every attempt is a script (no write fast path), a release wakes every
+    /// local waiter on the key (the queue in Redis says whose turn it is), and in fair
+    /// mode an unauthenticated connection gets a protocol error instead of `NOAUTH`,
+    /// since the request has more than 10 arguments.
+    pub fn fair(mut self, on: bool) -> Self {
+        self.settings.fair = on;
+        self
     }
 }
 
-impl<C> fmt::Debug for Builder<C> {
+impl<C, T> fmt::Debug for Builder<C, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("name", &self.settings.name)
+            .field("permits", &self.settings.permits)
+            .field("fair", &self.settings.fair)
             .field("ttl", &self.settings.ttl)
             .field("lock_intent", &self.settings.lock_intent)
             .field("fence_retention", &self.settings.fence_retention)

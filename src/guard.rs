@@ -222,6 +222,13 @@ impl Guard {
     }
 }
 
+impl Guard {
+    /// Why the token fired, as recorded so far, without looking at the clock.
+    pub(crate) fn recorded_reason(&self) -> Option<CancelReason> {
+        self.status.recorded()
+    }
+}
+
 impl Drop for Guard {
     fn drop(&mut self) {
         // The background task sees the token and releases the lock.

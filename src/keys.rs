@@ -3,21 +3,38 @@
 use crate::error::{Error, Preview};
 
 /// The three keys of one lock, `<lock key>`, `<lock key>:lock-intent` and
-/// `<lock key>:fence`, and its release channel `<lock key>:released`.
+/// `<lock key>:fence`, its release channel `<lock key>:released`, and in fair mode its
+/// queue `<lock key>:queue` and `<lock key>:queue-deadline`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Keys {
     pub(crate) lock: String,
     pub(crate) intent: String,
     pub(crate) fence: String,
     pub(crate) channel: String,
+    /// The fair queue's two keys; `None` when the lock is not fair.
+    pub(crate) queue: Option<Queue>,
+}
+
+/// The two keys of a fair queue (`lua/shared.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Queue {
+    /// `<lock key>:queue`: waiters by arrival.
+    pub(crate) order: String,
+    /// `<lock key>:queue-deadline`: waiters by the deadline of their next attempt.
+    pub(crate) deadline: String,
 }
 
 impl Keys {
-    pub(crate) fn new(lock: String) -> Self {
+    /// The keys of the lock at `lock`, with its queue's keys when `fair`.
+    pub(crate) fn new(lock: String, fair: bool) -> Self {
         Self {
             intent: format!("{lock}:{INTENT_SUFFIX}"),
             fence: format!("{lock}:{FENCE_SUFFIX}"),
             channel: format!("{lock}:{CHANNEL_SUFFIX}"),
+            queue: fair.then(|| Queue {
+                order: format!("{lock}:{QUEUE_SUFFIX}"),
+                deadline: format!("{lock}:{DEADLINE_SUFFIX}"),
+            }),
             lock,
         }
     }
@@ -27,16 +44,20 @@ impl Keys {
 pub(crate) const INTENT_SUFFIX: &str = "lock-intent";
 /// What follows `<lock key>:` in the fence key.
 pub(crate) const FENCE_SUFFIX: &str = "fence";
+/// What follows `<lock key>:` in the fair queue's key.
+pub(crate) const QUEUE_SUFFIX: &str = "queue";
+/// What follows `<lock key>:` in the key of the fair queue's deadlines.
+pub(crate) const DEADLINE_SUFFIX: &str = "queue-deadline";
 /// What follows `<lock key>:` in the Pub/Sub channel a release is published on. A
 /// channel is not a key, so no lock key collides with it.
 pub(crate) const CHANNEL_SUFFIX: &str = "released";
 
 /// The longest lock key accepted, in bytes: 1 MiB (1,048,576 bytes, the smallest
-/// `proto-max-bulk-len` a Redis server can be configured with) minus the 12 bytes of
-/// `:lock-intent`, so that every key of a lock fits in one bulk string on any server.
+/// `proto-max-bulk-len` a Redis server can be configured with) minus the 15 bytes of
+/// `:queue-deadline`, so that every key of a lock fits in one bulk string on any server.
 /// A longer key would make the server drop the connection, and with it every other
 /// request on a shared connection; it gets [`Error::InvalidKey`] before anything is sent.
-pub const MAX_KEY_BYTES: usize = 1024 * 1024 - 1 - INTENT_SUFFIX.len();
+pub const MAX_KEY_BYTES: usize = 1024 * 1024 - 1 - DEADLINE_SUFFIX.len();
 
 /// The hash tag of `key` as Redis Cluster reads it (Redis Cluster specification, "Hash
 /// tags"): the text between the first `{` and the first `}` after it, when that text is
@@ -88,10 +109,12 @@ pub(crate) fn check_slot(lock: &str) -> Result<(), Error> {
 }
 
 /// Checks a lock key (`<name>` or `<name>:<key>`) before anything is sent: it must fit
-/// in [`MAX_KEY_BYTES`], and must not end like the intent or fence key of another lock
-/// (`:lock-intent`, `:fence`), which it would collide with.
+/// in [`MAX_KEY_BYTES`], and must not end like the intent, fence or queue keys of another
+/// lock (`:lock-intent`, `:fence`, `:queue`, `:queue-deadline`), which it would collide
+/// with.
 pub(crate) fn check_key(key: &str) -> Result<(), Error> {
-    if let Some(suffix) = [INTENT_SUFFIX, FENCE_SUFFIX].into_iter().find(|suffix| {
+    let reserved = [INTENT_SUFFIX, FENCE_SUFFIX, QUEUE_SUFFIX, DEADLINE_SUFFIX];
+    if let Some(suffix) = reserved.into_iter().find(|suffix| {
         key.strip_suffix(suffix)
             .is_some_and(|rest| rest.ends_with(':'))
     }) {
@@ -132,7 +155,13 @@ mod tests {
         assert!(check_key(&"k".repeat(MAX_KEY_BYTES)).is_ok());
         let err = check_key(&"k".repeat(MAX_KEY_BYTES + 1)).unwrap_err();
         assert!(matches!(err, Error::InvalidKey { ref key, .. } if key.len() == MAX_KEY_BYTES + 1));
-        for reserved in ["a:fence", "a:b:lock-intent", ":fence"] {
+        for reserved in [
+            "a:fence",
+            "a:b:lock-intent",
+            ":fence",
+            "a:queue",
+            "a:queue-deadline",
+        ] {
             assert!(check_key(reserved).is_err(), "{reserved}");
         }
         for fine in [

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::hub::Hub;
 use crate::keys::Keys;
 use crate::mode::Mode;
-use crate::scripts::{self, Attempt, FastLock};
+use crate::scripts::{self, Attempt, Fair, FastLock, Hold};
 
 /// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
 /// Redis", the `CLOCK_DRIFT_FACTOR` of the reference implementations).
@@ -36,6 +36,11 @@ pub(crate) struct Lease<C> {
     /// `PUBLISH`, and every token is floored at the server clock, since a failover can
     /// lose the fence key's last increments.
     pub(crate) cluster: bool,
+    /// A semaphore's permit, and how many holders the caller allows; `None` for a lock.
+    pub(crate) permits: Option<u32>,
+    /// Waiters queue in arrival order (`lua/shared.lua`); the keys then have a
+    /// [`Queue`](crate::keys::Queue).
+    pub(crate) fair: bool,
 }
 
 impl<C> Lease<C>
@@ -44,15 +49,26 @@ where
 {
     /// One acquire attempt under this lease's id: by the write fast path when `fast` (a
     /// writer's first attempt), else by script; `fence_checked` when a script has seen the
-    /// fence key hold a token.
+    /// fence key hold a token; `waits` when a fair request joins the queue if blocked.
     pub(crate) async fn attempt(
         &self,
         conn: &mut C,
         set_intent: bool,
         fast: bool,
         fence_checked: bool,
+        waits: bool,
     ) -> Result<Attempt, Error> {
         let (keys, id, ttl_ms, fence_ms) = (&self.keys, &self.id, self.ttl_ms, self.fence_ms);
+        let fair = match (self.fair, waits) {
+            (false, _) => Fair::Off,
+            (true, true) => Fair::Wait,
+            (true, false) => Fair::Try,
+        };
+        let cluster = self.cluster;
+        if let Some(permits) = self.permits {
+            return scripts::semaphore(conn, keys, id, ttl_ms, permits, fence_ms, cluster, fair)
+                .await;
+        }
         match self.mode {
             Mode::Write if fast => Ok(
                 match scripts::fast_lock(conn, keys, id, ttl_ms, fence_ms).await? {
@@ -62,11 +78,12 @@ where
                 },
             ),
             Mode::Write => {
-                scripts::lock(conn, keys, id, ttl_ms, set_intent, fence_ms, self.cluster).await
+                let intent = set_intent;
+                scripts::lock(conn, keys, id, ttl_ms, intent, fence_ms, cluster, fair).await
             }
             Mode::Read => {
-                let cluster = self.cluster;
-                scripts::rlock(conn, keys, id, ttl_ms, fence_ms, fence_checked, cluster).await
+                let checked = fence_checked;
+                scripts::rlock(conn, keys, id, ttl_ms, fence_ms, checked, cluster, fair).await
             }
         }
     }
@@ -76,20 +93,25 @@ where
         scripts::refresh(conn, &self.keys.lock, &self.id, self.ttl_ms).await
     }
 
-    /// Removes this id from the lock key, and clears the lock intent when `clear_intent`
-    /// and it holds this id; waiters here and elsewhere are told when that frees the
-    /// lock. True when the id held the lock.
+    /// Removes this id from the lock key, clears the lock intent when `clear_intent` and
+    /// it holds this id, and leaves the fair queue when `leave_queue`; waiters here and
+    /// elsewhere are told when that frees the lock. True when the id held the lock.
     ///
     /// Waits at most one TTL for the reply ([`Error::Timeout`] after that): by then
     /// anything this id could have left in Redis has expired, since refresh has stopped.
-    pub(crate) async fn release(&self, clear_intent: bool) -> Result<bool, Error> {
+    pub(crate) async fn release(
+        &self,
+        clear_intent: bool,
+        leave_queue: bool,
+    ) -> Result<bool, Error> {
         let mut conn = self.conn.clone();
         let unlock = scripts::unlock(
             &mut conn,
             &self.keys,
             clear_intent,
+            leave_queue,
             &self.id,
-            self.mode,
+            self.hold(),
             self.cluster,
         );
         let released = tokio::time::timeout(self.ttl, unlock)
@@ -123,11 +145,20 @@ where
     }
 
     fn release(&self) -> Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + '_>> {
-        Box::pin(Lease::release(self, false))
+        Box::pin(Lease::release(self, false, false))
     }
 }
 
 impl<C> Lease<C> {
+    /// What this lease's id holds at the lock key.
+    pub(crate) fn hold(&self) -> Hold {
+        match (self.permits, self.mode) {
+            (Some(_), _) => Hold::Permit,
+            (None, Mode::Write) => Hold::Write,
+            (None, Mode::Read) => Hold::Read,
+        }
+    }
+
     /// How long after an acquire or refresh request was sent the lock is surely still
     /// held: the TTL minus Redlock's drift margin (1% of the TTL + 2 ms).
     pub(crate) fn validity(&self) -> Duration {
@@ -154,7 +185,7 @@ mod tests {
     fn lease(ttl_ms: u64) -> Lease<()> {
         Lease {
             conn: (),
-            keys: Keys::new("k".into()),
+            keys: Keys::new("k".into(), false),
             id: "0".repeat(32),
             mode: Mode::Write,
             ttl: Duration::from_millis(ttl_ms),
@@ -162,6 +193,8 @@ mod tests {
             fence_ms: ttl_ms,
             hub: None,
             cluster: false,
+            permits: None,
+            fair: false,
         }
     }
 

@@ -16,10 +16,12 @@ mod mode;
 mod mutex;
 mod notifier;
 mod pending;
+mod permit;
 mod reason;
 mod refresh;
 mod request;
 mod scripts;
+mod semaphore;
 mod settings;
 mod spawner;
 mod status;
@@ -32,8 +34,10 @@ pub use keys::MAX_KEY_BYTES;
 pub use mode::Mode;
 pub use mutex::RwMutex;
 pub use notifier::Notifier;
+pub use permit::Permit;
 pub use reason::CancelReason;
 pub use request::{Acquire, AcquireFuture, TryAcquire, TryAcquireFuture};
+pub use semaphore::Semaphore;
 
 /// The redis-rs version this crate is built on, so callers can name the same types.
 pub use redis;

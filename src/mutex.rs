@@ -141,6 +141,11 @@ impl<C> RwMutex<C> {
         self.inner.settings.fence_retention
     }
 
+    /// Whether waiters are served in arrival order ([`Builder::fair`]).
+    pub fn fair(&self) -> bool {
+        self.inner.settings.fair
+    }
+
     /// Whether waiting writers set the lock intent.
     pub fn lock_intent(&self) -> bool {
         self.inner.settings.lock_intent
@@ -166,6 +171,7 @@ impl<C> fmt::Debug for RwMutex<C> {
             .field("name", &self.inner.settings.name)
             .field("ttl", &self.inner.settings.ttl)
             .field("lock_intent", &self.inner.settings.lock_intent)
+            .field("fair", &self.inner.settings.fair)
             .field("notifier", &self.inner.settings.notifier.is_some())
             .finish_non_exhaustive()
     }

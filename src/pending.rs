@@ -14,8 +14,8 @@ use crate::spawner::Spawner;
 const GIVE_UP_GRACE: Duration = Duration::from_millis(100);
 
 /// What an unfinished acquire may have left in Redis: a lock taken by an attempt whose
-/// reply was never read or came too late, and a lock intent it set. Dropped while armed, it releases both
-/// from a background task.
+/// reply was never read or came too late, a lock intent it set, and its place in the fair
+/// queue. Dropped while armed, it releases all of them from a background task.
 #[derive(Debug)]
 pub(crate) struct Pending<C>
 where
@@ -31,13 +31,19 @@ where
     intent_set: bool,
     /// An attempt took the lock, but its reply came too late to make a guard of it.
     held_late: bool,
+    /// A fair waiting request: every attempt may put it in the queue.
+    queues: bool,
+    /// An attempt was sent that may have put this request in the fair queue.
+    queued: bool,
 }
 
 impl<C> Pending<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    pub(crate) fn new(lease: Arc<Lease<C>>, spawner: Spawner) -> Self {
+    /// The clean-up of a request for `lease`; `queues` when it is a fair request that
+    /// waits, whose attempts join the queue.
+    pub(crate) fn new(lease: Arc<Lease<C>>, spawner: Spawner, queues: bool) -> Self {
         Self {
             lease,
             spawner,
@@ -45,14 +51,17 @@ where
             intent_in_flight: false,
             intent_set: false,
             held_late: false,
+            queues,
+            queued: false,
         }
     }
 
-    /// An attempt is about to be sent: it may take the lock, or set the intent when
-    /// `set_intent`, without us seeing the reply.
+    /// An attempt is about to be sent: it may take the lock, set the intent when
+    /// `set_intent`, or join the fair queue, without us seeing the reply.
     pub(crate) fn sending(&mut self, set_intent: bool) {
         self.in_flight = true;
         self.intent_in_flight = set_intent;
+        self.queued |= self.queues;
     }
 
     /// The attempt's reply says others hold the lock (and so it set the intent, if asked).
@@ -88,6 +97,7 @@ where
         self.answered();
         self.intent_set = false;
         self.held_late = false;
+        self.queued = false;
     }
 
     /// Cleans up, waiting at most [`GIVE_UP_GRACE`] for it, and hands back `err`.
@@ -100,19 +110,20 @@ where
     }
 
     fn spawn_cleanup(&mut self) -> Option<tokio::task::JoinHandle<()>> {
-        if !self.in_flight && !self.intent_set && !self.held_late {
+        if !self.in_flight && !self.intent_set && !self.held_late && !self.queued {
             return None;
         }
         let clear_intent = self.intent_set || self.intent_in_flight;
+        let leave_queue = self.queued;
         self.disarm();
         let lease = Arc::clone(&self.lease);
         Some(self.spawner.spawn(async move {
-            if let Err(err) = lease.release(clear_intent).await {
+            if let Err(err) = lease.release(clear_intent, leave_queue).await {
                 tracing::warn!(
                     key = %lease.keys.lock,
                     id = %lease.id,
                     error = %crate::error::chain(&err),
-                    "release after giving up failed; the lock intent or lock expires by its TTL"
+                    "release after giving up failed; the lock, its intent or the queue place expires by its TTL"
                 );
             }
         }))

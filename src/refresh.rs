@@ -81,7 +81,7 @@ where
         return Ok(false);
     }
     let reason = status.reason(&token);
-    let released = Box::pin(lease.release(false)).await;
+    let released = Box::pin(lease.release(false, false)).await;
     match &released {
         Ok(held) => {
             tracing::debug!(key = %lease.keys.lock, id = %lease.id, ?reason, held, "lock released")

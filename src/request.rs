@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,13 +15,17 @@ use crate::error::Error;
 use crate::guard::Guard;
 use crate::mode::Mode;
 use crate::mutex::Inner;
+use crate::permit::Permit;
 
-/// The future of an [`Acquire`].
-pub type AcquireFuture = Pin<Box<dyn Future<Output = Result<Guard, Error>> + Send + 'static>>;
+/// The future of an [`Acquire`]: a [`Guard`], or with `G` = [`Permit`] a semaphore's
+/// permit.
+pub type AcquireFuture<G = Guard> =
+    Pin<Box<dyn Future<Output = Result<G, Error>> + Send + 'static>>;
 
-/// The future of a [`TryAcquire`].
-pub type TryAcquireFuture =
-    Pin<Box<dyn Future<Output = Result<Option<Guard>, Error>> + Send + 'static>>;
+/// The future of a [`TryAcquire`]: a [`Guard`], or with `G` = [`Permit`] a semaphore's
+/// permit, if one was free.
+pub type TryAcquireFuture<G = Guard> =
+    Pin<Box<dyn Future<Output = Result<Option<G>, Error>> + Send + 'static>>;
 
 /// What both kinds of request share: the mutex, the mode and the options.
 pub(crate) struct Request<C> {
@@ -60,8 +65,12 @@ impl<C> fmt::Debug for Request<C> {
 }
 
 /// A request to wait for a lock, from [`RwMutex::write`](crate::RwMutex::write) or
-/// [`RwMutex::read`](crate::RwMutex::read). Set options, then `.await` it for a
-/// [`Guard`].
+/// [`RwMutex::read`](crate::RwMutex::read), or for a permit, from
+/// [`Semaphore::acquire`](crate::Semaphore::acquire) (`G` = [`Permit`]). Set options, then
+/// `.await` it for a [`Guard`] (or a [`Permit`]).
+///
+/// A permit is waited for as a writer waits for the lock (with no lock intent and no
+/// fast path); what follows says "lock" for both.
 ///
 /// # How it waits
 ///
@@ -79,7 +88,10 @@ impl<C> fmt::Debug for Request<C> {
 ///   first, doubling up to 25–50 ms, and never longer than the PTTL of whatever blocks it
 ///   (the lock key, or for readers the lock-intent key).
 ///
-/// Waiters in different processes are not queued against each other. An attempt
+/// Waiters in different processes are not queued against each other, unless the mutex or
+/// semaphore is [fair](crate::Builder::fair): each waiter then takes a place in a queue in
+/// Redis on its first attempt, and every release wakes all local waiters, who attempt
+/// again and find out whose turn it is. An attempt
 /// answered only after the validity it would start has ended (the server or the
 /// connection stalled) gives no guard: the next attempt, under the same id, renews the
 /// lock if it is still ours. No attempt waits longer than that validity for its reply,
@@ -126,16 +138,18 @@ impl<C> fmt::Debug for Request<C> {
 /// When polled outside a Tokio runtime with the time driver enabled, like
 /// `tokio::time::sleep`.
 #[must_use = "a request does nothing until it is awaited"]
-pub struct Acquire<C> {
+pub struct Acquire<C, G = Guard> {
     request: Request<C>,
     timeout: Option<Duration>,
+    output: PhantomData<fn() -> G>,
 }
 
-impl<C> Acquire<C> {
+impl<C, G> Acquire<C, G> {
     pub(crate) fn new(request: Request<C>) -> Self {
         Self {
             request,
             timeout: None,
+            output: PhantomData,
         }
     }
 
@@ -176,20 +190,38 @@ where
     type IntoFuture = AcquireFuture;
 
     fn into_future(self) -> Self::IntoFuture {
-        let patience = Patience::Wait(self.timeout);
-        Box::pin(async move {
-            match acquire::run(self.request, patience).await {
-                Ok(Some(guard)) => Ok(guard),
-                // `run` gives `None` only for a single attempt; waiting ends with a guard
-                // or an error.
-                Ok(None) => Err(Error::Timeout),
-                Err(err) => Err(err),
-            }
-        })
+        Box::pin(wait(self.request, self.timeout))
     }
 }
 
-impl<C> fmt::Debug for Acquire<C> {
+impl<C> IntoFuture for Acquire<C, Permit>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Output = Result<Permit, Error>;
+    type IntoFuture = AcquireFuture<Permit>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let waited = wait(self.request, self.timeout);
+        Box::pin(async move { waited.await.map(Permit::new) })
+    }
+}
+
+/// Waits for the lock or permit `request` describes, for at most `timeout`.
+async fn wait<C>(request: Request<C>, timeout: Option<Duration>) -> Result<Guard, Error>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    match acquire::run(request, Patience::Wait(timeout)).await {
+        Ok(Some(guard)) => Ok(guard),
+        // `run` gives `None` only for a single attempt; waiting ends with a guard or an
+        // error.
+        Ok(None) => Err(Error::Timeout),
+        Err(err) => Err(err),
+    }
+}
+
+impl<C, G> fmt::Debug for Acquire<C, G> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Acquire")
             .field("request", &self.request)
@@ -199,9 +231,12 @@ impl<C> fmt::Debug for Acquire<C> {
 }
 
 /// A single attempt at a lock, from [`RwMutex::try_write`](crate::RwMutex::try_write) or
-/// [`RwMutex::try_read`](crate::RwMutex::try_read). Set options, then `.await` it:
-/// `Ok(Some(guard))` when acquired, `Ok(None)` when others hold the lock (or, for a
-/// reader, a writer waits with its intent set). It never sets the lock intent. An attempt
+/// [`RwMutex::try_read`](crate::RwMutex::try_read), or at a permit, from
+/// [`Semaphore::try_acquire`](crate::Semaphore::try_acquire) (`G` = [`Permit`]). Set
+/// options, then `.await` it: `Ok(Some(guard))` when acquired, `Ok(None)` when others hold
+/// the lock (or, for a reader, a writer waits with its intent set; or all permits are
+/// taken; or, in fair mode, others wait in the queue). It never sets the lock intent and
+/// never queues. An attempt
 /// answered only after the validity it would start has ended is retried once under the
 /// same id; `Ok(None)` if that one is late too (the lock is then released).
 ///
@@ -225,13 +260,17 @@ impl<C> fmt::Debug for Acquire<C> {
 ///
 /// When polled outside a Tokio runtime with the time driver enabled.
 #[must_use = "a request does nothing until it is awaited"]
-pub struct TryAcquire<C> {
+pub struct TryAcquire<C, G = Guard> {
     request: Request<C>,
+    output: PhantomData<fn() -> G>,
 }
 
-impl<C> TryAcquire<C> {
+impl<C, G> TryAcquire<C, G> {
     pub(crate) fn new(request: Request<C>) -> Self {
-        Self { request }
+        Self {
+            request,
+            output: PhantomData,
+        }
     }
 
     /// Locks `<name>:<key>` instead of `<name>`; see [`Acquire::key`].
@@ -260,7 +299,20 @@ where
     }
 }
 
-impl<C> fmt::Debug for TryAcquire<C> {
+impl<C> IntoFuture for TryAcquire<C, Permit>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Output = Result<Option<Permit>, Error>;
+    type IntoFuture = TryAcquireFuture<Permit>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let tried = acquire::run(self.request, Patience::Once);
+        Box::pin(async move { tried.await.map(|guard| guard.map(Permit::new)) })
+    }
+}
+
+impl<C, G> fmt::Debug for TryAcquire<C, G> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TryAcquire")
             .field("request", &self.request)

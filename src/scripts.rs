@@ -1,4 +1,6 @@
-//! The four Lua scripts of the protocol, embedded from `lua/` and run by EVALSHA.
+//! The Lua scripts of the protocol, embedded from `lua/` and run by EVALSHA: the four of
+//! the read-write lock, and the semaphore's. `lock.lua`, `rlock.lua` and `semaphore.lua`
+//! are each sent with `shared.lua` before them, as one script.
 //!
 //! A script is sent as `EVALSHA`; on a `NOSCRIPT` reply (after `SCRIPT FLUSH`, a server
 //! restart, or a failover to a replica whose script cache is empty) it is sent again as
@@ -16,16 +18,26 @@ use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerError
 
 use crate::error::Error;
 use crate::keys::Keys;
-use crate::mode::Mode;
 
 static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
-/// The file names in `lua/` that the crate loads; a test checks `lua/` holds exactly these.
-pub(crate) const SCRIPT_FILES: [&str; 4] = ["lock.lua", "rlock.lua", "refresh.lua", "unlock.lua"];
+/// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these and
+/// [`SHARED_FILE`].
+pub(crate) const SCRIPT_FILES: [&str; 5] = [
+    "lock.lua",
+    "rlock.lua",
+    "refresh.lua",
+    "unlock.lua",
+    "semaphore.lua",
+];
+/// The functions that the scripts which take a lock or a permit share; sent before each.
+const SHARED_FILE: &str = "shared.lua";
+/// The scripts sent with [`SHARED_FILE`] before them.
+const WITH_SHARED: [&str; 3] = ["lock.lua", "rlock.lua", "semaphore.lua"];
 
 /// One script: its body and the SHA1 `EVALSHA` names it by.
 struct Lua {
-    code: &'static str,
+    code: String,
     sha: String,
 }
 
@@ -48,7 +60,7 @@ impl Lua {
         match evalsha.query_async(conn).await {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 let mut eval = redis::cmd("EVAL");
-                eval.arg(self.code).arg(numkeys);
+                eval.arg(&self.code).arg(numkeys);
                 fill(&mut eval);
                 eval.query_async(conn).await
             }
@@ -62,15 +74,17 @@ struct Scripts {
     rlock: Lua,
     refresh: Lua,
     unlock: Lua,
+    semaphore: Lua,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, unlock] = SCRIPT_FILES.map(load);
+    let [lock, rlock, refresh, unlock, semaphore] = SCRIPT_FILES.map(load);
     Scripts {
         lock,
         rlock,
         refresh,
         unlock,
+        semaphore,
     }
 });
 
@@ -78,14 +92,92 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     clippy::expect_used,
     reason = "the files are embedded at compile time and a unit test loads every one"
 )]
-fn load(name: &str) -> Lua {
-    let code = LUA
-        .get_file(name)
+fn file(name: &str) -> &'static str {
+    LUA.get_file(name)
         .and_then(|file| file.contents_utf8())
-        .expect("lua/ holds every script in SCRIPT_FILES as UTF-8");
+        .expect("lua/ holds every script in SCRIPT_FILES, and SHARED_FILE, as UTF-8")
+}
+
+/// The script `name`, after [`SHARED_FILE`] when it uses it.
+fn load(name: &str) -> Lua {
+    let code = if WITH_SHARED.contains(&name) {
+        format!("{}\n{}", file(SHARED_FILE), file(name))
+    } else {
+        file(name).to_owned()
+    };
     Lua {
+        sha: redis::Script::new(&code).get_hash().to_owned(),
         code,
-        sha: redis::Script::new(code).get_hash().to_owned(),
+    }
+}
+
+/// Whether a fair request joins the queue when blocked (`lua/shared.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fair {
+    /// Not fair: no queue.
+    Off,
+    /// Fair, and waits: join the queue, or keep its place in it.
+    Wait,
+    /// Fair, one attempt: take the lock only if nobody waits ahead; never queue.
+    Try,
+}
+
+impl Fair {
+    /// Adds the queue keys after the other keys of a fair request.
+    fn keys(self, cmd: &mut Cmd, keys: &Keys) {
+        if let (Some(queue), false) = (&keys.queue, self == Fair::Off) {
+            cmd.arg(&queue.order).arg(&queue.deadline);
+        }
+    }
+
+    /// How many keys a request has with `plain` keys of its own.
+    fn numkeys(self, plain: usize) -> usize {
+        if self == Fair::Off {
+            plain
+        } else {
+            plain + 2
+        }
+    }
+
+    /// The queue operation the scripts take as their last argument.
+    fn op(self) -> Option<&'static str> {
+        match self {
+            Fair::Off => None,
+            Fair::Wait => Some("wait"),
+            Fair::Try => Some("try"),
+        }
+    }
+
+    /// Adds the clock-floor flag and the queue operation as the script's last arguments;
+    /// the flag is left out when nothing follows it and it is off.
+    fn args(self, cmd: &mut Cmd, clock_floor: bool) {
+        if clock_floor || self != Fair::Off {
+            cmd.arg(if clock_floor { "1" } else { "0" });
+        }
+        if let Some(op) = self.op() {
+            cmd.arg(op);
+        }
+    }
+}
+
+/// What an id holds at a lock key, as `unlock.lua` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// A writer's id, the string at the lock key.
+    Write,
+    /// A reader's id, in the set at the lock key.
+    Read,
+    /// A permit's id, in the sorted set at the semaphore key.
+    Permit,
+}
+
+impl Hold {
+    fn arg(self) -> &'static str {
+        match self {
+            Hold::Write => "w",
+            Hold::Read => "r",
+            Hold::Permit => "p",
+        }
     }
 }
 
@@ -179,7 +271,8 @@ pub(crate) async fn fast_lock<C: ConnectionLike>(
 
 /// Runs `lock.lua`: take the write lock under `id` for `ttl_ms` and mint a fencing token
 /// kept for `fence_ms` (floored at the server clock when `clock_floor`), setting the lock
-/// intent on failure when `set_intent` is true.
+/// intent on failure when `set_intent` is true; in the queue as `fair` says.
+#[expect(clippy::too_many_arguments, reason = "one per script argument")]
 pub(crate) async fn lock<C: ConnectionLike>(
     conn: &mut C,
     keys: &Keys,
@@ -188,22 +281,21 @@ pub(crate) async fn lock<C: ConnectionLike>(
     set_intent: bool,
     fence_ms: u64,
     clock_floor: bool,
+    fair: Fair,
 ) -> Result<Attempt, Error> {
     let reply: Result<Value, RedisError> = SCRIPTS
         .lock
-        .run(conn, 3, |cmd| {
-            cmd.arg(&keys.lock)
-                .arg(&keys.intent)
-                .arg(&keys.fence)
-                .arg(id)
+        .run(conn, fair.numkeys(3), |cmd| {
+            cmd.arg(&keys.lock).arg(&keys.intent).arg(&keys.fence);
+            fair.keys(cmd, keys);
+            cmd.arg(id)
                 .arg(ttl_ms)
                 .arg(if set_intent { "1" } else { "0" })
                 .arg(fence_ms);
-            // Sent only when set: a client that has not authenticated may send at most
-            // 10 arguments, and must get NOAUTH, not a protocol error.
-            if clock_floor {
-                cmd.arg("1");
-            }
+            // The flag is sent only when set (or when fair): a client that has not
+            // authenticated may send at most 10 arguments, and must get NOAUTH, not a
+            // protocol error.
+            fair.args(cmd, clock_floor);
         })
         .await;
     parse_attempt(
@@ -214,7 +306,9 @@ pub(crate) async fn lock<C: ConnectionLike>(
 
 /// Runs `rlock.lua`: add `id` to the readers of the lock for at least `ttl_ms` and mint
 /// a fencing token kept for `fence_ms` (floored at the server clock when `clock_floor`);
-/// with `fence_checked`, the fence key is taken as the counter without reading it first.
+/// with `fence_checked` (never when fair), the fence key is taken as the counter without
+/// reading it first; in the queue as `fair` says.
+#[expect(clippy::too_many_arguments, reason = "one per script argument")]
 pub(crate) async fn rlock<C: ConnectionLike>(
     conn: &mut C,
     keys: &Keys,
@@ -223,19 +317,53 @@ pub(crate) async fn rlock<C: ConnectionLike>(
     fence_ms: u64,
     fence_checked: bool,
     clock_floor: bool,
+    fair: Fair,
 ) -> Result<Attempt, Error> {
+    let counting = fence_checked && fair == Fair::Off;
     let reply: Result<Value, RedisError> = SCRIPTS
         .rlock
-        .run(conn, 3, |cmd| {
-            cmd.arg(&keys.lock)
-                .arg(&keys.intent)
-                .arg(&keys.fence)
-                .arg(id)
+        .run(conn, fair.numkeys(3), |cmd| {
+            cmd.arg(&keys.lock).arg(&keys.intent).arg(&keys.fence);
+            fair.keys(cmd, keys);
+            cmd.arg(id)
                 .arg(ttl_ms)
                 .arg(fence_ms)
-                .arg(if fence_checked { "1" } else { "0" });
-            if clock_floor {
-                cmd.arg("1");
+                .arg(if counting { "1" } else { "0" });
+            fair.args(cmd, clock_floor);
+        })
+        .await;
+    parse_attempt(
+        reply.map_err(|err| Error::redis(&keys.lock, err))?,
+        &keys.lock,
+    )
+}
+
+/// Runs `semaphore.lua`: take one of `permits` permits under `id` for `ttl_ms` and mint a
+/// fencing token kept for `fence_ms` (floored at the server clock when `clock_floor`); in
+/// the queue as `fair` says.
+#[expect(clippy::too_many_arguments, reason = "one per script argument")]
+pub(crate) async fn semaphore<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &Keys,
+    id: &str,
+    ttl_ms: u64,
+    permits: u32,
+    fence_ms: u64,
+    clock_floor: bool,
+    fair: Fair,
+) -> Result<Attempt, Error> {
+    let reply: Result<Value, RedisError> = SCRIPTS
+        .semaphore
+        .run(conn, fair.numkeys(2), |cmd| {
+            cmd.arg(&keys.lock).arg(&keys.fence);
+            fair.keys(cmd, keys);
+            cmd.arg(id)
+                .arg(ttl_ms)
+                .arg(permits)
+                .arg(fence_ms)
+                .arg(if clock_floor { "1" } else { "0" });
+            if let Some(op) = fair.op() {
+                cmd.arg(op);
             }
         })
         .await;
@@ -272,32 +400,39 @@ pub(crate) struct Released {
     pub(crate) published: bool,
 }
 
-/// Runs `unlock.lua`: remove `id` (a writer's when `mode` is [`Mode::Write`]) from the
-/// lock, delete the lock intent too when `clear_intent` and it holds `id`, and publish
-/// on the release channel when the lock may now be taken: by `SPUBLISH` (sharded, in
-/// the lock key's slot) when `sharded`, else by `PUBLISH`.
+/// Runs `unlock.lua`: remove `id` (held as `hold`) from the lock, delete the lock intent
+/// too when `clear_intent` and it holds `id`, leave the fair queue when `leave_queue` (and
+/// the lock has one), and publish on the release channel when the lock may now be taken:
+/// by `SPUBLISH` (sharded, in the lock key's slot) when `sharded`, else by `PUBLISH`.
 pub(crate) async fn unlock<C: ConnectionLike>(
     conn: &mut C,
     keys: &Keys,
     clear_intent: bool,
+    leave_queue: bool,
     id: &str,
-    mode: Mode,
+    hold: Hold,
     sharded: bool,
 ) -> Result<Released, Error> {
-    let numkeys = if clear_intent { 2 } else { 1 };
+    let queue = keys.queue.as_ref().filter(|_| leave_queue);
+    let numkeys = match (queue, clear_intent) {
+        (Some(_), _) => 4,
+        (None, true) => 2,
+        (None, false) => 1,
+    };
     let reply: i64 = SCRIPTS
         .unlock
         .run(conn, numkeys, |cmd| {
             cmd.arg(&keys.lock);
-            if clear_intent {
+            // Leaving the queue passes the intent too: it is deleted only if it holds `id`.
+            if numkeys > 1 {
                 cmd.arg(&keys.intent);
+            }
+            if let Some(queue) = queue {
+                cmd.arg(&queue.order).arg(&queue.deadline);
             }
             cmd.arg(id)
                 .arg(&keys.channel)
-                .arg(match mode {
-                    Mode::Write => "w",
-                    Mode::Read => "r",
-                })
+                .arg(hold.arg())
                 .arg(if sharded { "1" } else { "0" });
         })
         .await
@@ -359,12 +494,13 @@ mod tests {
             .collect();
         on_disk.sort();
         let mut loaded: Vec<String> = SCRIPT_FILES.iter().map(|s| s.to_string()).collect();
+        loaded.push(SHARED_FILE.to_owned());
         loaded.sort();
         assert_eq!(on_disk, loaded);
         let embedded = LUA.files().count();
         assert_eq!(
             embedded,
-            SCRIPT_FILES.len(),
+            SCRIPT_FILES.len() + 1,
             "include_dir embedded a stale lua/"
         );
         // Every script loads and starts with its header.
@@ -373,17 +509,25 @@ mod tests {
             &SCRIPTS.rlock,
             &SCRIPTS.refresh,
             &SCRIPTS.unlock,
+            &SCRIPTS.semaphore,
         ] {
             assert_eq!(script.sha.len(), 40);
         }
         for name in SCRIPT_FILES {
-            let code = LUA.get_file(name).unwrap().contents_utf8().unwrap();
+            let code = file(name);
             assert!(
                 code.starts_with(&format!("-- {name}:")),
                 "{name} lacks its header"
             );
             assert!(code.contains("KEYS[1]") && code.contains("Replies:"));
+            // Only the scripts sent after it use the shared functions.
+            let uses_shared = ["fence_last(", "queue_", "at_least_the_clock(", "now_ms("]
+                .iter()
+                .any(|f| code.contains(f));
+            assert_eq!(uses_shared, WITH_SHARED.contains(&name), "{name}");
         }
+        assert!(file(SHARED_FILE).starts_with("-- shared.lua:"));
+        assert!(SCRIPTS.lock.code.starts_with("-- shared.lua:"));
     }
 
     fn bulk(s: &str) -> Value {

@@ -35,6 +35,10 @@ pub(crate) struct Settings {
     /// The connection reaches a Redis Cluster: every lock key must carry a hash tag, and
     /// releases are published by `SPUBLISH`.
     pub(crate) cluster: bool,
+    /// Waiters queue in Redis in arrival order (`lua/shared.lua`).
+    pub(crate) fair: bool,
+    /// A semaphore's permit count; `None` for a read-write mutex.
+    pub(crate) permits: Option<u32>,
 }
 
 impl Settings {
@@ -48,6 +52,8 @@ impl Settings {
             notifier: None,
             hash_tag_keys: false,
             cluster: false,
+            fair: false,
+            permits: None,
         }
     }
 
@@ -66,25 +72,36 @@ impl Settings {
     pub(crate) fn check(&self) -> Result<(), Error> {
         let name = Preview(&self.name);
         if self.name.is_empty() {
-            return Err(Error::InvalidOptions("the mutex name is empty".into()));
+            return Err(Error::InvalidOptions(format!(
+                "the {} name is empty",
+                self.what()
+            )));
+        }
+        if self.permits == Some(0) {
+            return Err(Error::InvalidOptions(format!(
+                "semaphore {name} has 0 permits, so nobody could ever acquire one"
+            )));
         }
         if let Err(Error::InvalidKey { reason, .. }) =
             check_key(&lock_key(&self.name, None, self.hash_tag_keys))
         {
             return Err(Error::InvalidOptions(format!(
-                "mutex name {name} cannot be a lock key: {reason}"
+                "{} name {name} cannot be a lock key: {reason}",
+                self.what()
             )));
         }
         if self.ttl < MIN_TTL || self.ttl > MAX_TTL {
             return Err(Error::InvalidOptions(format!(
-                "ttl {:?} of mutex {name} is outside {MIN_TTL:?}..={MAX_TTL:?}",
-                self.ttl
+                "ttl {:?} of {} {name} is outside {MIN_TTL:?}..={MAX_TTL:?}",
+                self.ttl,
+                self.what()
             )));
         }
         if self.fence_retention < self.ttl || self.fence_retention > MAX_FENCE_RETENTION {
             return Err(Error::InvalidOptions(format!(
-                "fence retention {:?} of mutex {name} is outside its ttl..={MAX_FENCE_RETENTION:?}",
-                self.fence_retention
+                "fence retention {:?} of {} {name} is outside its ttl..={MAX_FENCE_RETENTION:?}",
+                self.fence_retention,
+                self.what()
             )));
         }
         self.check_slots()?;
@@ -107,7 +124,8 @@ impl Settings {
                     "it has no hash tag"
                 };
                 return Err(Error::InvalidOptions(format!(
-                    "mutex name {} cannot keep a lock's keys in one slot, since {why} (lock key {}: {reason})",
+                    "{} name {} cannot keep a lock's keys in one slot, since {why} (lock key {}: {reason})",
+                    self.what(),
                     Preview(&self.name),
                     Preview(&lock),
                 )));
@@ -131,11 +149,21 @@ impl Settings {
                     ("a single Redis server", "a Redis Cluster", "Notifier::new")
                 };
                 Err(Error::InvalidOptions(format!(
-                    "mutex {} is on {here} but its notifier listens to {there}; make it with {fix}",
+                    "{} {} is on {here} but its notifier listens to {there}; make it with {fix}",
+                    self.what(),
                     Preview(&self.name),
                 )))
             }
             _ => Ok(()),
+        }
+    }
+
+    /// What the settings are for, as messages name it.
+    fn what(&self) -> &'static str {
+        if self.permits.is_some() {
+            "semaphore"
+        } else {
+            "mutex"
         }
     }
 

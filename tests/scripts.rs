@@ -6,8 +6,17 @@ use common::{raw, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redis::{Script, Value};
 
-const LOCK: &str = include_str!("../lua/lock.lua");
-const RLOCK: &str = include_str!("../lua/rlock.lua");
+// Sent after `shared.lua`, as the crate sends them.
+const LOCK: &str = concat!(
+    include_str!("../lua/shared.lua"),
+    "\n",
+    include_str!("../lua/lock.lua")
+);
+const RLOCK: &str = concat!(
+    include_str!("../lua/shared.lua"),
+    "\n",
+    include_str!("../lua/rlock.lua")
+);
 const REFRESH: &str = include_str!("../lua/refresh.lua");
 const UNLOCK: &str = include_str!("../lua/unlock.lua");
 

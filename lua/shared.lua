@@ -1,0 +1,135 @@
+-- shared.lua: the functions lock.lua, rlock.lua and semaphore.lua share. The crate sends
+-- each of those scripts with this file before it (one script, one SHA1), so they run as
+-- one; run them the same way.
+--
+-- The fair queue (fair mode only) of a lock key K is two sorted sets with the same
+-- members, "<kind>:<id>" (kind "w" a writer, "r" a reader, "p" a semaphore permit):
+--   K:queue           scored by arrival ticket: 1 for the first waiter of an empty queue,
+--                     then one more than the last
+--   K:queue-deadline  scored by the server time in milliseconds by which the waiter must
+--                     attempt again or lose its place (its attempt time + its TTL)
+-- Both keys carry a TTL at least as long as every deadline in them.
+
+-- The last fencing token stored in the fence key `key`: 0 when it is absent. Returns nil
+-- and the error reply when it holds anything but what these scripts store (a decimal
+-- integer with no sign, point or leading zero, below 2^53 - 1, the largest integer a Lua
+-- number holds exactly) or has no TTL.
+local function fence_last(key)
+    local fence = redis.pcall('GET', key)
+    if not fence then
+        return 0
+    end
+    if type(fence) ~= 'string' or not fence:match('^[1-9]%d*$') or #fence > 16
+        or tonumber(fence) > 2^53 - 1 then
+        local found = type(fence) == 'string' and 'non-integer string'
+            or redis.call('TYPE', key)['ok']
+        return nil, {'wrongtype', key, found}
+    end
+    if tonumber(fence) == 2^53 - 1 then
+        return nil, {'wrongtype', key, 'exhausted counter'}
+    end
+    if redis.call('PTTL', key) == -1 then
+        return nil, {'noexpiry', key}
+    end
+    return tonumber(fence)
+end
+
+-- `token`, or the server clock in microseconds when that is larger and `token` is below
+-- 10^15 or `floor` is true. Tokens minted from the clock are above 10^15 (microseconds
+-- since 2001), so a smaller count means the counter was (re)created since: it restarts at
+-- the clock, so tokens keep growing after the fence key expires or the server restarts
+-- empty. `floor` (Redis Cluster) floors every token: a failover may have lost the last
+-- increments.
+local function at_least_the_clock(token, floor)
+    if token >= 1e15 and not floor then
+        return token
+    end
+    local time = redis.call('TIME')
+    return math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+end
+
+-- The server clock in milliseconds.
+local function now_ms()
+    local time = redis.call('TIME')
+    return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- The error reply when `key` exists but is not a sorted set with a TTL; else nil.
+local function zset_refusal(key)
+    local pttl = redis.call('PTTL', key)
+    if pttl == -2 then
+        return nil
+    end
+    local key_type = redis.call('TYPE', key)['ok']
+    if key_type ~= 'zset' then
+        return {'wrongtype', key, key_type}
+    end
+    if pttl == -1 then
+        return {'noexpiry', key}
+    end
+    return nil
+end
+
+-- Drops the waiters of queue `q` whose deadline in `d` is not after `now`: they stopped
+-- attempting (cancelled unseen, crashed, cut off), so they no longer hold up those behind.
+local function queue_purge(q, d, now)
+    local gone = redis.call('ZRANGEBYSCORE', d, '-inf', now)
+    for _, member in ipairs(gone) do
+        redis.call('ZREM', q, member)
+    end
+    if #gone > 0 then
+        redis.call('ZREMRANGEBYSCORE', d, '-inf', now)
+    end
+end
+
+-- The members ahead of `member` in queue `q`: all of them when it is not queued.
+local function queue_ahead(q, member)
+    local rank = redis.call('ZRANK', q, member)
+    if rank == false then
+        return redis.call('ZRANGE', q, 0, -1)
+    end
+    if rank == 0 then
+        return {}
+    end
+    return redis.call('ZRANGE', q, 0, rank - 1)
+end
+
+-- How many waiters are ahead of `member` in queue `q`: all of them when it is not queued.
+local function queue_rank(q, member)
+    return redis.call('ZRANK', q, member) or redis.call('ZCARD', q)
+end
+
+-- Queues `member` at the back of `q` unless it is queued, and moves its deadline in `d`
+-- to now + ttl.
+local function queue_join(q, d, member, now, ttl)
+    if redis.call('ZSCORE', q, member) == false then
+        local last = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
+        local ticket = 1
+        if last[2] then
+            ticket = tonumber(last[2]) + 1
+        end
+        redis.call('ZADD', q, ticket, member)
+    end
+    redis.call('ZADD', d, now + ttl, member)
+    for _, key in ipairs({q, d}) do
+        if redis.call('PTTL', key) < ttl then
+            redis.call('PEXPIRE', key, ttl)
+        end
+    end
+end
+
+-- Takes `member` out of the queue.
+local function queue_leave(q, d, member)
+    redis.call('ZREM', q, member)
+    redis.call('ZREM', d, member)
+end
+
+-- `wait` (ms), or less: until the first deadline in `d`, when a waiter that stopped
+-- attempting leaves the queue (nobody publishes that).
+local function until_first_deadline(d, now, wait)
+    local first = redis.call('ZRANGE', d, 0, 0, 'WITHSCORES')
+    if first[2] then
+        return math.min(wait, math.max(0, tonumber(first[2]) - now))
+    end
+    return wait
+end

@@ -1,0 +1,167 @@
+//! The semaphore handle and its two ways to take a permit.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+
+use crate::builder::Builder;
+use crate::fences::Fences;
+use crate::mode::Mode;
+use crate::mutex::Inner;
+use crate::notifier::Notifier;
+use crate::permit::Permit;
+use crate::request::{Acquire, Request, TryAcquire};
+use crate::settings::Settings;
+
+/// A distributed counting semaphore: at most `permits` holders of one name (or of one
+/// `<name>:<key>`) at a time, across processes and machines.
+///
+/// Each [`acquire`](Self::acquire) or [`try_acquire`](Self::try_acquire) takes one permit
+/// under a fresh random id and returns a [`Permit`], which is refreshed, cancelled and
+/// returned as a [`Guard`](crate::Guard) is. The holders live in a sorted set at the
+/// semaphore key, each scored by its deadline in the server's clock; a holder that
+/// crashes frees its permit when its TTL runs out by that clock, whatever the clients'
+/// clocks say (README, "Semaphore").
+///
+/// The permit count is each caller's own: a request gets a permit while fewer than its
+/// semaphore's `permits` hold one. Changing it for a name in use revokes nothing: after a
+/// lower count, holders above it keep their permits and new requests wait until fewer
+/// than the new count remain; clients with different counts on one name each admit by
+/// their own.
+///
+/// The handle is cheap to clone (one `Arc`). `C` is any redis-rs async connection that can
+/// be cloned and shared, as for [`RwMutex`](crate::RwMutex), including a Redis Cluster
+/// connection (feature `cluster`) on which every semaphore key must carry a hash tag.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use redismutex::Semaphore;
+///
+/// let client = redis::Client::open("redis://127.0.0.1/")?;
+/// let conn = client.get_multiplexed_async_connection().await?;
+/// // At most 4 exports at once across every process.
+/// let exports = Semaphore::new(conn, "exports", 4);
+///
+/// let permit = exports.acquire().await?;
+/// // ... run the export, checking permit.is_cancelled() before each write ...
+/// permit.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Semaphore<C> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C> Semaphore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A semaphore named `name` with `permits` permits, a 4 s TTL and fair mode off.
+    ///
+    /// This cannot fail: options [`Builder::build`](crate::Builder#method.build-1) would
+    /// refuse (0 permits, or a name it refuses) are reported by every acquire as
+    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions).
+    pub fn new(conn: C, name: impl Into<String>, permits: u32) -> Self {
+        let mut settings = Settings::for_connection::<C>(name.into());
+        settings.permits = Some(permits);
+        Self::from_parts(conn, settings)
+    }
+
+    /// A [`Builder`] for a semaphore named `name` with `permits` permits, starting from
+    /// the defaults of [`new`](Self::new).
+    pub fn builder(conn: C, name: impl Into<String>, permits: u32) -> Builder<C, Self> {
+        Builder::semaphore(conn, name.into(), permits)
+    }
+
+    pub(crate) fn from_parts(conn: C, settings: Settings) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                conn,
+                settings,
+                fences: Fences::default(),
+            }),
+        }
+    }
+
+    /// Waits for a permit. Await the returned [`Acquire`], after setting its options if
+    /// needed (`key`, `parent`, `timeout`). How it waits, its errors and its cancel safety
+    /// are on [`Acquire`].
+    pub fn acquire(&self) -> Acquire<C, Permit> {
+        Acquire::new(self.request())
+    }
+
+    /// Makes one attempt at a permit; awaiting the returned [`TryAcquire`] gives
+    /// `Ok(None)` when all permits are taken (or, in fair mode, others wait for one).
+    /// Errors and cancel safety are on [`TryAcquire`].
+    pub fn try_acquire(&self) -> TryAcquire<C, Permit> {
+        TryAcquire::new(self.request())
+    }
+
+    fn request(&self) -> Request<C> {
+        // A permit waits as a writer does (one wake-up per release); the lease knows it
+        // is a permit from the settings.
+        Request::new(Arc::clone(&self.inner), Mode::Write)
+    }
+}
+
+impl<C> Semaphore<C> {
+    /// The connection the semaphore was made with.
+    pub fn connection(&self) -> &C {
+        &self.inner.conn
+    }
+
+    /// The semaphore name: the semaphore key, or its prefix when a request sets a key.
+    pub fn name(&self) -> &str {
+        &self.inner.settings.name
+    }
+
+    /// How many holders this semaphore's requests allow at once.
+    pub fn permits(&self) -> u32 {
+        self.inner.settings.permits.unwrap_or_default()
+    }
+
+    /// How long a permit lives in Redis without a refresh.
+    pub fn ttl(&self) -> Duration {
+        self.inner.settings.ttl
+    }
+
+    /// Whether waiters are served in arrival order ([`Builder::fair`]).
+    pub fn fair(&self) -> bool {
+        self.inner.settings.fair
+    }
+
+    /// How long a fence key outlives the last acquisition of its semaphore key.
+    pub fn fence_retention(&self) -> Duration {
+        self.inner.settings.fence_retention
+    }
+
+    /// The notifier that wakes this semaphore's waiters, if it was built with one.
+    pub fn notifier(&self) -> Option<&Notifier> {
+        self.inner.settings.notifier.as_ref()
+    }
+}
+
+impl<C> Clone for Semaphore<C> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<C> fmt::Debug for Semaphore<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("name", &self.inner.settings.name)
+            .field("permits", &self.inner.settings.permits)
+            .field("fair", &self.inner.settings.fair)
+            .field("ttl", &self.inner.settings.ttl)
+            .field("notifier", &self.inner.settings.notifier.is_some())
+            .finish_non_exhaustive()
+    }
+}
