@@ -4,14 +4,19 @@
 //! The raw write cycle is `SET key id NX PX ttl`, then a compare-and-delete script sent
 //! as EVALSHA (`redis::Script`): the two round trips any Redis lock needs.
 //!
-//! - `uncontended`: one task, one key: `raw`, `write` (write + unlock), `read`.
+//! - `uncontended`: one task, one key: `raw`, `write` (write + unlock), `read`,
+//!   `fair_write` (write + unlock with fair mode on); `raw_semaphore` (a sorted-set
+//!   semaphore script that expires holders by the server clock, then `ZREM`) and
+//!   `permit` (`Semaphore::acquire` + unlock, 4 permits).
 //! - `tasks32`: 32 tasks on their own keys sharing one connection; one iteration is one
 //!   cycle per task (the time of 32 concurrent cycles): `raw`, `write`.
 //! - `readers32`: 32 tasks reading one key (read + unlock), next to the raw 32-task figure.
 //! - `handoff`: A holds key K and B waits for it on its own connection (B's mutex has a
 //!   notifier); A releases; measured from A's release returning to B's acquire returning.
 //!   `raw` is the floor: B waits on a Pub/Sub subscription to `K:released` and retries
-//!   `SET NX` when woken; A releases with a compare-delete-publish script.
+//!   `SET NX` when woken; A releases with a compare-delete-publish script. `fair_write`
+//!   and `fair_permit` are the same hand-off with fair mode on (a write lock, and a
+//!   semaphore of 1 permit).
 //!
 //! `cargo bench --bench cycle -- --test` runs every benchmark once.
 
@@ -23,13 +28,14 @@ mod server;
 #[allow(dead_code, unreachable_pub)]
 mod raw;
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode};
 use futures_util::StreamExt;
-use raw::{raw_cycle, raw_id, raw_release, raw_set, RELEASE, RELEASE_PUBLISH};
+use raw::{raw_cycle, raw_id, raw_release, raw_semaphore_cycle, raw_set, RELEASE, RELEASE_PUBLISH};
 use redis::aio::MultiplexedConnection;
-use redismutex::RwMutex;
+use redismutex::{Guard, Permit, RwMutex, Semaphore};
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 
@@ -37,6 +43,8 @@ use tokio::task::JoinSet;
 const TASKS: usize = 32;
 /// The PX of raw locks, the library's default TTL.
 const TTL_MS: u64 = 4000;
+/// Permits of the semaphore in `uncontended`.
+const PERMITS: u32 = 4;
 /// How long B waits, blocked, before A releases in `handoff` (not counted).
 const BLOCKED: Duration = Duration::from_millis(5);
 
@@ -48,6 +56,11 @@ async fn write_cycle(mx: &RwMutex<MultiplexedConnection>, key: &str) {
 async fn read_cycle(mx: &RwMutex<MultiplexedConnection>, key: &str) {
     let guard = mx.read().key(key).await.expect("read");
     assert!(guard.unlock().await.expect("unlock"));
+}
+
+async fn permit_cycle(sem: &Semaphore<MultiplexedConnection>, key: &str) {
+    let permit = sem.acquire().key(key).await.expect("acquire");
+    assert!(permit.unlock().await.expect("unlock"));
 }
 
 /// Runs `iters` raw cycles in each of [`TASKS`] tasks on their own keys, concurrently.
@@ -121,6 +134,27 @@ fn uncontended(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServe
     group.bench_function("read", |b| {
         b.to_async(runtime).iter(|| read_cycle(&mx, "one"))
     });
+    let fair = RwMutex::builder(conn.clone(), "bench-uncontended-fair")
+        .fair(true)
+        .build()
+        .expect("fair mutex");
+    group.bench_function("fair_write", |b| {
+        b.to_async(runtime).iter(|| write_cycle(&fair, "one"))
+    });
+    group.bench_function("raw_semaphore", |b| {
+        let id = raw_id(0);
+        b.to_async(runtime).iter(|| {
+            let (mut conn, id) = (conn.clone(), &id);
+            async move {
+                let key = "bench-raw:semaphore";
+                raw_semaphore_cycle(&mut conn, key, id, TTL_MS, PERMITS).await
+            }
+        })
+    });
+    let sem = Semaphore::new(conn.clone(), "bench-uncontended-semaphore", PERMITS);
+    group.bench_function("permit", |b| {
+        b.to_async(runtime).iter(|| permit_cycle(&sem, "one"))
+    });
     group.finish();
 }
 
@@ -146,6 +180,47 @@ fn readers32(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer)
             .iter_custom(|iters| mutex_tasks(&mx, iters, true))
     });
     group.finish();
+}
+
+/// `iters` hand-offs: A takes the lock with `take_a` and B waits for it with `take_b`; A
+/// releases (`release`) after [`BLOCKED`]. Sums the time from A's release returning to
+/// B's acquire returning; B then releases.
+async fn handoffs<T, FA, FB, FR>(
+    iters: u64,
+    take_a: impl Fn() -> FA,
+    take_b: impl Fn() -> FB,
+    release: impl Fn(T) -> FR,
+) -> Duration
+where
+    FA: Future<Output = T>,
+    FB: Future<Output = T>,
+    FR: Future<Output = ()>,
+{
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let held = take_a().await;
+        let holder = async {
+            tokio::time::sleep(BLOCKED).await;
+            release(held).await;
+            Instant::now()
+        };
+        let waiter = async {
+            let taken = take_b().await;
+            (Instant::now(), taken)
+        };
+        let (released, (acquired, taken)) = tokio::join!(holder, waiter);
+        total += acquired.saturating_duration_since(released);
+        release(taken).await;
+    }
+    total
+}
+
+async fn unlock_guard(guard: Guard) {
+    assert!(guard.unlock().await.expect("unlock"));
+}
+
+async fn unlock_permit(permit: Permit) {
+    assert!(permit.unlock().await.expect("unlock"));
 }
 
 fn handoff(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer) {
@@ -215,28 +290,37 @@ fn handoff(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer) {
         .notifier(client.clone())
         .build()
         .expect("mutex B");
-    group.bench_function("write", |b| {
-        b.to_async(runtime).iter_custom(|iters| {
-            let (mx_a, mx_b) = (&mx_a, &mx_b);
-            async move {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let held = mx_a.write().key("k").await.expect("A write");
-                    let holder = async {
-                        tokio::time::sleep(BLOCKED).await;
-                        assert!(held.unlock().await.expect("A unlock"));
-                        Instant::now()
-                    };
-                    let waiter = async {
-                        let guard = mx_b.write().key("k").await.expect("B write");
-                        (Instant::now(), guard)
-                    };
-                    let (released, (acquired, guard)) = tokio::join!(holder, waiter);
-                    total += acquired.saturating_duration_since(released);
-                    assert!(guard.unlock().await.expect("B unlock"));
-                }
-                total
-            }
+    let fair = |conn: &MultiplexedConnection| {
+        RwMutex::builder(conn.clone(), "bench-handoff-fair").fair(true)
+    };
+    let fair_a = fair(&conn_a).build().expect("fair mutex A");
+    let fair_b = fair(&conn_b)
+        .notifier(client.clone())
+        .build()
+        .expect("fair mutex B");
+    for (name, a, b) in [("write", &mx_a, &mx_b), ("fair_write", &fair_a, &fair_b)] {
+        group.bench_function(name, |bencher| {
+            bencher.to_async(runtime).iter_custom(|iters| {
+                let take_a = || async { a.write().key("k").await.expect("A write") };
+                let take_b = || async { b.write().key("k").await.expect("B write") };
+                handoffs(iters, take_a, take_b, unlock_guard)
+            })
+        });
+    }
+
+    let semaphore = |conn: &MultiplexedConnection| {
+        Semaphore::builder(conn.clone(), "bench-handoff-semaphore", 1).fair(true)
+    };
+    let sem_a = semaphore(&conn_a).build().expect("semaphore A");
+    let sem_b = semaphore(&conn_b)
+        .notifier(client.clone())
+        .build()
+        .expect("semaphore B");
+    group.bench_function("fair_permit", |bencher| {
+        bencher.to_async(runtime).iter_custom(|iters| {
+            let take_a = || async { sem_a.acquire().key("k").await.expect("A acquire") };
+            let take_b = || async { sem_b.acquire().key("k").await.expect("B acquire") };
+            handoffs(iters, take_a, take_b, unlock_permit)
         })
     });
     group.finish();

@@ -85,3 +85,42 @@ pub async fn raw_cycle(
     );
     raw_release(conn, &RELEASE, key, id).await;
 }
+
+/// Takes one of `ARGV[3]` permits of the sorted-set semaphore `KEYS[1]` for `ARGV[1]`,
+/// expiring holders by the server clock: the raw semaphore acquire.
+pub static SEMAPHORE_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) \
+         redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) \
+         if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end \
+         redis.call('ZADD', KEYS[1], now + ARGV[2], ARGV[1]) \
+         redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1",
+    )
+});
+
+/// One raw semaphore cycle on a semaphore with a free permit: [`SEMAPHORE_ACQUIRE`], then
+/// `ZREM`.
+pub async fn raw_semaphore_cycle(
+    conn: &mut impl redis::aio::ConnectionLike,
+    key: &str,
+    id: &str,
+    ttl_ms: u64,
+    permits: u32,
+) {
+    let acquired: i64 = SEMAPHORE_ACQUIRE
+        .key(key)
+        .arg(id)
+        .arg(ttl_ms)
+        .arg(permits)
+        .invoke_async(conn)
+        .await
+        .expect("semaphore acquire script");
+    assert_eq!(acquired, 1, "no permit of {key} was free");
+    let removed: i64 = redis::cmd("ZREM")
+        .arg(key)
+        .arg(id)
+        .query_async(conn)
+        .await
+        .expect("ZREM");
+    assert_eq!(removed, 1, "{id} held no permit of {key}");
+}
