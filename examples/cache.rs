@@ -1,6 +1,7 @@
 //! A shared-read/exclusive-write cache: readers share the lock, a writer with lock intent
-//! gets in without being starved, and a guard's token stops work the moment its lock is
-//! lost.
+//! gets in without being starved, a guard's token stops work the moment its lock is
+//! lost, and a fair semaphore lets at most two cache rebuilds run at once across
+//! processes, in the order they asked.
 //!
 //! Run with `cargo run --example cache`. With `REDIS_URL` unset it starts a throwaway
 //! `redis-server` from PATH; with it set, it uses keys starting with `redismutex-example`.
@@ -9,11 +10,13 @@
 #[allow(dead_code, unreachable_pub)]
 mod server;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use redismutex::RwMutex;
+use redismutex::{RwMutex, Semaphore};
 
 const VALUE: &str = "redismutex-example-data:profile";
 
@@ -86,6 +89,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     }
 
     stop_work_on_lost_lock(&mx, conn.clone(), started).await?;
+    rebuilds_two_at_a_time(&client, started).await?;
     println!("{:>5} ms  done", ms(started));
     Ok(())
 }
@@ -121,6 +125,45 @@ async fn stop_work_on_lost_lock(
         ms(started),
         guard.cancel_reason()
     );
+    Ok(())
+}
+
+/// Five cache rebuilds, asked for from two connections as two processes would, share a
+/// fair semaphore of two permits: at most two run at once, served in the order they asked.
+async fn rebuilds_two_at_a_time(
+    client: &redis::Client,
+    started: Instant,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let mut jobs = Vec::new();
+    for n in 1..=5 {
+        // Every rebuild has a connection of its own, as one process per rebuild would.
+        let conn = client.get_multiplexed_async_connection().await?;
+        let rebuilds = Semaphore::builder(conn, "redismutex-example-rebuilds", 2)
+            .fair(true)
+            .notifier(client.clone())
+            .build()?;
+        let (running, most) = (Arc::clone(&running), Arc::clone(&most));
+        jobs.push(tokio::spawn(async move {
+            let permit = rebuilds.acquire().timeout(Duration::from_secs(5)).await?;
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            println!("{:>5} ms  rebuild {n} runs ({now} running)", ms(started));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            running.fetch_sub(1, Ordering::SeqCst);
+            permit.unlock().await?;
+            Ok::<_, redismutex::Error>(())
+        }));
+        // They ask one after another, so the queue has an order to keep.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for job in jobs {
+        job.await??;
+    }
+    let most = most.load(Ordering::SeqCst);
+    println!("{:>5} ms  at most {most} rebuilds ran at once", ms(started));
+    assert!(most <= 2, "the semaphore let {most} rebuilds run at once");
     Ok(())
 }
 
