@@ -4,7 +4,8 @@ use std::future::IntoFuture;
 
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redismutex::{
-    Acquire, Builder, CancelReason, Error, Guard, Mode, Refusal, RwMutex, TryAcquire,
+    Acquire, Builder, CancelReason, Error, Guard, Mode, Permit, Refusal, RwMutex, Semaphore,
+    TryAcquire,
 };
 
 fn send_sync<T: Send + Sync>() {}
@@ -23,6 +24,11 @@ fn public_types_are_send_and_sync() {
     send_sync::<Builder<MultiplexedConnection>>();
     send_sync::<Acquire<MultiplexedConnection>>();
     send_sync::<TryAcquire<ConnectionManager>>();
+    send_sync::<Permit>();
+    send_sync::<Semaphore<MultiplexedConnection>>();
+    send_sync::<Builder<MultiplexedConnection, Semaphore<MultiplexedConnection>>>();
+    send_sync::<Acquire<MultiplexedConnection, Permit>>();
+    send_sync::<TryAcquire<ConnectionManager, Permit>>();
 }
 
 #[allow(dead_code, clippy::let_underscore_future)]
@@ -35,4 +41,16 @@ fn futures_are_send_and_static(mx: RwMutex<MultiplexedConnection>, guard: Guard)
     static_lifetime(&try_read);
     send(&guard.cancelled());
     send(&guard.unlock());
+}
+
+#[allow(dead_code, clippy::let_underscore_future)]
+fn permit_futures_are_send_and_static(sem: Semaphore<MultiplexedConnection>, permit: Permit) {
+    let acquire = sem.acquire().into_future();
+    send(&acquire);
+    static_lifetime(&acquire);
+    let try_acquire = sem.try_acquire().into_future();
+    send(&try_acquire);
+    static_lifetime(&try_acquire);
+    send(&permit.cancelled());
+    send(&permit.unlock());
 }
