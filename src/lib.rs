@@ -17,6 +17,7 @@ mod mutex;
 mod notifier;
 mod pending;
 mod reason;
+mod reentry;
 mod refresh;
 mod request;
 mod scripts;

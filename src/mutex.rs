@@ -10,6 +10,7 @@ use crate::builder::Builder;
 use crate::fences::Fences;
 use crate::mode::Mode;
 use crate::notifier::Notifier;
+use crate::reentry::Registry;
 use crate::request::{Acquire, Request, TryAcquire};
 use crate::settings::Settings;
 
@@ -53,6 +54,8 @@ pub(crate) struct Inner<C> {
     pub(crate) conn: C,
     pub(crate) settings: Settings,
     pub(crate) fences: Fences,
+    /// Which task holds which lock, for [`Builder::reentrant`]; empty when it is off.
+    pub(crate) reentry: Arc<Registry>,
 }
 
 impl<C> RwMutex<C>
@@ -82,6 +85,7 @@ where
                 conn,
                 settings,
                 fences: Fences::default(),
+                reentry: Arc::default(),
             }),
         }
     }
@@ -146,6 +150,11 @@ impl<C> RwMutex<C> {
         self.inner.settings.lock_intent
     }
 
+    /// Whether the task holding a lock may take it again (see [`Builder::reentrant`]).
+    pub fn reentrant(&self) -> bool {
+        self.inner.settings.reentrant
+    }
+
     /// The notifier that wakes this mutex's waiters, if it was built with one.
     pub fn notifier(&self) -> Option<&Notifier> {
         self.inner.settings.notifier.as_ref()
@@ -166,6 +175,7 @@ impl<C> fmt::Debug for RwMutex<C> {
             .field("name", &self.inner.settings.name)
             .field("ttl", &self.inner.settings.ttl)
             .field("lock_intent", &self.inner.settings.lock_intent)
+            .field("reentrant", &self.inner.settings.reentrant)
             .field("notifier", &self.inner.settings.notifier.is_some())
             .finish_non_exhaustive()
     }

@@ -177,6 +177,9 @@ where
 
     fn into_future(self) -> Self::IntoFuture {
         let patience = Patience::Wait(self.timeout);
+        if self.request.inner.settings.reentrant {
+            return crate::reentry::wait(self.request, patience);
+        }
         Box::pin(async move {
             match acquire::run(self.request, patience).await {
                 Ok(Some(guard)) => Ok(guard),
@@ -256,6 +259,9 @@ where
     type IntoFuture = TryAcquireFuture;
 
     fn into_future(self) -> Self::IntoFuture {
+        if self.request.inner.settings.reentrant {
+            return crate::reentry::attempt(self.request);
+        }
         Box::pin(acquire::run(self.request, Patience::Once))
     }
 }
