@@ -23,6 +23,7 @@ use crate::settings::Settings;
 /// - `ttl`: 4 s (the Go package's default)
 /// - `fair`: off (waiters are not queued across processes)
 /// - `lock_intent`: off (mutex only)
+/// - `reentrant`: off (mutex only)
 /// - `fence_retention`: 24 h
 /// - `task_tracker`: none (background tasks are spawned with `tokio::spawn`)
 /// - `notifier`: none (waiters poll)
@@ -57,6 +58,57 @@ where
     /// writer's, which holds `1`). `try_write` never sets it.
     pub fn lock_intent(mut self, on: bool) -> Self {
         self.settings.lock_intent = on;
+        self
+    }
+
+    /// Lets the tokio task that holds a lock of this mutex take the same lock key again
+    /// (default off): the inner request gets a nested [`Guard`](crate::Guard) at once,
+    /// without contacting Redis, and the lock is released when the outermost guard goes.
+    ///
+    /// The rules look at the mode of the task's outermost guard on the key:
+    ///
+    /// - write inside write: a nested guard in [`Mode::Write`](crate::Mode::Write);
+    /// - read inside write: a nested guard in [`Mode::Read`](crate::Mode::Read), while the
+    ///   lock in Redis stays a write lock;
+    /// - read inside read: a nested guard in `Mode::Read`;
+    /// - write inside read: refused at once with
+    ///   [`Error::WouldDeadlock`], from `write()` and `try_write()` alike, since the write
+    ///   lock would wait for the task's own read lock.
+    ///
+    /// A nested guard shares the outer guard's acquisition: same
+    /// [`key`](crate::Guard::key), [`id`](crate::Guard::id) and
+    /// [`fencing_token`](crate::Guard::fencing_token). What its token, `unlock` and drop
+    /// do is on [`Guard`](crate::Guard), "Nested guards". A request with
+    /// [`parent`](crate::Acquire::parent) gives a nested guard whose token also fires when
+    /// `parent` is cancelled (an already cancelled `parent` gives [`Error::Cancelled`]);
+    /// [`timeout`](crate::Acquire::timeout) plays no part, since a nested request
+    /// completes at once.
+    ///
+    /// **Per task, not per thread.** Redisson's reentrant locks belong to a thread. Tokio
+    /// moves a task from one worker thread to another at any `.await`, and runs many
+    /// tasks on one thread, so a thread is neither one holder nor a stable one: the task
+    /// is the unit that owns a guard. The holder is the task that awaited the request
+    /// (`tokio::task::try_id`); outside any task, as in the future given to
+    /// `Runtime::block_on` or the body of `#[tokio::main]`, which always runs on its own
+    /// thread, it is that thread. Another task, even in the same process and on the same
+    /// mutex, is not the holder: it waits, or gets `Ok(None)` from a try, as usual.
+    ///
+    /// - A nested request needs the same `RwMutex` (or a clone of it): each mutex keeps
+    ///   its own record of which task holds what. Two mutexes built apart with the same
+    ///   name exclude each other as usual, even within one task.
+    /// - A guard moved to another task still counts for the task that acquired it: that
+    ///   task can nest into it, and the task that now owns it cannot.
+    /// - Futures run concurrently within one task (`join!`, `select!`, a
+    ///   `FuturesUnordered`) are one holder: the second one's request nests into the
+    ///   first one's guard.
+    /// - Once the outer guard's token has fired (released, lost, expired or cancelled),
+    ///   a request of the same task is not nested: it acquires the lock anew, as any
+    ///   other request, and waits if needed for the background release.
+    ///
+    /// With the option off, a request of the holding task waits for its own lock like
+    /// any other: a write inside a write waits until its timeout, or forever.
+    pub fn reentrant(mut self, on: bool) -> Self {
+        self.settings.reentrant = on;
         self
     }
 
@@ -231,6 +283,7 @@ impl<C, T> fmt::Debug for Builder<C, T> {
             .field("fair", &self.settings.fair)
             .field("ttl", &self.settings.ttl)
             .field("lock_intent", &self.settings.lock_intent)
+            .field("reentrant", &self.settings.reentrant)
             .field("fence_retention", &self.settings.fence_retention)
             .field("task_tracker", &self.settings.tracker.is_some())
             .field("notifier", &self.settings.notifier.is_some())

@@ -81,6 +81,19 @@ pub enum Error {
     /// The mutex's options are not usable; the message says which and why.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
+
+    /// With [`Builder::reentrant`](crate::Builder::reentrant), the task asking for a write
+    /// lock on `key` already holds a read lock on it from the same mutex: the write lock
+    /// would wait for the task's own read lock, so it is refused at once, without
+    /// contacting Redis.
+    #[error(
+        "this task holds a read lock on {}; a write lock inside it would wait for itself",
+        Preview(key)
+    )]
+    WouldDeadlock {
+        /// The lock key the task holds a read lock on.
+        key: String,
+    },
 }
 
 /// Why Redis refused a request: the error codes a lock request can meet while the server
@@ -167,7 +180,8 @@ impl Error {
             | Self::Refused { key, .. }
             | Self::WrongType { key, .. }
             | Self::NoExpiry { key }
-            | Self::InvalidKey { key, .. } => Some(key),
+            | Self::InvalidKey { key, .. }
+            | Self::WouldDeadlock { key } => Some(key),
             Self::Timeout | Self::Cancelled | Self::InvalidOptions(_) => None,
         }
     }

@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::lease::{Held, Lease};
 use crate::mode::Mode;
 use crate::reason::CancelReason;
+use crate::reentry::{Outer, Registration};
 use crate::refresh;
 use crate::spawner::Spawner;
 use crate::status::Status;
@@ -38,6 +39,26 @@ use crate::status::Status;
 ///
 /// Dropping the guard cancels its token and releases the lock from the background task:
 /// `Drop` never blocks and never needs Redis to answer.
+///
+/// # Nested guards
+///
+/// On a [reentrant](crate::Builder::reentrant) mutex, a request from the task that
+/// already holds the lock key gives a nested guard, without contacting Redis. It shares
+/// the outer guard's one acquisition: the same [`key`](Self::key), [`id`](Self::id) and
+/// [`fencing_token`](Self::fencing_token), and [`valid_until`](Self::valid_until) is the
+/// outer lock's deadline, which moves with the outer guard's refreshes. Its
+/// [`mode`](Self::mode) is the one it asked for: a read inside a write is `Mode::Read`
+/// while the lock in Redis stays a write lock. Its token is a child of the outer guard's
+/// token (and fires too when the request's [`parent`](crate::Acquire::parent) is
+/// cancelled):
+///
+/// - the outermost guard going (unlock, drop, lost, expired) fires the token of every
+///   nested guard, whose [`cancel_reason`](Self::cancel_reason) is then the outer guard's
+///   ([`CancelReason::Cancelled`] after its unlock or drop);
+/// - cancelling a nested guard's token, dropping it or [`unlock`](Self::unlock)ing it
+///   only ends that nested guard: the lock stays held, nothing is sent, and the outer
+///   guard's token and reason are untouched. `unlock` returns `Ok(true)` while the outer
+///   lock is still held, `Ok(false)` once it is not.
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
 pub struct Guard {
@@ -46,8 +67,21 @@ pub struct Guard {
     fencing_token: u64,
     token: CancellationToken,
     status: Arc<Status>,
-    task: JoinHandle<Result<bool, Error>>,
-    spawner: Spawner,
+    role: Role,
+}
+
+/// Whether a guard holds the lock in Redis or shares another guard's.
+enum Role {
+    /// Took the lock in Redis: its background task refreshes and releases it.
+    Outer {
+        task: JoinHandle<Result<bool, Error>>,
+        spawner: Spawner,
+        /// Its entry in a reentrant mutex's registry, removed with the guard.
+        registration: Option<Registration>,
+    },
+    /// Shares the lock of an outer guard of the same task; its status follows the
+    /// outer guard's.
+    Nested,
 }
 
 impl Guard {
@@ -81,8 +115,61 @@ impl Guard {
             fencing_token,
             token,
             status,
-            task,
-            spawner: spawner.clone(),
+            role: Role::Outer {
+                task,
+                spawner: spawner.clone(),
+                registration: None,
+            },
+        }
+    }
+
+    /// A nested guard in `mode` on the lock of `outer`. With a `parent`, `spawner` runs
+    /// the small task that cancels the nested token when `parent` is cancelled (a token
+    /// has one parent: the outer guard's).
+    pub(crate) fn nested(
+        outer: &Outer,
+        mode: Mode,
+        parent: Option<CancellationToken>,
+        spawner: Option<Spawner>,
+    ) -> Self {
+        let token = outer.token.child_token();
+        if let (Some(parent), Some(spawner)) = (&parent, spawner) {
+            let (parent, token) = (parent.clone(), token.clone());
+            // Ends with the nested token at the latest, which fires with the outer one.
+            drop(spawner.spawn(async move {
+                tokio::select! {
+                    biased;
+                    () = token.cancelled() => {}
+                    () = parent.cancelled() => token.cancel(),
+                }
+            }));
+        }
+        let status = Status::nested(parent, Arc::clone(&outer.status), outer.token.clone());
+        Self {
+            lease: Arc::clone(&outer.lease),
+            mode,
+            fencing_token: outer.fencing_token,
+            token,
+            status: Arc::new(status),
+            role: Role::Nested,
+        }
+    }
+
+    /// What a nested guard on this guard's lock shares with it.
+    pub(crate) fn outer(&self) -> Outer {
+        Outer {
+            lease: Arc::clone(&self.lease),
+            mode: self.mode,
+            fencing_token: self.fencing_token,
+            token: self.token.clone(),
+            status: Arc::clone(&self.status),
+        }
+    }
+
+    /// Keeps this guard's entry in its mutex's reentrancy registry until it goes.
+    pub(crate) fn registered(&mut self, entry: Registration) {
+        if let Role::Outer { registration, .. } = &mut self.role {
+            *registration = Some(entry);
         }
     }
 
@@ -188,6 +275,10 @@ impl Guard {
     /// held the lock and is now removed, `Ok(false)` when it had been lost (expired,
     /// deleted or taken over). The token fires at once, before the release is sent.
     ///
+    /// A [nested guard](Self#nested-guards) sends nothing and leaves the lock held: it
+    /// returns `Ok(true)` while the outer guard's lock is still held, `Ok(false)` once
+    /// it is not.
+    ///
     /// If the token had already fired for another reason, the background task has
     /// already released the lock (unless it was [lost](CancelReason::Lost)), and this
     /// returns what that release found.
@@ -205,16 +296,21 @@ impl Guard {
     /// Cancel safe: dropping this future before the release is answered hands the
     /// release to a background task, as dropping the guard does.
     pub async fn unlock(mut self) -> Result<bool, Error> {
+        let Role::Outer { task, spawner, .. } = &mut self.role else {
+            let held = self.status.outer_held();
+            self.token.cancel();
+            return Ok(held);
+        };
         if !self.status.claim_end() {
             // The background task ended the lock first (or is ending it): its result.
             self.token.cancel();
-            return (&mut self.task).await.unwrap_or(Err(Error::Cancelled));
+            return task.await.unwrap_or(Err(Error::Cancelled));
         }
         self.token.cancel();
         // Sent from here rather than from the background task: one task switch less.
         let pending = ReleaseOnDrop {
             lease: Some(Arc::clone(&self.lease)),
-            spawner: self.spawner.clone(),
+            spawner: spawner.clone(),
         };
         let released = self.lease.release().await;
         pending.disarm();
@@ -270,6 +366,7 @@ impl fmt::Debug for Guard {
             .field("id", &self.id())
             .field("mode", &self.mode)
             .field("fencing_token", &self.fencing_token)
+            .field("nested", &matches!(self.role, Role::Nested))
             .field("cancel_reason", &self.status.recorded())
             .finish()
     }

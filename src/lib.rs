@@ -18,6 +18,7 @@ mod notifier;
 mod pending;
 mod permit;
 mod reason;
+mod reentry;
 mod refresh;
 mod request;
 mod scripts;

@@ -10,6 +10,7 @@ use crate::builder::Builder;
 use crate::fences::Fences;
 use crate::mode::Mode;
 use crate::notifier::Notifier;
+use crate::reentry::Registry;
 use crate::request::{Acquire, Request, TryAcquire};
 use crate::settings::Settings;
 
@@ -53,6 +54,20 @@ pub(crate) struct Inner<C> {
     pub(crate) conn: C,
     pub(crate) settings: Settings,
     pub(crate) fences: Fences,
+    /// Which task holds which lock, for [`Builder::reentrant`]; empty when it is off.
+    pub(crate) reentry: Arc<Registry>,
+}
+
+impl<C> Inner<C> {
+    /// What a mutex or a semaphore made with `settings` on `conn` shares.
+    pub(crate) fn new(conn: C, settings: Settings) -> Self {
+        Self {
+            conn,
+            settings,
+            fences: Fences::default(),
+            reentry: Arc::default(),
+        }
+    }
 }
 
 impl<C> RwMutex<C>
@@ -62,7 +77,8 @@ where
     /// A mutex named `name` with a 4 s TTL and the lock intent off.
     ///
     /// This cannot fail: a name [`Builder::build`] would refuse (empty, too long,
-    /// ending in `:fence` or `:lock-intent`, or without a hash tag on a Redis Cluster) is
+    /// ending in `:fence`, `:lock-intent`, `:queue` or `:queue-deadline`, or without a
+    /// hash tag on a Redis Cluster) is
     /// reported by every acquire as
     /// [`Error::InvalidOptions`](crate::Error::InvalidOptions). Use
     /// [`builder`](Self::builder) to check it up front or to set other options.
@@ -78,11 +94,7 @@ where
 
     pub(crate) fn from_parts(conn: C, settings: Settings) -> Self {
         Self {
-            inner: Arc::new(Inner {
-                conn,
-                settings,
-                fences: Fences::default(),
-            }),
+            inner: Arc::new(Inner::new(conn, settings)),
         }
     }
 
@@ -151,6 +163,11 @@ impl<C> RwMutex<C> {
         self.inner.settings.lock_intent
     }
 
+    /// Whether the task holding a lock may take it again (see [`Builder::reentrant`]).
+    pub fn reentrant(&self) -> bool {
+        self.inner.settings.reentrant
+    }
+
     /// The notifier that wakes this mutex's waiters, if it was built with one.
     pub fn notifier(&self) -> Option<&Notifier> {
         self.inner.settings.notifier.as_ref()
@@ -172,6 +189,7 @@ impl<C> fmt::Debug for RwMutex<C> {
             .field("ttl", &self.inner.settings.ttl)
             .field("lock_intent", &self.inner.settings.lock_intent)
             .field("fair", &self.inner.settings.fair)
+            .field("reentrant", &self.inner.settings.reentrant)
             .field("notifier", &self.inner.settings.notifier.is_some())
             .finish_non_exhaustive()
     }

@@ -117,6 +117,9 @@ impl<C> fmt::Debug for Request<C> {
 /// - [`Error::InvalidOptions`] when the mutex's options are not usable (see
 ///   [`Builder::build`](crate::Builder::build)); only a mutex made with
 ///   [`RwMutex::new`](crate::RwMutex::new) can have such options.
+/// - [`Error::WouldDeadlock`] at once, for a write on a
+///   [reentrant](crate::Builder::reentrant) mutex from the task that holds a read lock on
+///   the key.
 /// - [`Error::Refused`] when Redis refuses the request (out of memory, read-only replica,
 ///   not authenticated, no ACL permission, busy with a script, loading); nothing was
 ///   changed.
@@ -190,6 +193,9 @@ where
     type IntoFuture = AcquireFuture;
 
     fn into_future(self) -> Self::IntoFuture {
+        if self.request.inner.settings.reentrant {
+            return crate::reentry::wait(self.request, Patience::Wait(self.timeout));
+        }
         Box::pin(wait(self.request, self.timeout))
     }
 }
@@ -244,12 +250,12 @@ impl<C, G> fmt::Debug for Acquire<C, G> {
 ///
 /// As [`Acquire`], except that there is no timeout to set: [`Error::Cancelled`] when the
 /// parent token is already cancelled, [`Error::WrongType`], [`Error::NoExpiry`],
-/// [`Error::InvalidKey`], [`Error::InvalidOptions`], [`Error::Refused`] and
-/// [`Error::Redis`]; and [`Error::Timeout`] when the attempt gets no reply within the
-/// lock's validity (the TTL minus 1% and 2 ms; the reply could no longer make a guard),
-/// even over a connection with no response timeout, such as redis-rs's cluster client.
-/// A try therefore returns within the validity plus the 100 ms it may wait for its
-/// clean-up.
+/// [`Error::InvalidKey`], [`Error::InvalidOptions`], [`Error::WouldDeadlock`],
+/// [`Error::Refused`] and [`Error::Redis`]; and [`Error::Timeout`] when the attempt gets
+/// no reply within the lock's validity (the TTL minus 1% and 2 ms; the reply could no
+/// longer make a guard), even over a connection with no response timeout, such as
+/// redis-rs's cluster client. A try therefore returns within the validity plus the 100 ms
+/// it may wait for its clean-up.
 ///
 /// # Cancel safety
 ///
@@ -295,6 +301,9 @@ where
     type IntoFuture = TryAcquireFuture;
 
     fn into_future(self) -> Self::IntoFuture {
+        if self.request.inner.settings.reentrant {
+            return crate::reentry::attempt(self.request);
+        }
         Box::pin(acquire::run(self.request, Patience::Once))
     }
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 
 use crate::builder::Builder;
-use crate::fences::Fences;
 use crate::mode::Mode;
 use crate::mutex::Inner;
 use crate::notifier::Notifier;
@@ -80,11 +79,7 @@ where
 
     pub(crate) fn from_parts(conn: C, settings: Settings) -> Self {
         Self {
-            inner: Arc::new(Inner {
-                conn,
-                settings,
-                fences: Fences::default(),
-            }),
+            inner: Arc::new(Inner::new(conn, settings)),
         }
     }
 

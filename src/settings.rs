@@ -26,6 +26,9 @@ pub(crate) struct Settings {
     pub(crate) name: String,
     pub(crate) ttl: Duration,
     pub(crate) lock_intent: bool,
+    /// The task holding a lock may take it again
+    /// ([`Builder::reentrant`](crate::Builder::reentrant)).
+    pub(crate) reentrant: bool,
     pub(crate) fence_retention: Duration,
     pub(crate) tracker: Option<TaskTracker>,
     pub(crate) notifier: Option<Notifier>,
@@ -47,6 +50,7 @@ impl Settings {
             name,
             ttl: DEFAULT_TTL,
             lock_intent: false,
+            reentrant: false,
             fence_retention: DEFAULT_FENCE_RETENTION,
             tracker: None,
             notifier: None,

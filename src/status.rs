@@ -2,7 +2,7 @@
 //! lock is surely held.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -25,6 +25,17 @@ pub(crate) struct Status {
     /// Whoever ends the lock (`unlock`, or the background task) has claimed it, so that
     /// exactly one of them releases it.
     ended: AtomicBool,
+    /// For a nested guard ([`Builder::reentrant`](crate::Builder::reentrant)): the outer
+    /// guard whose lock it shares, whose deadline it reads and whose status it never
+    /// writes.
+    outer: Option<Outer>,
+}
+
+/// The outer guard a nested guard's status follows.
+#[derive(Debug)]
+struct Outer {
+    status: Arc<Status>,
+    token: CancellationToken,
 }
 
 impl Status {
@@ -37,9 +48,39 @@ impl Status {
             base: sent,
             deadline_ns: AtomicU64::new(0),
             ended: AtomicBool::new(false),
+            outer: None,
         };
         status.extend(deadline);
         status
+    }
+
+    /// The status of a nested guard sharing the lock of the outer guard whose status and
+    /// token are given: its deadline is the outer's, its reason its own. There is nothing
+    /// for it to release, so its end is claimed already.
+    pub(crate) fn nested(
+        parent: Option<CancellationToken>,
+        outer: Arc<Status>,
+        outer_token: CancellationToken,
+    ) -> Self {
+        Self {
+            reason: OnceLock::new(),
+            parent,
+            base: outer.base,
+            deadline_ns: AtomicU64::new(0),
+            ended: AtomicBool::new(true),
+            outer: Some(Outer {
+                status: outer,
+                token: outer_token,
+            }),
+        }
+    }
+
+    /// For a nested guard, whether the outer guard's lock is still held: its token has
+    /// not fired and its deadline has not passed. Looks only; fires nothing.
+    pub(crate) fn outer_held(&self) -> bool {
+        self.outer.as_ref().is_some_and(|outer| {
+            !outer.token.is_cancelled() && Instant::now() < outer.status.deadline()
+        })
     }
 
     /// Claims the end of the lock: true for the first caller only, who then releases it
@@ -55,8 +96,12 @@ impl Status {
         self.deadline_ns.fetch_max(ns, Ordering::AcqRel);
     }
 
-    /// Until when the lock is surely held.
+    /// Until when the lock is surely held (for a nested guard, the outer guard's
+    /// deadline).
     pub(crate) fn deadline(&self) -> Instant {
+        if let Some(outer) = &self.outer {
+            return outer.status.deadline();
+        }
         self.base + Duration::from_nanos(self.deadline_ns.load(Ordering::Acquire))
     }
 
@@ -81,22 +126,36 @@ impl Status {
 
     /// The reason `token` fired, or `None` while it has not (checking the deadline
     /// first). A token cancelled from outside (its parent, or a clone of it) is
-    /// attributed on first look.
+    /// attributed on first look; a nested guard's token fired by the end of the outer
+    /// lock takes the outer guard's reason, read without recording anything there.
     pub(crate) fn reason(&self, token: &CancellationToken) -> Option<CancelReason> {
         if !self.check(token) {
             return None;
         }
-        let parent_cancelled = self
-            .parent
-            .as_ref()
-            .is_some_and(CancellationToken::is_cancelled);
-        Some(*self.reason.get_or_init(|| {
-            if parent_cancelled {
-                CancelReason::ParentCancelled
-            } else {
-                CancelReason::Cancelled
+        let cause = match &self.outer {
+            Some(outer) if !self.parent_cancelled() && outer.token.is_cancelled() => {
+                outer.status.attributed()
             }
-        }))
+            _ if self.parent_cancelled() => CancelReason::ParentCancelled,
+            _ => CancelReason::Cancelled,
+        };
+        Some(*self.reason.get_or_init(|| cause))
+    }
+
+    /// The reason recorded, or else the one a token cancelled from outside would get;
+    /// records nothing.
+    fn attributed(&self) -> CancelReason {
+        match self.reason.get() {
+            Some(reason) => *reason,
+            None if self.parent_cancelled() => CancelReason::ParentCancelled,
+            None => CancelReason::Cancelled,
+        }
+    }
+
+    fn parent_cancelled(&self) -> bool {
+        self.parent
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
     }
 
     /// The reason recorded so far, without looking at the clock or the token (for
@@ -137,6 +196,35 @@ mod tests {
         tokio::time::advance(Duration::from_millis(100)).await;
         assert_eq!(status.reason(&token), Some(CancelReason::Expired));
         assert!(token.is_cancelled());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_nested_status_reads_the_outer_deadline_and_keeps_its_own_reason() {
+        let now = Instant::now();
+        let outer = Arc::new(Status::new(None, now, now + Duration::from_millis(100)));
+        let outer_token = CancellationToken::new();
+        let nested = Status::nested(None, Arc::clone(&outer), outer_token.clone());
+        let token = outer_token.child_token();
+        outer.extend(now + Duration::from_millis(300));
+        assert_eq!(nested.deadline(), now + Duration::from_millis(300));
+        tokio::time::advance(Duration::from_millis(200)).await;
+        assert!(!nested.check(&token) && nested.outer_held());
+        assert!(!nested.claim_end(), "a nested guard has nothing to release");
+
+        nested.cancel(&token, CancelReason::Cancelled);
+        assert_eq!(nested.reason(&token), Some(CancelReason::Cancelled));
+        assert_eq!(
+            outer.recorded(),
+            None,
+            "nothing recorded in the outer status"
+        );
+        assert!(!outer_token.is_cancelled() && nested.outer_held());
+
+        let second = outer_token.child_token();
+        let nested = Status::nested(None, Arc::clone(&outer), outer_token.clone());
+        outer.cancel(&outer_token, CancelReason::Lost);
+        assert_eq!(nested.reason(&second), Some(CancelReason::Lost));
+        assert!(!nested.outer_held());
     }
 
     #[tokio::test(start_paused = true)]
