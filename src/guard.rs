@@ -41,11 +41,12 @@ use crate::status::Status;
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
 pub struct Guard {
-    lease: Arc<dyn Held>,
-    mode: Mode,
+    pub(crate) lease: Arc<dyn Held>,
+    /// [`Mode::Read`] after a downgrade.
+    pub(crate) mode: Mode,
     fencing_token: u64,
-    token: CancellationToken,
-    status: Arc<Status>,
+    pub(crate) token: CancellationToken,
+    pub(crate) status: Arc<Status>,
     task: JoinHandle<Result<bool, Error>>,
     spawner: Spawner,
 }
@@ -97,7 +98,8 @@ impl Guard {
         self.lease.id()
     }
 
-    /// Whether this is a read (shared) or write (exclusive) lock.
+    /// Whether this is a read (shared) or write (exclusive) lock: [`Mode::Read`] after a
+    /// [`downgrade`](Self::downgrade).
     pub fn mode(&self) -> Mode {
         self.mode
     }

@@ -1,4 +1,4 @@
-//! The four Lua scripts of the protocol, embedded from `lua/` and run by EVALSHA.
+//! The five Lua scripts of the protocol, embedded from `lua/` and run by EVALSHA.
 //!
 //! A script is sent as `EVALSHA`; on a `NOSCRIPT` reply (after `SCRIPT FLUSH`, a server
 //! restart, or a failover to a replica whose script cache is empty) it is sent again as
@@ -21,7 +21,13 @@ use crate::mode::Mode;
 static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The file names in `lua/` that the crate loads; a test checks `lua/` holds exactly these.
-pub(crate) const SCRIPT_FILES: [&str; 4] = ["lock.lua", "rlock.lua", "refresh.lua", "unlock.lua"];
+pub(crate) const SCRIPT_FILES: [&str; 5] = [
+    "lock.lua",
+    "rlock.lua",
+    "refresh.lua",
+    "unlock.lua",
+    "downgrade.lua",
+];
 
 /// One script: its body and the SHA1 `EVALSHA` names it by.
 struct Lua {
@@ -62,15 +68,17 @@ struct Scripts {
     rlock: Lua,
     refresh: Lua,
     unlock: Lua,
+    downgrade: Lua,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, unlock] = SCRIPT_FILES.map(load);
+    let [lock, rlock, refresh, unlock, downgrade] = SCRIPT_FILES.map(load);
     Scripts {
         lock,
         rlock,
         refresh,
         unlock,
+        downgrade,
     }
 });
 
@@ -308,6 +316,43 @@ pub(crate) async fn unlock<C: ConnectionLike>(
     })
 }
 
+/// What `downgrade.lua` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Downgraded {
+    /// The id now holds the lock as a reader, with a PTTL of at least the TTL.
+    pub(crate) held: bool,
+    /// The writer's key became a readers' set just now, and the id was published on the
+    /// release channel.
+    pub(crate) published: bool,
+}
+
+/// Runs `downgrade.lua`: turn the write lock `id` holds into a read lock held by `id`
+/// with PTTL `ttl_ms`, in one step, and publish `id` on the release channel (by
+/// `SPUBLISH` when `sharded`, else by `PUBLISH`) so waiting readers look again.
+pub(crate) async fn downgrade<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &Keys,
+    id: &str,
+    ttl_ms: u64,
+    sharded: bool,
+) -> Result<Downgraded, Error> {
+    let reply: i64 = SCRIPTS
+        .downgrade
+        .run(conn, 1, |cmd| {
+            cmd.arg(&keys.lock)
+                .arg(id)
+                .arg(ttl_ms)
+                .arg(&keys.channel)
+                .arg(if sharded { "1" } else { "0" });
+        })
+        .await
+        .map_err(|err| Error::redis(&keys.lock, err))?;
+    Ok(Downgraded {
+        held: reply & 1 == 1,
+        published: reply & 2 == 2,
+    })
+}
+
 fn unexpected(reply: &Value, key: &str) -> Error {
     let err = RedisError::from((
         ErrorKind::UnexpectedReturnType,
@@ -373,6 +418,7 @@ mod tests {
             &SCRIPTS.rlock,
             &SCRIPTS.refresh,
             &SCRIPTS.unlock,
+            &SCRIPTS.downgrade,
         ] {
             assert_eq!(script.sha.len(), 40);
         }
