@@ -151,3 +151,42 @@ impl Guard {
         Ok(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_release_removes_every_form_the_id_may_have() {
+        let never = Shape::default();
+        assert_eq!(never.releasing(Mode::Write), [Mode::Write]);
+        assert_eq!(Shape::default().releasing(Mode::Read), [Mode::Read]);
+
+        let done = Shape::default();
+        assert!(done.sending());
+        done.answered(true);
+        assert_eq!(done.releasing(Mode::Write), [Mode::Read]);
+
+        let unanswered = Shape::default();
+        assert!(unanswered.sending());
+        assert_eq!(unanswered.releasing(Mode::Write), [Mode::Write, Mode::Read]);
+        unanswered.answered(true);
+        assert_eq!(
+            unanswered.releasing(Mode::Write),
+            [Mode::Write, Mode::Read],
+            "a reply after the release began changes nothing"
+        );
+
+        let refused = Shape::default();
+        assert!(refused.sending());
+        refused.answered(false);
+        assert_eq!(refused.releasing(Mode::Write), [Mode::Write]);
+    }
+
+    #[test]
+    fn no_downgrade_is_sent_once_the_release_has_begun() {
+        let shape = Shape::default();
+        assert_eq!(shape.releasing(Mode::Write), [Mode::Write]);
+        assert!(!shape.sending());
+    }
+}
