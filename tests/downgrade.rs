@@ -420,3 +420,44 @@ async fn a_downgrade_dropped_in_flight_that_never_runs_leaves_nothing() {
     );
     assert_eq!(calls(&conn, "sadd").await, 0, "the downgrade never ran");
 }
+
+/// On a Redis Cluster the downgrade publishes by `SPUBLISH` in the lock key's slot: a
+/// reader waiting through a cluster notifier (fallback timer 15 s) is woken by it.
+#[cfg(feature = "cluster")]
+#[tokio::test]
+async fn on_a_cluster_a_downgrade_wakes_readers_by_sharded_pub_sub() {
+    use common::cluster::Cluster;
+    use redismutex::Notifier;
+
+    common::init_tracing();
+    let cluster = Cluster::start();
+    let ttl = Duration::from_secs(30);
+    let holder = RwMutex::builder(cluster.conn().await, "{dg}")
+        .ttl(ttl)
+        .build()
+        .unwrap();
+    let readers = RwMutex::builder(cluster.conn().await, "{dg}")
+        .ttl(ttl)
+        .notifier(Notifier::cluster(cluster.client()))
+        .build()
+        .unwrap();
+
+    let guard = holder.write().key("1").await.unwrap();
+    let reader = tokio::spawn(async move { readers.read().key("1").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!reader.is_finished());
+    let guard = at_once(guard.downgrade()).await.unwrap();
+    let reader = tokio::time::timeout(LIVENESS, reader)
+        .await
+        .expect("the waiting reader is woken by SPUBLISH")
+        .unwrap()
+        .unwrap();
+    let members: Vec<String> = redis::cmd("SMEMBERS")
+        .arg("{dg}:1")
+        .query_async(&mut cluster.conn().await)
+        .await
+        .unwrap();
+    assert_eq!(members.len(), 2, "{members:?}");
+    assert!(at_once(reader.unlock()).await.unwrap());
+    assert!(at_once(guard.unlock()).await.unwrap());
+}
