@@ -8,6 +8,7 @@ use redis::aio::ConnectionLike;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::downgrade::Shape;
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::hub::Waiter;
@@ -67,6 +68,7 @@ where
         keys: Keys::new(key, settings.fair),
         id: new_id(),
         mode: request.mode,
+        shape: Shape::default(),
         ttl: settings.ttl,
         ttl_ms: settings.ttl_ms(),
         fence_ms: settings.fence_ms(),

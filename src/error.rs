@@ -39,7 +39,8 @@ pub enum Error {
     /// or one request got no reply within its bound: a
     /// [`try_write`](crate::RwMutex::try_write)'s or
     /// [`try_read`](crate::RwMutex::try_read)'s attempt within the lock's validity, a
-    /// release ([`Guard::unlock`](crate::Guard::unlock)) within the TTL.
+    /// release ([`Guard::unlock`](crate::Guard::unlock)) within the TTL, a
+    /// [`Guard::downgrade`](crate::Guard::downgrade) within the guard's validity deadline.
     #[error("timed out waiting for the lock")]
     Timeout,
 
@@ -92,6 +93,18 @@ pub enum Error {
     )]
     WouldDeadlock {
         /// The lock key the task holds a read lock on.
+        key: String,
+    },
+
+    /// The guard's lock was no longer held (its token had fired, or Redis no longer had
+    /// this id at `key`), so it could not be
+    /// [downgraded](crate::Guard::downgrade). The guard is gone, and so is the lock.
+    #[error(
+        "the lock on key {} was no longer held, so it could not be downgraded",
+        Preview(key)
+    )]
+    NotHeld {
+        /// The lock key.
         key: String,
     },
 }
@@ -181,7 +194,8 @@ impl Error {
             | Self::WrongType { key, .. }
             | Self::NoExpiry { key }
             | Self::InvalidKey { key, .. }
-            | Self::WouldDeadlock { key } => Some(key),
+            | Self::WouldDeadlock { key }
+            | Self::NotHeld { key } => Some(key),
             Self::Timeout | Self::Cancelled | Self::InvalidOptions(_) => None,
         }
     }

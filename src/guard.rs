@@ -62,11 +62,12 @@ use crate::status::Status;
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
 pub struct Guard {
-    lease: Arc<dyn Held>,
-    mode: Mode,
+    pub(crate) lease: Arc<dyn Held>,
+    /// [`Mode::Read`] after a downgrade.
+    pub(crate) mode: Mode,
     fencing_token: u64,
-    token: CancellationToken,
-    status: Arc<Status>,
+    pub(crate) token: CancellationToken,
+    pub(crate) status: Arc<Status>,
     role: Role,
 }
 
@@ -156,6 +157,12 @@ impl Guard {
     }
 
     /// What a nested guard on this guard's lock shares with it.
+    /// Whether the guard shares an outer guard's lock (reentrancy) rather than holding
+    /// one in Redis.
+    pub(crate) fn is_nested(&self) -> bool {
+        matches!(self.role, Role::Nested)
+    }
+
     pub(crate) fn outer(&self) -> Outer {
         Outer {
             lease: Arc::clone(&self.lease),
@@ -184,7 +191,8 @@ impl Guard {
         self.lease.id()
     }
 
-    /// Whether this is a read (shared) or write (exclusive) lock.
+    /// Whether this is a read (shared) or write (exclusive) lock: [`Mode::Read`] after a
+    /// [`downgrade`](Self::downgrade).
     pub fn mode(&self) -> Mode {
         self.mode
     }
@@ -366,7 +374,7 @@ impl fmt::Debug for Guard {
             .field("id", &self.id())
             .field("mode", &self.mode)
             .field("fencing_token", &self.fencing_token)
-            .field("nested", &matches!(self.role, Role::Nested))
+            .field("nested", &self.is_nested())
             .field("cancel_reason", &self.status.recorded())
             .finish()
     }

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 
+use crate::downgrade::Shape;
 use crate::error::Error;
 use crate::hub::Hub;
 use crate::keys::Keys;
 use crate::mode::Mode;
-use crate::scripts::{self, Attempt, Fair, FastLock, Hold};
+use crate::scripts::{self, Attempt, Fair, FastLock, Hold, Released};
 
 /// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
 /// Redis", the `CLOCK_DRIFT_FACTOR` of the reference implementations).
@@ -25,7 +26,10 @@ pub(crate) struct Lease<C> {
     pub(crate) conn: C,
     pub(crate) keys: Keys,
     pub(crate) id: String,
+    /// The mode the lock was taken in. A write lock may since have been downgraded:
+    /// `shape` says which form the release must remove.
     pub(crate) mode: Mode,
+    pub(crate) shape: Shape,
     pub(crate) ttl: Duration,
     pub(crate) ttl_ms: u64,
     /// The PX of the fence key, in milliseconds.
@@ -93,9 +97,29 @@ where
         scripts::refresh(conn, &self.keys.lock, &self.id, self.ttl_ms).await
     }
 
+    /// Turns this writer's lock into a read lock held by the same id, in one step; waiters
+    /// here and elsewhere are told. False when the id did not hold the lock as a writer
+    /// (nor already as a reader), or when the release has begun (nothing is sent then).
+    pub(crate) async fn downgrade(&self) -> Result<bool, Error> {
+        if !self.shape.sending() {
+            return Ok(false);
+        }
+        let mut conn = self.conn.clone();
+        let downgraded =
+            scripts::downgrade(&mut conn, &self.keys, &self.id, self.ttl_ms, self.cluster).await?;
+        self.shape.answered(downgraded.held);
+        if let (true, Some(hub)) = (downgraded.published, &self.hub) {
+            hub.released(&self.keys.channel, &self.id);
+        }
+        Ok(downgraded.held)
+    }
+
     /// Removes this id from the lock key, clears the lock intent when `clear_intent` and
     /// it holds this id, and leaves the fair queue when `leave_queue`; waiters here and
     /// elsewhere are told when that frees the lock. True when the id held the lock.
+    ///
+    /// After a downgrade whose reply was never read, the id may be a writer's or a
+    /// reader's: it is removed as a writer's and, if that finds nothing, as a reader's.
     ///
     /// Waits at most one TTL for the reply ([`Error::Timeout`] after that): by then
     /// anything this id could have left in Redis has expired, since refresh has stopped.
@@ -105,15 +129,33 @@ where
         leave_queue: bool,
     ) -> Result<bool, Error> {
         let mut conn = self.conn.clone();
-        let unlock = scripts::unlock(
-            &mut conn,
-            &self.keys,
-            clear_intent,
-            leave_queue,
-            &self.id,
-            self.hold(),
-            self.cluster,
-        );
+        let modes = self.shape.releasing(self.mode);
+        let unlock = async {
+            let mut released = Released {
+                held: false,
+                published: false,
+            };
+            for &mode in modes {
+                let hold = self.hold_as(mode);
+                let (keys, id) = (&self.keys, &self.id);
+                let found = scripts::unlock(
+                    &mut conn,
+                    keys,
+                    clear_intent,
+                    leave_queue,
+                    id,
+                    hold,
+                    self.cluster,
+                )
+                .await?;
+                released.held = found.held;
+                released.published |= found.published;
+                if found.held {
+                    break;
+                }
+            }
+            Ok(released)
+        };
         let released = tokio::time::timeout(self.ttl, unlock)
             .await
             .unwrap_or(Err(Error::Timeout))?;
@@ -128,8 +170,15 @@ where
 pub(crate) trait Held: Send + Sync {
     fn key(&self) -> &str;
     fn id(&self) -> &str;
+    /// The mode the lock is held in now: the acquired one, or [`Mode::Read`] after a
+    /// downgrade.
+    fn mode(&self) -> Mode;
+    /// [`Lease::validity`].
+    fn validity(&self) -> Duration;
     /// [`Lease::release`] without clearing an intent.
     fn release(&self) -> Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + '_>>;
+    /// [`Lease::downgrade`].
+    fn downgrade(&self) -> Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + '_>>;
 }
 
 impl<C> Held for Lease<C>
@@ -144,15 +193,27 @@ where
         &self.id
     }
 
+    fn mode(&self) -> Mode {
+        self.shape.mode(self.mode)
+    }
+
+    fn validity(&self) -> Duration {
+        Lease::validity(self)
+    }
+
     fn release(&self) -> Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + '_>> {
         Box::pin(Lease::release(self, false, false))
+    }
+
+    fn downgrade(&self) -> Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + '_>> {
+        Box::pin(Lease::downgrade(self))
     }
 }
 
 impl<C> Lease<C> {
-    /// What this lease's id holds at the lock key.
-    pub(crate) fn hold(&self) -> Hold {
-        match (self.permits, self.mode) {
+    /// What this lease's id holds at the lock key when it holds it in `mode`.
+    fn hold_as(&self, mode: Mode) -> Hold {
+        match (self.permits, mode) {
             (Some(_), _) => Hold::Permit,
             (None, Mode::Write) => Hold::Write,
             (None, Mode::Read) => Hold::Read,
@@ -188,6 +249,7 @@ mod tests {
             keys: Keys::new("k".into(), false),
             id: "0".repeat(32),
             mode: Mode::Write,
+            shape: Shape::default(),
             ttl: Duration::from_millis(ttl_ms),
             ttl_ms,
             fence_ms: ttl_ms,

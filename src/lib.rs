@@ -5,6 +5,7 @@
 mod acquire;
 mod builder;
 mod cluster;
+mod downgrade;
 mod error;
 mod fences;
 mod guard;

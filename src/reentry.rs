@@ -184,7 +184,8 @@ where
     let registry = Arc::clone(&request.inner.reentry);
     let (key, outer) = registry.find(request.lock_key(), Holder::current());
     if let Some(outer) = outer {
-        if outer.mode == Mode::Read && request.mode == Mode::Write {
+        // The lock's mode now: an outer write guard may have been downgraded since.
+        if outer.lease.mode() == Mode::Read && request.mode == Mode::Write {
             return Err(Error::WouldDeadlock { key });
         }
         let parent = request.parent;
@@ -220,7 +221,19 @@ mod tests {
         fn id(&self) -> &str {
             "id"
         }
+        fn mode(&self) -> Mode {
+            Mode::Write
+        }
+        fn validity(&self) -> Duration {
+            Duration::from_secs(60)
+        }
         fn release(
+            &self,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, Error>> + Send + '_>>
+        {
+            Box::pin(async { Ok(true) })
+        }
+        fn downgrade(
             &self,
         ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, Error>> + Send + '_>>
         {

@@ -1,6 +1,6 @@
 //! The Lua scripts of the protocol, embedded from `lua/` and run by EVALSHA: the four of
-//! the read-write lock, and the semaphore's. `lock.lua`, `rlock.lua` and `semaphore.lua`
-//! are each sent with `shared.lua` before them, as one script.
+//! the read-write lock, `downgrade.lua`, and the semaphore's. `lock.lua`, `rlock.lua` and
+//! `semaphore.lua` are each sent with `shared.lua` before them, as one script.
 //!
 //! A script is sent as `EVALSHA`; on a `NOSCRIPT` reply (after `SCRIPT FLUSH`, a server
 //! restart, or a failover to a replica whose script cache is empty) it is sent again as
@@ -23,12 +23,13 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these and
 /// [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 5] = [
+pub(crate) const SCRIPT_FILES: [&str; 6] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
     "unlock.lua",
     "semaphore.lua",
+    "downgrade.lua",
 ];
 /// The functions that the scripts which take a lock or a permit share; sent before each.
 const SHARED_FILE: &str = "shared.lua";
@@ -75,16 +76,18 @@ struct Scripts {
     refresh: Lua,
     unlock: Lua,
     semaphore: Lua,
+    downgrade: Lua,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, unlock, semaphore] = SCRIPT_FILES.map(load);
+    let [lock, rlock, refresh, unlock, semaphore, downgrade] = SCRIPT_FILES.map(load);
     Scripts {
         lock,
         rlock,
         refresh,
         unlock,
         semaphore,
+        downgrade,
     }
 });
 
@@ -443,6 +446,43 @@ pub(crate) async fn unlock<C: ConnectionLike>(
     })
 }
 
+/// What `downgrade.lua` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Downgraded {
+    /// The id now holds the lock as a reader, with a PTTL of at least the TTL.
+    pub(crate) held: bool,
+    /// The writer's key became a readers' set just now, and the id was published on the
+    /// release channel.
+    pub(crate) published: bool,
+}
+
+/// Runs `downgrade.lua`: turn the write lock `id` holds into a read lock held by `id`
+/// with PTTL `ttl_ms`, in one step, and publish `id` on the release channel (by
+/// `SPUBLISH` when `sharded`, else by `PUBLISH`) so waiting readers look again.
+pub(crate) async fn downgrade<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &Keys,
+    id: &str,
+    ttl_ms: u64,
+    sharded: bool,
+) -> Result<Downgraded, Error> {
+    let reply: i64 = SCRIPTS
+        .downgrade
+        .run(conn, 1, |cmd| {
+            cmd.arg(&keys.lock)
+                .arg(id)
+                .arg(ttl_ms)
+                .arg(&keys.channel)
+                .arg(if sharded { "1" } else { "0" });
+        })
+        .await
+        .map_err(|err| Error::redis(&keys.lock, err))?;
+    Ok(Downgraded {
+        held: reply & 1 == 1,
+        published: reply & 2 == 2,
+    })
+}
+
 fn unexpected(reply: &Value, key: &str) -> Error {
     let err = RedisError::from((
         ErrorKind::UnexpectedReturnType,
@@ -510,6 +550,7 @@ mod tests {
             &SCRIPTS.refresh,
             &SCRIPTS.unlock,
             &SCRIPTS.semaphore,
+            &SCRIPTS.downgrade,
         ] {
             assert_eq!(script.sha.len(), 40);
         }

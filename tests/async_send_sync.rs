@@ -32,7 +32,7 @@ fn public_types_are_send_and_sync() {
 }
 
 #[allow(dead_code, clippy::let_underscore_future)]
-fn futures_are_send_and_static(mx: RwMutex<MultiplexedConnection>, guard: Guard) {
+fn futures_are_send_and_static(mx: RwMutex<MultiplexedConnection>, guard: Guard, other: Guard) {
     let write = mx.write().into_future();
     send(&write);
     static_lifetime(&write);
@@ -41,6 +41,9 @@ fn futures_are_send_and_static(mx: RwMutex<MultiplexedConnection>, guard: Guard)
     static_lifetime(&try_read);
     send(&guard.cancelled());
     send(&guard.unlock());
+    let downgrade = other.downgrade();
+    send(&downgrade);
+    static_lifetime(&downgrade);
 }
 
 #[allow(dead_code, clippy::let_underscore_future)]

@@ -384,3 +384,44 @@ async fn a_nested_guard_follows_the_outer_refreshes() {
     assert_eq!(nested.cancel_reason(), Some(CancelReason::Lost));
     assert_eq!(outer.cancel_reason(), Some(CancelReason::Lost));
 }
+
+#[tokio::test]
+async fn a_nested_write_guard_downgrades_alone_and_the_lock_stays_the_outer_writers() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = reentrant(&conn, TTL);
+
+    let outer = mx.write().key("d").await.unwrap();
+    let nested = at_once(mx.write().key("d")).await.unwrap();
+    let nested = at_once(nested.downgrade()).await.unwrap();
+    assert_eq!(nested.mode(), Mode::Read);
+    assert_eq!(outer.mode(), Mode::Write);
+    // Nothing was sent: the key is still the outer writer's string.
+    assert_eq!(raw::key_type(&conn, "jobs:d").await, "string");
+    assert_eq!(raw::get(&conn, "jobs:d").await.as_deref(), Some(outer.id()));
+    let stranger = stranger(&server).await;
+    assert!(stranger.try_read().key("d").await.unwrap().is_none());
+    drop(nested);
+    drop(outer);
+    assert!(eventually(|| async { !raw::exists(&conn, "jobs:d").await }).await);
+}
+
+#[tokio::test]
+async fn after_the_outer_guard_is_downgraded_a_write_inside_it_is_refused() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = reentrant(&conn, TTL);
+
+    let outer = mx.write().key("d").await.unwrap();
+    let outer = at_once(outer.downgrade()).await.unwrap();
+    assert_eq!(raw::key_type(&conn, "jobs:d").await, "set");
+    // A read inside it still nests; a write would wait for the task's own read lock.
+    let read = at_once(mx.read().key("d")).await.unwrap();
+    assert_eq!(read.id(), outer.id());
+    match at_once(mx.write().key("d")).await {
+        Err(Error::WouldDeadlock { key }) => assert_eq!(key, "jobs:d"),
+        other => panic!("a write inside a downgraded guard: {other:?}"),
+    }
+    drop(read);
+    outer.unlock().await.unwrap();
+}

@@ -19,6 +19,7 @@ const RLOCK: &str = concat!(
 );
 const REFRESH: &str = include_str!("../lua/refresh.lua");
 const UNLOCK: &str = include_str!("../lua/unlock.lua");
+const DOWNGRADE: &str = include_str!("../lua/downgrade.lua");
 
 const ID_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -87,6 +88,19 @@ async fn unlock_as(conn: &MultiplexedConnection, id: &str, clear_intent: bool, m
         .arg(id)
         .arg("k:released")
         .arg(mode)
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap()
+}
+
+/// `downgrade.lua`: 1 now a reader, + 2 when the writer's key was replaced and published.
+async fn downgrade(conn: &MultiplexedConnection, id: &str, ttl: u64) -> i64 {
+    Script::new(DOWNGRADE)
+        .key("k")
+        .arg(id)
+        .arg(ttl)
+        .arg("k:released")
+        .arg("0")
         .invoke_async(&mut conn.clone())
         .await
         .unwrap()
@@ -317,4 +331,90 @@ async fn refresh_reports_zero_and_changes_nothing_when_not_held() {
     raw::cmd::<i64>(&conn, "RPUSH", &["k", ID_A]).await;
     assert_eq!(refresh(&conn, ID_A, 5000).await, 0, "a list");
     assert_eq!(raw::pttl(&conn, "k").await, -1);
+}
+
+#[tokio::test]
+async fn downgrade_turns_only_its_own_writers_key_into_a_readers_set() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    assert_eq!(downgrade(&conn, ID_A, 5000).await, 0, "nothing held");
+    assert!(!raw::exists(&conn, "k").await, "nothing created");
+
+    lock(&conn, ID_B, 5000, false).await;
+    assert_eq!(downgrade(&conn, ID_A, 5000).await, 0, "another writer's");
+    assert_eq!(raw::get(&conn, "k").await.as_deref(), Some(ID_B));
+    assert_eq!(unlock(&conn, ID_B, false).await, 3);
+
+    let minted = token(&lock(&conn, ID_A, 5000, false).await);
+    let fence = raw::stored_token(&conn, "k:fence").await;
+    assert_eq!(fence, minted as u64);
+    assert_eq!(
+        downgrade(&conn, ID_A, 9000).await,
+        3,
+        "replaced and published"
+    );
+    assert_eq!(raw::key_type(&conn, "k").await, "set");
+    assert_eq!(raw::members(&conn, "k").await, vec![ID_A.to_string()]);
+    let pttl = raw::pttl(&conn, "k").await;
+    assert!((8000..=9000).contains(&pttl), "PTTL {pttl}");
+    assert_eq!(
+        raw::stored_token(&conn, "k:fence").await,
+        fence,
+        "no token minted"
+    );
+
+    // A resent downgrade finds the set holding its id: success, nothing published, the
+    // TTL raised but never lowered.
+    assert_eq!(downgrade(&conn, ID_A, 20_000).await, 1);
+    assert!(raw::pttl(&conn, "k").await > 19_000);
+    assert_eq!(downgrade(&conn, ID_A, 100).await, 1);
+    assert!(raw::pttl(&conn, "k").await > 19_000, "never shortened");
+    assert_eq!(raw::members(&conn, "k").await, vec![ID_A.to_string()]);
+
+    // Now a reader like any other: another reader joins, a writer is blocked, and
+    // refresh and unlock treat the id as a reader's.
+    token(&rlock(&conn, ID_B, 5000).await);
+    blocked_pttl(&lock(&conn, "cccccccccccccccccccccccccccccccc", 5000, false).await);
+    assert_eq!(refresh(&conn, ID_A, 5000).await, 1);
+    assert_eq!(
+        unlock(&conn, ID_A, false).await,
+        0,
+        "no writer's id any more"
+    );
+    assert_eq!(unlock_as(&conn, ID_A, false, "r").await, 1);
+    assert_eq!(
+        downgrade(&conn, ID_A, 5000).await,
+        0,
+        "a set without the id"
+    );
+    assert_eq!(raw::members(&conn, "k").await, vec![ID_B.to_string()]);
+    assert_eq!(unlock_as(&conn, ID_B, false, "r").await, 3);
+
+    raw::cmd::<i64>(&conn, "HSET", &["k", "f", "v"]).await;
+    assert_eq!(downgrade(&conn, ID_A, 5000).await, 0, "a foreign type");
+    assert_eq!(raw::key_type(&conn, "k").await, "hash");
+    assert_eq!(raw::pttl(&conn, "k").await, -1, "no TTL put on it");
+}
+
+#[tokio::test]
+async fn downgrade_completes_out_of_memory() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    let conn = server.conn().await;
+    lock(&conn, ID_A, 5000, false).await;
+    // An empty server may use less than 1 MB; with 2 MB of filler it is surely over.
+    raw::cmd::<()>(&conn, "SET", &["filler", &"x".repeat(2 << 20)]).await;
+    raw::cmd::<()>(&conn, "CONFIG", &["SET", "maxmemory", "1mb"]).await;
+    let probe = redis::cmd("SADD")
+        .arg("probe")
+        .arg("1")
+        .query_async::<()>(&mut conn.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(probe.code(), Some("OOM"), "{probe}");
+
+    // DEL comes first, and a script that has written is let finish: the SADD after it
+    // is not refused, so the lock is never left deleted.
+    assert_eq!(downgrade(&conn, ID_A, 5000).await, 3);
+    assert_eq!(raw::members(&conn, "k").await, vec![ID_A.to_string()]);
+    assert!(raw::pttl(&conn, "k").await > 4000);
 }
