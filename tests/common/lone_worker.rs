@@ -24,9 +24,14 @@ pub struct LoneWorker {
 
 impl LoneWorker {
     /// Starts worker `name` with the `FW_*` variables in `env` (see
-    /// `examples/fault_worker.rs`) and waits for its `START`.
+    /// `examples/fault_worker.rs`) and waits for its `START`. Building the worker first,
+    /// if needed, blocks a thread of its own, not the runtime: guards held meanwhile keep
+    /// refreshing.
     pub async fn spawn(name: &str, env: &[(&str, &str)]) -> LoneWorker {
-        let mut command = Command::new(worker_bin::path());
+        let path = tokio::task::spawn_blocking(worker_bin::path)
+            .await
+            .expect("build the fault worker");
+        let mut command = Command::new(path);
         command
             .env("FW_NAME", name)
             .envs(env.iter().copied())
