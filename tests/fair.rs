@@ -547,8 +547,10 @@ async fn peek(conn: &C, key: &str) -> Peek {
 
 /// Checks, right after the release of `key`, that the dead waiter first in its queue
 /// was still there with its deadline ahead, and that while it stays first with its
-/// deadline ahead nobody takes the free lock. Returns that deadline (server ms).
-async fn stalled_behind(conn: &C, key: &str) -> i64 {
+/// deadline ahead nobody takes the free lock; watches for `bound` at most. Returns that
+/// deadline (server ms).
+async fn stalled_behind(conn: &C, key: &str, bound: Duration) -> i64 {
+    let watched = Instant::now();
     let at_release = peek(conn, key).await;
     assert!(
         !at_release.first.is_empty() && at_release.deadline > at_release.now,
@@ -558,7 +560,7 @@ async fn stalled_behind(conn: &C, key: &str) -> i64 {
         !at_release.exists,
         "taken past the dead waiter: {at_release:?}"
     );
-    loop {
+    while watched.elapsed() < bound {
         let now = peek(conn, key).await;
         if now.first != at_release.first || now.deadline <= now.now {
             break;
@@ -612,8 +614,8 @@ async fn a_killed_fair_waiter_holds_the_queue_up_for_about_one_ttl_only() {
     worker.kill().await;
     assert!(holder.unlock().await.unwrap());
     let released = Instant::now();
-    stalled_behind(&conn, key).await;
-    let (acquired, guard) = tokio::time::timeout(ttl + LIVENESS, behind)
+    stalled_behind(&conn, key, ttl + Duration::from_secs(2)).await;
+    let (acquired, guard) = tokio::time::timeout_at(released + ttl + LIVENESS, behind)
         .await
         .expect("the queue moves on")
         .unwrap();
@@ -658,8 +660,8 @@ async fn a_cut_off_fair_permit_waiter_holds_the_queue_up_for_about_one_ttl_only(
     tokio::time::sleep(Duration::from_millis(100)).await; // what it sent before is in
     assert!(holder.unlock().await.unwrap());
     let released = Instant::now();
-    let dead_deadline = stalled_behind(&conn, "line").await;
-    let permit = tokio::time::timeout(ttl + LIVENESS, behind)
+    let dead_deadline = stalled_behind(&conn, "line", ttl + Duration::from_secs(2)).await;
+    let permit = tokio::time::timeout_at(released + ttl + LIVENESS, behind)
         .await
         .expect("the queue moves on")
         .unwrap();

@@ -198,18 +198,23 @@ async fn racing_tries_give_the_last_permit_to_exactly_one_client_plain_and_fair(
     }
 }
 
+/// A holder in another process, SIGKILLed, cannot return its permit: the permit frees
+/// when its deadline passes by the server's clock (another holder keeps the semaphore key
+/// itself alive), and never while the holder lives and refreshes.
 #[tokio::test]
 async fn a_killed_holders_permit_frees_by_its_ttl_and_never_while_it_refreshes() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let ttl = Duration::from_secs(1);
+    let sem = semaphore(&conn, "pool", 2, ttl);
+    let staying = sem.acquire().await.unwrap();
     let url = server.url();
     let mut worker = LoneWorker::spawn(
         "holder",
         &[
             ("FW_LOCK_URL", &url),
             ("FW_MUTEX", "pool"),
-            ("FW_PERMITS", "1"),
+            ("FW_PERMITS", "2"),
             ("FW_TTL_MS", "1000"),
             ("FW_HOLD_MS", "600000"),
             ("FW_NOTIFY", "0"),
@@ -218,7 +223,8 @@ async fn a_killed_holders_permit_frees_by_its_ttl_and_never_while_it_refreshes()
     .await;
     let acquired = worker.wait_for("ACQUIRED").await;
     let id = acquired.id().to_string();
-    let sem = semaphore(&conn, "pool", 1, ttl);
+    let mut both = vec![id.clone(), staying.id().to_string()];
+    both.sort();
 
     // Three TTLs while it lives: it refreshes, so nobody else gets in.
     let alive_until = Instant::now() + ttl * 3;
@@ -230,7 +236,7 @@ async fn a_killed_holders_permit_frees_by_its_ttl_and_never_while_it_refreshes()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(holders(&conn, "pool").await, vec![id.clone()]);
+    assert_eq!(holders(&conn, "pool").await, both);
 
     worker.kill().await;
     // Whatever it sent before dying is processed: its deadline is final now.
@@ -248,8 +254,12 @@ async fn a_killed_holders_permit_frees_by_its_ttl_and_never_while_it_refreshes()
         acquired_at >= dead_deadline,
         "acquired at {acquired_at} (server ms), before the dead holder's deadline {dead_deadline}"
     );
-    assert_eq!(holders(&conn, "pool").await, vec![permit.id().to_string()]);
+    let mut now_held = vec![permit.id().to_string(), staying.id().to_string()];
+    now_held.sort();
+    assert_eq!(holders(&conn, "pool").await, now_held);
+    assert!(!staying.is_cancelled(), "{:?}", staying.cancel_reason());
     assert!(permit.unlock().await.unwrap());
+    assert!(staying.unlock().await.unwrap());
 }
 
 /// Runs `body` on a thread of its own, in a current-thread runtime whose clock is paused
