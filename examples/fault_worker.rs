@@ -1,6 +1,7 @@
 //! A lock holder for the fault-injection tests (`tests/faults_holders.rs`,
-//! `tests/faults_server.rs`, `tests/soak.rs`): a process, so that the tests can SIGKILL
-//! and SIGSTOP it. Not meant to be run by hand.
+//! `tests/faults_server.rs`, `tests/soak.rs`) and for the semaphore and fair-mode tests
+//! (`tests/semaphore.rs`, `tests/fair.rs`, through `tests/common/lone_worker.rs`): a
+//! process, so that the tests can SIGKILL and SIGSTOP it. Not meant to be run by hand.
 //!
 //! It runs critical sections on the lock server and checks itself on a referee server
 //! (see `tests/common/referee.rs`): acquire, work, then `if guard.is_cancelled()` give up,
@@ -18,7 +19,7 @@
 //! | variable | meaning | default |
 //! | --- | --- | --- |
 //! | `FW_LOCK_URL` | the lock server (the tests give each worker its own proxy) | required |
-//! | `FW_REFEREE_URL` | the referee server | required |
+//! | `FW_REFEREE_URL` | the referee server | required, but in semaphore mode |
 //! | `FW_NAME` | this worker's name in events and on the referee | `worker` |
 //! | `FW_MUTEX` | the mutex name | `faults` |
 //! | `FW_KEYS` | how many lock keys (`k0`, `k1`, ...) to pick from at random | `1` |
@@ -30,12 +31,14 @@
 //! | `FW_INTENT` | `1` for lock intent | `0` |
 //! | `FW_ACQUIRE_TIMEOUT_MS` | `.timeout(..)` of each acquire | `3000` |
 //! | `FW_NOTIFY` | `1`: wait by release notifications (through the same proxy); `0`: poll | `1` |
+//! | `FW_FAIR` | `1` for fair mode (`Builder::fair`) | `0` |
+//! | `FW_PERMITS` | if set: semaphore mode, permits of semaphore `FW_MUTEX` with this count, each held `FW_HOLD_MS` (default 60 s); the referee is not used | unset |
 //!
 //! Events, one a line on stdout, `<us>` being microseconds since the UNIX epoch:
 //!
 //! ```text
 //! START <us> <pid>
-//! ACQUIRED <us> <r|w> <key> <token> <id>
+//! ACQUIRED <us> <r|w|p> <key> <token> <id>              (p: a semaphore's permit)
 //! HOLDING <us> <key> <token>
 //! FIRED <us> <key> <token> <Lost|Expired|...|released>  (released: fired by unlock())
 //! ABANDONED <us> <key> <token> <reason>                 (no write follows)
@@ -64,7 +67,7 @@ use std::time::Duration;
 use events::now_us;
 use rand::RngExt;
 use redis::aio::ConnectionManager;
-use redismutex::{Guard, Mode, RwMutex};
+use redismutex::{Guard, Mode, RwMutex, Semaphore};
 use referee::Referee;
 use tokio::sync::oneshot;
 
@@ -110,7 +113,6 @@ struct Worker {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let lock_url = std::env::var("FW_LOCK_URL").expect("FW_LOCK_URL");
-    let referee_url = std::env::var("FW_REFEREE_URL").expect("FW_REFEREE_URL");
     let config = Config {
         name: var("FW_NAME", "worker"),
         keys: num("FW_KEYS", 1).max(1),
@@ -140,6 +142,13 @@ async fn main() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    if let Ok(permits) = std::env::var("FW_PERMITS") {
+        let permits = permits.parse().expect("FW_PERMITS");
+        hold_permits(conn, client, permits, &config, &stop).await;
+        event!("EXIT");
+        return;
+    }
+    let referee_url = std::env::var("FW_REFEREE_URL").expect("FW_REFEREE_URL");
     let referee = loop {
         match Referee::connect(&referee_url).await {
             Ok(referee) => break referee,
@@ -149,7 +158,8 @@ async fn main() {
     };
     let mut builder = RwMutex::builder(conn, var("FW_MUTEX", "faults"))
         .ttl(Duration::from_millis(num("FW_TTL_MS", 1000)))
-        .lock_intent(var("FW_INTENT", "0") == "1");
+        .lock_intent(var("FW_INTENT", "0") == "1")
+        .fair(var("FW_FAIR", "0") == "1");
     if var("FW_NOTIFY", "1") == "1" {
         builder = builder.notifier(client);
     }
@@ -285,6 +295,42 @@ impl Worker {
                 event!("FENCED", key, token, verdict, what);
             }
             Err(err) => event!("ERROR", format!("fenced {key}: {err}")),
+        }
+    }
+}
+
+/// Semaphore mode: takes permits one after another, holding each for `FW_HOLD_MS`.
+async fn hold_permits(
+    conn: ConnectionManager,
+    client: redis::Client,
+    permits: u32,
+    config: &Config,
+    stop: &AtomicBool,
+) {
+    let mut builder = Semaphore::builder(conn, var("FW_MUTEX", "faults"), permits)
+        .ttl(Duration::from_millis(num("FW_TTL_MS", 1000)))
+        .fair(var("FW_FAIR", "0") == "1");
+    if var("FW_NOTIFY", "1") == "1" {
+        builder = builder.notifier(client);
+    }
+    let sem = builder.build().expect("valid semaphore options");
+    let hold = config.hold.unwrap_or(Duration::from_secs(60));
+    while !stop.load(Ordering::SeqCst) {
+        match sem.acquire().timeout(config.acquire_timeout).await {
+            Ok(permit) => {
+                let (key, token) = (permit.key().to_string(), permit.fencing_token());
+                event!("ACQUIRED", "p", key, token, permit.id());
+                event!("HOLDING", key, token);
+                tokio::time::sleep(hold).await;
+                match permit.unlock().await {
+                    Ok(held) => event!("RELEASED", key, token, format!("held={held}")),
+                    Err(err) => event!("ERROR", format!("unlock {key}: {err}").replace('\n', " ")),
+                }
+            }
+            Err(err) => {
+                event!("ERROR", format!("acquire: {err}").replace('\n', " "));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod fleet;
 pub mod go_peer;
 pub mod hostile;
 pub mod inject;
+pub mod lone_worker;
 pub mod proxy;
 pub mod record;
 pub mod referee;
