@@ -393,14 +393,25 @@ pub(crate) async fn refresh<C: ConnectionLike>(
     Ok(held == 1)
 }
 
-/// What `unlock.lua` did.
+/// What `unlock.lua` or `downgrade.lua` did, from their reply: bit 1 and bit 2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Released {
-    /// The id held the lock and was removed.
+    /// `unlock.lua`: the id held the lock and was removed. `downgrade.lua`: the id now
+    /// holds the lock as a reader, with a PTTL of at least the TTL.
     pub(crate) held: bool,
-    /// The lock became free, or the id's own intent was deleted, and waiters were told
-    /// on the release channel.
+    /// Waiters were told on the release channel. `unlock.lua`: the lock became free, a
+    /// permit was returned, or the id's own intent was deleted (or its queue place left).
+    /// `downgrade.lua`: the writer's key became a readers' set just now.
     pub(crate) published: bool,
+}
+
+impl Released {
+    fn from_reply(reply: i64) -> Self {
+        Self {
+            held: reply & 1 == 1,
+            published: reply & 2 == 2,
+        }
+    }
 }
 
 /// Runs `unlock.lua`: remove `id` (held as `hold`) from the lock, delete the lock intent
@@ -440,20 +451,7 @@ pub(crate) async fn unlock<C: ConnectionLike>(
         })
         .await
         .map_err(|err| Error::redis(&keys.lock, err))?;
-    Ok(Released {
-        held: reply & 1 == 1,
-        published: reply & 2 == 2,
-    })
-}
-
-/// What `downgrade.lua` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Downgraded {
-    /// The id now holds the lock as a reader, with a PTTL of at least the TTL.
-    pub(crate) held: bool,
-    /// The writer's key became a readers' set just now, and the id was published on the
-    /// release channel.
-    pub(crate) published: bool,
+    Ok(Released::from_reply(reply))
 }
 
 /// Runs `downgrade.lua`: turn the write lock `id` holds into a read lock held by `id`
@@ -465,7 +463,7 @@ pub(crate) async fn downgrade<C: ConnectionLike>(
     id: &str,
     ttl_ms: u64,
     sharded: bool,
-) -> Result<Downgraded, Error> {
+) -> Result<Released, Error> {
     let reply: i64 = SCRIPTS
         .downgrade
         .run(conn, 1, |cmd| {
@@ -477,10 +475,7 @@ pub(crate) async fn downgrade<C: ConnectionLike>(
         })
         .await
         .map_err(|err| Error::redis(&keys.lock, err))?;
-    Ok(Downgraded {
-        held: reply & 1 == 1,
-        published: reply & 2 == 2,
-    })
+    Ok(Released::from_reply(reply))
 }
 
 fn unexpected(reply: &Value, key: &str) -> Error {

@@ -488,14 +488,15 @@ async fn a_resp2_cluster_notifier_falls_back_to_polling() {
     let held = mx.write().await.unwrap();
     let waiting = spawn_writer(&mx, "");
     // No reconnection storm: once its backoff has grown (10 ms doubling to 1 s), the
-    // notifier tries about once a second, each try opening at most one connection per
-    // node.
+    // notifier tries about once a second (three or four tries in the window), and a try
+    // opens a few connections per node at most (the cluster client's own, and those of
+    // its slot refresh); 13 to 25 were seen. Without the backoff it would be hundreds.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = connections_received(&cluster).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let opened = connections_received(&cluster).await - before;
     eprintln!("{opened} connections in 3 s");
-    assert!(opened <= 4 * 6, "{opened} connections in 3 s");
+    assert!(opened <= 8 * 6, "{opened} connections in 3 s");
     let (waited, guard) = hand_over(held, waiting).await;
     // Polling: within its 50 ms backoff cap, far below the 5 s fallback timer.
     assert!(waited < Duration::from_millis(500), "{waited:?}");

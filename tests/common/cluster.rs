@@ -229,13 +229,17 @@ impl Cluster {
             .unwrap_or_else(|err| panic!("connect to the cluster: {err}\n{}", self.describe()))
     }
 
-    /// A plain connection to the node on `port` alone, for raw checks there.
+    /// A plain connection to the node on `port` alone, for raw checks there. Its
+    /// response timeout is 10 s, not redis-rs's 500 ms: `CLUSTER SETSLOT` writes and
+    /// fsyncs the node's config file, which a busy disk can hold up past half a second.
     pub async fn node_conn(&self, port: u16) -> MultiplexedConnection {
-        redis::Client::open(node_url(port))
+        let mut conn = redis::Client::open(node_url(port))
             .expect("valid url")
             .get_multiplexed_async_connection()
             .await
-            .unwrap_or_else(|err| panic!("connect to {port}: {err}\n{}", self.log(port)))
+            .unwrap_or_else(|err| panic!("connect to {port}: {err}\n{}", self.log(port)));
+        conn.set_response_timeout(Duration::from_secs(10));
+        conn
     }
 
     /// Sends `SCRIPT FLUSH` to every running node.
