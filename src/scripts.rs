@@ -70,6 +70,24 @@ impl Lua {
     }
 }
 
+impl Lua {
+    /// Runs a script that takes a lock or a permit (`lock.lua`, `rlock.lua`,
+    /// `semaphore.lua`) for the lock key `key`, and reads its reply.
+    async fn attempt<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        numkeys: usize,
+        key: &str,
+        fill: impl Fn(&mut Cmd),
+    ) -> Result<Attempt, Error> {
+        let reply: Value = self
+            .run(conn, numkeys, fill)
+            .await
+            .map_err(|err| Error::redis(key, err))?;
+        parse_attempt(reply, key)
+    }
+}
+
 struct Scripts {
     lock: Lua,
     rlock: Lua,
@@ -286,9 +304,9 @@ pub(crate) async fn lock<C: ConnectionLike>(
     clock_floor: bool,
     fair: Fair,
 ) -> Result<Attempt, Error> {
-    let reply: Result<Value, RedisError> = SCRIPTS
+    SCRIPTS
         .lock
-        .run(conn, fair.numkeys(3), |cmd| {
+        .attempt(conn, fair.numkeys(3), &keys.lock, |cmd| {
             cmd.arg(&keys.lock).arg(&keys.intent).arg(&keys.fence);
             fair.keys(cmd, keys);
             cmd.arg(id)
@@ -300,11 +318,7 @@ pub(crate) async fn lock<C: ConnectionLike>(
             // protocol error.
             fair.args(cmd, clock_floor);
         })
-        .await;
-    parse_attempt(
-        reply.map_err(|err| Error::redis(&keys.lock, err))?,
-        &keys.lock,
-    )
+        .await
 }
 
 /// Runs `rlock.lua`: add `id` to the readers of the lock for at least `ttl_ms` and mint
@@ -323,9 +337,9 @@ pub(crate) async fn rlock<C: ConnectionLike>(
     fair: Fair,
 ) -> Result<Attempt, Error> {
     let counting = fence_checked && fair == Fair::Off;
-    let reply: Result<Value, RedisError> = SCRIPTS
+    SCRIPTS
         .rlock
-        .run(conn, fair.numkeys(3), |cmd| {
+        .attempt(conn, fair.numkeys(3), &keys.lock, |cmd| {
             cmd.arg(&keys.lock).arg(&keys.intent).arg(&keys.fence);
             fair.keys(cmd, keys);
             cmd.arg(id)
@@ -334,11 +348,7 @@ pub(crate) async fn rlock<C: ConnectionLike>(
                 .arg(if counting { "1" } else { "0" });
             fair.args(cmd, clock_floor);
         })
-        .await;
-    parse_attempt(
-        reply.map_err(|err| Error::redis(&keys.lock, err))?,
-        &keys.lock,
-    )
+        .await
 }
 
 /// Runs `semaphore.lua`: take one of `permits` permits under `id` for `ttl_ms` and mint a
@@ -355,9 +365,9 @@ pub(crate) async fn semaphore<C: ConnectionLike>(
     clock_floor: bool,
     fair: Fair,
 ) -> Result<Attempt, Error> {
-    let reply: Result<Value, RedisError> = SCRIPTS
+    SCRIPTS
         .semaphore
-        .run(conn, fair.numkeys(2), |cmd| {
+        .attempt(conn, fair.numkeys(2), &keys.lock, |cmd| {
             cmd.arg(&keys.lock).arg(&keys.fence);
             fair.keys(cmd, keys);
             cmd.arg(id)
@@ -369,11 +379,7 @@ pub(crate) async fn semaphore<C: ConnectionLike>(
                 cmd.arg(op);
             }
         })
-        .await;
-    parse_attempt(
-        reply.map_err(|err| Error::redis(&keys.lock, err))?,
-        &keys.lock,
-    )
+        .await
 }
 
 /// Runs `refresh.lua`: true when `id` still holds `key`, whose TTL is now at least `ttl_ms`.

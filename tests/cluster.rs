@@ -35,19 +35,6 @@ async fn exists(conn: &ClusterConnection, key: &str) -> bool {
         == 1
 }
 
-/// How many keys the whole cluster holds (the masters' `DBSIZE`).
-async fn keys_in_cluster(cluster: &Cluster) -> i64 {
-    let mut total = 0;
-    for master in cluster.masters() {
-        let mut node = cluster.node_conn(master.port).await;
-        total += redis::cmd("DBSIZE")
-            .query_async::<i64>(&mut node)
-            .await
-            .unwrap();
-    }
-    total
-}
-
 #[tokio::test]
 async fn names_whose_keys_would_cross_slots_are_refused_before_anything_is_sent() {
     let cluster = Cluster::start();
@@ -109,7 +96,7 @@ async fn names_whose_keys_would_cross_slots_are_refused_before_anything_is_sent(
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("CROSSSLOT"), "{err}");
-    assert_eq!(keys_in_cluster(&cluster).await, 0, "nothing was sent");
+    assert_eq!(cluster.key_count().await, 0, "nothing was sent");
     // Declared a cluster, it publishes by SPUBLISH: a cluster notifier hears it.
     let declared = RwMutex::builder(wrapped, "{orders}")
         .cluster(true)

@@ -41,18 +41,6 @@ async fn exists_on(node: &MultiplexedConnection, key: &str) -> bool {
         == 1
 }
 
-/// How many keys the whole cluster holds (the masters' `DBSIZE`).
-async fn keys_in_cluster(cluster: &Cluster) -> i64 {
-    let mut total = 0;
-    for node in master_conns(cluster).await.values() {
-        total += redis::cmd("DBSIZE")
-            .query_async::<i64>(&mut node.clone())
-            .await
-            .unwrap();
-    }
-    total
-}
-
 /// Checks that the semaphore or lock key `lock_key` and its fence, queue and
 /// queue-deadline keys hash to one slot and all exist on the master that owns it, while a
 /// fair waiter is queued; returns that master's port.
@@ -364,5 +352,5 @@ async fn an_untagged_name_is_refused_for_a_semaphore_and_a_fair_mutex() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(keys_in_cluster(&cluster).await, 0, "nothing was sent");
+    assert_eq!(cluster.key_count().await, 0, "nothing was sent");
 }

@@ -242,6 +242,19 @@ impl Cluster {
         conn
     }
 
+    /// How many keys the whole cluster holds (the masters' `DBSIZE`).
+    pub async fn key_count(&self) -> i64 {
+        let mut total = 0;
+        for master in self.masters() {
+            let mut node = self.node_conn(master.port).await;
+            total += redis::cmd("DBSIZE")
+                .query_async::<i64>(&mut node)
+                .await
+                .unwrap();
+        }
+        total
+    }
+
     /// Sends `SCRIPT FLUSH` to every running node.
     pub async fn script_flush_all(&self) {
         for port in self.live_ports() {
