@@ -94,12 +94,11 @@ local fair = KEYS[4] ~= nil
 local member = 'w:' .. ARGV[1]
 local now
 if fair then
-    local refusal = zset_refusal(KEYS[4]) or zset_refusal(KEYS[5])
+    local refusal
+    now, refusal = queue_open(KEYS[4], KEYS[5])
     if refusal then
         return refusal
     end
-    now = now_ms()
-    queue_purge(KEYS[4], KEYS[5], now)
 end
 
 if holder == ARGV[1] or (holder == false and (not fair or queue_rank(KEYS[4], member) == 0)) then
@@ -127,9 +126,6 @@ if ARGV[3] == '1' then
     end
 end
 if fair then
-    pttl = until_first_deadline(KEYS[5], now, pttl)
-    if ARGV[6] == 'wait' then
-        queue_join(KEYS[4], KEYS[5], member, now, ttl)
-    end
+    pttl = queue_blocked(KEYS[4], KEYS[5], member, now, ttl, pttl, ARGV[6] == 'wait')
 end
 return -1 - pttl

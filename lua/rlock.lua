@@ -158,13 +158,11 @@ end
 
 -- Fair mode: so does a writer queued ahead.
 if KEYS[4] ~= nil then
-    local refusal = zset_refusal(KEYS[4]) or zset_refusal(KEYS[5])
+    local now, refusal = queue_open(KEYS[4], KEYS[5])
     if refusal then
         return refusal
     end
-    local now = now_ms()
     local queued = 'r:' .. ARGV[1]
-    queue_purge(KEYS[4], KEYS[5], now)
     if not blocked and member == 0 then
         for _, ahead in ipairs(queue_ahead(KEYS[4], queued)) do
             if ahead:sub(1, 2) == 'w:' then
@@ -174,10 +172,8 @@ if KEYS[4] ~= nil then
         end
     end
     if blocked then
-        if ARGV[6] == 'wait' then
-            queue_join(KEYS[4], KEYS[5], queued, now, ttl)
-        end
-        return -1 - until_first_deadline(KEYS[5], now, -1 - blocked)
+        local join = ARGV[6] == 'wait'
+        return -1 - queue_blocked(KEYS[4], KEYS[5], queued, now, ttl, -1 - blocked, join)
     end
     queue_leave(KEYS[4], KEYS[5], queued)
 end

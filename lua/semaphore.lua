@@ -51,9 +51,6 @@ local fair = KEYS[3] ~= nil
 local queued = 'p:' .. ARGV[1]
 
 local refusal = zset_refusal(KEYS[1])
-if fair and not refusal then
-    refusal = zset_refusal(KEYS[3]) or zset_refusal(KEYS[4])
-end
 if refusal then
     return refusal
 end
@@ -61,17 +58,19 @@ local last, fence_refusal = fence_last(KEYS[2])
 if fence_refusal then
     return fence_refusal
 end
-local now = now_ms()
-
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if fair then
-    queue_purge(KEYS[3], KEYS[4], now)
-end
-
+local now = nil
 local ahead = 0
 if fair then
+    now, refusal = queue_open(KEYS[3], KEYS[4])
+    if refusal then
+        return refusal
+    end
     ahead = queue_rank(KEYS[3], queued)
+else
+    now = now_ms()
 end
+
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) + ahead < permits then
     local token = at_least_the_clock(last + 1, ARGV[5] == '1')
     redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
@@ -86,15 +85,8 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) + ahea
 end
 
 -- Blocked: until the first holder's deadline, when a permit frees unless refreshed.
-local wait = ttl
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if first[2] then
-    wait = math.min(ttl, math.max(0, tonumber(first[2]) - now))
-end
+local wait = until_first_deadline(KEYS[1], now, ttl)
 if fair then
-    wait = until_first_deadline(KEYS[4], now, wait)
-    if ARGV[6] == 'wait' then
-        queue_join(KEYS[3], KEYS[4], queued, now, ttl)
-    end
+    wait = queue_blocked(KEYS[3], KEYS[4], queued, now, ttl, wait, ARGV[6] == 'wait')
 end
 return -1 - wait

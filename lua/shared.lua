@@ -124,12 +124,36 @@ local function queue_leave(q, d, member)
     redis.call('ZREM', d, member)
 end
 
--- `wait` (ms), or less: until the first deadline in `d`, when a waiter that stopped
--- attempting leaves the queue (nobody publishes that).
+-- `wait` (ms), or less: until the first deadline in the sorted set `d` (a queue's
+-- deadlines: when a waiter that stopped attempting leaves, which nobody publishes; or a
+-- semaphore's holders: when a permit runs out unless refreshed).
 local function until_first_deadline(d, now, wait)
     local first = redis.call('ZRANGE', d, 0, 0, 'WITHSCORES')
     if first[2] then
         return math.min(wait, math.max(0, tonumber(first[2]) - now))
+    end
+    return wait
+end
+
+-- Opens the queue `q`, `d` for a fair request: checks both keys, reads the clock, and
+-- drops the waiters whose deadline has passed. Returns the server time in milliseconds,
+-- or nil and the error reply (then nothing was changed).
+local function queue_open(q, d)
+    local refusal = zset_refusal(q) or zset_refusal(d)
+    if refusal then
+        return nil, refusal
+    end
+    local now = now_ms()
+    queue_purge(q, d, now)
+    return now
+end
+
+-- A fair request is blocked: `member` joins the queue (or keeps its place) when `join`.
+-- Returns `wait` (ms), or less: until the first deadline in the queue.
+local function queue_blocked(q, d, member, now, ttl, wait, join)
+    wait = until_first_deadline(d, now, wait)
+    if join then
+        queue_join(q, d, member, now, ttl)
     end
     return wait
 end

@@ -82,12 +82,20 @@ where
                 },
             ),
             Mode::Write => {
-                let intent = set_intent;
-                scripts::lock(conn, keys, id, ttl_ms, intent, fence_ms, cluster, fair).await
+                scripts::lock(conn, keys, id, ttl_ms, set_intent, fence_ms, cluster, fair).await
             }
             Mode::Read => {
-                let checked = fence_checked;
-                scripts::rlock(conn, keys, id, ttl_ms, fence_ms, checked, cluster, fair).await
+                scripts::rlock(
+                    conn,
+                    keys,
+                    id,
+                    ttl_ms,
+                    fence_ms,
+                    fence_checked,
+                    cluster,
+                    fair,
+                )
+                .await
             }
         }
     }
