@@ -9,7 +9,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::error::Error;
 use crate::mutex::RwMutex;
-use crate::notifier::Notifier;
+use crate::notify::Notifier;
 use crate::semaphore::Semaphore;
 use crate::settings::Settings;
 
@@ -119,7 +119,7 @@ where
     /// [`Error::InvalidOptions`] when the name is empty, longer than
     /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence`, `:lock-intent`,
     /// `:queue` or `:queue-deadline`, the TTL is below 10 ms or above 24 h, or the fence
-    /// retention is below the TTL or above 365 days; on a [`cluster`](Self::cluster) or
+    /// retention is below the TTL or above 365 days; on a Redis Cluster (`Builder::cluster`) or
     /// with [`hash_tag_keys`](Self::hash_tag_keys), when the name's lock keys would have
     /// no hash tag (README, "Redis Cluster"); and when the [`notifier`](Self::notifier) is
     /// for a single server while the mutex is on a cluster, or the other way round.
@@ -240,6 +240,7 @@ where
     /// Turning it off for a cluster connection gives all of that up: only for a
     /// connection that does not reach a cluster.
     #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn cluster(mut self, on: bool) -> Self {
         self.settings.cluster = on;
         self

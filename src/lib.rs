@@ -1,44 +1,47 @@
 #![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Library code only: tests, examples and benches are separate crates and may panic.
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod acquire;
-mod builder;
-mod cluster;
-mod downgrade;
+// The layers, from the bottom; each imports only those above it in this list (checked
+// by tests/layers.rs; README, "Architecture").
 mod error;
-mod fences;
-mod guard;
-mod hub;
-mod id;
-mod keys;
-mod lease;
 mod mode;
-mod mutex;
-mod notifier;
-mod pending;
-mod permit;
 mod reason;
-mod reentry;
-mod refresh;
-mod request;
-mod scripts;
-mod semaphore;
-mod settings;
 mod spawner;
-mod status;
-mod subscriber;
+mod util;
+
+mod protocol;
+
+mod notify;
+
+mod settings;
+
+mod backend;
+
+mod lease;
+
+mod acquire;
+
+mod guard;
+
+mod shared;
+
+mod request;
+
+mod builder;
+mod mutex;
+mod semaphore;
 
 pub use builder::Builder;
 pub use error::{Error, Refusal};
-pub use guard::Guard;
-pub use keys::MAX_KEY_BYTES;
+pub use guard::{Guard, Permit};
 pub use mode::Mode;
 pub use mutex::RwMutex;
-pub use notifier::Notifier;
-pub use permit::Permit;
+pub use notify::Notifier;
+pub use protocol::keys::MAX_KEY_BYTES;
 pub use reason::CancelReason;
-pub use request::{Acquire, AcquireFuture, TryAcquire, TryAcquireFuture};
+pub use request::{Acquire, AcquireFuture, Granted, TryAcquire, TryAcquireFuture};
 pub use semaphore::Semaphore;
 
 /// The redis-rs version this crate is built on, so callers can name the same types.

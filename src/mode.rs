@@ -1,4 +1,4 @@
-//! Read or write.
+//! Read or write, and what a request asks for.
 
 /// Whether a [`Guard`](crate::Guard) holds the lock shared (read) or exclusive (write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -9,4 +9,26 @@ pub enum Mode {
     /// Exclusive: one writer, no readers. The lock key is a Redis string holding the
     /// writer's id.
     Write,
+}
+
+/// What one request takes: a write lock, a read lock, or one of a semaphore's permits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The exclusive lock (`lua/lock.lua`).
+    Write,
+    /// A shared lock (`lua/rlock.lua`).
+    Read,
+    /// One permit of a semaphore that admits this many holders (`lua/semaphore.lua`).
+    Permit(u32),
+}
+
+impl Kind {
+    /// The mode a guard of this kind reports, and in which this process's queue of
+    /// waiters wakes it: a permit is woken as a writer is, one per release.
+    pub(crate) fn mode(self) -> Mode {
+        match self {
+            Kind::Read => Mode::Read,
+            Kind::Write | Kind::Permit(_) => Mode::Write,
+        }
+    }
 }

@@ -7,12 +7,11 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 
 use crate::builder::Builder;
-use crate::fences::Fences;
-use crate::mode::Mode;
-use crate::notifier::Notifier;
-use crate::reentry::Registry;
+use crate::mode::Kind;
+use crate::notify::Notifier;
 use crate::request::{Acquire, Request, TryAcquire};
 use crate::settings::Settings;
+use crate::shared::Shared;
 
 /// A distributed read-write mutex on one Redis server, or on a Redis Cluster (feature
 /// `cluster`): many readers or one writer per lock key, across processes and machines.
@@ -47,27 +46,7 @@ use crate::settings::Settings;
 /// # }
 /// ```
 pub struct RwMutex<C> {
-    inner: Arc<Inner<C>>,
-}
-
-pub(crate) struct Inner<C> {
-    pub(crate) conn: C,
-    pub(crate) settings: Settings,
-    pub(crate) fences: Fences,
-    /// Which task holds which lock, for [`Builder::reentrant`]; empty when it is off.
-    pub(crate) reentry: Arc<Registry>,
-}
-
-impl<C> Inner<C> {
-    /// What a mutex or a semaphore made with `settings` on `conn` shares.
-    pub(crate) fn new(conn: C, settings: Settings) -> Self {
-        Self {
-            conn,
-            settings,
-            fences: Fences::default(),
-            reentry: Arc::default(),
-        }
-    }
+    shared: Arc<Shared<C>>,
 }
 
 impl<C> RwMutex<C>
@@ -94,7 +73,7 @@ where
 
     pub(crate) fn from_parts(conn: C, settings: Settings) -> Self {
         Self {
-            inner: Arc::new(Inner::new(conn, settings)),
+            shared: Arc::new(Shared::new(conn, settings)),
         }
     }
 
@@ -102,7 +81,7 @@ where
     /// setting its options if needed. How it waits (the retry backoff and the lock
     /// intent), its errors and its cancel safety are on [`Acquire`].
     pub fn write(&self) -> Acquire<C> {
-        Acquire::new(self.request(Mode::Write))
+        Acquire::new(self.request(Kind::Write))
     }
 
     /// Waits for a shared (read) lock. Await the returned [`Acquire`], after setting its
@@ -110,74 +89,74 @@ where
     /// set, keeps readers out. How it waits, its errors and its cancel safety are on
     /// [`Acquire`].
     pub fn read(&self) -> Acquire<C> {
-        Acquire::new(self.request(Mode::Read))
+        Acquire::new(self.request(Kind::Read))
     }
 
     /// Makes one attempt at the exclusive (write) lock; awaiting the returned
     /// [`TryAcquire`] gives `Ok(None)` when others hold the lock. Never sets the lock
     /// intent. Errors and cancel safety are on [`TryAcquire`].
     pub fn try_write(&self) -> TryAcquire<C> {
-        TryAcquire::new(self.request(Mode::Write))
+        TryAcquire::new(self.request(Kind::Write))
     }
 
     /// Makes one attempt at a shared (read) lock; awaiting the returned [`TryAcquire`]
     /// gives `Ok(None)` when a writer holds the lock or waits for it with its intent set.
     /// Errors and cancel safety are on [`TryAcquire`].
     pub fn try_read(&self) -> TryAcquire<C> {
-        TryAcquire::new(self.request(Mode::Read))
+        TryAcquire::new(self.request(Kind::Read))
     }
 
-    fn request(&self, mode: Mode) -> Request<C> {
-        Request::new(Arc::clone(&self.inner), mode)
+    fn request(&self, kind: Kind) -> Request<C> {
+        Request::new(Arc::clone(&self.shared), kind)
     }
 }
 
 impl<C> RwMutex<C> {
     /// The connection the mutex was made with, for the work the lock protects.
     pub fn connection(&self) -> &C {
-        &self.inner.conn
+        &self.shared.conn
     }
 
     /// The mutex name: the lock key, or its prefix when a request sets a key.
     pub fn name(&self) -> &str {
-        &self.inner.settings.name
+        &self.shared.settings.name
     }
 
     /// How long a lock lives in Redis without a refresh.
     pub fn ttl(&self) -> Duration {
-        self.inner.settings.ttl
+        self.shared.settings.ttl
     }
 
     /// How long a fence key outlives the last acquisition of its lock.
     pub fn fence_retention(&self) -> Duration {
-        self.inner.settings.fence_retention
+        self.shared.settings.fence_retention
     }
 
     /// Whether waiters are served in arrival order ([`Builder::fair`]).
     pub fn fair(&self) -> bool {
-        self.inner.settings.fair
+        self.shared.settings.fair
     }
 
     /// Whether waiting writers set the lock intent.
     pub fn lock_intent(&self) -> bool {
-        self.inner.settings.lock_intent
+        self.shared.settings.lock_intent
     }
 
     /// Whether the task holding a lock may take it again (see [`Builder::reentrant`]).
     pub fn reentrant(&self) -> bool {
-        self.inner.settings.reentrant
+        self.shared.settings.reentrant
     }
 
     /// The notifier that wakes this mutex's waiters, if it was built with one.
     pub fn notifier(&self) -> Option<&Notifier> {
-        self.inner.settings.notifier.as_ref()
+        self.shared.settings.notifier.as_ref()
     }
 }
 
 impl<C> Clone for RwMutex<C> {
     fn clone(&self) -> Self {
         Self {
-            inner: Arc::clone(&self.inner),
+            shared: Arc::clone(&self.shared),
         }
     }
 }
@@ -185,12 +164,12 @@ impl<C> Clone for RwMutex<C> {
 impl<C> fmt::Debug for RwMutex<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RwMutex")
-            .field("name", &self.inner.settings.name)
-            .field("ttl", &self.inner.settings.ttl)
-            .field("lock_intent", &self.inner.settings.lock_intent)
-            .field("fair", &self.inner.settings.fair)
-            .field("reentrant", &self.inner.settings.reentrant)
-            .field("notifier", &self.inner.settings.notifier.is_some())
+            .field("name", &self.shared.settings.name)
+            .field("ttl", &self.shared.settings.ttl)
+            .field("lock_intent", &self.shared.settings.lock_intent)
+            .field("fair", &self.shared.settings.fair)
+            .field("reentrant", &self.shared.settings.reentrant)
+            .field("notifier", &self.shared.settings.notifier.is_some())
             .finish_non_exhaustive()
     }
 }

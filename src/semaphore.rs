@@ -7,12 +7,12 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 
 use crate::builder::Builder;
-use crate::mode::Mode;
-use crate::mutex::Inner;
-use crate::notifier::Notifier;
-use crate::permit::Permit;
+use crate::guard::Permit;
+use crate::mode::Kind;
+use crate::notify::Notifier;
 use crate::request::{Acquire, Request, TryAcquire};
 use crate::settings::Settings;
+use crate::shared::Shared;
 
 /// A distributed counting semaphore: at most `permits` holders of one name (or of one
 /// `<name>:<key>`) at a time, across processes and machines.
@@ -53,7 +53,7 @@ use crate::settings::Settings;
 /// # }
 /// ```
 pub struct Semaphore<C> {
-    inner: Arc<Inner<C>>,
+    shared: Arc<Shared<C>>,
 }
 
 impl<C> Semaphore<C>
@@ -79,7 +79,7 @@ where
 
     pub(crate) fn from_parts(conn: C, settings: Settings) -> Self {
         Self {
-            inner: Arc::new(Inner::new(conn, settings)),
+            shared: Arc::new(Shared::new(conn, settings)),
         }
     }
 
@@ -98,53 +98,53 @@ where
     }
 
     fn request(&self) -> Request<C> {
-        // A permit waits as a writer does (one wake-up per release); the lease knows it
-        // is a permit from the settings.
-        Request::new(Arc::clone(&self.inner), Mode::Write)
+        // A count of 0 is refused by every request (`Settings::check`).
+        let permits = self.shared.settings.permits.unwrap_or_default();
+        Request::new(Arc::clone(&self.shared), Kind::Permit(permits))
     }
 }
 
 impl<C> Semaphore<C> {
     /// The connection the semaphore was made with.
     pub fn connection(&self) -> &C {
-        &self.inner.conn
+        &self.shared.conn
     }
 
     /// The semaphore name: the semaphore key, or its prefix when a request sets a key.
     pub fn name(&self) -> &str {
-        &self.inner.settings.name
+        &self.shared.settings.name
     }
 
     /// How many holders this semaphore's requests allow at once.
     pub fn permits(&self) -> u32 {
-        self.inner.settings.permits.unwrap_or_default()
+        self.shared.settings.permits.unwrap_or_default()
     }
 
     /// How long a permit lives in Redis without a refresh.
     pub fn ttl(&self) -> Duration {
-        self.inner.settings.ttl
+        self.shared.settings.ttl
     }
 
     /// Whether waiters are served in arrival order ([`Builder::fair`]).
     pub fn fair(&self) -> bool {
-        self.inner.settings.fair
+        self.shared.settings.fair
     }
 
     /// How long a fence key outlives the last acquisition of its semaphore key.
     pub fn fence_retention(&self) -> Duration {
-        self.inner.settings.fence_retention
+        self.shared.settings.fence_retention
     }
 
     /// The notifier that wakes this semaphore's waiters, if it was built with one.
     pub fn notifier(&self) -> Option<&Notifier> {
-        self.inner.settings.notifier.as_ref()
+        self.shared.settings.notifier.as_ref()
     }
 }
 
 impl<C> Clone for Semaphore<C> {
     fn clone(&self) -> Self {
         Self {
-            inner: Arc::clone(&self.inner),
+            shared: Arc::clone(&self.shared),
         }
     }
 }
@@ -152,11 +152,11 @@ impl<C> Clone for Semaphore<C> {
 impl<C> fmt::Debug for Semaphore<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
-            .field("name", &self.inner.settings.name)
-            .field("permits", &self.inner.settings.permits)
-            .field("fair", &self.inner.settings.fair)
-            .field("ttl", &self.inner.settings.ttl)
-            .field("notifier", &self.inner.settings.notifier.is_some())
+            .field("name", &self.shared.settings.name)
+            .field("permits", &self.shared.settings.permits)
+            .field("fair", &self.shared.settings.fair)
+            .field("ttl", &self.shared.settings.ttl)
+            .field("notifier", &self.shared.settings.notifier.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -5,8 +5,9 @@ use std::time::Duration;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Preview};
-use crate::keys::{check_key, check_slot, lock_key};
-use crate::notifier::Notifier;
+use crate::notify::Notifier;
+use crate::protocol::keys::{check_key, check_slot, lock_key};
+use crate::protocol::topology::is_cluster;
 
 /// The lock TTL when none is set: 4 s, as in the Go package.
 pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(4);
@@ -33,7 +34,7 @@ pub(crate) struct Settings {
     pub(crate) tracker: Option<TaskTracker>,
     pub(crate) notifier: Option<Notifier>,
     /// Untagged lock keys get a hash tag around their varying part
-    /// ([`lock_key`](crate::keys::lock_key)).
+    /// ([`lock_key`](crate::protocol::keys::lock_key)).
     pub(crate) hash_tag_keys: bool,
     /// The connection reaches a Redis Cluster: every lock key must carry a hash tag, and
     /// releases are published by `SPUBLISH`.
@@ -65,7 +66,7 @@ impl Settings {
     /// `C` is redis-rs's cluster connection.
     pub(crate) fn for_connection<C: 'static>(name: String) -> Self {
         Self {
-            cluster: crate::cluster::is_cluster::<C>(),
+            cluster: is_cluster::<C>(),
             ..Self::new(name)
         }
     }
@@ -270,6 +271,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("MAX_KEY_BYTES"));
+    }
+
+    #[test]
+    fn names_must_fit_the_bulk_limit_and_never_name_another_locks_keys() {
+        let long = Settings::new("n".repeat(crate::MAX_KEY_BYTES + 1))
+            .check()
+            .unwrap_err();
+        assert!(long.to_string().contains("MAX_KEY_BYTES"), "{long}");
+        let fence = Settings::new("garden:fence".into()).check().unwrap_err();
+        assert!(fence.to_string().contains("\"garden\""), "{fence}");
+        assert!(Settings::new("n".repeat(crate::MAX_KEY_BYTES))
+            .check()
+            .is_ok());
     }
 
     #[test]

@@ -10,15 +10,17 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::Duration;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::subscriber::{run, Listener, Source};
+use super::waiter::Waiter;
 use crate::mode::Mode;
-use crate::subscriber::{run, Source};
+use crate::util::lock;
+
 /// Releases made in this process whose message is still expected back, per channel: a
 /// message that is such an echo wakes nobody (the release already did, locally).
 const MAX_ECHOES: usize = 64;
@@ -26,32 +28,27 @@ const MAX_ECHOES: usize = 64;
 /// Every hub of this process, by the connection info of its client.
 static HUBS: LazyLock<Mutex<HashMap<String, Weak<Hub>>>> = LazyLock::new(Default::default);
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // No code path panics while holding these locks; a poisoned one is still consistent.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// The waiters of one process on one server, and its subscriber connection.
 pub(crate) struct Hub {
     source: Source,
-    state: Mutex<State>,
+    pub(super) state: Mutex<State>,
     /// Tells the connection task that the set of channels with waiters changed.
-    changed: Arc<Notify>,
+    pub(super) changed: Arc<Notify>,
     /// Stops the connection task when the last handle goes.
     _stop: DropGuard,
     stop: CancellationToken,
 }
 
 #[derive(Default)]
-struct State {
-    channels: HashMap<String, Channel>,
+pub(super) struct State {
+    pub(super) channels: HashMap<String, Channel>,
     task: Option<JoinHandle<()>>,
 }
 
 /// The waiters on one release channel.
-struct Channel {
+pub(super) struct Channel {
     /// In arrival order.
-    waiters: VecDeque<Arc<Slot>>,
+    pub(super) waiters: VecDeque<Arc<Slot>>,
     /// Whether the connection is subscribed to the channel now.
     subscribed: watch::Sender<bool>,
     /// Ids released in this process whose message has not come back yet.
@@ -69,7 +66,7 @@ impl Channel {
 
     /// Wakes the first waiter if it is a writer, or every waiting reader if a reader is
     /// first: readers share the lock, writers take it one at a time.
-    fn wake_next(&self) {
+    pub(super) fn wake_next(&self) {
         match self.waiters.front() {
             Some(first) if first.mode == Mode::Write => first.wake(),
             Some(_) => self
@@ -91,11 +88,11 @@ impl Channel {
 }
 
 /// One waiting request.
-struct Slot {
-    mode: Mode,
+pub(super) struct Slot {
+    pub(super) mode: Mode,
     /// Set by a wake-up, cleared before each attempt.
-    woken: AtomicBool,
-    notify: Notify,
+    pub(super) woken: AtomicBool,
+    pub(super) notify: Notify,
 }
 
 impl Slot {
@@ -179,13 +176,7 @@ impl Hub {
         entry.waiters.push_back(Arc::clone(&slot));
         let subscribed = entry.subscribed.subscribe();
         drop(state);
-        Waiter {
-            hub: Arc::clone(self),
-            channel: channel.to_owned(),
-            slot,
-            subscribed,
-            acquired: false,
-        }
+        Waiter::new(Arc::clone(self), channel.to_owned(), slot, subscribed)
     }
 
     /// A release made in this process published `id` on `channel`: wake the next local
@@ -202,9 +193,11 @@ impl Hub {
             channel.wake_next();
         }
     }
+}
 
+impl Listener for Hub {
     /// A message on `channel` from the server.
-    pub(crate) fn deliver(&self, channel: &str, id: &[u8]) {
+    fn deliver(&self, channel: &str, id: &[u8]) {
         let mut state = lock(&self.state);
         if let Some(channel) = state.channels.get_mut(channel) {
             if let Some(at) = channel.echoes.iter().position(|echo| echo.as_bytes() == id) {
@@ -218,7 +211,7 @@ impl Hub {
     /// The channels to subscribe to and to unsubscribe from, given those subscribed. A
     /// channel whose waiters all left and that has waiters again is still subscribed, and
     /// is marked so here.
-    pub(crate) fn diff(&self, subscribed: &HashSet<String>) -> (Vec<String>, Vec<String>) {
+    fn diff(&self, subscribed: &HashSet<String>) -> (Vec<String>, Vec<String>) {
         let state = lock(&self.state);
         for (name, channel) in &state.channels {
             if subscribed.contains(name) {
@@ -241,7 +234,7 @@ impl Hub {
 
     /// The connection confirmed its subscription to `channels`. Their waiters learn it
     /// on their next look; nothing was missed before, since they attempt again anyway.
-    pub(crate) fn confirmed(&self, channels: &[String]) {
+    fn confirmed(&self, channels: &[String]) {
         let state = lock(&self.state);
         for name in channels {
             if let Some(channel) = state.channels.get(name) {
@@ -252,7 +245,7 @@ impl Hub {
 
     /// The connection is gone: no channel is subscribed, and any of them may have been
     /// released unseen, so every waiter is woken to look again.
-    pub(crate) fn lost(&self) {
+    fn lost(&self) {
         let mut state = lock(&self.state);
         for channel in state.channels.values_mut() {
             channel.forget_subscription();
@@ -262,7 +255,7 @@ impl Hub {
     /// The server dropped the subscription to `channel` (its slot moved to another
     /// node): its waiters poll until it is subscribed again, and look at once, since a
     /// release may have been missed.
-    pub(crate) fn dropped(&self, channel: &str) {
+    fn dropped(&self, channel: &str) {
         if let Some(channel) = lock(&self.state).channels.get_mut(channel) {
             channel.forget_subscription();
         }
@@ -273,88 +266,6 @@ impl fmt::Debug for Hub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Hub")
             .field("source", &self.source)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A request's place in its channel's queue. Dropping it leaves the queue (and passes an
-/// unused wake-up on to the next waiter); the last waiter's drop unsubscribes.
-pub(crate) struct Waiter {
-    hub: Arc<Hub>,
-    channel: String,
-    slot: Arc<Slot>,
-    subscribed: watch::Receiver<bool>,
-    acquired: bool,
-}
-
-impl Waiter {
-    /// Waits until the connection is subscribed to the channel, for at most `bound`;
-    /// true if it is.
-    pub(crate) async fn subscribed_within(&mut self, bound: Duration) -> bool {
-        let ready = self.subscribed.wait_for(|subscribed| *subscribed);
-        matches!(tokio::time::timeout(bound, ready).await, Ok(Ok(_)))
-    }
-
-    /// An attempt is about to be sent: forget earlier wake-ups, and report whether a
-    /// release published from now on will reach this waiter.
-    pub(crate) fn attempting(&self) -> bool {
-        self.slot.woken.store(false, Ordering::Release);
-        *self.subscribed.borrow()
-    }
-
-    /// Whether a release published now would reach this waiter.
-    pub(crate) fn notifies(&self) -> bool {
-        *self.subscribed.borrow()
-    }
-
-    /// Sleeps for `pause`, or less if woken (also by a wake-up since [`attempting`]);
-    /// true when woken.
-    ///
-    /// [`attempting`]: Self::attempting
-    pub(crate) async fn sleep(&self, pause: Duration) -> bool {
-        let notified = self.slot.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if self.slot.woken.load(Ordering::Acquire) {
-            return true;
-        }
-        tokio::select! {
-            () = notified => true,
-            () = tokio::time::sleep(pause) => false,
-        }
-    }
-
-    /// The request took the lock: leave the queue without waking anyone (the next
-    /// waiters are woken when this holder releases).
-    pub(crate) fn acquired(mut self) {
-        self.acquired = true;
-    }
-}
-
-impl Drop for Waiter {
-    fn drop(&mut self) {
-        let mut state = lock(&self.hub.state);
-        let Some(channel) = state.channels.get_mut(&self.channel) else {
-            return;
-        };
-        channel
-            .waiters
-            .retain(|slot| !Arc::ptr_eq(slot, &self.slot));
-        if channel.waiters.is_empty() {
-            state.channels.remove(&self.channel);
-            self.hub.changed.notify_one();
-        } else if !self.acquired && self.slot.woken.load(Ordering::Acquire) {
-            // Woken but giving up: the release it was woken for goes to the next.
-            channel.wake_next();
-        }
-    }
-}
-
-impl fmt::Debug for Waiter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Waiter")
-            .field("channel", &self.channel)
-            .field("mode", &self.slot.mode)
             .finish_non_exhaustive()
     }
 }

@@ -1,4 +1,28 @@
-//! Telling, from its type, that a connection reaches a Redis Cluster.
+//! One server or a Redis Cluster: what changes in the scripts' arguments, and telling a
+//! cluster connection from its type.
+
+/// Where a lock's keys live, as the scripts must know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Topology {
+    /// One Redis server (or a primary with replicas).
+    Server,
+    /// A Redis Cluster: a failover can lose the fence key's last increments, so every
+    /// token is floored at the server clock, and releases are published by `SPUBLISH`
+    /// in the lock key's slot.
+    Cluster,
+}
+
+impl Topology {
+    /// Every token is floored at the server clock (README, "Fencing tokens").
+    pub(crate) fn clock_floor(self) -> bool {
+        self == Self::Cluster
+    }
+
+    /// Releases are published by `SPUBLISH` (sharded pub/sub), not `PUBLISH`.
+    pub(crate) fn sharded(self) -> bool {
+        self == Self::Cluster
+    }
+}
 
 /// Whether `C` is redis-rs's async cluster connection, so that a mutex on it keeps
 /// every key of a lock in one slot, floors its tokens at the clock and publishes
@@ -41,5 +65,11 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn only_a_cluster_floors_tokens_and_publishes_sharded() {
+        assert!(!Topology::Server.clock_floor() && !Topology::Server.sharded());
+        assert!(Topology::Cluster.clock_floor() && Topology::Cluster.sharded());
     }
 }

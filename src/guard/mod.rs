@@ -1,22 +1,31 @@
-//! A held lock.
+//! The guards: a held lock ([`Guard`]), its downgrade, the nested guards of a reentrant
+//! mutex, and a semaphore's [`Permit`]. Each is made of an acquisition the engine
+//! returned, or of another guard; the lease layer keeps it alive.
+
+mod downgrade;
+mod nested;
+mod permit;
 
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use redis::aio::ConnectionLike;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub use permit::Permit;
+
+use crate::acquire::Acquired;
+use crate::backend::Backend;
 use crate::error::Error;
-use crate::lease::{Held, Lease};
+use crate::lease::keep_alive::keep_alive;
+use crate::lease::liveness::Liveness;
+use crate::lease::registry::{Holding, Registration};
+use crate::lease::AnyLease;
 use crate::mode::Mode;
 use crate::reason::CancelReason;
-use crate::reentry::{Outer, Registration};
-use crate::refresh;
 use crate::spawner::Spawner;
-use crate::status::Status;
 
 /// A held lock, and the cancellation token that says whether it is still held.
 ///
@@ -62,19 +71,19 @@ use crate::status::Status;
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
 pub struct Guard {
-    pub(crate) lease: Arc<dyn Held>,
+    lease: Arc<dyn AnyLease>,
     /// [`Mode::Read`] after a downgrade.
-    pub(crate) mode: Mode,
+    mode: Mode,
     fencing_token: u64,
-    pub(crate) token: CancellationToken,
-    pub(crate) status: Arc<Status>,
+    token: CancellationToken,
+    liveness: Arc<Liveness>,
     role: Role,
 }
 
 /// Whether a guard holds the lock in Redis or shares another guard's.
 enum Role {
     /// Took the lock in Redis: its background task refreshes and releases it.
-    Outer {
+    Owner {
         task: JoinHandle<Result<bool, Error>>,
         spawner: Spawner,
         /// Its entry in a reentrant mutex's registry, removed with the guard.
@@ -86,28 +95,28 @@ enum Role {
 }
 
 impl Guard {
-    /// Starts the refresh task of a lock acquired by a request sent at `sent`, which
-    /// minted `fencing_token`.
-    pub(crate) fn start<C>(
-        lease: Arc<Lease<C>>,
+    /// The guard of the lock `acquired`, whose refresh task it starts; its token is a
+    /// child of `parent`.
+    pub(crate) fn start<B: Backend>(
+        acquired: Acquired<B>,
         parent: Option<CancellationToken>,
-        sent: Instant,
-        fencing_token: u64,
         spawner: &Spawner,
-    ) -> Self
-    where
-        C: ConnectionLike + Clone + Send + Sync + 'static,
-    {
+    ) -> Self {
+        let Acquired {
+            lease,
+            sent,
+            token: fencing_token,
+        } = acquired;
         let token = match &parent {
             Some(parent) => parent.child_token(),
             None => CancellationToken::new(),
         };
-        let status = Arc::new(Status::new(parent, sent, sent + lease.validity()));
-        let mode = lease.mode;
-        let task = spawner.spawn(refresh::keep(
+        let liveness = Arc::new(Liveness::new(parent, sent, sent + lease.validity()));
+        let mode = lease.kind.mode();
+        let task = spawner.spawn(keep_alive(
             Arc::clone(&lease),
             token.clone(),
-            Arc::clone(&status),
+            Arc::clone(&liveness),
             sent,
         ));
         Self {
@@ -115,8 +124,8 @@ impl Guard {
             mode,
             fencing_token,
             token,
-            status,
-            role: Role::Outer {
+            liveness,
+            role: Role::Owner {
                 task,
                 spawner: spawner.clone(),
                 registration: None,
@@ -124,58 +133,26 @@ impl Guard {
         }
     }
 
-    /// A nested guard in `mode` on the lock of `outer`. With a `parent`, `spawner` runs
-    /// the small task that cancels the nested token when `parent` is cancelled (a token
-    /// has one parent: the outer guard's).
-    pub(crate) fn nested(
-        outer: &Outer,
-        mode: Mode,
-        parent: Option<CancellationToken>,
-        spawner: Option<Spawner>,
-    ) -> Self {
-        let token = outer.token.child_token();
-        if let (Some(parent), Some(spawner)) = (&parent, spawner) {
-            let (parent, token) = (parent.clone(), token.clone());
-            // Ends with the nested token at the latest, which fires with the outer one.
-            drop(spawner.spawn(async move {
-                tokio::select! {
-                    biased;
-                    () = token.cancelled() => {}
-                    () = parent.cancelled() => token.cancel(),
-                }
-            }));
-        }
-        let status = Status::nested(parent, Arc::clone(&outer.status), outer.token.clone());
-        Self {
-            lease: Arc::clone(&outer.lease),
-            mode,
-            fencing_token: outer.fencing_token,
-            token,
-            status: Arc::new(status),
-            role: Role::Nested,
-        }
-    }
-
-    /// What a nested guard on this guard's lock shares with it.
     /// Whether the guard shares an outer guard's lock (reentrancy) rather than holding
     /// one in Redis.
     pub(crate) fn is_nested(&self) -> bool {
         matches!(self.role, Role::Nested)
     }
 
-    pub(crate) fn outer(&self) -> Outer {
-        Outer {
+    /// What a nested guard on this guard's lock shares with it.
+    pub(crate) fn holding(&self) -> Holding {
+        Holding {
             lease: Arc::clone(&self.lease),
             mode: self.mode,
             fencing_token: self.fencing_token,
             token: self.token.clone(),
-            status: Arc::clone(&self.status),
+            liveness: Arc::clone(&self.liveness),
         }
     }
 
     /// Keeps this guard's entry in its mutex's reentrancy registry until it goes.
     pub(crate) fn registered(&mut self, entry: Registration) {
-        if let Role::Outer { registration, .. } = &mut self.role {
+        if let Role::Owner { registration, .. } = &mut self.role {
             *registration = Some(entry);
         }
     }
@@ -242,7 +219,7 @@ impl Guard {
     /// deadline, but that task may run a little late after the process was frozen: right
     /// before a write, ask [`is_cancelled`](Self::is_cancelled) rather than a token.
     pub fn token(&self) -> &CancellationToken {
-        self.status.check(&self.token);
+        self.liveness.check(&self.token);
         &self.token
     }
 
@@ -253,21 +230,21 @@ impl Guard {
     ///
     /// Cancel safe: dropping the future has no effect on the lock.
     pub fn cancelled(&self) -> impl Future<Output = ()> + Send + '_ {
-        self.status.cancelled(&self.token)
+        self.liveness.cancelled(&self.token)
     }
 
     /// Whether the lock must be taken as not held: the token has fired, or the validity
     /// deadline has passed (which fires the token with [`CancelReason::Expired`] now).
     /// Call it right before each write the lock protects.
     pub fn is_cancelled(&self) -> bool {
-        self.status.check(&self.token)
+        self.liveness.check(&self.token)
     }
 
     /// Why the token fired, or `None` while it has not. Like
     /// [`is_cancelled`](Self::is_cancelled), it fires the token with
     /// [`CancelReason::Expired`] first if the validity deadline has passed.
     pub fn cancel_reason(&self) -> Option<CancelReason> {
-        self.status.reason(&self.token)
+        self.liveness.reason(&self.token)
     }
 
     /// The validity deadline: the send time of the last successful acquire or refresh
@@ -276,7 +253,7 @@ impl Guard {
     /// [lost](CancelReason::Lost), cancelled): ask [`is_cancelled`](Self::is_cancelled)
     /// for both. A [`tokio::time::Instant`], so it follows a paused test clock.
     pub fn valid_until(&self) -> Instant {
-        self.status.deadline()
+        self.liveness.deadline()
     }
 
     /// Releases the lock and reports whether it was still held: `Ok(true)` when this id
@@ -304,12 +281,12 @@ impl Guard {
     /// Cancel safe: dropping this future before the release is answered hands the
     /// release to a background task, as dropping the guard does.
     pub async fn unlock(mut self) -> Result<bool, Error> {
-        let Role::Outer { task, spawner, .. } = &mut self.role else {
-            let held = self.status.outer_held();
+        let Role::Owner { task, spawner, .. } = &mut self.role else {
+            let held = self.liveness.outer_held();
             self.token.cancel();
             return Ok(held);
         };
-        if !self.status.claim_end() {
+        if !self.liveness.claim_end() {
             // The background task ended the lock first (or is ending it): its result.
             self.token.cancel();
             return task.await.unwrap_or(Err(Error::Cancelled));
@@ -329,7 +306,7 @@ impl Guard {
 impl Guard {
     /// Why the token fired, as recorded so far, without looking at the clock.
     pub(crate) fn recorded_reason(&self) -> Option<CancelReason> {
-        self.status.recorded()
+        self.liveness.recorded()
     }
 }
 
@@ -342,7 +319,7 @@ impl Drop for Guard {
 
 /// Sends the release from a background task if `unlock` is dropped before its reply.
 struct ReleaseOnDrop {
-    lease: Option<Arc<dyn Held>>,
+    lease: Option<Arc<dyn AnyLease>>,
     spawner: Spawner,
 }
 
@@ -375,7 +352,7 @@ impl fmt::Debug for Guard {
             .field("mode", &self.mode)
             .field("fencing_token", &self.fencing_token)
             .field("nested", &self.is_nested())
-            .field("cancel_reason", &self.status.recorded())
+            .field("cancel_reason", &self.liveness.recorded())
             .finish()
     }
 }

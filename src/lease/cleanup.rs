@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionLike;
-
+use super::Lease;
+use crate::backend::Backend;
 use crate::error::Error;
-use crate::lease::Lease;
+use crate::protocol::calls::Leftovers;
 use crate::spawner::Spawner;
 
 /// How long a wait that gives up waits for its clean-up before it returns; the clean-up
@@ -17,11 +17,8 @@ const GIVE_UP_GRACE: Duration = Duration::from_millis(100);
 /// reply was never read or came too late, a lock intent it set, and its place in the fair
 /// queue. Dropped while armed, it releases all of them from a background task.
 #[derive(Debug)]
-pub(crate) struct Pending<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    lease: Arc<Lease<C>>,
+pub(crate) struct Pending<B: Backend> {
+    lease: Arc<Lease<B>>,
     spawner: Spawner,
     /// An attempt was sent and its reply not yet read.
     in_flight: bool,
@@ -37,13 +34,10 @@ where
     queued: bool,
 }
 
-impl<C> Pending<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<B: Backend> Pending<B> {
     /// The clean-up of a request for `lease`; `queues` when it is a fair request that
     /// waits, whose attempts join the queue.
-    pub(crate) fn new(lease: Arc<Lease<C>>, spawner: Spawner, queues: bool) -> Self {
+    pub(crate) fn new(lease: Arc<Lease<B>>, spawner: Spawner, queues: bool) -> Self {
         Self {
             lease,
             spawner,
@@ -113,15 +107,17 @@ where
         if !self.in_flight && !self.intent_set && !self.held_late && !self.queued {
             return None;
         }
-        let clear_intent = self.intent_set || self.intent_in_flight;
-        let leave_queue = self.queued;
+        let leftovers = Leftovers {
+            intent: self.intent_set || self.intent_in_flight,
+            queue_place: self.queued,
+        };
         self.disarm();
         let lease = Arc::clone(&self.lease);
         Some(self.spawner.spawn(async move {
-            if let Err(err) = lease.release(clear_intent, leave_queue).await {
+            if let Err(err) = lease.release(leftovers).await {
                 tracing::warn!(
-                    key = %lease.keys.lock,
-                    id = %lease.id,
+                    key = %lease.key(),
+                    id = %lease.id(),
                     error = %crate::error::chain(&err),
                     "release after giving up failed; the lock, its intent or the queue place expires by its TTL"
                 );
@@ -130,10 +126,7 @@ where
     }
 }
 
-impl<C> Drop for Pending<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<B: Backend> Drop for Pending<B> {
     fn drop(&mut self) {
         self.spawn_cleanup();
     }

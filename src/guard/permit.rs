@@ -6,8 +6,8 @@ use std::future::Future;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::Guard;
 use crate::error::Error;
-use crate::guard::Guard;
 use crate::reason::CancelReason;
 
 /// One permit of a [`Semaphore`](crate::Semaphore), and the cancellation token that says

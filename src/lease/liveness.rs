@@ -1,5 +1,5 @@
-//! What a guard and its background task share: why the token fired, and until when the
-//! lock is surely held.
+//! A lease's liveness, which a guard and its background task share: why the token fired,
+//! and until when the lock is surely held.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -11,11 +11,11 @@ use tokio_util::sync::CancellationToken;
 use crate::reason::CancelReason;
 
 /// The first reason set wins. The validity deadline only moves forward; every look at the
-/// token through [`Status::check`] compares the clock with it, so no caller can see a
+/// token through [`Liveness::check`] compares the clock with it, so no caller can see a
 /// lock as held after its deadline, even when the background task has not run yet (after
 /// the process was frozen, say).
 #[derive(Debug)]
-pub(crate) struct Status {
+pub(crate) struct Liveness {
     reason: OnceLock<CancelReason>,
     parent: Option<CancellationToken>,
     /// When the acquiring request was sent; the deadline is stored relative to it.
@@ -28,17 +28,17 @@ pub(crate) struct Status {
     /// For a nested guard ([`Builder::reentrant`](crate::Builder::reentrant)): the outer
     /// guard whose lock it shares, whose deadline it reads and whose status it never
     /// writes.
-    outer: Option<Outer>,
+    owner: Option<Owner>,
 }
 
 /// The outer guard a nested guard's status follows.
 #[derive(Debug)]
-struct Outer {
-    status: Arc<Status>,
+struct Owner {
+    liveness: Arc<Liveness>,
     token: CancellationToken,
 }
 
-impl Status {
+impl Liveness {
     /// The status of a lock acquired by a request sent at `sent`, surely held until
     /// `deadline`.
     pub(crate) fn new(parent: Option<CancellationToken>, sent: Instant, deadline: Instant) -> Self {
@@ -48,7 +48,7 @@ impl Status {
             base: sent,
             deadline_ns: AtomicU64::new(0),
             ended: AtomicBool::new(false),
-            outer: None,
+            owner: None,
         };
         status.extend(deadline);
         status
@@ -59,18 +59,18 @@ impl Status {
     /// for it to release, so its end is claimed already.
     pub(crate) fn nested(
         parent: Option<CancellationToken>,
-        outer: Arc<Status>,
-        outer_token: CancellationToken,
+        owner: Arc<Liveness>,
+        owner_token: CancellationToken,
     ) -> Self {
         Self {
             reason: OnceLock::new(),
             parent,
-            base: outer.base,
+            base: owner.base,
             deadline_ns: AtomicU64::new(0),
             ended: AtomicBool::new(true),
-            outer: Some(Outer {
-                status: outer,
-                token: outer_token,
+            owner: Some(Owner {
+                liveness: owner,
+                token: owner_token,
             }),
         }
     }
@@ -78,8 +78,8 @@ impl Status {
     /// For a nested guard, whether the outer guard's lock is still held: its token has
     /// not fired and its deadline has not passed. Looks only; fires nothing.
     pub(crate) fn outer_held(&self) -> bool {
-        self.outer.as_ref().is_some_and(|outer| {
-            !outer.token.is_cancelled() && Instant::now() < outer.status.deadline()
+        self.owner.as_ref().is_some_and(|outer| {
+            !outer.token.is_cancelled() && Instant::now() < outer.liveness.deadline()
         })
     }
 
@@ -99,8 +99,8 @@ impl Status {
     /// Until when the lock is surely held (for a nested guard, the outer guard's
     /// deadline).
     pub(crate) fn deadline(&self) -> Instant {
-        if let Some(outer) = &self.outer {
-            return outer.status.deadline();
+        if let Some(outer) = &self.owner {
+            return outer.liveness.deadline();
         }
         self.base + Duration::from_nanos(self.deadline_ns.load(Ordering::Acquire))
     }
@@ -132,9 +132,9 @@ impl Status {
         if !self.check(token) {
             return None;
         }
-        let cause = match &self.outer {
+        let cause = match &self.owner {
             Some(outer) if !self.parent_cancelled() && outer.token.is_cancelled() => {
-                outer.status.attributed()
+                outer.liveness.attributed()
             }
             _ if self.parent_cancelled() => CancelReason::ParentCancelled,
             _ => CancelReason::Cancelled,
@@ -184,7 +184,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_look_after_the_deadline_fires_expired_without_the_task() {
         let now = Instant::now();
-        let status = Status::new(None, now, now + Duration::from_millis(100));
+        let status = Liveness::new(None, now, now + Duration::from_millis(100));
         let token = CancellationToken::new();
         assert!(!status.check(&token));
         status.extend(now + Duration::from_millis(50));
@@ -201,9 +201,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_nested_status_reads_the_outer_deadline_and_keeps_its_own_reason() {
         let now = Instant::now();
-        let outer = Arc::new(Status::new(None, now, now + Duration::from_millis(100)));
+        let outer = Arc::new(Liveness::new(None, now, now + Duration::from_millis(100)));
         let outer_token = CancellationToken::new();
-        let nested = Status::nested(None, Arc::clone(&outer), outer_token.clone());
+        let nested = Liveness::nested(None, Arc::clone(&outer), outer_token.clone());
         let token = outer_token.child_token();
         outer.extend(now + Duration::from_millis(300));
         assert_eq!(nested.deadline(), now + Duration::from_millis(300));
@@ -221,7 +221,7 @@ mod tests {
         assert!(!outer_token.is_cancelled() && nested.outer_held());
 
         let second = outer_token.child_token();
-        let nested = Status::nested(None, Arc::clone(&outer), outer_token.clone());
+        let nested = Liveness::nested(None, Arc::clone(&outer), outer_token.clone());
         outer.cancel(&outer_token, CancelReason::Lost);
         assert_eq!(nested.reason(&second), Some(CancelReason::Lost));
         assert!(!nested.outer_held());
@@ -230,7 +230,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn cancelled_follows_an_extended_deadline() {
         let now = Instant::now();
-        let status = Status::new(None, now, now + Duration::from_millis(100));
+        let status = Liveness::new(None, now, now + Duration::from_millis(100));
         let token = CancellationToken::new();
         status.extend(now + Duration::from_millis(300));
         let waited = tokio::time::timeout(Duration::from_millis(250), status.cancelled(&token));

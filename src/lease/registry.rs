@@ -1,24 +1,20 @@
-//! Reentrancy ([`Builder::reentrant`](crate::Builder::reentrant)): which task holds
-//! which lock of a mutex, so that the holder can take it again as a nested guard.
+//! The reentrancy registry ([`Builder::reentrant`](crate::Builder::reentrant)): which
+//! task holds which lock of a mutex, so that the holder can take it again as a nested
+//! guard.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::ThreadId;
 
-use redis::aio::ConnectionLike;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::acquire::{self, Patience};
-use crate::error::Error;
-use crate::guard::Guard;
-use crate::lease::Held;
+use super::liveness::Liveness;
+use super::AnyLease;
 use crate::mode::Mode;
-use crate::request::{AcquireFuture, Request, TryAcquireFuture};
-use crate::spawner::Spawner;
-use crate::status::Status;
+use crate::util;
 
 /// Who holds a guard: the tokio task that awaited the request, or outside any task (the
 /// future given to `block_on`, which always runs on its own thread) that thread. A task
@@ -41,25 +37,25 @@ impl Holder {
 
 /// What a nested guard shares with the outermost guard of its task on a lock key.
 #[derive(Clone)]
-pub(crate) struct Outer {
-    pub(crate) lease: Arc<dyn Held>,
+pub(crate) struct Holding {
+    pub(crate) lease: Arc<dyn AnyLease>,
     pub(crate) mode: Mode,
     pub(crate) fencing_token: u64,
     pub(crate) token: CancellationToken,
-    pub(crate) status: Arc<Status>,
+    pub(crate) liveness: Arc<Liveness>,
 }
 
-impl Outer {
+impl Holding {
     /// Whether its lock may still be held: its token has not fired and its deadline has
     /// not passed. Looks only; fires nothing.
     fn live(&self) -> bool {
-        !self.token.is_cancelled() && Instant::now() < self.status.deadline()
+        !self.token.is_cancelled() && Instant::now() < self.liveness.deadline()
     }
 }
 
-impl fmt::Debug for Outer {
+impl fmt::Debug for Holding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Outer")
+        f.debug_struct("Holding")
             .field("key", &self.lease.key())
             .field("id", &self.lease.id())
             .field("mode", &self.mode)
@@ -69,7 +65,7 @@ impl fmt::Debug for Outer {
 
 #[derive(Debug)]
 struct Entry {
-    outer: Outer,
+    outer: Holding,
     /// Which registration made it, so that an older guard going does not remove the
     /// entry of a newer one.
     serial: u64,
@@ -89,7 +85,7 @@ pub(crate) struct Registry {
 
 impl Registry {
     /// The live outermost guard `holder` holds on `key`, if any; `key` is handed back.
-    fn find(&self, key: String, holder: Holder) -> (String, Option<Outer>) {
+    pub(crate) fn find(&self, key: String, holder: Holder) -> (String, Option<Holding>) {
         let probe = (key, holder);
         let mut entries = self.lock();
         let found = match entries.get(&probe) {
@@ -106,7 +102,12 @@ impl Registry {
 
     /// Records `outer` as what `holder` holds on `key`, replacing an older entry; the
     /// returned registration removes it when dropped.
-    fn register(self: &Arc<Self>, key: String, holder: Holder, outer: Outer) -> Registration {
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        key: String,
+        holder: Holder,
+        outer: Holding,
+    ) -> Registration {
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         self.lock()
             .insert((key.clone(), holder), Entry { outer, serial });
@@ -119,8 +120,7 @@ impl Registry {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<(String, Holder), Entry>> {
-        // Nothing panics while holding it; a poisoned map is still a valid map.
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+        util::lock(&self.entries)
     }
 
     #[cfg(test)]
@@ -155,57 +155,6 @@ impl Drop for Registration {
     }
 }
 
-/// [`RwMutex::write`](crate::RwMutex::write) and [`RwMutex::read`](crate::RwMutex::read)
-/// on a reentrant mutex.
-pub(crate) fn wait<C>(request: Request<C>, patience: Patience) -> AcquireFuture
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    // Waiting ends with a guard or an error; `None` comes only from a single attempt.
-    Box::pin(async move { run(request, patience).await?.ok_or(Error::Timeout) })
-}
-
-/// [`RwMutex::try_write`](crate::RwMutex::try_write) and
-/// [`RwMutex::try_read`](crate::RwMutex::try_read) on a reentrant mutex.
-pub(crate) fn attempt<C>(request: Request<C>) -> TryAcquireFuture
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    Box::pin(run(request, Patience::Once))
-}
-
-/// A nested guard when the running task holds a live lock on the request's key (an
-/// error for a write inside a read), else [`acquire::run`], recording the guard it
-/// gives.
-async fn run<C>(request: Request<C>, patience: Patience) -> Result<Option<Guard>, Error>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    let registry = Arc::clone(&request.inner.reentry);
-    let (key, outer) = registry.find(request.lock_key(), Holder::current());
-    if let Some(outer) = outer {
-        // The lock's mode now: an outer write guard may have been downgraded since.
-        if outer.lease.mode() == Mode::Read && request.mode == Mode::Write {
-            return Err(Error::WouldDeadlock { key });
-        }
-        let parent = request.parent;
-        if parent.as_ref().is_some_and(CancellationToken::is_cancelled) {
-            return Err(Error::Cancelled);
-        }
-        let spawner = parent
-            .as_ref()
-            .map(|_| Spawner::current(request.inner.settings.tracker.clone()));
-        return Ok(Some(Guard::nested(&outer, request.mode, parent, spawner)));
-    }
-    let Some(mut guard) = acquire::run(request, patience).await? else {
-        return Ok(None);
-    };
-    // The task that completed the request: the one that awaited it.
-    let registration = registry.register(key, Holder::current(), guard.outer());
-    guard.registered(registration);
-    Ok(Some(guard))
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -214,7 +163,7 @@ mod tests {
 
     struct Fake;
 
-    impl Held for Fake {
+    impl AnyLease for Fake {
         fn key(&self) -> &str {
             "k"
         }
@@ -227,28 +176,22 @@ mod tests {
         fn validity(&self) -> Duration {
             Duration::from_secs(60)
         }
-        fn release(
-            &self,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, Error>> + Send + '_>>
-        {
+        fn release(&self) -> crate::lease::any::Reply<'_> {
             Box::pin(async { Ok(true) })
         }
-        fn downgrade(
-            &self,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, Error>> + Send + '_>>
-        {
+        fn downgrade(&self) -> crate::lease::any::Reply<'_> {
             Box::pin(async { Ok(true) })
         }
     }
 
-    fn outer(token: &CancellationToken) -> Outer {
+    fn outer(token: &CancellationToken) -> Holding {
         let now = Instant::now();
-        Outer {
+        Holding {
             lease: Arc::new(Fake),
             mode: Mode::Write,
             fencing_token: 7,
             token: token.clone(),
-            status: Arc::new(Status::new(None, now, now + Duration::from_secs(60))),
+            liveness: Arc::new(Liveness::new(None, now, now + Duration::from_secs(60))),
         }
     }
 

@@ -1,74 +1,11 @@
-//! Turning a write guard into a read guard in one step, and what the release must know
-//! about it.
-
-use std::sync::atomic::{AtomicU8, Ordering};
+//! Turning a write guard into a read guard in one step.
 
 use tokio::time::Instant;
 
+use super::Guard;
 use crate::error::Error;
-use crate::guard::Guard;
 use crate::mode::Mode;
 use crate::reason::CancelReason;
-
-/// Nothing was sent: the id is at the lock key in the lease's own mode.
-const AS_ACQUIRED: u8 = 0;
-/// A downgrade was sent and its reply not read: the id may be a writer's or a reader's.
-const IN_FLIGHT: u8 = 1;
-/// A downgrade succeeded: the id is a reader's.
-const DOWNGRADED: u8 = 2;
-/// The release has begun: no downgrade may be sent after it.
-const RELEASING: u8 = 4;
-
-/// In which form a lease's id may be at the lock key, as its release must know: in the
-/// lease's mode until a downgrade is sent, in either while one is unanswered, a reader's
-/// once one succeeded.
-///
-/// The release marks the start of its work here, so a downgrade is either sent before
-/// the release looks (which then removes the id in both forms) or not at all.
-#[derive(Debug, Default)]
-pub(crate) struct Shape(AtomicU8);
-
-impl Shape {
-    /// A downgrade is about to be sent. False when the release has begun: then nothing
-    /// must be sent, since the release may already have looked for a writer's id.
-    pub(crate) fn sending(&self) -> bool {
-        self.0
-            .compare_exchange(AS_ACQUIRED, IN_FLIGHT, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
-    /// The mode a lease taken in `mode` holds the lock in now: [`Mode::Read`] once a
-    /// downgrade succeeded (or may have).
-    pub(crate) fn mode(&self, mode: Mode) -> Mode {
-        match self.0.load(Ordering::Acquire) & !RELEASING {
-            AS_ACQUIRED => mode,
-            _ => Mode::Read,
-        }
-    }
-
-    /// The downgrade was answered: the id is now a reader's when `downgraded`, else it
-    /// was at the lock key in neither form. A release that began meanwhile keeps the
-    /// forms it chose.
-    pub(crate) fn answered(&self, downgraded: bool) {
-        let to = if downgraded { DOWNGRADED } else { AS_ACQUIRED };
-        let _ = self
-            .0
-            .compare_exchange(IN_FLIGHT, to, Ordering::AcqRel, Ordering::Acquire);
-    }
-
-    /// The release begins: the modes to release the id as, in order, for a lease taken in
-    /// `mode`. The release stops at the first that finds the id.
-    pub(crate) fn releasing(&self, mode: Mode) -> &'static [Mode] {
-        match (
-            self.0.fetch_or(RELEASING, Ordering::AcqRel) & !RELEASING,
-            mode,
-        ) {
-            (DOWNGRADED, _) | (_, Mode::Read) => &[Mode::Read],
-            (IN_FLIGHT, Mode::Write) => &[Mode::Write, Mode::Read],
-            (_, Mode::Write) => &[Mode::Write],
-        }
-    }
-}
 
 impl Guard {
     /// Turns this write guard into a read guard without letting go of the lock, as
@@ -142,68 +79,29 @@ impl Guard {
         let not_held = |guard: &Self| Error::NotHeld {
             key: guard.key().to_owned(),
         };
-        if self.status.check(&self.token) {
+        if self.liveness.check(&self.token) {
             return Err(not_held(&self));
         }
         let sent = Instant::now();
         let downgrade = self.lease.downgrade();
-        let Ok(downgraded) = tokio::time::timeout_at(self.status.deadline(), downgrade).await
+        let Ok(downgraded) = tokio::time::timeout_at(self.liveness.deadline(), downgrade).await
         else {
             return Err(Error::Timeout);
         };
         if !downgraded? {
             // Not ours any more (or, if the release has begun, the token has fired).
-            if self.status.claim_end() {
+            if self.liveness.claim_end() {
                 tracing::warn!(key = %self.key(), id = %self.id(), "lock lost: downgrade found it no longer held");
-                self.status.cancel(&self.token, CancelReason::Lost);
+                self.liveness.cancel(&self.token, CancelReason::Lost);
             }
             return Err(not_held(&self));
         }
-        if self.status.check(&self.token) {
+        if self.liveness.check(&self.token) {
             // Fired meanwhile: the background task releases the reader's id.
             return Err(not_held(&self));
         }
-        self.status.extend(sent + self.lease.validity());
+        self.liveness.extend(sent + self.lease.validity());
         self.mode = Mode::Read;
         Ok(self)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_release_removes_every_form_the_id_may_have() {
-        let never = Shape::default();
-        assert_eq!(never.releasing(Mode::Write), [Mode::Write]);
-        assert_eq!(Shape::default().releasing(Mode::Read), [Mode::Read]);
-
-        let done = Shape::default();
-        assert!(done.sending());
-        done.answered(true);
-        assert_eq!(done.releasing(Mode::Write), [Mode::Read]);
-
-        let unanswered = Shape::default();
-        assert!(unanswered.sending());
-        assert_eq!(unanswered.releasing(Mode::Write), [Mode::Write, Mode::Read]);
-        unanswered.answered(true);
-        assert_eq!(
-            unanswered.releasing(Mode::Write),
-            [Mode::Write, Mode::Read],
-            "a reply after the release began changes nothing"
-        );
-
-        let refused = Shape::default();
-        assert!(refused.sending());
-        refused.answered(false);
-        assert_eq!(refused.releasing(Mode::Write), [Mode::Write]);
-    }
-
-    #[test]
-    fn no_downgrade_is_sent_once_the_release_has_begun() {
-        let shape = Shape::default();
-        assert_eq!(shape.releasing(Mode::Write), [Mode::Write]);
-        assert!(!shape.sending());
     }
 }

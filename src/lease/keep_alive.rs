@@ -2,19 +2,20 @@
 
 use std::sync::Arc;
 
-use redis::aio::ConnectionLike;
 use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
+use super::liveness::Liveness;
+use super::Lease;
+use crate::backend::Backend;
 use crate::error::{chain, Error};
-use crate::lease::Lease;
+use crate::protocol::calls::Leftovers;
 use crate::reason::CancelReason;
-use crate::status::Status;
 
 /// Keeps the lock alive until `token` fires, then releases it if it may still be held.
 ///
 /// `sent` is when the acquiring request was sent: the lock is surely held until `sent`
-/// plus [`Lease::validity`], the deadline `status` starts with. Each successful refresh
+/// plus [`Lease::validity`], the deadline `liveness` starts with. Each successful refresh
 /// moves that deadline to its own send time plus the validity; when the deadline passes
 /// without one, the token fires with [`CancelReason::Expired`], even if Redis never
 /// answers (and the guard fires it itself if it looks first). A refresh that fails is
@@ -24,16 +25,12 @@ use crate::status::Status;
 /// removed, `Ok(false)` when it was gone (including [`CancelReason::Lost`], which sends
 /// nothing), or when [`Guard::unlock`](crate::Guard::unlock) claimed the release and
 /// sent it itself.
-pub(crate) async fn keep<C>(
-    lease: Arc<Lease<C>>,
+pub(crate) async fn keep_alive<B: Backend>(
+    lease: Arc<Lease<B>>,
     token: CancellationToken,
-    status: Arc<Status>,
+    liveness: Arc<Liveness>,
     sent: Instant,
-) -> Result<bool, Error>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    let mut conn = lease.conn.clone();
+) -> Result<bool, Error> {
     let mut next = sent + lease.refresh_interval();
     // One timer at a time, so an idle guard's task stays small: until the next refresh
     // (always before the deadline, unless refreshes keep failing), then, while the
@@ -42,59 +39,59 @@ where
         tokio::select! {
             biased;
             () = token.cancelled() => break,
-            () = sleep_until(next.min(status.deadline())) => {}
+            () = sleep_until(next.min(liveness.deadline())) => {}
         }
-        if Instant::now() >= status.deadline() {
-            expired(&lease, &token, &status);
+        if Instant::now() >= liveness.deadline() {
+            expired(&lease, &token, &liveness);
             break;
         }
         let sent = Instant::now();
         // Boxed: the request's state is allocated only while it is in flight.
-        let refresh = Box::pin(lease.refresh(&mut conn));
+        let refresh = Box::pin(lease.refresh());
         tokio::select! {
             biased;
             () = token.cancelled() => break,
-            () = sleep_until(status.deadline()) => {
-                expired(&lease, &token, &status);
+            () = sleep_until(liveness.deadline()) => {
+                expired(&lease, &token, &liveness);
                 break;
             }
             outcome = refresh => match outcome {
                 Ok(true) => {
-                    status.extend(sent + lease.validity());
+                    liveness.extend(sent + lease.validity());
                     next = sent + lease.refresh_interval();
                 }
                 Ok(false) => {
-                    tracing::warn!(key = %lease.keys.lock, id = %lease.id, "lock lost: refresh found it no longer held");
-                    status.claim_end();
-                    status.cancel(&token, CancelReason::Lost);
+                    tracing::warn!(key = %lease.key(), id = %lease.id(), "lock lost: refresh found it no longer held");
+                    liveness.claim_end();
+                    liveness.cancel(&token, CancelReason::Lost);
                     return Ok(false);
                 }
                 Err(err) => {
-                    tracing::warn!(key = %lease.keys.lock, id = %lease.id, error = %chain(&err), "refresh failed; retrying");
+                    tracing::warn!(key = %lease.key(), id = %lease.id(), error = %chain(&err), "refresh failed; retrying");
                     next = Instant::now() + lease.refresh_retry();
                 }
             },
         }
     }
-    if !status.claim_end() {
+    if !liveness.claim_end() {
         // `unlock` releases it itself.
         return Ok(false);
     }
-    let reason = status.reason(&token);
-    let released = Box::pin(lease.release(false, false)).await;
+    let reason = liveness.reason(&token);
+    let released = Box::pin(lease.release(Leftovers::NONE)).await;
     match &released {
         Ok(held) => {
-            tracing::debug!(key = %lease.keys.lock, id = %lease.id, ?reason, held, "lock released")
+            tracing::debug!(key = %lease.key(), id = %lease.id(), ?reason, held, "lock released")
         }
         Err(err) => tracing::warn!(
-            key = %lease.keys.lock, id = %lease.id, ?reason, error = %chain(err),
+            key = %lease.key(), id = %lease.id(), ?reason, error = %chain(err),
             "release failed; the lock expires by its TTL"
         ),
     }
     released
 }
 
-fn expired<C>(lease: &Lease<C>, token: &CancellationToken, status: &Status) {
-    tracing::warn!(key = %lease.keys.lock, id = %lease.id, "lock expired: no refresh succeeded in time");
-    status.cancel(token, CancelReason::Expired);
+fn expired<B>(lease: &Lease<B>, token: &CancellationToken, liveness: &Liveness) {
+    tracing::warn!(key = %lease.key(), id = %lease.id(), "lock expired: no refresh succeeded in time");
+    liveness.cancel(token, CancelReason::Expired);
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::hub::Hub;
+use super::hub::Hub;
 
 /// Wakes waiting [`write`](crate::RwMutex::write)s and [`read`](crate::RwMutex::read)s
 /// when the lock they wait for is released, instead of letting them poll.
@@ -32,7 +32,7 @@ use crate::hub::Hub;
 /// reopened with a backoff of 10 ms doubling to 1 s. The connection uses the client's
 /// settings (address, TLS, credentials, database).
 ///
-/// On a Redis Cluster (feature `cluster`), use [`Notifier::cluster`]: releases go out by
+/// On a Redis Cluster (feature `cluster`), use `Notifier::cluster`: releases go out by
 /// `SPUBLISH` on a channel in the lock key's slot, and the notifier subscribes with
 /// `SSUBSCRIBE` on the node that serves it.
 ///
@@ -67,6 +67,7 @@ impl Notifier {
 }
 
 #[cfg(feature = "cluster")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
 impl Notifier {
     /// A notifier for the Redis Cluster that `client` reaches (feature `cluster`), for
     /// mutexes on a `redis::cluster_async::ClusterConnection`.
@@ -113,6 +114,7 @@ impl Notifier {
 }
 
 #[cfg(feature = "cluster")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
 impl From<redis::cluster::ClusterClient> for Notifier {
     fn from(client: redis::cluster::ClusterClient) -> Self {
         Self::cluster(client)

@@ -2,12 +2,13 @@
 //! as counters without reading them first.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::scripts::TOKEN_MAX;
+use super::replies::TOKEN_MAX;
+use crate::util;
 
 /// How many lock keys a mutex remembers; past this it forgets them all and checks each
 /// fence key once more. A miss only costs the checked (slower) path.
@@ -74,7 +75,6 @@ impl Fences {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Instant>> {
-        // Nothing panics while holding it; a poisoned map is still a valid map.
-        self.checked.lock().unwrap_or_else(PoisonError::into_inner)
+        util::lock(&self.checked)
     }
 }

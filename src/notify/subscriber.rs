@@ -1,4 +1,4 @@
-//! The connection task of a [`Hub`]: one subscriber connection, kept subscribed to the
+//! The connection task of a hub: one subscriber connection, kept subscribed to the
 //! release channels that have waiters, delivering their messages.
 //!
 //! On a single server it is a Pub/Sub connection (`SUBSCRIBE`); on a Redis Cluster it is
@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::chain;
-use crate::hub::Hub;
+use crate::util;
 
 /// How long connecting, or one (un)subscribe request, may take before the connection is
 /// taken as lost.
@@ -27,6 +27,22 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// The first and the largest pause between reconnection attempts (jittered).
 const RECONNECT_MIN: Duration = Duration::from_millis(10);
 const RECONNECT_MAX: Duration = Duration::from_secs(1);
+
+/// What the connection task reports to: the waiters of a process (the hub). The task
+/// holds it weakly and ends when it is gone.
+pub(crate) trait Listener: Send + Sync + 'static {
+    /// The channels to subscribe to and to unsubscribe from, given those subscribed.
+    fn diff(&self, subscribed: &HashSet<String>) -> (Vec<String>, Vec<String>);
+    /// The connection confirmed its subscription to `channels`.
+    fn confirmed(&self, channels: &[String]);
+    /// A message on `channel`: the releasing id.
+    fn deliver(&self, channel: &str, id: &[u8]);
+    /// The connection is gone, or reset: no channel is subscribed, and any release may
+    /// have gone unheard.
+    fn lost(&self);
+    /// The server dropped the subscription to `channel`.
+    fn dropped(&self, channel: &str);
+}
 
 /// Where a hub's subscriber connection goes.
 #[derive(Clone)]
@@ -64,8 +80,8 @@ impl fmt::Debug for Source {
 /// The connection task: connect, keep the subscriptions in line with the channels that
 /// have waiters, deliver messages; on any failure mark everything unsubscribed, wake
 /// every waiter and reconnect with a backoff. Ends when the hub is dropped.
-pub(crate) async fn run(
-    hub: Weak<Hub>,
+pub(crate) async fn run<L: Listener>(
+    hub: Weak<L>,
     source: Source,
     changed: Arc<Notify>,
     stop: CancellationToken,
@@ -97,8 +113,8 @@ pub(crate) async fn run(
 }
 
 /// One connection attempt and, if it connects, its session; with whether it connected.
-async fn connect_and_serve(
-    hub: &Weak<Hub>,
+async fn connect_and_serve<L: Listener>(
+    hub: &Weak<L>,
     source: &Source,
     changed: &Notify,
     stop: &CancellationToken,
@@ -121,9 +137,9 @@ async fn connect_and_serve(
 /// reconnection backoff starts over only after a session that lasted
 /// [`RECONNECT_MAX`], so a connection that fails as soon as it is up (a refused
 /// subscription) is retried at most about once a second.
-async fn serve(
+async fn serve<L: Listener>(
     connected: Result<impl Link, String>,
-    hub: &Weak<Hub>,
+    hub: &Weak<L>,
     changed: &Notify,
     stop: &CancellationToken,
     backoff: &mut Backoff,
@@ -202,8 +218,8 @@ trait Link {
 /// waiters and deliver messages. A channel the link could not subscribe to is tried
 /// again after a backoff (10 ms doubling to 1 s) while the others go on. Returns why
 /// the connection ended.
-async fn session(
-    hub: &Weak<Hub>,
+async fn session<L: Listener>(
+    hub: &Weak<L>,
     mut link: impl Link,
     changed: &Notify,
     stop: &CancellationToken,
@@ -249,40 +265,39 @@ async fn session(
                 subscribed.remove(channel);
             }
         }
-        let retry = async {
-            match retry_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             () = stop.cancelled() => return Ok(()),
             () = changed.notified() => {}
-            () = retry => {}
-            event = link.next() => match event {
-                Event::Message { channel, payload } => {
-                    if let Some(hub) = hub.upgrade() {
-                        hub.deliver(&channel, &payload);
-                    }
-                }
-                Event::Reset => {
-                    // Wake everyone, and subscribe to every channel again.
-                    if let Some(hub) = hub.upgrade() {
-                        hub.lost();
-                    }
-                    subscribed.clear();
-                }
-                Event::Dropped(channel) => {
-                    if subscribed.remove(&channel) {
-                        if let Some(hub) = hub.upgrade() {
-                            hub.dropped(&channel);
-                        }
-                    }
-                }
-                Event::Closed => return Err("connection closed".to_owned()),
-            },
+            () = util::sleep_until(retry_at) => {}
+            event = link.next() => on_event(event, hub, &mut subscribed)?,
         }
     }
+}
+
+/// Passes one event of the link on to the listener; an error when the link closed.
+fn on_event<L: Listener>(
+    event: Event,
+    hub: &Weak<L>,
+    subscribed: &mut HashSet<String>,
+) -> Result<(), String> {
+    let Some(hub) = hub.upgrade() else {
+        return Ok(());
+    };
+    match event {
+        Event::Message { channel, payload } => hub.deliver(&channel, &payload),
+        Event::Reset => {
+            // Wake everyone, and subscribe to every channel again.
+            hub.lost();
+            subscribed.clear();
+        }
+        Event::Dropped(channel) => {
+            if subscribed.remove(&channel) {
+                hub.dropped(&channel);
+            }
+        }
+        Event::Closed => return Err("connection closed".to_owned()),
+    }
+    Ok(())
 }
 
 /// A single server's Pub/Sub connection.

@@ -1,0 +1,320 @@
+//! The engine: one request for a lock or a permit in, an acquisition out. It sends the
+//! attempts through the lease's [`Backend`], waits between them (woken by the hub, or
+//! polling), and on every way out leaves nothing behind in Redis ([`Pending`]). It never
+//! builds a guard: the caller makes one of the [`Acquired`] lease.
+
+mod interrupt;
+mod step;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use self::interrupt::Interrupt;
+use self::step::{decide, pause, Context, Next, Reply, BACKOFF_MAX, BACKOFF_MIN};
+use crate::backend::Backend;
+use crate::error::Error;
+use crate::lease::cleanup::Pending;
+use crate::lease::Lease;
+use crate::mode::{Kind, Mode};
+use crate::notify::waiter::Waiter;
+use crate::protocol::calls::Ask;
+use crate::protocol::fences::Fences;
+use crate::protocol::replies::Attempt;
+use crate::spawner::Spawner;
+
+/// How long a waiter waits for its channel's subscription before its first attempt
+/// under it (a healthy server confirms within a round trip, or a few for a first
+/// connection); past this it polls until the subscription is confirmed.
+const SUBSCRIBE_WAIT: Duration = Duration::from_millis(100);
+
+/// Whether a request waits for the lock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Patience {
+    /// One attempt (`try_write`, `try_read`, `try_acquire`).
+    Once,
+    /// Retry until acquired, or until the timeout, if any, runs out.
+    Wait(Option<Duration>),
+}
+
+impl Patience {
+    fn waits(self) -> bool {
+        matches!(self, Self::Wait(_))
+    }
+}
+
+/// One request, as the engine takes it.
+#[derive(Debug)]
+pub(crate) struct Job<'a, B> {
+    /// The lease to take: its keys, a fresh id, its kind, TTL and queueing.
+    pub(crate) lease: Arc<Lease<B>>,
+    pub(crate) patience: Patience,
+    /// Cancelling it ends the wait with [`Error::Cancelled`].
+    pub(crate) parent: Option<&'a CancellationToken>,
+    /// A waiting writer sets the lock intent.
+    pub(crate) lock_intent: bool,
+    /// The mutex's record of checked fence keys, for the fast paths.
+    pub(crate) fences: &'a Fences,
+    /// How long the fence key outlives an acquisition (the fast path needs half of it).
+    pub(crate) fence_retention: Duration,
+    /// Where the clean-up after giving up runs.
+    pub(crate) spawner: &'a Spawner,
+}
+
+/// A lock taken by a request sent at `sent`, with its fencing token.
+#[derive(Debug)]
+pub(crate) struct Acquired<B> {
+    pub(crate) lease: Arc<Lease<B>>,
+    pub(crate) sent: Instant,
+    pub(crate) token: u64,
+}
+
+/// Takes the lock `job` describes. `Ok(None)` only with [`Patience::Once`], when others
+/// hold it.
+///
+/// # Cancel safety
+///
+/// Dropping the future leaves nothing in Redis for longer than a round trip: what an
+/// attempt may have taken, an intent it set and a queue place are released from a
+/// background task ([`Pending`]).
+pub(crate) async fn run<B: Backend>(job: Job<'_, B>) -> Result<Option<Acquired<B>>, Error> {
+    let deadline = match job.patience {
+        Patience::Wait(Some(timeout)) => Instant::now().checked_add(timeout),
+        _ => None,
+    };
+    let interrupt = Interrupt::new(job.parent, deadline);
+    let mut wait = Wait::new(&job);
+    match interrupt.or(wait.run()).await {
+        Ok(acquired) => Ok(acquired),
+        Err(err) => Err(wait.pending.give_up(err).await),
+    }
+}
+
+/// The state of one request's wait.
+struct Wait<'j, 'a, B: Backend> {
+    job: &'j Job<'a, B>,
+    pending: Pending<B>,
+    /// This process's queue on the lock, once the request has had to wait.
+    waiter: Option<Waiter>,
+    backoff: ExponentialBackoff,
+    /// The next attempt takes the write fast path.
+    fast: bool,
+    /// A release published from before the last attempt will wake the waiter.
+    notified: bool,
+    /// When the last attempt was sent.
+    sent: Instant,
+    late_replies: u32,
+    /// A waiting writer on a mutex with the lock intent.
+    set_intent: bool,
+    /// How this process's queue wakes it: in fair mode every release wakes all local
+    /// waiters, since the queue in Redis, not this process, says whose turn it is.
+    wake_as: Mode,
+}
+
+impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
+    fn new(job: &'j Job<'a, B>) -> Self {
+        let lease = &job.lease;
+        let waits = job.patience.waits();
+        let fair = lease.call.queue.is_fair();
+        Self {
+            job,
+            pending: Pending::new(Arc::clone(lease), job.spawner.clone(), fair && waits),
+            waiter: None,
+            backoff: ExponentialBuilder::new()
+                .with_min_delay(BACKOFF_MIN)
+                .with_max_delay(BACKOFF_MAX)
+                .with_jitter()
+                .without_max_times()
+                .build(),
+            fast: false,
+            notified: false,
+            sent: Instant::now(),
+            late_replies: 0,
+            set_intent: lease.kind == Kind::Write && job.lock_intent && waits,
+            wake_as: if fair { Mode::Read } else { lease.kind.mode() },
+        }
+    }
+
+    async fn run(&mut self) -> Result<Option<Acquired<B>>, Error> {
+        let mut next = self.start();
+        loop {
+            next = match next {
+                Next::Attempt => self.attempt().await,
+                Next::Acquired(token) => return Ok(Some(self.acquired(token))),
+                Next::Unavailable => return Ok(None),
+                Next::Fail(err) => return Err(err),
+                Next::Subscribe => {
+                    self.subscribe().await;
+                    Next::Attempt
+                }
+                Next::Sleep(blocked_for) => {
+                    let woken = self.sleep(blocked_for).await;
+                    // Woken by a release, the lock is likely free: a writer that keeps no
+                    // intent (the fast path would not clear it) tries without a script.
+                    self.fast = woken && !self.set_intent && self.fast_ok();
+                    Next::Attempt
+                }
+            };
+        }
+    }
+
+    /// The first step: queue behind this process's waiters on the lock if there are any
+    /// (not in fair mode, where the first attempt takes a place in the queue in Redis),
+    /// else attempt, by the fast path when it may.
+    fn start(&mut self) -> Next {
+        let lease = &self.job.lease;
+        if let (Some(hub), true, false) = (
+            lease.backend.hub(),
+            self.job.patience.waits(),
+            lease.call.queue.is_fair(),
+        ) {
+            if hub.has_waiters(&lease.call.keys.channel) {
+                let waiter = hub.join(&lease.call.keys.channel, self.wake_as);
+                self.notified = waiter.notifies();
+                self.waiter = Some(waiter);
+                return Next::Sleep(lease.ttl);
+            }
+        }
+        self.fast = self.fast_ok();
+        Next::Attempt
+    }
+
+    /// Whether a writer may take the fast path on this lock key: the backend allows it
+    /// (its tokens need no clock floor), the lock is not fair, and this mutex has checked
+    /// the fence key recently enough.
+    fn fast_ok(&self) -> bool {
+        let (job, lease) = (self.job, &self.job.lease);
+        lease.kind == Kind::Write
+            && lease.backend.fast_path()
+            && !lease.call.queue.is_fair()
+            && job.fences.countable(lease.key(), job.fence_retention)
+    }
+
+    /// Sends one attempt and decides what comes next.
+    async fn attempt(&mut self) -> Next {
+        let lease = &self.job.lease;
+        self.notified = self.waiter.as_ref().is_some_and(Waiter::attempting);
+        let fast = std::mem::take(&mut self.fast);
+        // A fair reader reads the fence key (the counting path knows no queue).
+        let fence_checked = !lease.call.queue.is_fair() && self.job.fences.checked(lease.key());
+        let ask = match lease.kind {
+            Kind::Write if fast => Ask::FastWrite,
+            Kind::Write => Ask::Write {
+                set_intent: self.set_intent,
+            },
+            Kind::Read => Ask::Read { fence_checked },
+            Kind::Permit(permits) => Ask::Permit(permits),
+        };
+        self.sent = Instant::now();
+        self.pending.sending(self.set_intent && !fast);
+        // A reply later than the validity could not make a guard, so no attempt waits
+        // longer, even over a connection with no response timeout of its own (or a
+        // cluster client that keeps retrying through a failover).
+        let reply = match tokio::time::timeout(lease.validity(), lease.attempt(ask)).await {
+            Err(_) => Reply::Unanswered,
+            Ok(Ok(attempt)) => Reply::Answered {
+                attempt,
+                in_time: Instant::now() < self.sent + lease.validity(),
+            },
+            Ok(Err(err)) => Reply::Failed(err),
+        };
+        self.settle(&reply, fast || (lease.kind == Kind::Read && fence_checked));
+        let context = Context {
+            waits: self.job.patience.waits(),
+            notifier: lease.backend.hub().is_some(),
+            queued: self.waiter.is_some(),
+            late_replies: self.late_replies,
+        };
+        decide(reply, context)
+    }
+
+    /// Records what the reply says Redis may hold for this request (for the clean-up),
+    /// and what it says of the fence key; `counted` when the attempt counted on a checked
+    /// fence key rather than minting by script.
+    fn settle(&mut self, reply: &Reply, counted: bool) {
+        let (lease, fences) = (&self.job.lease, self.job.fences);
+        let (key, id) = (lease.key(), lease.id());
+        match reply {
+            Reply::Answered { attempt, in_time } => match attempt {
+                Attempt::Acquired(token) if *in_time => {
+                    self.pending.disarm();
+                    if counted {
+                        fences.counted(key, *token);
+                    } else {
+                        fences.minted(key, *token, self.sent);
+                    }
+                }
+                Attempt::Acquired(_) => {
+                    // The server or the connection stalled: the lock may already have
+                    // expired, so no guard is made of it; `pending` releases it if the
+                    // wait ends before an attempt renews it.
+                    tracing::debug!(%key, %id, "acquired too late to be valid; trying again");
+                    self.pending.late();
+                    self.late_replies += 1;
+                }
+                Attempt::Busy => self.pending.answered(),
+                Attempt::Unchecked => {
+                    fences.forget(key);
+                    self.pending.answered();
+                }
+                Attempt::TakenWithoutToken => {
+                    fences.forget(key);
+                    self.pending.late();
+                }
+                Attempt::Blocked(_) => self.pending.blocked(),
+            },
+            Reply::Unanswered => {
+                tracing::debug!(%key, %id, "no reply within the lock's validity");
+                self.pending.unanswered();
+                fences.forget(key);
+            }
+            Reply::Failed(err) => {
+                if err.changed_nothing() {
+                    self.pending.answered();
+                }
+                fences.forget(key);
+            }
+        }
+    }
+
+    /// Joins this process's queue for the lock and waits a little for the subscription.
+    async fn subscribe(&mut self) {
+        let lease = &self.job.lease;
+        if let Some(hub) = lease.backend.hub() {
+            let mut joined = hub.join(&lease.call.keys.channel, self.wake_as);
+            joined.subscribed_within(SUBSCRIBE_WAIT).await;
+            self.waiter = Some(joined);
+        }
+    }
+
+    /// Sleeps before the next attempt; true when a release woke it.
+    async fn sleep(&mut self, blocked_for: Duration) -> bool {
+        let lease = &self.job.lease;
+        let notified = self.notified && self.waiter.is_some();
+        let pause = pause(blocked_for, notified, lease.ttl, || self.backoff.next());
+        tracing::trace!(key = %lease.key(), id = %lease.id(), ?pause, notified, "lock busy; waiting");
+        match &self.waiter {
+            Some(waiter) => waiter.sleep(pause).await,
+            None => {
+                tokio::time::sleep(pause).await;
+                false
+            }
+        }
+    }
+
+    /// The request took the lock with `token`: leave the local queue without waking
+    /// anyone (the next waiters are woken when this holder releases).
+    fn acquired(&mut self, token: u64) -> Acquired<B> {
+        if let Some(waiter) = self.waiter.take() {
+            waiter.acquired();
+        }
+        Acquired {
+            lease: Arc::clone(&self.job.lease),
+            sent: self.sent,
+            token,
+        }
+    }
+}

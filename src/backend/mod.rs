@@ -1,0 +1,145 @@
+//! The seam between the engine and Redis: every acquire attempt, refresh, release and
+//! downgrade goes through one [`Backend`], and so does the choice of the channel a waiter
+//! waits on. The wait loop ([`acquire`](crate::acquire)), the refresh task and the
+//! release know only this trait; [`Single`] and [`Cluster`] implement it on one
+//! connection, and [`Connection`] picks one of them for a mutex at run time.
+//!
+//! # What an implementation guarantees
+//!
+//! - **Atomicity per call.** Each call is one atomic step on the lock's keys as the
+//!   scripts in `lua/` define it (or, for [`Ask::FastWrite`], a pipeline whose first
+//!   command decides the outcome): it takes effect wholly or not at all, and its reply
+//!   says which. A new implementation that spans several servers (a quorum) must give
+//!   each call this meaning as a whole: "acquired" only when the lock is held as the
+//!   single-server script would hold it.
+//! - **A bounded time.** Callers bound every call (an attempt by the lock's validity, a
+//!   refresh by the guard's deadline, a release by one TTL, a downgrade by the guard's
+//!   deadline) and drop its future past that bound. Dropping a call's future must be
+//!   safe at any point: the call may then have taken effect or not, as with a request
+//!   whose reply was lost, and the caller treats it so (a later release under the same
+//!   id removes whatever it took). An implementation should end each call on its own
+//!   well within those bounds (a per-request timeout), but must not rely on it.
+//! - **The replies.** [`attempt`](Backend::attempt) answers with an
+//!   [`Attempt`]: `Acquired(token)` with a fencing token larger than every earlier one
+//!   for the key, `Blocked(pttl)` when others hold it, `Unchecked`, `TakenWithoutToken`
+//!   and `Busy` only for the paths that give them; or a typed [`Error`] naming the key,
+//!   with [`Error::changed_nothing`] true only when nothing was changed.
+//!   [`refresh`](Backend::refresh) is `Ok(false)` only when the id definitely no longer
+//!   holds the lock; [`release`](Backend::release) and
+//!   [`downgrade`](Backend::downgrade) report in `held` whether the id held it, and in
+//!   `published` whether waiters on the release channel were told.
+
+mod cluster;
+mod single;
+
+use std::future::Future;
+use std::sync::Arc;
+
+pub(crate) use cluster::Cluster;
+pub(crate) use single::Single;
+
+use crate::error::Error;
+use crate::notify::hub::Hub;
+use crate::protocol::calls::{Ask, Call, Hold, Leftovers};
+use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+
+/// How the engine reaches Redis for one mutex or semaphore. See the module docs for what
+/// an implementation must guarantee.
+pub(crate) trait Backend: Send + Sync + 'static {
+    /// One acquire attempt for `call`, as `ask` says.
+    fn attempt(&self, call: &Call, ask: Ask)
+        -> impl Future<Output = Result<Attempt, Error>> + Send;
+
+    /// Extends the lock's TTL; `Ok(false)` when the id no longer holds it.
+    fn refresh(&self, call: &Call) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// Removes the id, held as `hold`, and the `leftovers` of an unfinished acquire.
+    fn release(
+        &self,
+        call: &Call,
+        hold: Hold,
+        leftovers: Leftovers,
+    ) -> impl Future<Output = Result<Unlocked, Error>> + Send;
+
+    /// Turns the id's write lock into a read lock in one step.
+    fn downgrade(&self, call: &Call) -> impl Future<Output = Result<Downgraded, Error>> + Send;
+
+    /// Where this process's waiters wait for releases, when the mutex has a notifier.
+    fn hub(&self) -> Option<&Arc<Hub>>;
+
+    /// Whether [`Ask::FastWrite`] may be sent: its token comes from the counter alone,
+    /// which is not floored at the server clock.
+    fn fast_path(&self) -> bool;
+}
+
+/// The backend of a mutex on a redis-rs connection `C`: one server, or a Redis Cluster,
+/// chosen when the mutex is made (`Builder::cluster`, or the connection's type).
+#[derive(Debug)]
+pub(crate) enum Connection<C> {
+    Single(Single<C>),
+    Cluster(Cluster<C>),
+}
+
+impl<C> Connection<C> {
+    /// The backend on `conn`, a cluster connection when `cluster`, waking waiters through
+    /// `hub`.
+    pub(crate) fn new(conn: C, cluster: bool, hub: Option<Arc<Hub>>) -> Self {
+        if cluster {
+            Self::Cluster(Cluster::new(conn, hub))
+        } else {
+            Self::Single(Single::new(conn, hub))
+        }
+    }
+}
+
+impl<C> Backend for Connection<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn attempt(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
+        match self {
+            Self::Single(single) => single.attempt(call, ask).await,
+            Self::Cluster(cluster) => cluster.attempt(call, ask).await,
+        }
+    }
+
+    async fn refresh(&self, call: &Call) -> Result<bool, Error> {
+        match self {
+            Self::Single(single) => single.refresh(call).await,
+            Self::Cluster(cluster) => cluster.refresh(call).await,
+        }
+    }
+
+    async fn release(
+        &self,
+        call: &Call,
+        hold: Hold,
+        leftovers: Leftovers,
+    ) -> Result<Unlocked, Error> {
+        match self {
+            Self::Single(single) => single.release(call, hold, leftovers).await,
+            Self::Cluster(cluster) => cluster.release(call, hold, leftovers).await,
+        }
+    }
+
+    async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
+        match self {
+            Self::Single(single) => single.downgrade(call).await,
+            Self::Cluster(cluster) => cluster.downgrade(call).await,
+        }
+    }
+
+    fn hub(&self) -> Option<&Arc<Hub>> {
+        match self {
+            Self::Single(single) => single.hub(),
+            Self::Cluster(cluster) => cluster.hub(),
+        }
+    }
+
+    fn fast_path(&self) -> bool {
+        match self {
+            Self::Single(single) => single.fast_path(),
+            Self::Cluster(cluster) => cluster.fast_path(),
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! The nested guards of a reentrant mutex: a second guard on a lock its task holds.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Guard, Role};
+use crate::lease::liveness::Liveness;
+use crate::lease::registry::Holding;
+use crate::mode::Mode;
+use crate::spawner::Spawner;
+
+impl Guard {
+    /// A nested guard in `mode` on the lock `outer` holds. With a `parent`, `spawner`
+    /// runs the small task that cancels the nested token when `parent` is cancelled (a
+    /// token has one parent: the outer guard's).
+    pub(crate) fn nested(
+        outer: &Holding,
+        mode: Mode,
+        parent: Option<CancellationToken>,
+        spawner: Option<Spawner>,
+    ) -> Self {
+        let token = outer.token.child_token();
+        if let (Some(parent), Some(spawner)) = (&parent, spawner) {
+            let (parent, token) = (parent.clone(), token.clone());
+            // Ends with the nested token at the latest, which fires with the outer one.
+            drop(spawner.spawn(async move {
+                tokio::select! {
+                    biased;
+                    () = token.cancelled() => {}
+                    () = parent.cancelled() => token.cancel(),
+                }
+            }));
+        }
+        let liveness = Liveness::nested(parent, Arc::clone(&outer.liveness), outer.token.clone());
+        Self {
+            lease: Arc::clone(&outer.lease),
+            mode,
+            fencing_token: outer.fencing_token,
+            token,
+            liveness: Arc::new(liveness),
+            role: Role::Nested,
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! One lock's lease in Redis and what keeps it: its keys, id and timing, the form its id
+//! has after a downgrade, its liveness (deadline and cancel reason), the refresh task,
+//! the clean-up of an unfinished acquire, and the reentrancy registry. It reaches Redis
+//! only through a [`Backend`], and knows no guard, request or handle.
+
+pub(crate) mod any;
+pub(crate) mod cleanup;
+mod form;
+pub(crate) mod keep_alive;
+pub(crate) mod liveness;
+pub(crate) mod registry;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(crate) use any::AnyLease;
+pub(crate) use form::Form;
+
+use crate::backend::Backend;
+use crate::error::Error;
+use crate::mode::{Kind, Mode};
+use crate::protocol::calls::{Ask, Call, Hold, Leftovers};
+use crate::protocol::replies::Attempt;
+
+/// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
+/// Redis", the `CLOCK_DRIFT_FACTOR` of the reference implementations).
+const DRIFT_FACTOR_PERCENT: u32 = 1;
+/// Redlock's fixed drift allowance of 2 ms added to the factor (same source).
+const DRIFT_FIXED: Duration = Duration::from_millis(2);
+
+/// The keys, id, kind and TTL of one lock (or permit), with the backend that reaches it.
+#[derive(Debug)]
+pub(crate) struct Lease<B> {
+    pub(crate) backend: Arc<B>,
+    /// What every script call of the lease sends.
+    pub(crate) call: Call,
+    /// What the request took. A write lock may since have been downgraded: `form` says
+    /// which form the release must remove.
+    pub(crate) kind: Kind,
+    pub(crate) form: Form,
+    pub(crate) ttl: Duration,
+}
+
+impl<B> Lease<B> {
+    /// A lease of `kind` for `call`, which lives `ttl` in Redis without a refresh.
+    pub(crate) fn new(backend: Arc<B>, call: Call, kind: Kind, ttl: Duration) -> Self {
+        Self {
+            backend,
+            call,
+            kind,
+            form: Form::default(),
+            ttl,
+        }
+    }
+
+    /// The lock key.
+    pub(crate) fn key(&self) -> &str {
+        &self.call.keys.lock
+    }
+
+    /// The lease's id: 32 lowercase hex characters.
+    pub(crate) fn id(&self) -> &str {
+        &self.call.id
+    }
+
+    /// How long after an acquire or refresh request was sent the lock is surely still
+    /// held: the TTL minus Redlock's drift margin (1% of the TTL + 2 ms).
+    pub(crate) fn validity(&self) -> Duration {
+        let drift = self.ttl * DRIFT_FACTOR_PERCENT / 100 + DRIFT_FIXED;
+        self.ttl.saturating_sub(drift)
+    }
+
+    /// When to refresh after a successful acquire or refresh: half the TTL, as in Go.
+    pub(crate) fn refresh_interval(&self) -> Duration {
+        self.ttl / 2
+    }
+
+    /// When to try again after a refresh failed: an eighth of the TTL, so a refresh sent
+    /// at half the TTL gets three more tries before the validity ends.
+    pub(crate) fn refresh_retry(&self) -> Duration {
+        self.ttl / 8
+    }
+
+    /// What this lease's id holds at the lock key when it holds it in `mode`.
+    fn hold_as(&self, mode: Mode) -> Hold {
+        match (self.kind, mode) {
+            (Kind::Permit(_), _) => Hold::Permit,
+            (_, Mode::Write) => Hold::Write,
+            (_, Mode::Read) => Hold::Read,
+        }
+    }
+}
+
+impl<B: Backend> Lease<B> {
+    /// One acquire attempt under this lease's id.
+    pub(crate) async fn attempt(&self, ask: Ask) -> Result<Attempt, Error> {
+        self.backend.attempt(&self.call, ask).await
+    }
+
+    /// Extends the lock; false when this id no longer holds it.
+    pub(crate) async fn refresh(&self) -> Result<bool, Error> {
+        self.backend.refresh(&self.call).await
+    }
+
+    /// Turns this writer's lock into a read lock held by the same id, in one step; waiters
+    /// here and elsewhere are told. False when the id did not hold the lock as a writer
+    /// (nor already as a reader), or when the release has begun (nothing is sent then).
+    pub(crate) async fn downgrade(&self) -> Result<bool, Error> {
+        if !self.form.sending() {
+            return Ok(false);
+        }
+        let downgraded = self.backend.downgrade(&self.call).await?;
+        self.form.answered(downgraded.held);
+        if downgraded.published {
+            self.released_here();
+        }
+        Ok(downgraded.held)
+    }
+
+    /// Removes this id from the lock key, and the `leftovers` of an unfinished acquire;
+    /// waiters here and elsewhere are told when that frees the lock. True when the id
+    /// held the lock.
+    ///
+    /// After a downgrade whose reply was never read, the id may be a writer's or a
+    /// reader's: it is removed as a writer's and, if that finds nothing, as a reader's.
+    ///
+    /// Waits at most one TTL for the reply ([`Error::Timeout`] after that): by then
+    /// anything this id could have left in Redis has expired, since refresh has stopped.
+    pub(crate) async fn release(&self, leftovers: Leftovers) -> Result<bool, Error> {
+        let modes = self.form.releasing(self.kind.mode());
+        let unlock = async {
+            let (mut held, mut published) = (false, false);
+            for &mode in modes {
+                let hold = self.hold_as(mode);
+                let found = self.backend.release(&self.call, hold, leftovers).await?;
+                held = found.held;
+                published |= found.published;
+                if held {
+                    break;
+                }
+            }
+            Ok((held, published))
+        };
+        let (held, published) = tokio::time::timeout(self.ttl, unlock)
+            .await
+            .unwrap_or(Err(Error::Timeout))?;
+        if published {
+            self.released_here();
+        }
+        Ok(held)
+    }
+
+    /// This process published a release of the lock: its own waiters are woken now.
+    fn released_here(&self) {
+        if let Some(hub) = self.backend.hub() {
+            hub.released(&self.call.keys.channel, &self.call.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::calls::Queueing;
+    use crate::protocol::keys::Keys;
+
+    fn lease(ttl_ms: u64) -> Lease<()> {
+        let call = Call {
+            keys: Keys::new("k".into(), false),
+            id: "0".repeat(32),
+            ttl_ms,
+            fence_ms: ttl_ms,
+            queue: Queueing::Off,
+        };
+        Lease::new(
+            Arc::new(()),
+            call,
+            Kind::Write,
+            Duration::from_millis(ttl_ms),
+        )
+    }
+
+    #[test]
+    fn validity_is_the_ttl_minus_the_redlock_drift_margin() {
+        // 4 s - (40 ms + 2 ms), 400 ms - (4 ms + 2 ms), 10 ms - (0.1 ms + 2 ms)
+        assert_eq!(lease(4000).validity(), Duration::from_millis(3958));
+        assert_eq!(lease(400).validity(), Duration::from_millis(394));
+        assert_eq!(lease(10).validity(), Duration::from_micros(7900));
+    }
+
+    #[test]
+    fn refresh_comes_at_half_the_ttl_with_retries_before_the_validity_ends() {
+        let lease = lease(400);
+        assert_eq!(lease.refresh_interval(), Duration::from_millis(200));
+        let third_retry = lease.refresh_interval() + lease.refresh_retry() * 3;
+        assert!(third_retry < lease.validity(), "{third_retry:?}");
+    }
+
+    #[test]
+    fn a_permit_is_released_as_a_permit_whatever_its_mode() {
+        let mut permit = lease(400);
+        permit.kind = Kind::Permit(3);
+        assert_eq!(permit.hold_as(Mode::Write), Hold::Permit);
+        let write = lease(400);
+        assert_eq!(write.hold_as(Mode::Write), Hold::Write);
+        assert_eq!(write.hold_as(Mode::Read), Hold::Read);
+    }
+}

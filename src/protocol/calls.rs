@@ -1,0 +1,322 @@
+//! The typed calls of the scripts: one [`Call`] per lease says whose lock it is, and each
+//! function here sends one script (by `EVALSHA`, see [`lua`](super::lua)) with the
+//! arguments its header in `lua/` lists.
+
+use redis::aio::ConnectionLike;
+use redis::Cmd;
+
+use super::keys::Keys;
+use super::lua::SCRIPTS;
+use super::replies::{Attempt, Downgraded, Unlocked};
+use super::topology::Topology;
+use crate::error::Error;
+
+/// What every script call of one lease sends: its keys, its id, its TTL and fence
+/// retention in milliseconds, and whether it queues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Call {
+    pub(crate) keys: Keys,
+    /// 32 lowercase hex characters ([`new_id`](super::id::new_id)).
+    pub(crate) id: String,
+    /// The TTL in whole milliseconds: the `PX`/`PEXPIRE` of the lock key.
+    pub(crate) ttl_ms: u64,
+    /// The fence retention in whole milliseconds: the `PX` of the fence key.
+    pub(crate) fence_ms: u64,
+    /// Whether the request waits in the fair queue, decided once per request.
+    pub(crate) queue: Queueing,
+}
+
+/// Whether a request joins the fair queue when blocked (`lua/shared.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Queueing {
+    /// Not fair: no queue.
+    Off,
+    /// Fair, and waits: join the queue, or keep its place in it.
+    Wait,
+    /// Fair, one attempt: take the lock only if nobody waits ahead; never queue.
+    Try,
+}
+
+impl Queueing {
+    /// The queueing of a request on a mutex that is `fair` or not, which `waits` or makes
+    /// one attempt.
+    pub(crate) fn new(fair: bool, waits: bool) -> Self {
+        match (fair, waits) {
+            (false, _) => Self::Off,
+            (true, true) => Self::Wait,
+            (true, false) => Self::Try,
+        }
+    }
+
+    /// Whether the lock is fair: its waiters are served in the order of the queue.
+    pub(crate) fn is_fair(self) -> bool {
+        self != Self::Off
+    }
+
+    /// Adds the queue keys after the other keys of a fair request.
+    fn keys(self, cmd: &mut Cmd, keys: &Keys) {
+        if let (Some(queue), true) = (&keys.queue, self.is_fair()) {
+            cmd.arg(&queue.order).arg(&queue.deadline);
+        }
+    }
+
+    /// How many keys a request has with `plain` keys of its own.
+    fn numkeys(self, plain: usize) -> usize {
+        if self.is_fair() {
+            plain + 2
+        } else {
+            plain
+        }
+    }
+
+    /// The queue operation the scripts take as their last argument.
+    fn op(self) -> Option<&'static str> {
+        match self {
+            Self::Off => None,
+            Self::Wait => Some("wait"),
+            Self::Try => Some("try"),
+        }
+    }
+
+    /// Adds the clock-floor flag and the queue operation as the script's last arguments;
+    /// the flag is left out when nothing follows it and it is off.
+    fn args(self, cmd: &mut Cmd, clock_floor: bool) {
+        if clock_floor || self.is_fair() {
+            cmd.arg(flag(clock_floor));
+        }
+        if let Some(op) = self.op() {
+            cmd.arg(op);
+        }
+    }
+}
+
+/// Which acquire attempt to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// The write fast path, no script ([`fast_lock`](super::fast::fast_lock)).
+    FastWrite,
+    /// `lock.lua`, setting the lock intent if blocked when `set_intent`.
+    Write { set_intent: bool },
+    /// `rlock.lua`; with `fence_checked` (never when fair) the fence key is taken as the
+    /// counter without reading it first.
+    Read { fence_checked: bool },
+    /// `semaphore.lua`, admitting this many holders.
+    Permit(u32),
+}
+
+/// What an id holds at a lock key, as `unlock.lua` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// A writer's id, the string at the lock key.
+    Write,
+    /// A reader's id, in the set at the lock key.
+    Read,
+    /// A permit's id, in the sorted set at the semaphore key.
+    Permit,
+}
+
+impl Hold {
+    fn arg(self) -> &'static str {
+        match self {
+            Hold::Write => "w",
+            Hold::Read => "r",
+            Hold::Permit => "p",
+        }
+    }
+}
+
+/// What a release removes besides the id at the lock key: what an acquire that did not
+/// finish may have left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Leftovers {
+    /// The lock intent, if it holds this id.
+    pub(crate) intent: bool,
+    /// This id's place in the fair queue, if the lock has one.
+    pub(crate) queue_place: bool,
+}
+
+impl Leftovers {
+    /// Nothing besides the id: the release of a held lock.
+    pub(crate) const NONE: Self = Self {
+        intent: false,
+        queue_place: false,
+    };
+}
+
+fn flag(on: bool) -> &'static str {
+    if on {
+        "1"
+    } else {
+        "0"
+    }
+}
+
+/// Sends the attempt `ask` for `call` by script, or by the fast path for
+/// [`Ask::FastWrite`].
+pub(crate) async fn attempt<C: ConnectionLike>(
+    conn: &mut C,
+    call: &Call,
+    topology: Topology,
+    ask: Ask,
+) -> Result<Attempt, Error> {
+    match ask {
+        Ask::FastWrite => super::fast::fast_lock(conn, call).await,
+        Ask::Write { set_intent } => lock(conn, call, topology, set_intent).await,
+        Ask::Read { fence_checked } => rlock(conn, call, topology, fence_checked).await,
+        Ask::Permit(permits) => semaphore(conn, call, topology, permits).await,
+    }
+}
+
+/// Runs `lock.lua`: take the write lock under the call's id and mint a fencing token
+/// (floored at the server clock on a cluster), setting the lock intent on failure when
+/// `set_intent`; in the queue as the call says.
+async fn lock<C: ConnectionLike>(
+    conn: &mut C,
+    call: &Call,
+    topology: Topology,
+    set_intent: bool,
+) -> Result<Attempt, Error> {
+    let (keys, queue) = (&call.keys, call.queue);
+    SCRIPTS
+        .lock
+        .attempt(conn, queue.numkeys(3), &keys.lock, |cmd| {
+            cmd.arg(&keys.lock).arg(&keys.intent).arg(&keys.fence);
+            queue.keys(cmd, keys);
+            cmd.arg(&call.id)
+                .arg(call.ttl_ms)
+                .arg(flag(set_intent))
+                .arg(call.fence_ms);
+            // The flag is sent only when set (or when fair): a client that has not
+            // authenticated may send at most 10 arguments, and must get NOAUTH, not a
+            // protocol error.
+            queue.args(cmd, topology.clock_floor());
+        })
+        .await
+}
+
+/// Runs `rlock.lua`: add the call's id to the readers of the lock and mint a fencing
+/// token (floored at the server clock on a cluster); with `fence_checked` (never when
+/// fair), the fence key is taken as the counter without reading it first.
+async fn rlock<C: ConnectionLike>(
+    conn: &mut C,
+    call: &Call,
+    topology: Topology,
+    fence_checked: bool,
+) -> Result<Attempt, Error> {
+    let (keys, queue) = (&call.keys, call.queue);
+    let counting = fence_checked && !queue.is_fair();
+    SCRIPTS
+        .rlock
+        .attempt(conn, queue.numkeys(3), &keys.lock, |cmd| {
+            cmd.arg(&keys.lock).arg(&keys.intent).arg(&keys.fence);
+            queue.keys(cmd, keys);
+            cmd.arg(&call.id)
+                .arg(call.ttl_ms)
+                .arg(call.fence_ms)
+                .arg(flag(counting));
+            queue.args(cmd, topology.clock_floor());
+        })
+        .await
+}
+
+/// Runs `semaphore.lua`: take one of `permits` permits under the call's id and mint a
+/// fencing token (floored at the server clock on a cluster).
+async fn semaphore<C: ConnectionLike>(
+    conn: &mut C,
+    call: &Call,
+    topology: Topology,
+    permits: u32,
+) -> Result<Attempt, Error> {
+    let (keys, queue) = (&call.keys, call.queue);
+    SCRIPTS
+        .semaphore
+        .attempt(conn, queue.numkeys(2), &keys.lock, |cmd| {
+            cmd.arg(&keys.lock).arg(&keys.fence);
+            queue.keys(cmd, keys);
+            cmd.arg(&call.id)
+                .arg(call.ttl_ms)
+                .arg(permits)
+                .arg(call.fence_ms)
+                .arg(flag(topology.clock_floor()));
+            if let Some(op) = queue.op() {
+                cmd.arg(op);
+            }
+        })
+        .await
+}
+
+/// Runs `refresh.lua`: true when the call's id still holds the lock key, whose TTL is now
+/// at least the call's.
+pub(crate) async fn refresh<C: ConnectionLike>(conn: &mut C, call: &Call) -> Result<bool, Error> {
+    let key = &call.keys.lock;
+    let held: i64 = SCRIPTS
+        .refresh
+        .run(conn, 1, |cmd| {
+            cmd.arg(key).arg(&call.id).arg(call.ttl_ms);
+        })
+        .await
+        .map_err(|err| Error::redis(key, err))?;
+    Ok(held == 1)
+}
+
+/// Runs `unlock.lua`: remove the call's id (held as `hold`) from the lock, delete the
+/// lock intent too when the leftovers name it and it holds the id, leave the fair queue
+/// when they name it (and the lock has one), and publish on the release channel when the
+/// lock may now be taken (by `SPUBLISH` in the lock key's slot on a cluster).
+pub(crate) async fn unlock<C: ConnectionLike>(
+    conn: &mut C,
+    call: &Call,
+    topology: Topology,
+    hold: Hold,
+    leftovers: Leftovers,
+) -> Result<Unlocked, Error> {
+    let keys = &call.keys;
+    let queue = keys.queue.as_ref().filter(|_| leftovers.queue_place);
+    let numkeys = match (queue, leftovers.intent) {
+        (Some(_), _) => 4,
+        (None, true) => 2,
+        (None, false) => 1,
+    };
+    let reply: i64 = SCRIPTS
+        .unlock
+        .run(conn, numkeys, |cmd| {
+            cmd.arg(&keys.lock);
+            // Leaving the queue passes the intent too: it is deleted only if it holds the id.
+            if numkeys > 1 {
+                cmd.arg(&keys.intent);
+            }
+            if let Some(queue) = queue {
+                cmd.arg(&queue.order).arg(&queue.deadline);
+            }
+            cmd.arg(&call.id)
+                .arg(&keys.channel)
+                .arg(hold.arg())
+                .arg(flag(topology.sharded()));
+        })
+        .await
+        .map_err(|err| Error::redis(&keys.lock, err))?;
+    Ok(Unlocked::from_reply(reply))
+}
+
+/// Runs `downgrade.lua`: turn the write lock the call's id holds into a read lock held by
+/// it with the call's TTL, in one step, and publish the id on the release channel (by
+/// `SPUBLISH` on a cluster) so waiting readers look again.
+pub(crate) async fn downgrade<C: ConnectionLike>(
+    conn: &mut C,
+    call: &Call,
+    topology: Topology,
+) -> Result<Downgraded, Error> {
+    let keys = &call.keys;
+    let reply: i64 = SCRIPTS
+        .downgrade
+        .run(conn, 1, |cmd| {
+            cmd.arg(&keys.lock)
+                .arg(&call.id)
+                .arg(call.ttl_ms)
+                .arg(&keys.channel)
+                .arg(flag(topology.sharded()));
+        })
+        .await
+        .map_err(|err| Error::redis(&keys.lock, err))?;
+    Ok(Downgraded::from_reply(reply))
+}

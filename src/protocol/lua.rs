@@ -1,0 +1,180 @@
+//! The Lua scripts of the protocol, embedded from `lua/`, and how one is run.
+//!
+//! A script is sent as `EVALSHA`; on a `NOSCRIPT` reply (after `SCRIPT FLUSH`, a server
+//! restart, or a failover to a replica whose script cache is empty) it is sent again as
+//! `EVAL` with its body, which runs it and caches it on that server. Unlike a
+//! `SCRIPT LOAD`, which a cluster client sends to every master, this needs nothing but
+//! the node that serves the lock's slot. Scripts are never pipelined: that fallback does
+//! not work inside a pipeline.
+
+use std::sync::LazyLock;
+
+use include_dir::{include_dir, Dir};
+use redis::aio::ConnectionLike;
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, Value};
+
+use super::replies::{parse_attempt, Attempt};
+use crate::error::Error;
+
+static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
+
+/// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these and
+/// [`SHARED_FILE`].
+pub(crate) const SCRIPT_FILES: [&str; 6] = [
+    "lock.lua",
+    "rlock.lua",
+    "refresh.lua",
+    "unlock.lua",
+    "semaphore.lua",
+    "downgrade.lua",
+];
+/// The functions that the scripts which take a lock or a permit share; sent before each.
+const SHARED_FILE: &str = "shared.lua";
+/// The scripts sent with [`SHARED_FILE`] before them.
+const WITH_SHARED: [&str; 3] = ["lock.lua", "rlock.lua", "semaphore.lua"];
+
+/// One script: its body and the SHA1 `EVALSHA` names it by.
+pub(crate) struct Lua {
+    code: String,
+    sha: String,
+}
+
+impl Lua {
+    /// Runs the script with `numkeys` keys, which `fill` adds to the command with the
+    /// arguments after them.
+    pub(crate) async fn run<C, T>(
+        &self,
+        conn: &mut C,
+        numkeys: usize,
+        fill: impl Fn(&mut Cmd),
+    ) -> RedisResult<T>
+    where
+        C: ConnectionLike,
+        T: FromRedisValue,
+    {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(&self.sha).arg(numkeys);
+        fill(&mut evalsha);
+        match evalsha.query_async(conn).await {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(&self.code).arg(numkeys);
+                fill(&mut eval);
+                eval.query_async(conn).await
+            }
+            other => other,
+        }
+    }
+
+    /// Runs a script that takes a lock or a permit (`lock.lua`, `rlock.lua`,
+    /// `semaphore.lua`) for the lock key `key`, and reads its reply.
+    pub(crate) async fn attempt<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        numkeys: usize,
+        key: &str,
+        fill: impl Fn(&mut Cmd),
+    ) -> Result<Attempt, Error> {
+        let reply: Value = self
+            .run(conn, numkeys, fill)
+            .await
+            .map_err(|err| Error::redis(key, err))?;
+        parse_attempt(reply, key)
+    }
+}
+
+/// Every script the crate runs, loaded once.
+pub(crate) struct Scripts {
+    pub(crate) lock: Lua,
+    pub(crate) rlock: Lua,
+    pub(crate) refresh: Lua,
+    pub(crate) unlock: Lua,
+    pub(crate) semaphore: Lua,
+    pub(crate) downgrade: Lua,
+}
+
+pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
+    let [lock, rlock, refresh, unlock, semaphore, downgrade] = SCRIPT_FILES.map(load);
+    Scripts {
+        lock,
+        rlock,
+        refresh,
+        unlock,
+        semaphore,
+        downgrade,
+    }
+});
+
+#[expect(
+    clippy::expect_used,
+    reason = "the files are embedded at compile time and a unit test loads every one"
+)]
+fn file(name: &str) -> &'static str {
+    LUA.get_file(name)
+        .and_then(|file| file.contents_utf8())
+        .expect("lua/ holds every script in SCRIPT_FILES, and SHARED_FILE, as UTF-8")
+}
+
+/// The script `name`, after [`SHARED_FILE`] when it uses it.
+fn load(name: &str) -> Lua {
+    let code = if WITH_SHARED.contains(&name) {
+        format!("{}\n{}", file(SHARED_FILE), file(name))
+    } else {
+        file(name).to_owned()
+    };
+    Lua {
+        sha: redis::Script::new(&code).get_hash().to_owned(),
+        code,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lua_dir_holds_exactly_the_loaded_scripts() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let mut loaded: Vec<String> = SCRIPT_FILES.iter().map(|s| s.to_string()).collect();
+        loaded.push(SHARED_FILE.to_owned());
+        loaded.sort();
+        assert_eq!(on_disk, loaded);
+        let embedded = LUA.files().count();
+        assert_eq!(
+            embedded,
+            SCRIPT_FILES.len() + 1,
+            "include_dir embedded a stale lua/"
+        );
+        // Every script loads and starts with its header.
+        for script in [
+            &SCRIPTS.lock,
+            &SCRIPTS.rlock,
+            &SCRIPTS.refresh,
+            &SCRIPTS.unlock,
+            &SCRIPTS.semaphore,
+            &SCRIPTS.downgrade,
+        ] {
+            assert_eq!(script.sha.len(), 40);
+        }
+        for name in SCRIPT_FILES {
+            let code = file(name);
+            assert!(
+                code.starts_with(&format!("-- {name}:")),
+                "{name} lacks its header"
+            );
+            assert!(code.contains("KEYS[1]") && code.contains("Replies:"));
+            // Only the scripts sent after it use the shared functions.
+            let uses_shared = ["fence_last(", "queue_", "at_least_the_clock(", "now_ms("]
+                .iter()
+                .any(|f| code.contains(f));
+            assert_eq!(uses_shared, WITH_SHARED.contains(&name), "{name}");
+        }
+        assert!(file(SHARED_FILE).starts_with("-- shared.lua:"));
+        assert!(SCRIPTS.lock.code.starts_with("-- shared.lua:"));
+    }
+}

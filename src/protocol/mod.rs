@@ -1,0 +1,12 @@
+//! The protocol on the wire: the keys of a lock, its ids, the Lua scripts and the typed
+//! calls that run them, their replies, and the fencing-token bookkeeping that lets a
+//! writer skip a script. It knows nothing of waiting, guards or handles.
+
+pub(crate) mod calls;
+pub(crate) mod fast;
+pub(crate) mod fences;
+pub(crate) mod id;
+pub(crate) mod keys;
+pub(crate) mod lua;
+pub(crate) mod replies;
+pub(crate) mod topology;

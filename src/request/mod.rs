@@ -1,0 +1,134 @@
+//! The requests that `write`, `read`, `try_write`, `try_read`, `acquire` and
+//! `try_acquire` return: options, then await. A request checks its options and key,
+//! makes the lease, hands it to the engine ([`acquire`](crate::acquire)) and makes a
+//! guard of what the engine acquired; on a reentrant mutex it first looks for a lock
+//! its task holds.
+
+mod acquire;
+mod granted;
+mod reentrant;
+mod try_acquire;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use redis::aio::ConnectionLike;
+use tokio_util::sync::CancellationToken;
+
+pub use self::acquire::Acquire;
+pub use self::granted::Granted;
+pub use self::try_acquire::TryAcquire;
+use crate::acquire::{self as engine, Job, Patience};
+use crate::error::Error;
+use crate::guard::Guard;
+use crate::lease::Lease;
+use crate::mode::Kind;
+use crate::protocol::calls::{Call, Queueing};
+use crate::protocol::id::new_id;
+use crate::protocol::keys::{check_key, check_slot, lock_key, Keys};
+use crate::shared::Shared;
+use crate::spawner::Spawner;
+
+/// The future of an [`Acquire`]: a [`Guard`], or with `G` = [`Permit`](crate::Permit) a
+/// semaphore's permit.
+pub type AcquireFuture<G = Guard> =
+    Pin<Box<dyn Future<Output = Result<G, Error>> + Send + 'static>>;
+
+/// The future of a [`TryAcquire`]: a [`Guard`], or with `G` = [`Permit`](crate::Permit) a
+/// semaphore's permit, if one was free.
+pub type TryAcquireFuture<G = Guard> =
+    Pin<Box<dyn Future<Output = Result<Option<G>, Error>> + Send + 'static>>;
+
+/// What both kinds of request share: the handle's shared state, the kind and the options.
+pub(crate) struct Request<C> {
+    pub(crate) shared: Arc<Shared<C>>,
+    pub(crate) kind: Kind,
+    pub(crate) key: Option<String>,
+    pub(crate) parent: Option<CancellationToken>,
+}
+
+impl<C> Request<C> {
+    pub(crate) fn new(shared: Arc<Shared<C>>, kind: Kind) -> Self {
+        Self {
+            shared,
+            kind,
+            key: None,
+            parent: None,
+        }
+    }
+
+    /// The lock key: the mutex name, or `<name>:<key>` for a non-empty key; with
+    /// [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys), `{<name>}` or
+    /// `<name>:{<key>}` when that has no hash tag of its own.
+    pub(crate) fn lock_key(&self) -> String {
+        let settings = &self.shared.settings;
+        lock_key(&settings.name, self.key.as_deref(), settings.hash_tag_keys)
+    }
+}
+
+impl<C> Request<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Takes what the request asks for: a nested guard or a new lock on a reentrant
+    /// mutex, a new lock otherwise. `Ok(None)` only with [`Patience::Once`].
+    pub(crate) async fn run(self, patience: Patience) -> Result<Option<Guard>, Error> {
+        if self.shared.settings.reentrant {
+            return reentrant::run(self, patience).await;
+        }
+        self.acquire(patience).await
+    }
+
+    /// Checks the options and the key, then takes a new lock under a fresh id.
+    pub(super) async fn acquire(self, patience: Patience) -> Result<Option<Guard>, Error> {
+        let shared = &*self.shared;
+        let settings = &shared.settings;
+        settings.check()?;
+        if self
+            .parent
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+        {
+            return Err(Error::Cancelled);
+        }
+        let key = self.lock_key();
+        check_key(&key)?;
+        if settings.cluster || settings.hash_tag_keys {
+            check_slot(&key)?;
+        }
+        let call = Call {
+            keys: Keys::new(key, settings.fair),
+            id: new_id(),
+            ttl_ms: settings.ttl_ms(),
+            fence_ms: settings.fence_ms(),
+            // Fairness is decided here, once: a fair wait queues, a fair try never does.
+            queue: Queueing::new(settings.fair, matches!(patience, Patience::Wait(_))),
+        };
+        let backend = Arc::clone(&shared.backend);
+        let lease = Arc::new(Lease::new(backend, call, self.kind, settings.ttl));
+        let spawner = Spawner::current(settings.tracker.clone());
+        let acquired = engine::run(Job {
+            lease,
+            patience,
+            parent: self.parent.as_ref(),
+            lock_intent: settings.lock_intent,
+            fences: &shared.fences,
+            fence_retention: settings.fence_retention,
+            spawner: &spawner,
+        })
+        .await?;
+        Ok(acquired.map(|acquired| Guard::start(acquired, self.parent.clone(), &spawner)))
+    }
+}
+
+impl<C> fmt::Debug for Request<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("key", &self.lock_key())
+            .field("kind", &self.kind)
+            .field("parent", &self.parent.is_some())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,51 @@
+//! Requests on a reentrant mutex ([`Builder::reentrant`](crate::Builder::reentrant)): a
+//! nested guard when the running task holds the lock, else a new lock, recorded.
+
+use std::sync::Arc;
+
+use redis::aio::ConnectionLike;
+use tokio_util::sync::CancellationToken;
+
+use super::Request;
+use crate::acquire::Patience;
+use crate::error::Error;
+use crate::guard::Guard;
+use crate::lease::registry::Holder;
+use crate::mode::{Kind, Mode};
+use crate::spawner::Spawner;
+
+/// A nested guard when the running task holds a live lock on the request's key (an error
+/// for a write inside a read), else [`Request::acquire`], recording the guard it gives.
+pub(super) async fn run<C>(request: Request<C>, patience: Patience) -> Result<Option<Guard>, Error>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let registry = Arc::clone(&request.shared.registry);
+    let (key, outer) = registry.find(request.lock_key(), Holder::current());
+    if let Some(outer) = outer {
+        // The lock's mode now: an outer write guard may have been downgraded since.
+        if outer.lease.mode() == Mode::Read && request.kind == Kind::Write {
+            return Err(Error::WouldDeadlock { key });
+        }
+        let parent = request.parent;
+        if parent.as_ref().is_some_and(CancellationToken::is_cancelled) {
+            return Err(Error::Cancelled);
+        }
+        let spawner = parent
+            .as_ref()
+            .map(|_| Spawner::current(request.shared.settings.tracker.clone()));
+        return Ok(Some(Guard::nested(
+            &outer,
+            request.kind.mode(),
+            parent,
+            spawner,
+        )));
+    }
+    let Some(mut guard) = request.acquire(patience).await? else {
+        return Ok(None);
+    };
+    // The task that completed the request: the one that awaited it.
+    let registration = registry.register(key, Holder::current(), guard.holding());
+    guard.registered(registration);
+    Ok(Some(guard))
+}
