@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::hostile::dbsize;
+use common::wrong_type::assert_wrong_type;
 use common::{at_once, every_result, intent_mutex, raw, RedisServer};
 use redismutex::{Error, RwMutex};
 
@@ -25,12 +26,7 @@ async fn a_lock_key_of_a_foreign_type_is_a_wrong_type_error_and_stays_untouched(
         raw::cmd::<redis::Value>(&conn, setup[0], &setup[1..]).await;
         let before: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk"]).await;
         for result in every_result(&mx).await {
-            match result {
-                Err(Error::WrongType { key, found }) => {
-                    assert_eq!((key.as_str(), found.as_str()), ("lk", kind));
-                }
-                other => panic!("{kind}: expected WrongType, got {other:?}"),
-            }
+            assert_wrong_type(result, "lk", kind);
         }
         let after: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk"]).await;
         assert_eq!(before, after, "{kind} was changed");
@@ -55,12 +51,7 @@ async fn an_intent_key_of_a_foreign_type_is_a_wrong_type_error() {
     raw::cmd::<i64>(&conn, "HSET", &["lk:lock-intent", "f", "v"]).await;
 
     for result in every_result(&mx).await {
-        match result {
-            Err(Error::WrongType { key, found }) => {
-                assert_eq!((key.as_str(), found.as_str()), ("lk:lock-intent", "hash"));
-            }
-            other => panic!("expected WrongType, got {other:?}"),
-        }
+        assert_wrong_type(result, "lk:lock-intent", "hash");
     }
     assert_eq!(raw::key_type(&conn, "lk:lock-intent").await, "hash");
     assert!(!raw::exists(&conn, "lk").await);
@@ -226,15 +217,7 @@ async fn non_utf8_values_at_a_locks_keys_are_handled_and_left_alone() {
     set("lk:fence", b"\xff\xfe1").await;
     let before = dump("lk:fence").await;
     for result in every_result(&mx).await {
-        match result {
-            Err(Error::WrongType { key, found }) => {
-                assert_eq!(
-                    (key.as_str(), found.as_str()),
-                    ("lk:fence", "non-integer string")
-                );
-            }
-            other => panic!("expected WrongType, got {other:?}"),
-        }
+        assert_wrong_type(result, "lk:fence", "non-integer string");
     }
     assert_eq!(dump("lk:fence").await, before);
     raw::cmd::<i64>(&conn, "DEL", &["lk:fence"]).await;

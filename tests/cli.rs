@@ -13,6 +13,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::go_peer::GoPeer;
+use common::trap_child::{trapping, PID, READY};
 use common::{eventually, raw, RedisServer, LIVENESS};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -25,10 +26,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_redismutex");
 
 /// A child that takes 0.4 s and marks its start and end in the file `$1`.
 const MARK: &str = r#"echo start $$ >> "$1"; sleep 0.4; echo end $$ >> "$1""#;
-
-/// A child that marks `ready` in `$1` and loops until it is signalled (each loop step is
-/// short, so that a shell left behind by a killed `sh` does not linger).
-const LOOP: &str = r#"echo ready >> "$1"; while :; do sleep 0.05; done"#;
 
 /// What one run of the command gave.
 #[derive(Debug)]
@@ -345,7 +342,7 @@ async fn a_deleted_lock_sends_sigterm_to_the_child_and_exits_70() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let (_dir, file) = temp_file("marks");
-    let child = format!(r#"trap 'echo term >> "$1"; exit 0' TERM; {LOOP}"#);
+    let child = trapping("TERM", r#"echo term >> "$1"; exit 0"#, READY);
     let cmd = spawn(
         &server.url(),
         &[
@@ -381,7 +378,7 @@ async fn a_child_that_ignores_sigterm_is_killed_after_the_grace() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let (_dir, file) = temp_file("pid");
-    let child = r#"trap '' TERM; echo $$ > "$1"; while :; do sleep 0.05; done"#;
+    let child = trapping("TERM", "", PID);
     let cmd = spawn(
         &server.url(),
         &[
@@ -394,7 +391,7 @@ async fn a_child_that_ignores_sigterm_is_killed_after_the_grace() {
             "--",
             "sh",
             "-c",
-            child,
+            &child,
             "sh",
             path(&file),
         ],
@@ -426,7 +423,7 @@ async fn sigint_is_forwarded_to_the_child_and_the_lock_released() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let (_dir, file) = temp_file("marks");
-    let child = format!(r#"trap 'echo int >> "$1"; exit 5' INT; {LOOP}"#);
+    let child = trapping("INT", r#"echo int >> "$1"; exit 5"#, READY);
     let cmd = spawn(
         &server.url(),
         &["lock", "jobs", "--", "sh", "-c", &child, "sh", path(&file)],

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{slot, Cluster};
 use common::go_peer::GoPeer;
-use common::{eventually, LIVENESS};
+use common::lost_update::unguarded_increment;
+use common::{eventually, join_within, LIVENESS};
 use redis::cluster_async::ClusterConnection;
 use redismutex::{Error, Guard, Notifier, RwMutex};
 use tokio::task::{JoinHandle, JoinSet};
@@ -253,30 +254,12 @@ async fn no_lost_updates_with_tasks_on_several_connections() {
             for round in 0..ROUNDS {
                 let lock = (task + round) % LOCKS;
                 let guard = mx.write().key(lock.to_string()).await.unwrap();
-                let counter = format!("count:{{{lock}}}");
-                let seen: i64 = redis::cmd("GET")
-                    .arg(&counter)
-                    .query_async::<Option<i64>>(&mut conn.clone())
-                    .await
-                    .unwrap()
-                    .unwrap_or(0);
-                tokio::task::yield_now().await;
-                let _: () = redis::cmd("SET")
-                    .arg(&counter)
-                    .arg(seen + 1)
-                    .query_async(&mut conn.clone())
-                    .await
-                    .unwrap();
+                unguarded_increment(&conn, &format!("count:{{{lock}}}")).await;
                 assert!(guard.unlock().await.unwrap(), "held to the end");
             }
         });
     }
-    while let Some(done) = tokio::time::timeout(Duration::from_secs(60), tasks.join_next())
-        .await
-        .expect("the tasks finish")
-    {
-        done.unwrap();
-    }
+    join_within(&mut tasks, Duration::from_secs(60), "the tasks finish").await;
     let conn = cluster.conn().await;
     let mut total = 0;
     for lock in 0..LOCKS {

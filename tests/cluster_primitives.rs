@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::cluster::{slot, Cluster};
-use common::{eventually, LIVENESS};
+use common::lost_update::unguarded_increment;
+use common::{eventually, join_within, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redismutex::{Error, Notifier, RwMutex, Semaphore};
@@ -202,29 +203,12 @@ async fn permit_counts_and_exclusion_hold_across_cluster_connections() {
                 assert!(permit.unlock().await.unwrap());
 
                 let guard = mx.write().key(&keys[k]).await.unwrap();
-                let counter = format!("counter:{}", keys[k]);
-                let seen: Option<i64> = redis::cmd("GET")
-                    .arg(&counter)
-                    .query_async(&mut conn.clone())
-                    .await
-                    .unwrap();
-                tokio::task::yield_now().await;
-                let _: () = redis::cmd("SET")
-                    .arg(&counter)
-                    .arg(seen.unwrap_or(0) + 1)
-                    .query_async(&mut conn.clone())
-                    .await
-                    .unwrap();
+                unguarded_increment(&conn, &format!("counter:{}", keys[k])).await;
                 assert!(guard.unlock().await.unwrap(), "held to the end");
             }
         });
     }
-    while let Some(done) = tokio::time::timeout(Duration::from_secs(60), tasks.join_next())
-        .await
-        .expect("every task finishes")
-    {
-        done.unwrap();
-    }
+    join_within(&mut tasks, Duration::from_secs(60), "every task finishes").await;
     let most: Vec<usize> = most.iter().map(|n| n.load(Ordering::SeqCst)).collect();
     println!("most holders at once per key: {most:?}");
     assert!(most.iter().all(|&n| n <= 2), "{most:?}");
@@ -290,12 +274,7 @@ async fn fair_writers_on_a_cluster_acquire_in_arrival_order() {
             assert!(queued, "{queue}: waiter {i} did not queue");
         }
         assert!(holder.unlock().await.unwrap());
-        while let Some(done) = tokio::time::timeout(Duration::from_secs(30), tasks.join_next())
-            .await
-            .expect("every waiter acquires")
-        {
-            done.unwrap();
-        }
+        join_within(&mut tasks, Duration::from_secs(30), "every waiter acquires").await;
         let order = order.lock().unwrap().clone();
         assert_eq!(order, (0..WAITERS).collect::<Vec<_>>(), "{key}");
     }

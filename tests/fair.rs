@@ -15,7 +15,7 @@ use common::go_peer::GoPeer;
 use common::lone_worker::LoneWorker;
 use common::proxy::{Fault, Proxy};
 use common::referee::Referee;
-use common::{eventually, raw, RedisServer, LIVENESS};
+use common::{eventually, join_within, raw, RedisServer, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redis::Script;
 use redismutex::{Error, Guard, Permit, RwMutex, Semaphore};
@@ -206,12 +206,7 @@ async fn line_up(
     for blocker in blockers {
         assert!(blocker.unlock().await);
     }
-    while let Some(done) = tokio::time::timeout(Duration::from_secs(60), tasks.join_next())
-        .await
-        .expect("every waiter acquires")
-    {
-        done.unwrap();
-    }
+    join_within(&mut tasks, Duration::from_secs(60), "every waiter acquires").await;
     let order = order.lock().unwrap().clone();
     let apart = apart.lock().unwrap().clone();
     Lineup { order, apart }
@@ -889,12 +884,12 @@ async fn plain_and_go_clients_barge_yet_exclusion_and_fair_order_hold() {
     });
     referee.leave(key, "plain").await.unwrap();
     assert!(barged.unlock().await.unwrap());
-    while let Some(done) = tokio::time::timeout(Duration::from_secs(30), fair.join_next())
-        .await
-        .expect("the fair writers all acquire")
-    {
-        done.unwrap();
-    }
+    join_within(
+        &mut fair,
+        Duration::from_secs(30),
+        "the fair writers all acquire",
+    )
+    .await;
     stop.cancel();
     while let Some(done) = bargers.join_next().await {
         done.unwrap();

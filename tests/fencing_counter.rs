@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::go_peer::GoPeer;
 use common::raw::stored_token;
+use common::wrong_type::assert_wrong_type;
 use common::{eventually, raw, RedisServer, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redismutex::{Error, RwMutex};
@@ -243,15 +244,7 @@ async fn a_counter_at_the_largest_exact_integer_is_refused_not_wrapped() {
     assert_eq!(last.fencing_token(), max, "the last exact token is minted");
     assert!(last.unlock().await.unwrap());
     for result in [mx.try_write().await, mx.try_read().await] {
-        match result {
-            Err(Error::WrongType { key, found }) => {
-                assert_eq!(
-                    (key.as_str(), found.as_str()),
-                    ("lk:fence", "exhausted counter")
-                );
-            }
-            other => panic!("expected an exhausted counter, got {other:?}"),
-        }
+        assert_wrong_type(result, "lk:fence", "exhausted counter");
     }
     assert_eq!(raw::get(&conn, "lk:fence").await, Some(max.to_string()));
 }
@@ -286,15 +279,7 @@ async fn a_fence_key_changed_after_it_was_checked_is_still_handled() {
     // lock left behind.
     raw::cmd::<()>(&conn, "SET", &["lk:fence", "not a token", "PX", "600000"]).await;
     for result in [mx.write().await.map(Some), mx.try_write().await] {
-        match result {
-            Err(Error::WrongType { key, found }) => {
-                assert_eq!(
-                    (key.as_str(), found.as_str()),
-                    ("lk:fence", "non-integer string")
-                )
-            }
-            other => panic!("expected WrongType, got {other:?}"),
-        }
+        assert_wrong_type(result, "lk:fence", "non-integer string");
     }
     assert_eq!(
         raw::get(&conn, "lk:fence").await.as_deref(),

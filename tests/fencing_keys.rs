@@ -6,6 +6,7 @@
 mod common;
 
 use common::raw::stored_token;
+use common::wrong_type::assert_wrong_type;
 use common::{eventually, every_result, intent_mutex, raw, RedisServer};
 use redismutex::{Error, RwMutex};
 
@@ -41,12 +42,7 @@ async fn a_fence_key_of_a_foreign_type_or_value_is_a_wrong_type_error() {
         raw::cmd::<i64>(&conn, "PEXPIRE", &["lk:fence", "600000"]).await;
         let before: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk:fence"]).await;
         for result in every_result(&mx).await {
-            match result {
-                Err(Error::WrongType { key, found }) => {
-                    assert_eq!((key.as_str(), found.as_str()), ("lk:fence", found_expected));
-                }
-                other => panic!("{setup:?}: expected WrongType, got {other:?}"),
-            }
+            assert_wrong_type(result, "lk:fence", found_expected);
         }
         let after: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk:fence"]).await;
         assert_eq!(before, after, "{setup:?} was changed");
@@ -180,18 +176,12 @@ async fn a_fence_key_holding_a_non_canonical_number_is_a_wrong_type_error() {
         raw::cmd::<()>(&conn, "SET", &["lk:fence", value, "PX", "600000"]).await;
         let before: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk:fence"]).await;
         match mx.try_write().await {
-            Err(Error::WrongType { key, found }) => {
-                assert_eq!(
-                    (key.as_str(), found.as_str()),
-                    ("lk:fence", "non-integer string")
-                );
-            }
             Ok(Some(guard)) => {
                 let token = guard.fencing_token();
                 assert!(guard.unlock().await.unwrap());
                 panic!("{value:?} was taken for a counter and overwritten by token {token}");
             }
-            other => panic!("{value:?}: expected WrongType, got {other:?}"),
+            other => assert_wrong_type(other, "lk:fence", "non-integer string"),
         }
         let after: Vec<u8> = raw::cmd(&conn, "DUMP", &["lk:fence"]).await;
         assert_eq!(before, after, "{value:?} was changed");

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::go_peer::GoPeer;
 use common::proxy::{Fault, Proxy};
+use common::raw::subscribers;
 use common::{eventually, raw, RedisServer, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redismutex::{Error, Guard, RwMutex};
@@ -70,15 +71,6 @@ async fn joined(task: JoinHandle<Result<Guard, Error>>) -> Guard {
         .expect("acquired in time")
         .unwrap()
         .unwrap()
-}
-
-/// Subscribers of `channel` on the server.
-async fn subscribers(conn: &MultiplexedConnection, channel: &str) -> i64 {
-    let reply: Vec<redis::Value> = raw::cmd(conn, "PUBSUB", &["NUMSUB", channel]).await;
-    match reply.get(1) {
-        Some(redis::Value::Int(n)) => *n,
-        other => panic!("PUBSUB NUMSUB: {other:?}"),
-    }
 }
 
 #[tokio::test]

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::lone_worker::LoneWorker;
-use common::{at_once, eventually, raw, RedisServer, LIVENESS};
+use common::raw::subscribers;
+use common::wrong_type::assert_wrong_type;
+use common::{at_once, eventually, join_within, raw, RedisServer, LIVENESS};
 use rand::RngExt;
 use redis::aio::MultiplexedConnection;
 use redismutex::{CancelReason, Error, Permit, RwMutex, Semaphore};
@@ -110,12 +112,7 @@ async fn never_more_than_n_hold_permits_at_once_and_n_do() {
             }
         });
     }
-    while let Some(done) = tokio::time::timeout(Duration::from_secs(60), tasks.join_next())
-        .await
-        .expect("every task finishes")
-    {
-        done.unwrap();
-    }
+    join_within(&mut tasks, Duration::from_secs(60), "every task finishes").await;
     let (in_process, on_redis, holders) = (
         most_inside.load(Ordering::SeqCst),
         most_on_redis.load(Ordering::SeqCst),
@@ -609,12 +606,7 @@ async fn a_semaphore_key_of_another_type_is_a_wrong_type_error_and_stays_untouch
         let pttl = raw::pttl(&conn, "pool").await;
         for sem in [&plain, &fair] {
             for result in every_result(sem).await {
-                match result {
-                    Err(Error::WrongType { key, found }) => {
-                        assert_eq!((key.as_str(), found.as_str()), ("pool", kind));
-                    }
-                    other => panic!("{kind}: expected WrongType, got {other:?}"),
-                }
+                assert_wrong_type(result, "pool", kind);
             }
         }
         let after: Vec<u8> = raw::cmd(&conn, "DUMP", &["pool"]).await;
@@ -653,12 +645,7 @@ async fn a_semaphore_key_of_another_type_is_a_wrong_type_error_and_stays_untouch
         raw::cmd::<redis::Value>(&conn, setup[0], &setup[1..]).await;
         let sem = if key == "pool:fence" { &plain } else { &fair };
         for result in every_result(sem).await {
-            match result {
-                Err(Error::WrongType { key: named, found }) => {
-                    assert_eq!((named.as_str(), found.as_str()), (key, kind));
-                }
-                other => panic!("{key}: expected WrongType, got {other:?}"),
-            }
+            assert_wrong_type(result, key, kind);
         }
         assert_eq!(raw::key_type(&conn, key).await, kind);
         assert!(
@@ -804,15 +791,6 @@ async fn fencing_tokens_of_permits_strictly_increase() {
         "{} <= {last}",
         next.fencing_token()
     );
-}
-
-/// Subscribers of `channel` on the server.
-async fn subscribers(conn: &MultiplexedConnection, channel: &str) -> i64 {
-    let reply: Vec<redis::Value> = raw::cmd(conn, "PUBSUB", &["NUMSUB", channel]).await;
-    match reply.get(1) {
-        Some(redis::Value::Int(n)) => *n,
-        other => panic!("PUBSUB NUMSUB: {other:?}"),
-    }
 }
 
 /// With a 30 s TTL a notified waiter's fallback timer is 15 s: only the release's

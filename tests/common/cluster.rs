@@ -9,6 +9,7 @@
 //! replication ping 10 s later.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsStr;
 use std::ops::{Range, RangeInclusive};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -20,7 +21,7 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 
-use super::server::{answers_ping, INSTALL_HINT};
+use super::server::{read_log, spawn_redis, INSTALL_HINT};
 
 /// The number of hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16384;
@@ -426,29 +427,24 @@ struct Proc {
 }
 
 impl Proc {
+    /// Starts the node on `port` in a directory of its own and waits until it answers
+    /// PING; fails at once if it exits (its port was taken).
     fn spawn(port: u16, node_timeout_ms: u64) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
-        let path = |name: &str| dir.path().join(name).into_os_string();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-            .args(["--cluster-enabled", "yes", "--cluster-config-file"])
-            .arg(path("nodes.conf"))
-            .args(["--cluster-node-timeout", &node_timeout_ms.to_string()])
+        let config = dir.path().join("nodes.conf");
+        let node_timeout = node_timeout_ms.to_string();
+        let extra: [&OsStr; 8] = [
+            "--cluster-enabled".as_ref(),
+            "yes".as_ref(),
+            "--cluster-config-file".as_ref(),
+            config.as_ref(),
+            "--cluster-node-timeout".as_ref(),
+            node_timeout.as_ref(),
             // A replica's first sync would otherwise wait 5 s for more replicas.
-            .args(["--repl-diskless-sync-delay", "0"])
-            .arg("--dir")
-            .arg(dir.path())
-            .arg("--logfile")
-            .arg(path("redis.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|err| match err.kind() {
-                std::io::ErrorKind::NotFound => INSTALL_HINT.to_string(),
-                _ => format!("cannot run redis-server: {err}"),
-            })?;
+            "--repl-diskless-sync-delay".as_ref(),
+            "0".as_ref(),
+        ];
+        let child = spawn_redis(port, dir.path(), extra)?;
         Ok(Self {
             port,
             child,
@@ -457,26 +453,8 @@ impl Proc {
         })
     }
 
-    /// Waits until it answers PING; fails at once if it exits (its port was taken).
-    fn wait_ready(&mut self) -> Result<(), String> {
-        let exited = poll_until(Duration::from_secs(10), || match self.child.try_wait() {
-            Ok(Some(status)) => Ok(Some(status)),
-            _ if answers_ping(self.port) => Ok(None),
-            _ => Err(format!("node {} did not answer PING in 10 s", self.port)),
-        })?;
-        match exited {
-            None => Ok(()),
-            Some(status) => Err(format!(
-                "node {} exited with {status}:\n{}",
-                self.port,
-                self.log()
-            )),
-        }
-    }
-
     fn log(&self) -> String {
-        let path = self.dir.path().join("redis.log");
-        std::fs::read_to_string(&path).unwrap_or_else(|err| format!("(no log at {path:?}: {err})"))
+        read_log(self.dir.path())
     }
 
     fn resume(&mut self) {
@@ -514,14 +492,10 @@ fn spawn_nodes(node_timeout_ms: u64) -> Vec<Proc> {
 }
 
 fn try_spawn_nodes(node_timeout_ms: u64) -> Result<Vec<Proc>, String> {
-    let mut procs = reserve_ports(NODES)
+    reserve_ports(NODES)
         .into_iter()
         .map(|port| Proc::spawn(port, node_timeout_ms))
-        .collect::<Result<Vec<_>, _>>()?;
-    for proc in &mut procs {
-        proc.wait_ready()?;
-    }
-    Ok(procs)
+        .collect()
 }
 
 /// `n` client ports in [`PORTS`], free with their bus ports, not handed out before.

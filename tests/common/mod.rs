@@ -12,12 +12,15 @@ pub mod go_peer;
 pub mod hostile;
 pub mod inject;
 pub mod lone_worker;
+pub mod lost_update;
 pub mod proxy;
 pub mod record;
 pub mod referee;
 pub mod report;
 pub mod server;
+pub mod trap_child;
 pub mod worker_bin;
+pub mod wrong_type;
 
 use std::future::Future;
 use std::time::Duration;
@@ -49,6 +52,21 @@ pub async fn at_once<T>(fut: impl std::future::IntoFuture<Output = T>) -> T {
     tokio::time::timeout(LIVENESS, fut)
         .await
         .expect("an error must come at once, not after waiting")
+}
+
+/// Joins every task of `tasks`, failing the test with `what` if the next one takes longer
+/// than `bound`, or if one panicked.
+pub async fn join_within<T: 'static>(
+    tasks: &mut tokio::task::JoinSet<T>,
+    bound: Duration,
+    what: &str,
+) {
+    while let Some(done) = tokio::time::timeout(bound, tasks.join_next())
+        .await
+        .expect(what)
+    {
+        done.unwrap();
+    }
 }
 
 /// What one way of taking a lock gave: its name, how long it took, and its result.
@@ -143,6 +161,15 @@ pub mod raw {
         let mut members: Vec<String> = cmd(conn, "SMEMBERS", &[key]).await;
         members.sort();
         members
+    }
+
+    /// How many clients are subscribed to `channel` (`PUBSUB NUMSUB`).
+    pub async fn subscribers(conn: &MultiplexedConnection, channel: &str) -> i64 {
+        let reply: Vec<redis::Value> = cmd(conn, "PUBSUB", &["NUMSUB", channel]).await;
+        match reply.get(1) {
+            Some(redis::Value::Int(n)) => *n,
+            other => panic!("PUBSUB NUMSUB: {other:?}"),
+        }
     }
 
     /// The counter stored at `fence`, parsed.

@@ -1,9 +1,11 @@
 //! A `redis-server` started on a free loopback port in a temporary directory, killed
-//! when dropped.
+//! when dropped; and [`spawn_redis`], the start of one such process, which the test
+//! cluster's nodes use too.
 
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -61,75 +63,26 @@ impl RedisServer {
             .map_err(|err| format!("no free loopback port: {err}"))?
             .port();
         let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
-        let child = Self::spawn(port, &dir, &extra)?;
-        let mut server = Self {
+        let child = spawn_redis(port, dir.path(), &extra)?;
+        Ok(Self {
             child,
             port,
             dir,
             extra,
-        };
-        server.wait_ready()?;
-        Ok(server)
-    }
-
-    fn spawn(port: u16, dir: &tempfile::TempDir, extra: &[String]) -> Result<Child, String> {
-        let log = dir.path().join("redis.log");
-        Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-            .arg("--dir")
-            .arg(dir.path())
-            .arg("--logfile")
-            .arg(&log)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|err| match err.kind() {
-                std::io::ErrorKind::NotFound => INSTALL_HINT.to_string(),
-                _ => format!("cannot run redis-server: {err}"),
-            })
-    }
-
-    fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.ping() {
-                return Ok(());
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!(
-                    "redis-server exited with {status}:\n{}",
-                    self.log()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Err(format!(
-            "redis-server did not answer PING within 10 s:\n{}",
-            self.log()
-        ))
+        })
     }
 
     /// Starts the server again on the same port, directory and arguments after
     /// [`stop`](Self::stop) (or a crash). Without persistence it comes back empty.
     pub fn restart(&mut self) {
         self.stop();
-        let started = Self::spawn(self.port, &self.dir, &self.extra).and_then(|child| {
-            self.child = child;
-            self.wait_ready()
-        });
-        started.unwrap_or_else(|err| panic!("restart on port {}: {err}", self.port));
+        self.child = spawn_redis(self.port, self.dir.path(), &self.extra)
+            .unwrap_or_else(|err| panic!("restart on port {}: {err}", self.port));
     }
 
     /// The server's process id, for signals.
     pub fn pid(&self) -> u32 {
         self.child.id()
-    }
-
-    fn ping(&self) -> bool {
-        answers_ping(self.port)
     }
 
     /// `redis://127.0.0.1:<port>/`
@@ -183,9 +136,64 @@ impl RedisServer {
 
     /// The server's log so far, for failure messages.
     pub fn log(&self) -> String {
-        let path: PathBuf = self.dir.path().join("redis.log");
-        std::fs::read_to_string(&path).unwrap_or_else(|err| format!("(no log at {path:?}: {err})"))
+        read_log(self.dir.path())
     }
+}
+
+/// Starts `redis-server` on 127.0.0.1:`port` without persistence, its files and its log
+/// (`redis.log`) in `dir`, with the `extra` arguments after the others, and waits until
+/// it answers PING. On failure the process is killed and the error has its log; it is
+/// [`INSTALL_HINT`] when there is no `redis-server`. Used by [`RedisServer`] and by the
+/// nodes of the test cluster.
+pub fn spawn_redis<I, S>(port: u16, dir: &Path, extra: I) -> Result<Child, String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join("redis.log"))
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|err| match err.kind() {
+            std::io::ErrorKind::NotFound => INSTALL_HINT.to_string(),
+            _ => format!("cannot run redis-server: {err}"),
+        })?;
+    wait_ready(&mut child, port).map_err(|why| {
+        let _ = child.kill();
+        let _ = child.wait();
+        format!("redis-server on port {port} {why}:\n{}", read_log(dir))
+    })?;
+    Ok(child)
+}
+
+/// Waits until the server on `port` answers PING; fails at once if `child` exits (its
+/// port was taken, say).
+fn wait_ready(child: &mut Child, port: u16) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("exited with {status}"));
+        }
+        if answers_ping(port) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err("did not answer PING within 10 s".into())
+}
+
+/// The log of the server started in `dir` so far, for failure messages.
+pub fn read_log(dir: &Path) -> String {
+    let path: PathBuf = dir.join("redis.log");
+    std::fs::read_to_string(&path).unwrap_or_else(|err| format!("(no log at {path:?}: {err})"))
 }
 
 /// Whether a server on 127.0.0.1:`port` answers PING: `+PONG`, or `-NOAUTH` when it
