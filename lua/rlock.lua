@@ -116,9 +116,7 @@ if ARGV[4] == '1' then
         token = floored
         redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
     end
-    if pttl < ttl then
-        redis.call('PEXPIRE', KEYS[1], ttl)
-    end
+    pttl_at_least(KEYS[1], ttl, pttl)
     return token
 end
 
@@ -186,7 +184,5 @@ end
 local token = at_least_the_clock(last + 1, ARGV[5] == '1')
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
-if pttl < ttl then
-    redis.call('PEXPIRE', KEYS[1], ttl)
-end
+pttl_at_least(KEYS[1], ttl, pttl)
 return token

@@ -54,6 +54,13 @@ local function now_ms()
     return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
+-- Sets `key`'s PTTL to `ttl` ms if it is lower or unset; `pttl`: its PTTL, if already read.
+local function pttl_at_least(key, ttl, pttl)
+    if (pttl or redis.call('PTTL', key)) < ttl then
+        redis.call('PEXPIRE', key, ttl)
+    end
+end
+
 -- The error reply when `key` exists but is not a sorted set with a TTL; else nil.
 local function zset_refusal(key)
     local pttl = redis.call('PTTL', key)
@@ -111,11 +118,8 @@ local function queue_join(q, d, member, now, ttl)
         redis.call('ZADD', q, ticket, member)
     end
     redis.call('ZADD', d, now + ttl, member)
-    for _, key in ipairs({q, d}) do
-        if redis.call('PTTL', key) < ttl then
-            redis.call('PEXPIRE', key, ttl)
-        end
-    end
+    pttl_at_least(q, ttl)
+    pttl_at_least(d, ttl)
 end
 
 -- Takes `member` out of the queue.

@@ -563,9 +563,15 @@ mod tests {
             );
             assert!(code.contains("KEYS[1]") && code.contains("Replies:"));
             // Only the scripts sent after it use the shared functions.
-            let uses_shared = ["fence_last(", "queue_", "at_least_the_clock(", "now_ms("]
-                .iter()
-                .any(|f| code.contains(f));
+            let uses_shared = [
+                "fence_last(",
+                "queue_",
+                "at_least_the_clock(",
+                "now_ms(",
+                "pttl_at_least(",
+            ]
+            .iter()
+            .any(|f| code.contains(f));
             assert_eq!(uses_shared, WITH_SHARED.contains(&name), "{name}");
         }
         assert!(file(SHARED_FILE).starts_with("-- shared.lua:"));
