@@ -61,6 +61,22 @@ local function pttl_at_least(key, ttl, pttl)
     end
 end
 
+-- The lock intent at `key`: its id and PTTL (nil, -2 if absent), or nil, nil and a refusal.
+local function lock_intent(key)
+    local pttl = redis.call('PTTL', key)
+    if pttl == -2 then
+        return nil, -2
+    end
+    local intent = redis.pcall('GET', key)
+    if type(intent) ~= 'string' then
+        return nil, nil, {'wrongtype', key, redis.call('TYPE', key)['ok']}
+    end
+    if pttl == -1 then
+        return nil, nil, {'noexpiry', key}
+    end
+    return intent, pttl
+end
+
 -- The error reply when `key` exists but is not a sorted set with a TTL; else nil.
 local function zset_refusal(key)
     local pttl = redis.call('PTTL', key)

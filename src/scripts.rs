@@ -569,6 +569,7 @@ mod tests {
                 "at_least_the_clock(",
                 "now_ms(",
                 "pttl_at_least(",
+                "lock_intent(",
             ]
             .iter()
             .any(|f| code.contains(f));
