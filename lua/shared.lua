@@ -1,6 +1,7 @@
 -- shared.lua: the functions lock.lua, rlock.lua and semaphore.lua share. The crate sends
 -- each of those scripts with this file before it (one script, one SHA1), so they run as
--- one; run them the same way.
+-- one; run them the same way. refresh.lua, unlock.lua and downgrade.lua are sent alone, so
+-- they read the clock and raise a PTTL themselves.
 --
 -- The fair queue (fair mode only) of a lock key K is two sorted sets with the same
 -- members, "<kind>:<id>" (kind "w" a writer, "r" a reader, "p" a semaphore permit):
