@@ -53,17 +53,10 @@
 
 local ttl = tonumber(ARGV[2])
 
--- The intent: absent (PTTL -2, the common case), or a string with a TTL.
-local intent_pttl = redis.call('PTTL', KEYS[2])
-local intent
-if intent_pttl ~= -2 then
-    intent = redis.pcall('GET', KEYS[2])
-    if type(intent) ~= 'string' then
-        return {'wrongtype', KEYS[2], redis.call('TYPE', KEYS[2])['ok']}
-    end
-    if intent_pttl == -1 then
-        return {'noexpiry', KEYS[2]}
-    end
+-- The intent: absent (the common case), or a string with a TTL.
+local intent, _, intent_refusal = lock_intent(KEYS[2])
+if intent_refusal then
+    return intent_refusal
 end
 
 -- The fence: absent, or a token with a TTL.

@@ -18,31 +18,34 @@
 local ttl = tonumber(ARGV[2])
 local lock_type = redis.call('TYPE', KEYS[1])['ok']
 
+-- Held as a reader or a permit: the key's PTTL is then raised, never shortened (below).
+local held = false
 if lock_type == 'string' then
     if redis.call('GET', KEYS[1]) == ARGV[1] then
         redis.call('PEXPIRE', KEYS[1], ttl)
         return 1
     end
 elseif lock_type == 'set' then
-    if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then
-        if redis.call('PTTL', KEYS[1]) < ttl then
-            redis.call('PEXPIRE', KEYS[1], ttl)
-        end
-        return 1
-    end
+    held = redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1
 elseif lock_type == 'zset' then
     local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
     if deadline then
+        -- This script is sent alone, not after shared.lua: it reads the clock itself.
         local time = redis.call('TIME')
         local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-        if tonumber(deadline) > now then
+        held = tonumber(deadline) > now
+        if held then
             redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-            if redis.call('PTTL', KEYS[1]) < ttl then
-                redis.call('PEXPIRE', KEYS[1], ttl)
-            end
-            return 1
+        else
+            redis.call('ZREM', KEYS[1], ARGV[1])
         end
-        redis.call('ZREM', KEYS[1], ARGV[1])
     end
+end
+if held then
+    -- This script is sent alone: it raises the PTTL itself, as shared.lua's pttl_at_least.
+    if redis.call('PTTL', KEYS[1]) < ttl then
+        redis.call('PEXPIRE', KEYS[1], ttl)
+    end
+    return 1
 end
 return 0

@@ -69,17 +69,11 @@ local function refused()
     return -1 - pttl
 end
 
--- Blocked by a waiting writer's intent, or an intent key this protocol does not use.
+-- Blocked by a waiting writer's intent, or an intent key this protocol does not use; nil
+-- when there is no intent.
 local function intent_blocks()
-    local intent_type = redis.call('TYPE', KEYS[2])['ok']
-    if intent_type ~= 'string' then
-        return {'wrongtype', KEYS[2], intent_type}
-    end
-    local intent_pttl = redis.call('PTTL', KEYS[2])
-    if intent_pttl == -1 then
-        return {'noexpiry', KEYS[2]}
-    end
-    return -1 - intent_pttl
+    local intent, intent_pttl, refusal = lock_intent(KEYS[2])
+    return refusal or (intent and -1 - intent_pttl)
 end
 
 if ARGV[4] == '1' then
@@ -98,9 +92,10 @@ if ARGV[4] == '1' then
     if type(added) ~= 'number' then
         return refused()
     end
-    if added == 1 and redis.call('EXISTS', KEYS[2]) == 1 then
+    local blocked = added == 1 and intent_blocks()
+    if blocked then
         redis.call('SREM', KEYS[1], ARGV[1])
-        return intent_blocks()
+        return blocked
     end
     local token = redis.pcall('INCR', KEYS[3])
     if type(token) ~= 'number' or token < 1 or token > 2^53 - 1 then
@@ -116,9 +111,7 @@ if ARGV[4] == '1' then
         token = floored
         redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
     end
-    if pttl < ttl then
-        redis.call('PEXPIRE', KEYS[1], ttl)
-    end
+    pttl_at_least(KEYS[1], ttl, pttl)
     return token
 end
 
@@ -149,7 +142,7 @@ if pttl ~= -2 then
 end
 
 -- A waiting writer's intent keeps new readers out.
-if not blocked and member == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+if not blocked and member == 0 then
     blocked = intent_blocks()
     if type(blocked) == 'table' then
         return blocked
@@ -186,7 +179,5 @@ end
 local token = at_least_the_clock(last + 1, ARGV[5] == '1')
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
-if pttl < ttl then
-    redis.call('PEXPIRE', KEYS[1], ttl)
-end
+pttl_at_least(KEYS[1], ttl, pttl)
 return token

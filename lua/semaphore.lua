@@ -74,9 +74,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) + ahead < permits then
     local token = at_least_the_clock(last + 1, ARGV[5] == '1')
     redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-    if redis.call('PTTL', KEYS[1]) < ttl then
-        redis.call('PEXPIRE', KEYS[1], ttl)
-    end
+    pttl_at_least(KEYS[1], ttl)
     redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[4])
     if fair then
         queue_leave(KEYS[3], KEYS[4], queued)

@@ -1,6 +1,7 @@
 -- shared.lua: the functions lock.lua, rlock.lua and semaphore.lua share. The crate sends
 -- each of those scripts with this file before it (one script, one SHA1), so they run as
--- one; run them the same way.
+-- one; run them the same way. refresh.lua, unlock.lua and downgrade.lua are sent alone, so
+-- they read the clock and raise a PTTL themselves.
 --
 -- The fair queue (fair mode only) of a lock key K is two sorted sets with the same
 -- members, "<kind>:<id>" (kind "w" a writer, "r" a reader, "p" a semaphore permit):
@@ -52,6 +53,29 @@ end
 local function now_ms()
     local time = redis.call('TIME')
     return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- Sets `key`'s PTTL to `ttl` ms if it is lower or unset; `pttl`: its PTTL, if already read.
+local function pttl_at_least(key, ttl, pttl)
+    if (pttl or redis.call('PTTL', key)) < ttl then
+        redis.call('PEXPIRE', key, ttl)
+    end
+end
+
+-- The lock intent at `key`: its id and PTTL (nil, -2 if absent), or nil, nil and a refusal.
+local function lock_intent(key)
+    local pttl = redis.call('PTTL', key)
+    if pttl == -2 then
+        return nil, -2
+    end
+    local intent = redis.pcall('GET', key)
+    if type(intent) ~= 'string' then
+        return nil, nil, {'wrongtype', key, redis.call('TYPE', key)['ok']}
+    end
+    if pttl == -1 then
+        return nil, nil, {'noexpiry', key}
+    end
+    return intent, pttl
 end
 
 -- The error reply when `key` exists but is not a sorted set with a TTL; else nil.
@@ -111,11 +135,8 @@ local function queue_join(q, d, member, now, ttl)
         redis.call('ZADD', q, ticket, member)
     end
     redis.call('ZADD', d, now + ttl, member)
-    for _, key in ipairs({q, d}) do
-        if redis.call('PTTL', key) < ttl then
-            redis.call('PEXPIRE', key, ttl)
-        end
-    end
+    pttl_at_least(q, ttl)
+    pttl_at_least(d, ttl)
 end
 
 -- Takes `member` out of the queue.
