@@ -91,8 +91,13 @@ static LOCK_LUA: LazyLock<Script> = LazyLock::new(|| {
         include_str!("../lua/lock.lua")
     ))
 });
-static UNLOCK_LUA: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
+static UNLOCK_LUA: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/shared.lua"),
+        "\n",
+        include_str!("../lua/unlock.lua")
+    ))
+});
 
 /// `lua/lock.lua` for writer `id` on `key`, with KEYS and ARGV as its header documents
 /// them: lock key, intent key, fence key; id, TTL ms, set-intent flag, fence retention ms.

@@ -43,10 +43,7 @@ end
 
 -- SISMEMBER fails on a string or a foreign type: then no reader's id is there.
 if redis.pcall('SISMEMBER', KEYS[1], ARGV[1]) == 1 then
-    -- This script is sent alone: it raises the PTTL itself, as shared.lua's pttl_at_least.
-    if redis.call('PTTL', KEYS[1]) < ttl then
-        redis.call('PEXPIRE', KEYS[1], ttl)
-    end
+    pttl_at_least(KEYS[1], ttl)
     return 1
 end
 return 0

@@ -30,9 +30,7 @@ elseif lock_type == 'set' then
 elseif lock_type == 'zset' then
     local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
     if deadline then
-        -- This script is sent alone, not after shared.lua: it reads the clock itself.
-        local time = redis.call('TIME')
-        local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+        local now = now_ms()
         held = tonumber(deadline) > now
         if held then
             redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
@@ -42,10 +40,7 @@ elseif lock_type == 'zset' then
     end
 end
 if held then
-    -- This script is sent alone: it raises the PTTL itself, as shared.lua's pttl_at_least.
-    if redis.call('PTTL', KEYS[1]) < ttl then
-        redis.call('PEXPIRE', KEYS[1], ttl)
-    end
+    pttl_at_least(KEYS[1], ttl)
     return 1
 end
 return 0

@@ -1,7 +1,6 @@
--- shared.lua: the functions lock.lua, rlock.lua and semaphore.lua share. The crate sends
--- each of those scripts with this file before it (one script, one SHA1), so they run as
--- one; run them the same way. refresh.lua, unlock.lua and downgrade.lua are sent alone, so
--- they read the clock and raise a PTTL themselves.
+-- shared.lua: the functions every script of the crate shares. The crate sends each
+-- script with this file before it (one script, one SHA1), so they run as one; run them
+-- the same way. The server clock is read here only.
 --
 -- The fair queue (fair mode only) of a lock key K is two sorted sets with the same
 -- members, "<kind>:<id>" (kind "w" a writer, "r" a reader, "p" a semaphore permit):
@@ -35,6 +34,12 @@ local function fence_last(key)
     return tonumber(fence)
 end
 
+-- The server clock in microseconds: exact in a Lua number (below 2^53) until about 2255.
+local function now_us()
+    local time = redis.call('TIME')
+    return tonumber(time[1]) * 1000000 + tonumber(time[2])
+end
+
 -- `token`, or the server clock in microseconds when that is larger and `token` is below
 -- 10^15 or `floor` is true. Tokens minted from the clock are above 10^15 (microseconds
 -- since 2001), so a smaller count means the counter was (re)created since: it restarts at
@@ -45,14 +50,12 @@ local function at_least_the_clock(token, floor)
     if token >= 1e15 and not floor then
         return token
     end
-    local time = redis.call('TIME')
-    return math.max(token, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+    return math.max(token, now_us())
 end
 
 -- The server clock in milliseconds.
 local function now_ms()
-    local time = redis.call('TIME')
-    return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    return math.floor(now_us() / 1000)
 end
 
 -- Sets `key`'s PTTL to `ttl` ms if it is lower or unset; `pttl`: its PTTL, if already read.

@@ -42,11 +42,8 @@ elseif ARGV[3] == 'p' then
     -- ZSCORE fails on another type: then no permit is there.
     local deadline = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
     if type(deadline) == 'string' then
-        -- This script is sent alone, not after shared.lua: it reads the clock itself.
-        local time = redis.call('TIME')
-        local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
         redis.call('ZREM', KEYS[1], ARGV[1])
-        if tonumber(deadline) > now then
+        if tonumber(deadline) > now_ms() then
             released = 1
         end
         freed = true

@@ -34,9 +34,13 @@ type Refreshes = Arc<Mutex<HashMap<String, Vec<Duration>>>>;
 
 /// Records refreshes from a `MONITOR` connection until `stop` fires.
 async fn monitor(port: u16, stop: CancellationToken) -> Refreshes {
-    let refresh_sha = redis::Script::new(include_str!("../lua/refresh.lua"))
-        .get_hash()
-        .to_string();
+    let refresh_sha = redis::Script::new(concat!(
+        include_str!("../lua/shared.lua"),
+        "\n",
+        include_str!("../lua/refresh.lua")
+    ))
+    .get_hash()
+    .to_string();
     let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     stream.write_all(b"MONITOR\r\n").await.unwrap();
     let mut lines = BufReader::new(stream).lines();

@@ -15,7 +15,12 @@ use redis::aio::MultiplexedConnection;
 use redismutex::{CancelReason, Error, Mode, RwMutex};
 
 const KEY: &str = "doc";
-const SCRIPT: &str = include_str!("../lua/downgrade.lua");
+// Sent after `shared.lua`, as the crate sends it.
+const SCRIPT: &str = concat!(
+    include_str!("../lua/shared.lua"),
+    "\n",
+    include_str!("../lua/downgrade.lua")
+);
 
 fn mutex(conn: &MultiplexedConnection, ttl: Duration) -> RwMutex<MultiplexedConnection> {
     common::mutex(conn, KEY, ttl)

@@ -6,7 +6,7 @@ use common::{raw, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redis::{Script, Value};
 
-// Sent after `shared.lua`, as the crate sends them.
+// Every script is sent after `shared.lua`, as the crate sends them.
 const LOCK: &str = concat!(
     include_str!("../lua/shared.lua"),
     "\n",
@@ -17,9 +17,21 @@ const RLOCK: &str = concat!(
     "\n",
     include_str!("../lua/rlock.lua")
 );
-const REFRESH: &str = include_str!("../lua/refresh.lua");
-const UNLOCK: &str = include_str!("../lua/unlock.lua");
-const DOWNGRADE: &str = include_str!("../lua/downgrade.lua");
+const REFRESH: &str = concat!(
+    include_str!("../lua/shared.lua"),
+    "\n",
+    include_str!("../lua/refresh.lua")
+);
+const UNLOCK: &str = concat!(
+    include_str!("../lua/shared.lua"),
+    "\n",
+    include_str!("../lua/unlock.lua")
+);
+const DOWNGRADE: &str = concat!(
+    include_str!("../lua/shared.lua"),
+    "\n",
+    include_str!("../lua/downgrade.lua")
+);
 
 const ID_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";

@@ -28,10 +28,9 @@ pub(crate) const SCRIPT_FILES: [&str; 6] = [
     "semaphore.lua",
     "downgrade.lua",
 ];
-/// The functions that the scripts which take a lock or a permit share; sent before each.
+/// The functions that the scripts share (the server clock, raising a PTTL, the lock
+/// intent, the fair queue, the fence counter); sent before each script, as one script.
 const SHARED_FILE: &str = "shared.lua";
-/// The scripts sent with [`SHARED_FILE`] before them.
-const WITH_SHARED: [&str; 3] = ["lock.lua", "rlock.lua", "semaphore.lua"];
 
 /// One script: its body and the SHA1 `EVALSHA` names it by.
 pub(crate) struct Lua {
@@ -115,13 +114,9 @@ fn file(name: &str) -> &'static str {
         .expect("lua/ holds every script in SCRIPT_FILES, and SHARED_FILE, as UTF-8")
 }
 
-/// The script `name`, after [`SHARED_FILE`] when it uses it.
+/// The script `name`, after [`SHARED_FILE`].
 fn load(name: &str) -> Lua {
-    let code = if WITH_SHARED.contains(&name) {
-        format!("{}\n{}", file(SHARED_FILE), file(name))
-    } else {
-        file(name).to_owned()
-    };
+    let code = format!("{}\n{}", file(SHARED_FILE), file(name));
     Lua {
         sha: redis::Script::new(&code).get_hash().to_owned(),
         code,
@@ -168,13 +163,18 @@ mod tests {
                 "{name} lacks its header"
             );
             assert!(code.contains("KEYS[1]") && code.contains("Replies:"));
-            // Only the scripts sent after it use the shared functions.
-            let uses_shared = ["fence_last(", "queue_", "at_least_the_clock(", "now_ms("]
-                .iter()
-                .any(|f| code.contains(f));
-            assert_eq!(uses_shared, WITH_SHARED.contains(&name), "{name}");
+            // The server clock is read in shared.lua only.
+            assert!(!code.contains("'TIME'"), "{name} reads TIME itself");
         }
-        assert!(file(SHARED_FILE).starts_with("-- shared.lua:"));
-        assert!(SCRIPTS.lock.code.starts_with("-- shared.lua:"));
+        let shared = file(SHARED_FILE);
+        assert!(shared.starts_with("-- shared.lua:"));
+        // Every `local function` of shared.lua has a one-line comment above it.
+        let lines: Vec<&str> = shared.lines().collect();
+        for (at, line) in lines.iter().enumerate().skip(1) {
+            if line.starts_with("local function") {
+                assert!(lines[at - 1].starts_with("--"), "{line} has no comment");
+            }
+        }
+        assert!(SCRIPTS.refresh.code.starts_with("-- shared.lua:"));
     }
 }
