@@ -1,6 +1,6 @@
 //! The engine: one request for a lock or a permit in, an acquisition out. It sends the
 //! attempts through the lease's [`Backend`], waits between them (woken by the hub, or
-//! polling), and on every way out leaves nothing behind in Redis ([`Pending`]). It never
+//! polling), and on every way out leaves nothing behind in Redis ([`Cleanup`]). It never
 //! builds a guard: the caller makes one of the [`Acquired`] lease.
 
 mod interrupt;
@@ -17,7 +17,7 @@ use self::interrupt::Interrupt;
 use self::step::{decide, pause, Context, Next, Reply, BACKOFF_MAX, BACKOFF_MIN};
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::lease::cleanup::Pending;
+use crate::lease::cleanup::Cleanup;
 use crate::lease::Lease;
 use crate::mode::{Kind, Mode};
 use crate::notify::waiter::Waiter;
@@ -79,7 +79,7 @@ pub(crate) struct Acquired<B> {
 ///
 /// Dropping the future leaves nothing in Redis for longer than a round trip: what an
 /// attempt may have taken, an intent it set and a queue place are released from a
-/// background task ([`Pending`]).
+/// background task ([`Cleanup`]).
 pub(crate) async fn run<B: Backend>(job: Job<'_, B>) -> Result<Option<Acquired<B>>, Error> {
     let deadline = match job.patience {
         Patience::Wait(Some(timeout)) => Instant::now().checked_add(timeout),
@@ -89,14 +89,14 @@ pub(crate) async fn run<B: Backend>(job: Job<'_, B>) -> Result<Option<Acquired<B
     let mut wait = Wait::new(&job);
     match interrupt.or(wait.run()).await {
         Ok(acquired) => Ok(acquired),
-        Err(err) => Err(wait.pending.give_up(err).await),
+        Err(err) => Err(wait.cleanup.give_up(err).await),
     }
 }
 
 /// The state of one request's wait.
 struct Wait<'j, 'a, B: Backend> {
     job: &'j Job<'a, B>,
-    pending: Pending<B>,
+    cleanup: Cleanup<B>,
     /// This process's queue on the lock, once the request has had to wait.
     waiter: Option<Waiter>,
     backoff: ExponentialBackoff,
@@ -121,7 +121,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
         let fair = lease.call.queue.is_fair();
         Self {
             job,
-            pending: Pending::new(Arc::clone(lease), job.spawner.clone(), fair && waits),
+            cleanup: Cleanup::new(Arc::clone(lease), job.spawner.clone(), fair && waits),
             waiter: None,
             backoff: ExponentialBuilder::new()
                 .with_min_delay(BACKOFF_MIN)
@@ -209,7 +209,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             Kind::Permit(permits) => Ask::Permit(permits),
         };
         self.sent = Instant::now();
-        self.pending.sending(self.set_intent && !fast);
+        self.cleanup.sending(self.set_intent && !fast);
         // A reply later than the validity could not make a guard, so no attempt waits
         // longer, even over a connection with no response timeout of its own (or a
         // cluster client that keeps retrying through a failover).
@@ -240,7 +240,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
         match reply {
             Reply::Answered { attempt, in_time } => match attempt {
                 Attempt::Acquired(token) if *in_time => {
-                    self.pending.disarm();
+                    self.cleanup.disarm();
                     if counted {
                         fences.counted(key, *token);
                     } else {
@@ -249,31 +249,31 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
                 }
                 Attempt::Acquired(_) => {
                     // The server or the connection stalled: the lock may already have
-                    // expired, so no guard is made of it; `pending` releases it if the
+                    // expired, so no guard is made of it; `cleanup` releases it if the
                     // wait ends before an attempt renews it.
                     tracing::debug!(%key, %id, "acquired too late to be valid; trying again");
-                    self.pending.late();
+                    self.cleanup.late();
                     self.late_replies += 1;
                 }
-                Attempt::Busy => self.pending.answered(),
+                Attempt::Busy => self.cleanup.answered(),
                 Attempt::Unchecked => {
                     fences.forget(key);
-                    self.pending.answered();
+                    self.cleanup.answered();
                 }
                 Attempt::TakenWithoutToken => {
                     fences.forget(key);
-                    self.pending.late();
+                    self.cleanup.late();
                 }
-                Attempt::Blocked(_) => self.pending.blocked(),
+                Attempt::Blocked(_) => self.cleanup.blocked(),
             },
             Reply::Unanswered => {
                 tracing::debug!(%key, %id, "no reply within the lock's validity");
-                self.pending.unanswered();
+                self.cleanup.unanswered();
                 fences.forget(key);
             }
             Reply::Failed(err) => {
                 if err.changed_nothing() {
-                    self.pending.answered();
+                    self.cleanup.answered();
                 }
                 fences.forget(key);
             }

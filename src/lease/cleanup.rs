@@ -17,7 +17,7 @@ const GIVE_UP_GRACE: Duration = Duration::from_millis(100);
 /// reply was never read or came too late, a lock intent it set, and its place in the fair
 /// queue. Dropped while armed, it releases all of them from a background task.
 #[derive(Debug)]
-pub(crate) struct Pending<B: Backend> {
+pub(crate) struct Cleanup<B: Backend> {
     lease: Arc<Lease<B>>,
     spawner: Spawner,
     /// An attempt was sent and its reply not yet read.
@@ -34,7 +34,7 @@ pub(crate) struct Pending<B: Backend> {
     queued: bool,
 }
 
-impl<B: Backend> Pending<B> {
+impl<B: Backend> Cleanup<B> {
     /// The clean-up of a request for `lease`; `queues` when it is a fair request that
     /// waits, whose attempts join the queue.
     pub(crate) fn new(lease: Arc<Lease<B>>, spawner: Spawner, queues: bool) -> Self {
@@ -126,7 +126,7 @@ impl<B: Backend> Pending<B> {
     }
 }
 
-impl<B: Backend> Drop for Pending<B> {
+impl<B: Backend> Drop for Cleanup<B> {
     fn drop(&mut self) {
         self.spawn_cleanup();
     }
