@@ -1,0 +1,198 @@
+//! The layering of `src/` (README, "Architecture"): every import of a top-level module
+//! points down the list below, and no function is over 80 lines. Reads the source as
+//! text; needs no Redis.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The top-level modules of `src/`, from the bottom layer up; the modules of one layer
+/// may import each other only without a cycle, and each may import any layer below.
+const LAYERS: &[&[&str]] = &[
+    &["error", "mode", "reason", "spawner", "util"],
+    &["protocol"],
+    &["notify"],
+    &["settings"],
+    &["backend"],
+    &["lease"],
+    &["acquire"],
+    &["guard"],
+    &["shared"],
+    &["request"],
+    // The handles and their builder, the one pair that imports each other.
+    &["builder", "mutex", "semaphore"],
+];
+
+/// The longest function allowed, in lines from its `fn` to its closing brace.
+const MAX_FUNCTION_LINES: usize = 80;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The library's files (not the command's) with the top-level module each belongs to.
+fn library() -> Vec<(String, PathBuf)> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files
+        .into_iter()
+        .filter(|path| !path.starts_with(src().join("bin")))
+        .filter_map(|path| {
+            let first = path.strip_prefix(src()).unwrap().components().next()?;
+            let unit = first
+                .as_os_str()
+                .to_str()?
+                .trim_end_matches(".rs")
+                .to_owned();
+            (unit != "lib").then_some((unit, path))
+        })
+        .collect()
+}
+
+/// The code of a file without its unit tests and without comments.
+fn code(path: &Path) -> Vec<String> {
+    let text = fs::read_to_string(path).unwrap();
+    let text = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The top-level modules a line names as `crate::<module>`.
+fn imports(line: &str) -> Vec<String> {
+    line.match_indices("crate::")
+        .filter(|(at, _)| !line[..*at].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
+        .map(|(at, _)| {
+            line[at + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect()
+        })
+        .collect()
+}
+
+fn layer_of(unit: &str) -> usize {
+    LAYERS
+        .iter()
+        .position(|layer| layer.contains(&unit))
+        .unwrap_or_else(|| panic!("src/{unit} is in no layer of tests/layers.rs"))
+}
+
+#[test]
+fn every_import_points_down_or_within_its_layer_without_a_cycle() {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut wrong = Vec::new();
+    for (unit, path) in library() {
+        for line in code(&path) {
+            for target in imports(&line) {
+                // Re-exports at the root (`crate::Guard`) and macros are not modules.
+                if target == unit || target.starts_with(char::is_uppercase) {
+                    continue;
+                }
+                if layer_of(&target) > layer_of(&unit) {
+                    wrong.push(format!("{}: {unit} imports {target}", path.display()));
+                }
+                edges.entry(unit.clone()).or_default().insert(target);
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports pointing up:\n{}",
+        wrong.join("\n")
+    );
+    // Within a layer: no cycle, except the builder and the handles it builds.
+    for layer in LAYERS {
+        for a in layer.iter() {
+            for b in layer.iter().filter(|b| a < *b) {
+                let both = edges.get(*a).is_some_and(|to| to.contains(*b))
+                    && edges.get(*b).is_some_and(|to| to.contains(*a));
+                let allowed = *a == "builder" || *b == "builder";
+                assert!(!both || allowed, "{a} and {b} import each other");
+            }
+        }
+    }
+    assert!(edges.len() > 10, "the check read the imports: {edges:?}");
+}
+
+/// The first line of every function over [`MAX_FUNCTION_LINES`] in `lines`.
+fn long_functions(lines: &[String]) -> Vec<(usize, usize)> {
+    let mut long = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let signature = trimmed
+            .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub(super) ")
+            .trim_start_matches("pub ")
+            .trim_start_matches("const ")
+            .trim_start_matches("async ");
+        if !signature.starts_with("fn ") {
+            continue;
+        }
+        // A declaration without a body (a trait's) ends with `;` before any `{`.
+        let body = lines[start..]
+            .iter()
+            .position(|l| l.trim_end().ends_with('{') || l.trim_end().ends_with(';'));
+        if body.is_none_or(|at| lines[start + at].trim_end().ends_with(';')) {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = lines[start..].iter().position(|l| *l == close) {
+            if end + 1 > MAX_FUNCTION_LINES {
+                long.push((start + 1, end + 1));
+            }
+        }
+    }
+    long
+}
+
+#[test]
+fn no_function_in_src_is_over_80_lines() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut long = Vec::new();
+    for path in &files {
+        let text = fs::read_to_string(path).unwrap();
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        for (line, count) in long_functions(&lines) {
+            long.push(format!("{}:{line}: {count} lines", path.display()));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_checks_see_what_they_look_for() {
+    assert_eq!(imports("use crate::lease::Lease;"), ["lease"]);
+    assert_eq!(
+        imports("let x = redismutex_crate::a;"),
+        Vec::<String>::new()
+    );
+    let mut body: Vec<String> = vec!["    async fn f() {".into()];
+    body.extend((0..MAX_FUNCTION_LINES).map(|_| "        x();".to_owned()));
+    body.push("    }".into());
+    assert_eq!(long_functions(&body), [(1, MAX_FUNCTION_LINES + 2)]);
+    body.truncate(MAX_FUNCTION_LINES - 1);
+    body.push("    }".into());
+    assert!(long_functions(&body).is_empty());
+    let declaration: Vec<String> = vec!["    fn g(&self) -> u8;".into(), "    }".into()];
+    assert!(long_functions(&declaration).is_empty());
+}
