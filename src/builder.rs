@@ -64,46 +64,10 @@ where
     /// Lets the tokio task that holds a lock of this mutex take the same lock key again
     /// (default off): the inner request gets a nested [`Guard`](crate::Guard) at once,
     /// without contacting Redis, and the lock is released when the outermost guard goes.
-    ///
-    /// The rules look at the mode of the task's outermost guard on the key:
-    ///
-    /// - write inside write: a nested guard in [`Mode::Write`](crate::Mode::Write);
-    /// - read inside write: a nested guard in [`Mode::Read`](crate::Mode::Read), while the
-    ///   lock in Redis stays a write lock;
-    /// - read inside read: a nested guard in `Mode::Read`;
-    /// - write inside read: refused at once with
-    ///   [`Error::WouldDeadlock`], from `write()` and `try_write()` alike, since the write
-    ///   lock would wait for the task's own read lock.
-    ///
-    /// A nested guard shares the outer guard's acquisition: same
-    /// [`key`](crate::Guard::key), [`id`](crate::Guard::id) and
-    /// [`fencing_token`](crate::Guard::fencing_token). What its token, `unlock` and drop
-    /// do is on [`Guard`](crate::Guard), "Nested guards". A request with
-    /// [`parent`](crate::Acquire::parent) gives a nested guard whose token also fires when
-    /// `parent` is cancelled (an already cancelled `parent` gives [`Error::Cancelled`]);
-    /// [`timeout`](crate::Acquire::timeout) plays no part, since a nested request
-    /// completes at once.
-    ///
-    /// **Per task, not per thread.** Redisson's reentrant locks belong to a thread. Tokio
-    /// moves a task from one worker thread to another at any `.await`, and runs many
-    /// tasks on one thread, so a thread is neither one holder nor a stable one: the task
-    /// is the unit that owns a guard. The holder is the task that awaited the request
-    /// (`tokio::task::try_id`); outside any task, as in the future given to
-    /// `Runtime::block_on` or the body of `#[tokio::main]`, which always runs on its own
-    /// thread, it is that thread. Another task, even in the same process and on the same
-    /// mutex, is not the holder: it waits, or gets `Ok(None)` from a try, as usual.
-    ///
-    /// - A nested request needs the same `RwMutex` (or a clone of it): each mutex keeps
-    ///   its own record of which task holds what. Two mutexes built apart with the same
-    ///   name exclude each other as usual, even within one task.
-    /// - A guard moved to another task still counts for the task that acquired it: that
-    ///   task can nest into it, and the task that now owns it cannot.
-    /// - Futures run concurrently within one task (`join!`, `select!`, a
-    ///   `FuturesUnordered`) are one holder: the second one's request nests into the
-    ///   first one's guard.
-    /// - Once the outer guard's token has fired (released, lost, expired or cancelled),
-    ///   a request of the same task is not nested: it acquires the lock anew, as any
-    ///   other request, and waits if needed for the background release.
+    /// A write inside a read is refused with [`Error::WouldDeadlock`]. The holder is the
+    /// tokio task that awaited the request, not a thread. The rules, and what a nested
+    /// guard's token, `unlock` and drop do, are in README, [Reentrancy](crate#reentrancy),
+    /// and on [`Guard`](crate::Guard), "Nested guards".
     ///
     /// With the option off, a request of the holding task waits for its own lock like
     /// any other: a write inside a write waits until its timeout, or forever.
@@ -249,27 +213,14 @@ where
     /// Turns fair mode on or off (default off): waiters are served in arrival order,
     /// first come, first served across all clients that use fair mode on the name.
     ///
-    /// Each waiting request takes a place in a queue in Redis (`<lock key>:queue`, a
-    /// sorted set by arrival, with `<lock key>:queue-deadline`) on its first attempt, and
-    /// gets the lock when its turn comes: a writer when it is first and the lock is free;
-    /// a reader when no writer is ahead of it, so readers that queue together still share;
-    /// a permit when fewer waiters are ahead than permits are free. A
-    /// `try_*` request never queues and gets the lock only if nobody waits.
-    ///
-    /// A waiter that gives up (timeout, cancel, drop) leaves the queue at once. One that
-    /// stops attempting (crashed, cut off, frozen) keeps its place until its deadline,
-    /// one TTL after its last attempt; a waiter attempts at least every half TTL, so
-    /// those behind it are held up by at most about one TTL.
-    ///
-    /// Fair and plain clients of one name interoperate: a plain client (or a Go client of
-    /// the original package) does not look at the queue and takes the lock whenever the
-    /// plain rules let it, ahead of queued waiters. Exclusion and the permit count hold
-    /// for everyone; arrival order holds among fair clients. See README, "Fair mode".
-    ///
-    /// Costs: every attempt is a script (no write fast path), a release wakes every
-    /// local waiter on the key (the queue in Redis says whose turn it is), and in fair
-    /// mode an unauthenticated connection gets a protocol error instead of `NOAUTH`,
-    /// since the request has more than 10 arguments.
+    /// Each waiting request takes a place in a queue in Redis (`<lock key>:queue` and
+    /// `<lock key>:queue-deadline`) on its first attempt; a `try_*` request never queues
+    /// and gets the lock only if nobody waits. A waiter that gives up leaves the queue at
+    /// once; one that stops attempting holds those behind it up by at most about one TTL.
+    /// Plain and Go clients of the name still take the lock when the plain rules let them.
+    /// Every attempt is then a script (no write fast path). The queue's rules, its
+    /// interplay with plain clients and its costs are in README,
+    /// [Fair mode](crate#fair-mode).
     pub fn fair(mut self, on: bool) -> Self {
         self.settings.fair = on;
         self

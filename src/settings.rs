@@ -1,4 +1,4 @@
-//! The validated options of one mutex.
+//! The validated options of one mutex or semaphore.
 
 use std::time::Duration;
 
@@ -21,7 +21,8 @@ pub(crate) const DEFAULT_FENCE_RETENTION: Duration = Duration::from_secs(24 * 60
 /// The longest fence retention accepted: 365 days.
 pub(crate) const MAX_FENCE_RETENTION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
-/// What a mutex was configured with; shared by every lock it takes.
+/// What a mutex or semaphore was configured with; shared by every lock or permit it
+/// takes.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub(crate) name: String,
