@@ -6,32 +6,22 @@ use common::{raw, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redis::{Script, Value};
 
-// Every script is sent after `shared.lua`, as the crate sends them.
-const LOCK: &str = concat!(
-    include_str!("../lua/shared.lua"),
-    "\n",
-    include_str!("../lua/lock.lua")
-);
-const RLOCK: &str = concat!(
-    include_str!("../lua/shared.lua"),
-    "\n",
-    include_str!("../lua/rlock.lua")
-);
-const REFRESH: &str = concat!(
-    include_str!("../lua/shared.lua"),
-    "\n",
-    include_str!("../lua/refresh.lua")
-);
-const UNLOCK: &str = concat!(
-    include_str!("../lua/shared.lua"),
-    "\n",
-    include_str!("../lua/unlock.lua")
-);
-const DOWNGRADE: &str = concat!(
-    include_str!("../lua/shared.lua"),
-    "\n",
-    include_str!("../lua/downgrade.lua")
-);
+/// `lua/<file>` after `lua/shared.lua`, as the crate sends every script.
+macro_rules! sent {
+    ($file:literal) => {
+        concat!(
+            include_str!("../lua/shared.lua"),
+            "\n",
+            include_str!(concat!("../lua/", $file))
+        )
+    };
+}
+
+const LOCK: &str = sent!("lock.lua");
+const RLOCK: &str = sent!("rlock.lua");
+const REFRESH: &str = sent!("refresh.lua");
+const UNLOCK: &str = sent!("unlock.lua");
+const DOWNGRADE: &str = sent!("downgrade.lua");
 
 const ID_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";

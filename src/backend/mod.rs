@@ -2,7 +2,7 @@
 //! downgrade goes through one [`Backend`], and so does the choice of the channel a waiter
 //! waits on. The wait loop ([`acquire`](crate::acquire)), the refresh task and the
 //! release know only this trait; [`Single`] and [`Cluster`] implement it on one
-//! connection, and [`Connection`] picks one of them for a mutex at run time.
+//! connection (`direct.rs`), and [`Connection`] picks one of them for a mutex at run time.
 //!
 //! # What an implementation guarantees
 //!
@@ -29,14 +29,12 @@
 //!   [`downgrade`](Backend::downgrade) report in `held` whether the id held it, and in
 //!   `published` whether waiters on the release channel were told.
 
-mod cluster;
-mod single;
+mod direct;
 
 use std::future::Future;
 use std::sync::Arc;
 
-pub(crate) use cluster::Cluster;
-pub(crate) use single::Single;
+pub(crate) use direct::{Cluster, Single};
 
 use crate::error::Error;
 use crate::notify::hub::Hub;
@@ -92,22 +90,26 @@ impl<C> Connection<C> {
     }
 }
 
+/// Runs `$call` on whichever backend `$self` holds, as `$backend`.
+macro_rules! each {
+    ($self:ident, $backend:ident => $call:expr) => {
+        match $self {
+            Self::Single($backend) => $call,
+            Self::Cluster($backend) => $call,
+        }
+    };
+}
+
 impl<C> Backend for Connection<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     async fn attempt(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
-        match self {
-            Self::Single(single) => single.attempt(call, ask).await,
-            Self::Cluster(cluster) => cluster.attempt(call, ask).await,
-        }
+        each!(self, backend => backend.attempt(call, ask).await)
     }
 
     async fn refresh(&self, call: &Call) -> Result<bool, Error> {
-        match self {
-            Self::Single(single) => single.refresh(call).await,
-            Self::Cluster(cluster) => cluster.refresh(call).await,
-        }
+        each!(self, backend => backend.refresh(call).await)
     }
 
     async fn release(
@@ -116,30 +118,18 @@ where
         hold: Hold,
         leftovers: Leftovers,
     ) -> Result<Unlocked, Error> {
-        match self {
-            Self::Single(single) => single.release(call, hold, leftovers).await,
-            Self::Cluster(cluster) => cluster.release(call, hold, leftovers).await,
-        }
+        each!(self, backend => backend.release(call, hold, leftovers).await)
     }
 
     async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
-        match self {
-            Self::Single(single) => single.downgrade(call).await,
-            Self::Cluster(cluster) => cluster.downgrade(call).await,
-        }
+        each!(self, backend => backend.downgrade(call).await)
     }
 
     fn hub(&self) -> Option<&Arc<Hub>> {
-        match self {
-            Self::Single(single) => single.hub(),
-            Self::Cluster(cluster) => cluster.hub(),
-        }
+        each!(self, backend => backend.hub())
     }
 
     fn fast_path(&self) -> bool {
-        match self {
-            Self::Single(single) => single.fast_path(),
-            Self::Cluster(cluster) => cluster.fast_path(),
-        }
+        each!(self, backend => backend.fast_path())
     }
 }

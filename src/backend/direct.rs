@@ -1,0 +1,119 @@
+//! The backends on one redis-rs connection: [`Single`] for one Redis server (or a primary
+//! with replicas) and [`Cluster`] for a Redis Cluster. They differ only in their
+//! [`Topology`], which sets what the scripts are told and whether the write fast path
+//! may run.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use redis::aio::ConnectionLike;
+
+use super::Backend;
+use crate::error::Error;
+use crate::notify::hub::Hub;
+use crate::protocol::calls::{self, Ask, Call, Hold, Leftovers};
+use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::protocol::topology::Topology;
+
+/// Where the keys behind a [`Direct`] backend live.
+pub(crate) trait Place: Send + Sync + 'static {
+    const TOPOLOGY: Topology;
+}
+
+/// One Redis server.
+#[derive(Debug)]
+pub(crate) enum OneServer {}
+
+impl Place for OneServer {
+    const TOPOLOGY: Topology = Topology::Server;
+}
+
+/// A Redis Cluster.
+#[derive(Debug)]
+pub(crate) enum ClusterSlots {}
+
+impl Place for ClusterSlots {
+    const TOPOLOGY: Topology = Topology::Cluster;
+}
+
+/// One server: every call is one script (or the write fast path's pipeline) on a clone of
+/// the connection, bounded by the connection's response timeout and by the callers;
+/// releases are published by `PUBLISH`.
+pub(crate) type Single<C> = Direct<C, OneServer>;
+
+/// A Redis Cluster: every call is one script on the node that serves the lock key's slot
+/// (all keys of a lock carry one hash tag); every token is floored at the server clock,
+/// since a failover can lose the fence key's last increments, so there is no write fast
+/// path; releases are published by `SPUBLISH` in the slot. redis-rs's cluster client has
+/// no response timeout of its own and retries through a failover: the callers' bounds end
+/// a call there.
+pub(crate) type Cluster<C> = Direct<C, ClusterSlots>;
+
+/// A backend on one connection `C` to the place `P`.
+pub(crate) struct Direct<C, P> {
+    conn: C,
+    hub: Option<Arc<Hub>>,
+    place: PhantomData<fn() -> P>,
+}
+
+impl<C, P> Direct<C, P> {
+    /// The backend on `conn`, whose waiters wait on `hub` when there is one.
+    pub(crate) fn new(conn: C, hub: Option<Arc<Hub>>) -> Self {
+        Self {
+            conn,
+            hub,
+            place: PhantomData,
+        }
+    }
+}
+
+impl<C, P> Backend for Direct<C, P>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+    P: Place,
+{
+    async fn attempt(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
+        let ask = match ask {
+            // The fast path's token would not be floored at the clock.
+            Ask::FastWrite if !self.fast_path() => Ask::Write { set_intent: false },
+            other => other,
+        };
+        calls::attempt(&mut self.conn.clone(), call, P::TOPOLOGY, ask).await
+    }
+
+    async fn refresh(&self, call: &Call) -> Result<bool, Error> {
+        calls::refresh(&mut self.conn.clone(), call).await
+    }
+
+    async fn release(
+        &self,
+        call: &Call,
+        hold: Hold,
+        leftovers: Leftovers,
+    ) -> Result<Unlocked, Error> {
+        let mut conn = self.conn.clone();
+        calls::unlock(&mut conn, call, P::TOPOLOGY, hold, leftovers).await
+    }
+
+    async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
+        calls::downgrade(&mut self.conn.clone(), call, P::TOPOLOGY).await
+    }
+
+    fn hub(&self) -> Option<&Arc<Hub>> {
+        self.hub.as_ref()
+    }
+
+    fn fast_path(&self) -> bool {
+        !P::TOPOLOGY.clock_floor()
+    }
+}
+
+impl<C, P> fmt::Debug for Direct<C, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Direct")
+            .field("place", &std::any::type_name::<P>())
+            .field("notified", &self.hub.is_some())
+            .finish_non_exhaustive()
+    }
+}
