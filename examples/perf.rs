@@ -83,9 +83,12 @@ const GUARD_BATCH: usize = 500;
 const GUARD_WINDOWS: u32 = 2;
 const GUARD_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The crate's own scripts, sent bare in row 5.
+/// The crate's own scripts, sent bare in row 5, after `base.lua` (and `shared.lua`) as the
+/// crate sends them.
 static LOCK_LUA: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
+        include_str!("../lua/base.lua"),
+        "\n",
         include_str!("../lua/shared.lua"),
         "\n",
         include_str!("../lua/lock.lua")
@@ -93,7 +96,7 @@ static LOCK_LUA: LazyLock<Script> = LazyLock::new(|| {
 });
 static UNLOCK_LUA: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
-        include_str!("../lua/shared.lua"),
+        include_str!("../lua/base.lua"),
         "\n",
         include_str!("../lua/unlock.lua")
     ))

@@ -1,6 +1,7 @@
--- shared.lua: the functions every script of the crate shares. The crate sends each
--- script with this file before it (one script, one SHA1), so they run as one; run them
--- the same way. The server clock is read here only.
+-- shared.lua: the functions the scripts that take a lock or a permit share (lock.lua,
+-- rlock.lua, semaphore.lua): the fence counter, the lock intent and the fair queue. The
+-- crate sends each of those scripts after base.lua and this file (one script, one SHA1),
+-- so they run as one; run them the same way.
 --
 -- The fair queue (fair mode only) of a lock key K is two sorted sets with the same
 -- members, "<kind>:<id>" (kind "w" a writer, "r" a reader, "p" a semaphore permit):
@@ -34,12 +35,6 @@ local function fence_last(key)
     return tonumber(fence)
 end
 
--- The server clock in microseconds: exact in a Lua number (below 2^53) until about 2255.
-local function now_us()
-    local time = redis.call('TIME')
-    return tonumber(time[1]) * 1000000 + tonumber(time[2])
-end
-
 -- `token`, or the server clock in microseconds when that is larger and `token` is below
 -- 10^15 or `floor` is true. Tokens minted from the clock are above 10^15 (microseconds
 -- since 2001), so a smaller count means the counter was (re)created since: it restarts at
@@ -51,18 +46,6 @@ local function at_least_the_clock(token, floor)
         return token
     end
     return math.max(token, now_us())
-end
-
--- The server clock in milliseconds.
-local function now_ms()
-    return math.floor(now_us() / 1000)
-end
-
--- Sets `key`'s PTTL to `ttl` ms if it is lower or unset; `pttl`: its PTTL, if already read.
-local function pttl_at_least(key, ttl, pttl)
-    if (pttl or redis.call('PTTL', key)) < ttl then
-        redis.call('PEXPIRE', key, ttl)
-    end
 end
 
 -- The lock intent at `key`: its id and PTTL (nil, -2 if absent), or nil, nil and a refusal.

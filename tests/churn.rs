@@ -35,7 +35,7 @@ type Refreshes = Arc<Mutex<HashMap<String, Vec<Duration>>>>;
 /// Records refreshes from a `MONITOR` connection until `stop` fires.
 async fn monitor(port: u16, stop: CancellationToken) -> Refreshes {
     let refresh_sha = redis::Script::new(concat!(
-        include_str!("../lua/shared.lua"),
+        include_str!("../lua/base.lua"),
         "\n",
         include_str!("../lua/refresh.lua")
     ))

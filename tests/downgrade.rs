@@ -15,9 +15,9 @@ use redis::aio::MultiplexedConnection;
 use redismutex::{CancelReason, Error, Mode, RwMutex};
 
 const KEY: &str = "doc";
-// Sent after `shared.lua`, as the crate sends it.
+// Sent after `base.lua`, as the crate sends it.
 const SCRIPT: &str = concat!(
-    include_str!("../lua/shared.lua"),
+    include_str!("../lua/base.lua"),
     "\n",
     include_str!("../lua/downgrade.lua")
 );

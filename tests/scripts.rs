@@ -6,10 +6,20 @@ use common::{raw, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redis::{Script, Value};
 
-/// `lua/<file>` after `lua/shared.lua`, as the crate sends every script.
+/// `lua/<file>` after `lua/base.lua` (and `lua/shared.lua` for the acquiring scripts), as
+/// the crate sends it.
 macro_rules! sent {
     ($file:literal) => {
         concat!(
+            include_str!("../lua/base.lua"),
+            "\n",
+            include_str!(concat!("../lua/", $file))
+        )
+    };
+    ($file:literal, shared) => {
+        concat!(
+            include_str!("../lua/base.lua"),
+            "\n",
             include_str!("../lua/shared.lua"),
             "\n",
             include_str!(concat!("../lua/", $file))
@@ -17,8 +27,8 @@ macro_rules! sent {
     };
 }
 
-const LOCK: &str = sent!("lock.lua");
-const RLOCK: &str = sent!("rlock.lua");
+const LOCK: &str = sent!("lock.lua", shared);
+const RLOCK: &str = sent!("rlock.lua", shared);
 const REFRESH: &str = sent!("refresh.lua");
 const UNLOCK: &str = sent!("unlock.lua");
 const DOWNGRADE: &str = sent!("downgrade.lua");

@@ -18,8 +18,8 @@ use crate::error::Error;
 
 static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
-/// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these and
-/// [`SHARED_FILE`].
+/// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
+/// [`BASE_FILE`] and [`SHARED_FILE`].
 pub(crate) const SCRIPT_FILES: [&str; 6] = [
     "lock.lua",
     "rlock.lua",
@@ -28,9 +28,14 @@ pub(crate) const SCRIPT_FILES: [&str; 6] = [
     "semaphore.lua",
     "downgrade.lua",
 ];
-/// The functions that the scripts share (the server clock, raising a PTTL, the lock
-/// intent, the fair queue, the fence counter); sent before each script, as one script.
+/// The functions every script uses (the server clock, raising a PTTL); sent before each
+/// script, as one script. Small, since every call of every script defines them.
+const BASE_FILE: &str = "base.lua";
+/// The functions the scripts that take a lock or a permit share (the fence counter, the
+/// lock intent, the fair queue); sent after [`BASE_FILE`] before each of [`WITH_SHARED`].
 const SHARED_FILE: &str = "shared.lua";
+/// The scripts sent with [`SHARED_FILE`].
+const WITH_SHARED: [&str; 3] = ["lock.lua", "rlock.lua", "semaphore.lua"];
 
 /// One script: its body and the SHA1 `EVALSHA` names it by.
 pub(crate) struct Lua {
@@ -114,9 +119,13 @@ fn file(name: &str) -> &'static str {
         .expect("lua/ holds every script in SCRIPT_FILES, and SHARED_FILE, as UTF-8")
 }
 
-/// The script `name`, after [`SHARED_FILE`].
+/// The script `name`, after [`BASE_FILE`] and, for those that use it, [`SHARED_FILE`].
 fn load(name: &str) -> Lua {
-    let code = format!("{}\n{}", file(SHARED_FILE), file(name));
+    let code = if WITH_SHARED.contains(&name) {
+        format!("{}\n{}\n{}", file(BASE_FILE), file(SHARED_FILE), file(name))
+    } else {
+        format!("{}\n{}", file(BASE_FILE), file(name))
+    };
     Lua {
         sha: redis::Script::new(&code).get_hash().to_owned(),
         code,
@@ -136,13 +145,14 @@ mod tests {
             .collect();
         on_disk.sort();
         let mut loaded: Vec<String> = SCRIPT_FILES.iter().map(|s| s.to_string()).collect();
+        loaded.push(BASE_FILE.to_owned());
         loaded.push(SHARED_FILE.to_owned());
         loaded.sort();
         assert_eq!(on_disk, loaded);
         let embedded = LUA.files().count();
         assert_eq!(
             embedded,
-            SCRIPT_FILES.len() + 1,
+            SCRIPT_FILES.len() + 2,
             "include_dir embedded a stale lua/"
         );
         // Every script loads and starts with its header.
@@ -163,18 +173,38 @@ mod tests {
                 "{name} lacks its header"
             );
             assert!(code.contains("KEYS[1]") && code.contains("Replies:"));
-            // The server clock is read in shared.lua only.
+            // The server clock is read in base.lua only.
             assert!(!code.contains("'TIME'"), "{name} reads TIME itself");
+            // Only the scripts sent after shared.lua use its functions.
+            let uses_shared = shared_functions().iter().any(|f| code.contains(f.as_str()));
+            assert_eq!(uses_shared, WITH_SHARED.contains(&name), "{name}");
         }
-        let shared = file(SHARED_FILE);
-        assert!(shared.starts_with("-- shared.lua:"));
-        // Every `local function` of shared.lua has a one-line comment above it.
-        let lines: Vec<&str> = shared.lines().collect();
-        for (at, line) in lines.iter().enumerate().skip(1) {
-            if line.starts_with("local function") {
-                assert!(lines[at - 1].starts_with("--"), "{line} has no comment");
+        assert!(file(SHARED_FILE).starts_with("-- shared.lua:"));
+        assert!(!file(SHARED_FILE).contains("'TIME'"));
+        assert!(file(BASE_FILE).starts_with("-- base.lua:"));
+        // Every `local function` of the two has a one-line comment above it.
+        for prelude in [BASE_FILE, SHARED_FILE] {
+            let lines: Vec<&str> = file(prelude).lines().collect();
+            for (at, line) in lines.iter().enumerate().skip(1) {
+                if line.starts_with("local function") {
+                    assert!(lines[at - 1].starts_with("--"), "{line} has no comment");
+                }
             }
         }
-        assert!(SCRIPTS.refresh.code.starts_with("-- shared.lua:"));
+        assert!(SCRIPTS.refresh.code.starts_with("-- base.lua:"));
+        assert!(SCRIPTS.lock.code.contains("\n-- shared.lua:"));
+        assert!(!SCRIPTS.unlock.code.contains("-- shared.lua:"));
+    }
+
+    /// The names of the functions shared.lua defines, as calls: `name(`.
+    fn shared_functions() -> Vec<String> {
+        let names: Vec<String> = file(SHARED_FILE)
+            .lines()
+            .filter_map(|line| line.strip_prefix("local function "))
+            .filter_map(|rest| rest.split('(').next())
+            .map(|name| format!("{name}("))
+            .collect();
+        assert!(names.len() >= 5, "{names:?}");
+        names
     }
 }
