@@ -4,7 +4,10 @@
 //! [`Listener`](subscriber::Listener) trait, so it knows no hub).
 
 pub(crate) mod hub;
+mod link;
 mod notifier;
+#[cfg(feature = "cluster")]
+mod sharded;
 mod subscriber;
 pub(crate) mod waiter;
 

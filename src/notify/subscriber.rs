@@ -7,23 +7,17 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use backon::{BackoffBuilder, ExponentialBuilder};
-use futures_util::StreamExt;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::chain;
+use super::link::{bounded, Event, Link, ServerLink};
 use crate::util;
 
-/// How long connecting, or one (un)subscribe request, may take before the connection is
-/// taken as lost.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// The first and the largest pause between reconnection attempts (jittered).
 const RECONNECT_MIN: Duration = Duration::from_millis(10);
 const RECONNECT_MAX: Duration = Duration::from_secs(1);
@@ -127,7 +121,7 @@ async fn connect_and_serve<L: Listener>(
         }
         #[cfg(feature = "cluster")]
         Source::Cluster(client) => {
-            let link = sharded::connect(client).await;
+            let link = super::sharded::connect(client).await;
             serve(link, hub, changed, stop, backoff).await
         }
     }
@@ -166,52 +160,6 @@ fn reconnect_backoff() -> Backoff {
         .with_jitter()
         .without_max_times()
         .build()
-}
-
-/// `request`, given up after [`REQUEST_TIMEOUT`]; the error says `what` failed.
-async fn bounded<T>(
-    request: impl Future<Output = redis::RedisResult<T>>,
-    what: &str,
-) -> Result<T, String> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(format!("{what}: {}", chain(&err))),
-        Err(_) => Err(format!("{what} timed out")),
-    }
-}
-
-/// What a subscriber connection reports next.
-enum Event {
-    /// A message on a channel: the releasing id.
-    Message { channel: String, payload: Vec<u8> },
-    /// Part of the connection dropped and came back: messages may have been missed,
-    /// and subscriptions may be gone.
-    #[cfg_attr(
-        not(feature = "cluster"),
-        expect(dead_code, reason = "only a cluster connection resets in part")
-    )]
-    Reset,
-    /// The server ended the subscription to this channel (on a cluster, when its slot
-    /// moves to another node); it may also confirm one that was asked for.
-    #[cfg_attr(
-        not(feature = "cluster"),
-        expect(dead_code, reason = "only a cluster node drops subscriptions")
-    )]
-    Dropped(String),
-    /// The connection is gone.
-    Closed,
-}
-
-/// A subscriber connection: one Pub/Sub connection, or a cluster connection with
-/// sharded subscriptions.
-trait Link {
-    /// Subscribes to `channels`, each request bounded by [`REQUEST_TIMEOUT`]; the
-    /// channels now subscribed. An error ends the connection.
-    async fn subscribe(&mut self, channels: &[String]) -> Result<Vec<String>, String>;
-    /// Unsubscribes from `channels`, each request bounded by [`REQUEST_TIMEOUT`].
-    async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String>;
-    /// The next event; cancel safe.
-    async fn next(&mut self) -> Event;
 }
 
 /// One connection's life: keep the subscriptions in line with the channels that have
@@ -298,134 +246,4 @@ fn on_event<L: Listener>(
         Event::Closed => return Err("connection closed".to_owned()),
     }
     Ok(())
-}
-
-/// A single server's Pub/Sub connection.
-struct ServerLink {
-    sink: redis::aio::PubSubSink,
-    stream: redis::aio::PubSubStream,
-}
-
-impl ServerLink {
-    fn new(pubsub: redis::aio::PubSub) -> Self {
-        let (sink, stream) = pubsub.split();
-        Self { sink, stream }
-    }
-}
-
-impl Link for ServerLink {
-    async fn subscribe(&mut self, channels: &[String]) -> Result<Vec<String>, String> {
-        bounded(self.sink.subscribe(channels), "SUBSCRIBE").await?;
-        Ok(channels.to_vec())
-    }
-
-    async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String> {
-        bounded(self.sink.unsubscribe(channels), "UNSUBSCRIBE").await
-    }
-
-    async fn next(&mut self) -> Event {
-        match self.stream.next().await {
-            Some(message) => Event::Message {
-                channel: message.get_channel_name().to_owned(),
-                payload: message.get_payload_bytes().to_vec(),
-            },
-            None => Event::Closed,
-        }
-    }
-}
-
-#[cfg(feature = "cluster")]
-mod sharded {
-    use futures_util::future::join_all;
-    use redis::cluster::ClusterClient;
-    use redis::cluster_async::ClusterConnection;
-    use redis::{PushInfo, PushKind, Value};
-    use tokio::sync::mpsc::UnboundedReceiver;
-
-    use super::{bounded, Event, Link};
-
-    /// A RESP3 cluster connection whose pushes (sharded messages, and a node's
-    /// connection dropping) come back on a channel. redis-rs resubscribes by itself
-    /// after a node reconnects or a slot moves; a node's connection that drops may
-    /// still have lost a release, so it is reported as [`Event::Reset`].
-    pub(super) struct ClusterLink {
-        conn: ClusterConnection,
-        pushes: UnboundedReceiver<PushInfo>,
-    }
-
-    pub(super) async fn connect(client: &ClusterClient) -> Result<ClusterLink, String> {
-        let (sender, pushes) = tokio::sync::mpsc::unbounded_channel();
-        let config = redis::cluster::ClusterConfig::new().set_push_sender(sender);
-        let conn = bounded(
-            client.get_async_connection_with_config(config),
-            "connecting",
-        )
-        .await?;
-        Ok(ClusterLink { conn, pushes })
-    }
-
-    impl ClusterLink {
-        /// `SSUBSCRIBE` (or `SUNSUBSCRIBE`) each channel on its own (channels of
-        /// different slots cannot share one request), all at once, each bounded; the
-        /// channels for which it succeeded.
-        async fn each(&self, channels: &[String], subscribe: bool) -> Vec<String> {
-            let requests = channels.iter().map(|channel| {
-                let mut conn = self.conn.clone();
-                async move {
-                    let done = if subscribe {
-                        bounded(conn.ssubscribe(channel), "SSUBSCRIBE").await
-                    } else {
-                        bounded(conn.sunsubscribe(channel), "SUNSUBSCRIBE").await
-                    };
-                    match done {
-                        Ok(()) => Some(channel.clone()),
-                        Err(reason) => {
-                            tracing::debug!(%channel, %reason, "sharded (un)subscribe failed; waiters poll");
-                            None
-                        }
-                    }
-                }
-            });
-            join_all(requests).await.into_iter().flatten().collect()
-        }
-    }
-
-    impl Link for ClusterLink {
-        async fn subscribe(&mut self, channels: &[String]) -> Result<Vec<String>, String> {
-            Ok(self.each(channels, true).await)
-        }
-
-        /// A channel that fails to unsubscribe only brings messages nobody waits for.
-        async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String> {
-            self.each(channels, false).await;
-            Ok(())
-        }
-
-        async fn next(&mut self) -> Event {
-            loop {
-                let Some(push) = self.pushes.recv().await else {
-                    return Event::Closed;
-                };
-                match (push.kind, push.data.as_slice()) {
-                    // An `smessage` push: `[channel, message]`.
-                    (
-                        PushKind::SMessage,
-                        [Value::BulkString(channel), Value::BulkString(payload)],
-                    ) => {
-                        return Event::Message {
-                            channel: String::from_utf8_lossy(channel).into_owned(),
-                            payload: payload.clone(),
-                        }
-                    }
-                    // `[channel, count]`: the node no longer serves the channel's slot
-                    // (or confirms an unsubscribe asked for).
-                    (PushKind::SUnsubscribe, [Value::BulkString(channel), ..]) => {
-                        return Event::Dropped(String::from_utf8_lossy(channel).into_owned())
-                    }
-                    (PushKind::Disconnection, _) => return Event::Reset,
-                    _ => {}
-                }
-            }
-        }
-    }
 }

@@ -1,0 +1,92 @@
+//! A subscriber connection, as the connection task sees it: the [`Link`] trait, the events
+//! a link reports, and the single-server link (a Pub/Sub connection).
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use crate::error::chain;
+
+/// How long connecting, or one (un)subscribe request, may take before the connection is
+/// taken as lost.
+pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// `request`, given up after [`REQUEST_TIMEOUT`]; the error says `what` failed.
+pub(super) async fn bounded<T>(
+    request: impl Future<Output = redis::RedisResult<T>>,
+    what: &str,
+) -> Result<T, String> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(format!("{what}: {}", chain(&err))),
+        Err(_) => Err(format!("{what} timed out")),
+    }
+}
+
+/// What a subscriber connection reports next.
+pub(super) enum Event {
+    /// A message on a channel: the releasing id.
+    Message { channel: String, payload: Vec<u8> },
+    /// Part of the connection dropped and came back: messages may have been missed,
+    /// and subscriptions may be gone.
+    #[cfg_attr(
+        not(feature = "cluster"),
+        expect(dead_code, reason = "only a cluster connection resets in part")
+    )]
+    Reset,
+    /// The server ended the subscription to this channel (on a cluster, when its slot
+    /// moves to another node); it may also confirm one that was asked for.
+    #[cfg_attr(
+        not(feature = "cluster"),
+        expect(dead_code, reason = "only a cluster node drops subscriptions")
+    )]
+    Dropped(String),
+    /// The connection is gone.
+    Closed,
+}
+
+/// A subscriber connection: one Pub/Sub connection, or a cluster connection with
+/// sharded subscriptions.
+pub(super) trait Link {
+    /// Subscribes to `channels`, each request bounded by [`REQUEST_TIMEOUT`]; the
+    /// channels now subscribed. An error ends the connection.
+    async fn subscribe(&mut self, channels: &[String]) -> Result<Vec<String>, String>;
+    /// Unsubscribes from `channels`, each request bounded by [`REQUEST_TIMEOUT`].
+    async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String>;
+    /// The next event; cancel safe.
+    async fn next(&mut self) -> Event;
+}
+
+/// A single server's Pub/Sub connection.
+pub(super) struct ServerLink {
+    sink: redis::aio::PubSubSink,
+    stream: redis::aio::PubSubStream,
+}
+
+impl ServerLink {
+    pub(super) fn new(pubsub: redis::aio::PubSub) -> Self {
+        let (sink, stream) = pubsub.split();
+        Self { sink, stream }
+    }
+}
+
+impl Link for ServerLink {
+    async fn subscribe(&mut self, channels: &[String]) -> Result<Vec<String>, String> {
+        bounded(self.sink.subscribe(channels), "SUBSCRIBE").await?;
+        Ok(channels.to_vec())
+    }
+
+    async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String> {
+        bounded(self.sink.unsubscribe(channels), "UNSUBSCRIBE").await
+    }
+
+    async fn next(&mut self) -> Event {
+        match self.stream.next().await {
+            Some(message) => Event::Message {
+                channel: message.get_channel_name().to_owned(),
+                payload: message.get_payload_bytes().to_vec(),
+            },
+            None => Event::Closed,
+        }
+    }
+}
