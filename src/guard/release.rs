@@ -1,0 +1,90 @@
+//! How a guard gives its lock back: `unlock`, and `Drop`.
+
+use std::sync::Arc;
+
+use super::{Guard, Role};
+use crate::error::Error;
+use crate::lease::AnyLease;
+use crate::spawner::Spawner;
+
+impl Guard {
+    /// Releases the lock and reports whether it was still held: `Ok(true)` when this id
+    /// held the lock and is now removed, `Ok(false)` when it had been lost (expired,
+    /// deleted or taken over). The token fires at once, before the release is sent.
+    ///
+    /// A [nested guard](Self#nested-guards) sends nothing and leaves the lock held: it
+    /// returns `Ok(true)` while the outer guard's lock is still held, `Ok(false)` once
+    /// it is not.
+    ///
+    /// If the token had already fired for another reason, the background task has
+    /// already released the lock (unless it was [lost](crate::CancelReason::Lost)), and this
+    /// returns what that release found.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Refused`] when Redis refuses the release (busy with a script, no ACL
+    /// permission, ...), [`Error::Redis`] when the request fails otherwise, and
+    /// [`Error::Timeout`] when Redis does not answer within one TTL; the lock then
+    /// expires by its TTL, since refresh has stopped. [`Error::Cancelled`] when the background task was stopped before it could
+    /// release, for example by runtime shutdown.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping this future before the release is answered hands the
+    /// release to a background task, as dropping the guard does.
+    pub async fn unlock(mut self) -> Result<bool, Error> {
+        let Role::Owner { task, spawner, .. } = &mut self.role else {
+            let held = self.liveness.outer_held();
+            self.token.cancel();
+            return Ok(held);
+        };
+        if !self.liveness.claim_end() {
+            // The background task ended the lock first (or is ending it): its result.
+            self.token.cancel();
+            return task.await.unwrap_or(Err(Error::Cancelled));
+        }
+        self.token.cancel();
+        // Sent from here rather than from the background task: one task switch less.
+        let pending = ReleaseOnDrop {
+            lease: Some(Arc::clone(&self.lease)),
+            spawner: spawner.clone(),
+        };
+        let released = self.lease.release().await;
+        pending.disarm();
+        released
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // The background task sees the token and releases the lock.
+        self.token.cancel();
+    }
+}
+
+/// Sends the release from a background task if `unlock` is dropped before its reply.
+struct ReleaseOnDrop {
+    lease: Option<Arc<dyn AnyLease>>,
+    spawner: Spawner,
+}
+
+impl ReleaseOnDrop {
+    fn disarm(mut self) {
+        self.lease = None;
+    }
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            self.spawner.spawn(async move {
+                if let Err(err) = lease.release().await {
+                    tracing::warn!(
+                        key = %lease.key(), id = %lease.id(), error = %crate::error::chain(&err),
+                        "release after a dropped unlock failed; the lock expires by its TTL"
+                    );
+                }
+            });
+        }
+    }
+}
