@@ -8,6 +8,8 @@
 -- ARGV[4]  "1" to publish with SPUBLISH (Redis Cluster's sharded pub/sub, as in
 --          unlock.lua); anything else, or absent, with PUBLISH
 --
+-- Sent after base.lua, as one script.
+--
 -- Replies: an integer, the sum of
 --   1  ARGV[1] now holds KEYS[1] as a reader: the string holding ARGV[1] was replaced by
 --      a set holding only ARGV[1], with PTTL ARGV[2] (the key layout of a read lock, so

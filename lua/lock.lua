@@ -17,7 +17,7 @@
 -- ARGV[6]  fair mode only: "wait" to join the queue (or keep its place) when blocked,
 --          "try" not to
 --
--- Sent after shared.lua, as one script.
+-- Sent after base.lua and shared.lua, as one script.
 --
 -- Fair mode: the lock goes to the writer first in the queue. A writer that is not queued
 -- counts as last, so it takes a free lock only when nobody waits; a writer that already

@@ -5,6 +5,8 @@
 -- ARGV[1]  lock id: 32 lowercase hex characters
 -- ARGV[2]  TTL in milliseconds (positive integer)
 --
+-- Sent after base.lua, as one script.
+--
 -- Replies:
 --   1  ARGV[1] holds KEYS[1]: a writer's key now has PTTL ARGV[2]; a readers' set has a
 --      PTTL of at least ARGV[2] (never shortened, other readers may need a longer one); a

@@ -17,7 +17,7 @@
 -- ARGV[6]  fair mode only: "wait" to join the queue (or keep its place) when blocked,
 --          "try" not to
 --
--- Sent after shared.lua, as one script.
+-- Sent after base.lua and shared.lua, as one script.
 --
 -- Fair mode (ARGV[4] must be "0"): a reader may join the readers when no writer is ahead
 -- of it in the queue; readers queued together go in together. A reader that is not queued

@@ -15,7 +15,7 @@
 -- ARGV[6]  fair mode only: "wait" to join the queue (or keep its place) when blocked,
 --          "try" not to
 --
--- Sent after shared.lua, as one script.
+-- Sent after base.lua and shared.lua, as one script.
 --
 -- Holders whose deadline is not after the server's TIME are dropped first: a holder that
 -- crashed frees its permit when its TTL runs out by the server's clock, whatever the

@@ -16,6 +16,8 @@
 --          carries the lock key's hash tag, so it is in the lock key's slot); anything
 --          else, or absent, with PUBLISH
 --
+-- Sent after base.lua, as one script.
+--
 -- Replies: an integer, the sum of
 --   1  ARGV[1] held KEYS[1] and was removed: a writer's key is deleted; a reader's id is
 --      removed from the set (Redis deletes a set when its last member goes); a permit's

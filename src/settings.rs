@@ -35,7 +35,7 @@ pub(crate) struct Settings {
     pub(crate) tracker: Option<TaskTracker>,
     pub(crate) notifier: Option<Notifier>,
     /// Untagged lock keys get a hash tag around their varying part
-    /// ([`lock_key`](crate::protocol::keys::lock_key)).
+    /// ([`lock_key`]).
     pub(crate) hash_tag_keys: bool,
     /// The connection reaches a Redis Cluster: every lock key must carry a hash tag, and
     /// releases are published by `SPUBLISH`.
@@ -63,8 +63,8 @@ impl Settings {
         }
     }
 
-    /// The defaults for a mutex on a connection of type `C`: on a Redis Cluster when
-    /// `C` is redis-rs's cluster connection.
+    /// The defaults for a mutex or semaphore on a connection of type `C`: on a Redis
+    /// Cluster when `C` is redis-rs's cluster connection.
     pub(crate) fn for_connection<C: 'static>(name: String) -> Self {
         Self {
             cluster: is_cluster::<C>(),
@@ -72,9 +72,11 @@ impl Settings {
         }
     }
 
-    /// Checks the options; every acquire calls this, since [`RwMutex::new`] cannot fail.
+    /// Checks the options; every request calls this, since [`RwMutex::new`] and
+    /// [`Semaphore::new`] cannot fail.
     ///
     /// [`RwMutex::new`]: crate::RwMutex::new
+    /// [`Semaphore::new`]: crate::Semaphore::new
     pub(crate) fn check(&self) -> Result<(), Error> {
         let name = Preview(&self.name);
         if self.name.is_empty() {

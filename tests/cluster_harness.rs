@@ -164,13 +164,18 @@ async fn a_killed_master_is_replaced_by_its_replica_and_its_slots_take_writes() 
     let replica = cluster.masters()[0].replicas[0];
     let mut conn = cluster.conn().await;
     let () = conn.set(&name, "before").await.unwrap();
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(5000)
-        .query_async(&mut cluster.node_conn(old).await)
+    // WAIT counts acknowledgements of the connection's own writes, so it is read off the
+    // replica itself: the write must be there before the master goes.
+    let mut on_replica = cluster.node_conn(replica).await;
+    let () = redis::cmd("READONLY")
+        .query_async(&mut on_replica)
         .await
         .unwrap();
-    assert_eq!(acked, 1, "the replica has the write");
+    let copied = Instant::now() + Duration::from_secs(5);
+    while on_replica.get::<_, Option<String>>(&name).await.unwrap() != Some("before".into()) {
+        assert!(Instant::now() < copied, "the replica never got the write");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     let killed = Instant::now();
     cluster.kill(old);

@@ -90,7 +90,7 @@ enum Role {
         /// Its entry in a reentrant mutex's registry, removed with the guard.
         registration: Option<Registration>,
     },
-    /// Shares the lock of an outer guard of the same task; its status follows the
+    /// Shares the lock of an outer guard of the same task; its liveness follows the
     /// outer guard's.
     Nested,
 }

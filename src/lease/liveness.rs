@@ -25,13 +25,14 @@ pub(crate) struct Liveness {
     /// Whoever ends the lock (`unlock`, or the background task) has claimed it, so that
     /// exactly one of them releases it.
     ended: AtomicBool,
-    /// For a nested guard ([`Builder::reentrant`](crate::Builder::reentrant)): the outer
-    /// guard whose lock it shares, whose deadline it reads and whose status it never
-    /// writes.
+    /// For a nested guard ([`Builder::reentrant`](crate::Builder::reentrant)): the
+    /// outermost guard whose lock it shares, whose deadline it reads and whose liveness
+    /// it never writes.
     owner: Option<Owner>,
 }
 
-/// The outer guard a nested guard's status follows.
+/// The outermost guard, owner of the lock in Redis, whose liveness a nested guard's
+/// follows.
 #[derive(Debug)]
 struct Owner {
     liveness: Arc<Liveness>,
@@ -39,10 +40,10 @@ struct Owner {
 }
 
 impl Liveness {
-    /// The status of a lock acquired by a request sent at `sent`, surely held until
+    /// The liveness of a lock acquired by a request sent at `sent`, surely held until
     /// `deadline`.
     pub(crate) fn new(parent: Option<CancellationToken>, sent: Instant, deadline: Instant) -> Self {
-        let status = Self {
+        let liveness = Self {
             reason: OnceLock::new(),
             parent,
             base: sent,
@@ -50,11 +51,11 @@ impl Liveness {
             ended: AtomicBool::new(false),
             owner: None,
         };
-        status.extend(deadline);
-        status
+        liveness.extend(deadline);
+        liveness
     }
 
-    /// The status of a nested guard sharing the lock of the outer guard whose status and
+    /// The liveness of a nested guard sharing the lock of the owner whose liveness and
     /// token are given: its deadline is the outer's, its reason its own. There is nothing
     /// for it to release, so its end is claimed already.
     pub(crate) fn nested(
@@ -184,22 +185,22 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_look_after_the_deadline_fires_expired_without_the_task() {
         let now = Instant::now();
-        let status = Liveness::new(None, now, now + Duration::from_millis(100));
+        let liveness = Liveness::new(None, now, now + Duration::from_millis(100));
         let token = CancellationToken::new();
-        assert!(!status.check(&token));
-        status.extend(now + Duration::from_millis(50));
+        assert!(!liveness.check(&token));
+        liveness.extend(now + Duration::from_millis(50));
         assert_eq!(
-            status.deadline(),
+            liveness.deadline(),
             now + Duration::from_millis(100),
             "never moves back"
         );
         tokio::time::advance(Duration::from_millis(100)).await;
-        assert_eq!(status.reason(&token), Some(CancelReason::Expired));
+        assert_eq!(liveness.reason(&token), Some(CancelReason::Expired));
         assert!(token.is_cancelled());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_nested_status_reads_the_outer_deadline_and_keeps_its_own_reason() {
+    async fn a_nested_liveness_reads_the_outer_deadline_and_keeps_its_own_reason() {
         let now = Instant::now();
         let outer = Arc::new(Liveness::new(None, now, now + Duration::from_millis(100)));
         let outer_token = CancellationToken::new();
@@ -216,7 +217,7 @@ mod tests {
         assert_eq!(
             outer.recorded(),
             None,
-            "nothing recorded in the outer status"
+            "nothing recorded in the outer liveness"
         );
         assert!(!outer_token.is_cancelled() && nested.outer_held());
 
@@ -230,13 +231,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn cancelled_follows_an_extended_deadline() {
         let now = Instant::now();
-        let status = Liveness::new(None, now, now + Duration::from_millis(100));
+        let liveness = Liveness::new(None, now, now + Duration::from_millis(100));
         let token = CancellationToken::new();
-        status.extend(now + Duration::from_millis(300));
-        let waited = tokio::time::timeout(Duration::from_millis(250), status.cancelled(&token));
+        liveness.extend(now + Duration::from_millis(300));
+        let waited = tokio::time::timeout(Duration::from_millis(250), liveness.cancelled(&token));
         assert!(waited.await.is_err(), "fired before the extended deadline");
-        status.cancelled(&token).await;
-        assert_eq!(status.reason(&token), Some(CancelReason::Expired));
+        liveness.cancelled(&token).await;
+        assert_eq!(liveness.reason(&token), Some(CancelReason::Expired));
         assert!(Instant::now() >= now + Duration::from_millis(300));
     }
 }

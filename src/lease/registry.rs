@@ -65,7 +65,7 @@ impl fmt::Debug for Holding {
 
 #[derive(Debug)]
 struct Entry {
-    outer: Holding,
+    holding: Holding,
     /// Which registration made it, so that an older guard going does not remove the
     /// entry of a newer one.
     serial: u64,
@@ -89,7 +89,7 @@ impl Registry {
         let probe = (key, holder);
         let mut entries = self.lock();
         let found = match entries.get(&probe) {
-            Some(entry) if entry.outer.live() => Some(entry.outer.clone()),
+            Some(entry) if entry.holding.live() => Some(entry.holding.clone()),
             Some(_) => {
                 entries.remove(&probe);
                 None
@@ -100,17 +100,17 @@ impl Registry {
         (probe.0, found)
     }
 
-    /// Records `outer` as what `holder` holds on `key`, replacing an older entry; the
+    /// Records `holding` as what `holder` holds on `key`, replacing an older entry; the
     /// returned registration removes it when dropped.
     pub(crate) fn register(
         self: &Arc<Self>,
         key: String,
         holder: Holder,
-        outer: Holding,
+        holding: Holding,
     ) -> Registration {
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         self.lock()
-            .insert((key.clone(), holder), Entry { outer, serial });
+            .insert((key.clone(), holder), Entry { holding, serial });
         Registration {
             registry: Arc::downgrade(self),
             key,
