@@ -209,7 +209,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             Kind::Permit(permits) => Ask::Permit(permits),
         };
         self.sent = Instant::now();
-        self.cleanup.sending(self.set_intent && !fast);
+        self.cleanup.trail.sending(self.set_intent && !fast);
         // A reply later than the validity could not make a guard, so no attempt waits
         // longer, even over a connection with no response timeout of its own (or a
         // cluster client that keeps retrying through a failover).
@@ -240,7 +240,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
         match reply {
             Reply::Answered { attempt, in_time } => match attempt {
                 Attempt::Acquired(token) if *in_time => {
-                    self.cleanup.disarm();
+                    self.cleanup.trail.disarm();
                     if counted {
                         fences.counted(key, *token);
                     } else {
@@ -252,28 +252,28 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
                     // expired, so no guard is made of it; `cleanup` releases it if the
                     // wait ends before an attempt renews it.
                     tracing::debug!(%key, %id, "acquired too late to be valid; trying again");
-                    self.cleanup.late();
+                    self.cleanup.trail.late();
                     self.late_replies += 1;
                 }
-                Attempt::Busy => self.cleanup.answered(),
+                Attempt::Busy => self.cleanup.trail.answered(),
                 Attempt::Unchecked => {
                     fences.forget(key);
-                    self.cleanup.answered();
+                    self.cleanup.trail.answered();
                 }
                 Attempt::TakenWithoutToken => {
                     fences.forget(key);
-                    self.cleanup.late();
+                    self.cleanup.trail.late();
                 }
-                Attempt::Blocked(_) => self.cleanup.blocked(),
+                Attempt::Blocked(_) => self.cleanup.trail.blocked(),
             },
             Reply::Unanswered => {
                 tracing::debug!(%key, %id, "no reply within the lock's validity");
-                self.cleanup.unanswered();
+                self.cleanup.trail.unanswered();
                 fences.forget(key);
             }
             Reply::Failed(err) => {
                 if err.changed_nothing() {
-                    self.cleanup.answered();
+                    self.cleanup.trail.answered();
                 }
                 fences.forget(key);
             }

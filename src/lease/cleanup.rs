@@ -13,13 +13,11 @@ use crate::spawner::Spawner;
 /// goes on in the background after that.
 const GIVE_UP_GRACE: Duration = Duration::from_millis(100);
 
-/// What an unfinished acquire may have left in Redis: a lock taken by an attempt whose
-/// reply was never read or came too late, a lock intent it set, and its place in the fair
-/// queue. Dropped while armed, it releases all of them from a background task.
-#[derive(Debug)]
-pub(crate) struct Cleanup<B: Backend> {
-    lease: Arc<Lease<B>>,
-    spawner: Spawner,
+/// What an unfinished acquire may have left in Redis, as its attempts and their replies
+/// tell: a lock taken by an attempt whose reply was never read or came too late, a lock
+/// intent it set, and its place in the fair queue. Plain state; [`Cleanup`] acts on it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Trail {
     /// An attempt was sent and its reply not yet read.
     in_flight: bool,
     /// The attempt in flight sets the lock intent if it finds the lock held.
@@ -34,19 +32,13 @@ pub(crate) struct Cleanup<B: Backend> {
     queued: bool,
 }
 
-impl<B: Backend> Cleanup<B> {
-    /// The clean-up of a request for `lease`; `queues` when it is a fair request that
-    /// waits, whose attempts join the queue.
-    pub(crate) fn new(lease: Arc<Lease<B>>, spawner: Spawner, queues: bool) -> Self {
+impl Trail {
+    /// The trail of a request; `queues` when it is a fair request that waits, whose
+    /// attempts join the queue.
+    pub(crate) fn new(queues: bool) -> Self {
         Self {
-            lease,
-            spawner,
-            in_flight: false,
-            intent_in_flight: false,
-            intent_set: false,
-            held_late: false,
             queues,
-            queued: false,
+            ..Self::default()
         }
     }
 
@@ -79,7 +71,7 @@ impl<B: Backend> Cleanup<B> {
         self.answered();
     }
 
-    /// The attempt was answered with an error that changed nothing in Redis (a lock
+    /// The attempt was answered, and changed nothing that is left to release (a lock
     /// taken late by an earlier attempt stays to be released).
     pub(crate) fn answered(&mut self) {
         self.in_flight = false;
@@ -88,10 +80,40 @@ impl<B: Backend> Cleanup<B> {
 
     /// The lock was acquired: nothing to clean up.
     pub(crate) fn disarm(&mut self) {
-        self.answered();
-        self.intent_set = false;
-        self.held_late = false;
-        self.queued = false;
+        *self = Self::new(self.queues);
+    }
+
+    /// What a release must remove besides the lease's id, or `None` when nothing may be
+    /// left in Redis.
+    pub(crate) fn leftovers(&self) -> Option<Leftovers> {
+        if !self.in_flight && !self.intent_set && !self.held_late && !self.queued {
+            return None;
+        }
+        Some(Leftovers {
+            intent: self.intent_set || self.intent_in_flight,
+            queue_place: self.queued,
+        })
+    }
+}
+
+/// The clean-up of one request: its [`Trail`], and the lease to release it with. Dropped
+/// while something may be left, it releases all of it from a background task.
+#[derive(Debug)]
+pub(crate) struct Cleanup<B: Backend> {
+    lease: Arc<Lease<B>>,
+    spawner: Spawner,
+    pub(crate) trail: Trail,
+}
+
+impl<B: Backend> Cleanup<B> {
+    /// The clean-up of a request for `lease`; `queues` when it is a fair request that
+    /// waits, whose attempts join the queue.
+    pub(crate) fn new(lease: Arc<Lease<B>>, spawner: Spawner, queues: bool) -> Self {
+        Self {
+            lease,
+            spawner,
+            trail: Trail::new(queues),
+        }
     }
 
     /// Cleans up, waiting at most [`GIVE_UP_GRACE`] for it, and hands back `err`.
@@ -104,14 +126,8 @@ impl<B: Backend> Cleanup<B> {
     }
 
     fn spawn_cleanup(&mut self) -> Option<tokio::task::JoinHandle<()>> {
-        if !self.in_flight && !self.intent_set && !self.held_late && !self.queued {
-            return None;
-        }
-        let leftovers = Leftovers {
-            intent: self.intent_set || self.intent_in_flight,
-            queue_place: self.queued,
-        };
-        self.disarm();
+        let leftovers = self.trail.leftovers()?;
+        self.trail.disarm();
         let lease = Arc::clone(&self.lease);
         Some(self.spawner.spawn(async move {
             if let Err(err) = lease.release(leftovers).await {
@@ -129,5 +145,87 @@ impl<B: Backend> Cleanup<B> {
 impl<B: Backend> Drop for Cleanup<B> {
     fn drop(&mut self) {
         self.spawn_cleanup();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOTHING: Option<Leftovers> = None;
+    const LOCK: Option<Leftovers> = Some(Leftovers::NONE);
+    const LOCK_AND_INTENT: Option<Leftovers> = Some(Leftovers {
+        intent: true,
+        queue_place: false,
+    });
+
+    #[test]
+    fn an_attempt_in_flight_may_have_taken_the_lock_and_set_the_intent() {
+        let mut trail = Trail::new(false);
+        assert_eq!(trail.leftovers(), NOTHING);
+        trail.sending(false);
+        assert_eq!(trail.leftovers(), LOCK, "it may take the lock unseen");
+        trail.sending(true);
+        assert_eq!(trail.leftovers(), LOCK_AND_INTENT);
+        trail.answered();
+        assert_eq!(trail.leftovers(), NOTHING, "answered: nothing taken");
+    }
+
+    #[test]
+    fn a_blocked_writer_leaves_its_intent_until_it_acquires() {
+        let mut trail = Trail::new(false);
+        trail.sending(true);
+        trail.blocked();
+        let intent = Some(Leftovers {
+            intent: true,
+            queue_place: false,
+        });
+        assert_eq!(trail.leftovers(), intent);
+        trail.sending(false);
+        trail.answered();
+        assert_eq!(trail.leftovers(), intent, "a later attempt keeps it");
+        trail.sending(true);
+        trail.disarm();
+        assert_eq!(trail.leftovers(), NOTHING, "acquired");
+    }
+
+    #[test]
+    fn a_late_or_unanswered_attempt_holds_the_lock_until_released() {
+        let mut late = Trail::new(false);
+        late.sending(false);
+        late.late();
+        assert_eq!(late.leftovers(), LOCK);
+        late.sending(false);
+        late.answered();
+        assert_eq!(
+            late.leftovers(),
+            LOCK,
+            "an error that changed nothing keeps it"
+        );
+
+        let mut unanswered = Trail::new(false);
+        unanswered.sending(true);
+        unanswered.unanswered();
+        assert_eq!(unanswered.leftovers(), LOCK_AND_INTENT);
+    }
+
+    #[test]
+    fn a_fair_wait_leaves_its_queue_place_from_its_first_attempt() {
+        let mut fair = Trail::new(true);
+        assert_eq!(fair.leftovers(), NOTHING, "not queued before an attempt");
+        fair.sending(false);
+        fair.blocked();
+        let place = Some(Leftovers {
+            intent: false,
+            queue_place: true,
+        });
+        assert_eq!(fair.leftovers(), place);
+        fair.disarm();
+        assert_eq!(fair.leftovers(), NOTHING);
+        fair.sending(false);
+        assert!(
+            fair.leftovers().is_some_and(|left| left.queue_place),
+            "still fair"
+        );
     }
 }
