@@ -79,7 +79,7 @@ where
 
     pub(crate) fn from_parts(conn: C, settings: Settings) -> Self {
         Self {
-            shared: Arc::new(Shared::new(conn, settings)),
+            shared: Arc::new(Shared::on_connection(conn, settings)),
         }
     }
 

@@ -3,6 +3,8 @@
 //! waits on. The wait loop ([`acquire`](crate::acquire)), the refresh task and the
 //! release know only this trait; [`Single`] and [`Cluster`] implement it on one
 //! connection (`direct.rs`), and [`Connection`] picks one of them for a mutex at run time.
+//! A handle holds its backend as an `AnyBackend` (`shared/any_backend.rs`), so a new
+//! implementation needs only a constructor that hands it to `Shared::new`.
 //!
 //! # What an implementation guarantees
 //!

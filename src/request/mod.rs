@@ -1,8 +1,8 @@
 //! The requests that `write`, `read`, `try_write`, `try_read`, `acquire` and
-//! `try_acquire` return: options, then await. A request checks its options and key,
-//! makes the lease, hands it to the engine ([`acquire`](crate::acquire)) and makes a
-//! guard of what the engine acquired; on a reentrant mutex it first looks for a lock
-//! its task holds.
+//! `try_acquire` return: options, then await. A request checks its options and key and
+//! hands them to the handle's backend ([`AnyBackend`](crate::shared::AnyBackend)), which
+//! makes the lease, runs the engine and makes the guard; on a reentrant mutex it first
+//! looks for a lock its task holds.
 
 mod acquire;
 mod granted;
@@ -14,22 +14,17 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use redis::aio::ConnectionLike;
 use tokio_util::sync::CancellationToken;
 
 pub use self::acquire::Acquire;
 pub use self::granted::Granted;
 pub use self::try_acquire::TryAcquire;
-use crate::acquire::{self as engine, Job, Patience};
+use crate::acquire::Patience;
 use crate::error::Error;
 use crate::guard::Guard;
-use crate::lease::Lease;
 use crate::mode::Kind;
-use crate::protocol::calls::{Call, Queueing};
-use crate::protocol::id::new_id;
-use crate::protocol::keys::{check_key, check_slot, lock_key, Keys};
-use crate::shared::Shared;
-use crate::spawner::Spawner;
+use crate::protocol::keys::{check_key, check_slot, lock_key};
+use crate::shared::{Order, Shared};
 
 /// The future of an [`Acquire`]: a [`Guard`], or with `G` = [`Permit`](crate::Permit) a
 /// semaphore's permit.
@@ -68,10 +63,7 @@ impl<C> Request<C> {
     }
 }
 
-impl<C> Request<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<C> Request<C> {
     /// Takes what the request asks for: a nested guard or a new lock on a reentrant
     /// mutex, a new lock otherwise. `Ok(None)` only with [`Patience::Once`].
     pub(crate) async fn run(self, patience: Patience) -> Result<Option<Guard>, Error> {
@@ -81,7 +73,8 @@ where
         self.acquire(patience).await
     }
 
-    /// Checks the options and the key, then takes a new lock under a fresh id.
+    /// Checks the options and the key, then takes a new lock under a fresh id through
+    /// the handle's backend.
     pub(super) async fn acquire(self, patience: Patience) -> Result<Option<Guard>, Error> {
         let shared = &*self.shared;
         let settings = &shared.settings;
@@ -98,28 +91,15 @@ where
         if settings.cluster || settings.hash_tag_keys {
             check_slot(&key)?;
         }
-        let call = Call {
-            keys: Keys::new(key, settings.fair),
-            id: new_id(),
-            ttl_ms: settings.ttl_ms(),
-            fence_ms: settings.fence_ms(),
-            // Fairness is decided here, once: a fair wait queues, a fair try never does.
-            queue: Queueing::new(settings.fair, matches!(patience, Patience::Wait(_))),
-        };
-        let backend = Arc::clone(&shared.backend);
-        let lease = Arc::new(Lease::new(backend, call, self.kind, settings.ttl));
-        let spawner = Spawner::current(settings.tracker.clone());
-        let acquired = engine::run(Job {
-            lease,
-            patience,
-            parent: self.parent.as_ref(),
-            lock_intent: settings.lock_intent,
+        let order = Order {
+            settings,
             fences: &shared.fences,
-            fence_retention: settings.fence_retention,
-            spawner: &spawner,
-        })
-        .await?;
-        Ok(acquired.map(|acquired| Guard::start(acquired, self.parent.clone(), &spawner)))
+            kind: self.kind,
+            key,
+            parent: self.parent,
+            patience,
+        };
+        Arc::clone(&shared.backend).acquire(order).await
     }
 }
 

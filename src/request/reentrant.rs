@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use redis::aio::ConnectionLike;
 use tokio_util::sync::CancellationToken;
 
 use super::Request;
@@ -16,10 +15,10 @@ use crate::spawner::Spawner;
 
 /// A nested guard when the running task holds a live lock on the request's key (an error
 /// for a write inside a read), else [`Request::acquire`], recording the guard it gives.
-pub(super) async fn run<C>(request: Request<C>, patience: Patience) -> Result<Option<Guard>, Error>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
+pub(super) async fn run<C>(
+    request: Request<C>,
+    patience: Patience,
+) -> Result<Option<Guard>, Error> {
     let registry = Arc::clone(&request.shared.registry);
     let (key, outer) = registry.find(request.lock_key(), Holder::current());
     if let Some(outer) = outer {

@@ -1,0 +1,85 @@
+//! A backend seen without its type: how a handle takes a lock through whichever
+//! [`Backend`] it was made with, so that the handles and the requests are the same for
+//! every backend.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::acquire::{self, Job, Patience};
+use crate::backend::Backend;
+use crate::error::Error;
+use crate::guard::Guard;
+use crate::lease::Lease;
+use crate::mode::Kind;
+use crate::protocol::calls::{Call, Queueing};
+use crate::protocol::fences::Fences;
+use crate::protocol::id::new_id;
+use crate::protocol::keys::Keys;
+use crate::settings::Settings;
+use crate::spawner::Spawner;
+
+/// One checked request, as a handle gives it to its backend.
+#[derive(Debug)]
+pub(crate) struct Order<'a> {
+    /// The handle's options, checked.
+    pub(crate) settings: &'a Settings,
+    pub(crate) fences: &'a Fences,
+    pub(crate) kind: Kind,
+    /// The lock key, checked.
+    pub(crate) key: String,
+    pub(crate) parent: Option<CancellationToken>,
+    pub(crate) patience: Patience,
+}
+
+/// The boxed future of [`AnyBackend::acquire`].
+pub(crate) type Acquiring<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<Guard>, Error>> + Send + 'a>>;
+
+/// A [`Backend`] of any type, as a handle holds it.
+pub(crate) trait AnyBackend: Send + Sync {
+    /// Takes the lock `order` asks for under a fresh id, through this backend, and makes
+    /// its guard. `Ok(None)` only with [`Patience::Once`].
+    fn acquire<'a>(self: Arc<Self>, order: Order<'a>) -> Acquiring<'a>;
+}
+
+impl<B: Backend> AnyBackend for B {
+    fn acquire<'a>(self: Arc<Self>, order: Order<'a>) -> Acquiring<'a> {
+        Box::pin(acquire_on(self, order))
+    }
+}
+
+/// Makes the lease of `order` on `backend`, runs the engine, and starts the guard.
+async fn acquire_on<B: Backend>(backend: Arc<B>, order: Order<'_>) -> Result<Option<Guard>, Error> {
+    let Order {
+        settings,
+        fences,
+        kind,
+        key,
+        parent,
+        patience,
+    } = order;
+    let call = Call {
+        keys: Keys::new(key, settings.fair),
+        id: new_id(),
+        ttl_ms: settings.ttl_ms(),
+        fence_ms: settings.fence_ms(),
+        // Fairness is decided here, once: a fair wait queues, a fair try never does.
+        queue: Queueing::new(settings.fair, matches!(patience, Patience::Wait(_))),
+    };
+    let lease = Arc::new(Lease::new(backend, call, kind, settings.ttl));
+    let spawner = Spawner::current(settings.tracker.clone());
+    let acquired = acquire::run(Job {
+        lease,
+        patience,
+        parent: parent.as_ref(),
+        lock_intent: settings.lock_intent,
+        fences,
+        fence_retention: settings.fence_retention,
+        spawner: &spawner,
+    })
+    .await?;
+    Ok(acquired.map(|acquired| Guard::start(acquired, parent, &spawner)))
+}

@@ -1,0 +1,71 @@
+//! What a mutex or a semaphore handle shares with each of its requests, and the backend
+//! it holds, seen without its type ([`AnyBackend`]).
+
+mod any_backend;
+
+use std::fmt;
+use std::sync::Arc;
+
+use redis::aio::ConnectionLike;
+
+pub(crate) use any_backend::{AnyBackend, Order};
+
+use crate::backend::Connection;
+use crate::lease::registry::Registry;
+use crate::protocol::fences::Fences;
+use crate::settings::Settings;
+
+/// The connection, the backend, the options, the record of checked fence keys and the
+/// reentrancy registry of one [`RwMutex`](crate::RwMutex) or
+/// [`Semaphore`](crate::Semaphore) and its clones.
+pub(crate) struct Shared<C> {
+    /// The connection as the user gave it, for
+    /// [`RwMutex::connection`](crate::RwMutex::connection).
+    pub(crate) conn: C,
+    /// Where every request of the handle takes its lock.
+    pub(crate) backend: Arc<dyn AnyBackend>,
+    pub(crate) settings: Settings,
+    pub(crate) fences: Fences,
+    /// Which task holds which lock, for [`Builder::reentrant`](crate::Builder::reentrant);
+    /// empty when it is off.
+    pub(crate) registry: Arc<Registry>,
+}
+
+impl<C> Shared<C> {
+    /// What a handle made with `settings` on `conn` shares, taking its locks through
+    /// `backend`.
+    pub(crate) fn new(conn: C, settings: Settings, backend: Arc<dyn AnyBackend>) -> Self {
+        Self {
+            conn,
+            backend,
+            settings,
+            fences: Fences::default(),
+            registry: Arc::default(),
+        }
+    }
+}
+
+impl<C> Shared<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// What a handle on one redis-rs connection shares: its backend is
+    /// [`Single`](crate::backend::Single), or [`Cluster`](crate::backend::Cluster) when the
+    /// settings say the connection reaches a Redis Cluster.
+    pub(crate) fn on_connection(conn: C, settings: Settings) -> Self {
+        let hub = settings
+            .notifier
+            .as_ref()
+            .map(|notifier| Arc::clone(&notifier.hub));
+        let backend = Connection::new(conn.clone(), settings.cluster, hub);
+        Self::new(conn, settings, Arc::new(backend))
+    }
+}
+
+impl<C> fmt::Debug for Shared<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
