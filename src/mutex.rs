@@ -76,7 +76,9 @@ where
             shared: Arc::new(Shared::on_connection(conn, settings)),
         }
     }
+}
 
+impl<C> RwMutex<C> {
     /// Waits for the exclusive (write) lock. Await the returned [`Acquire`], after
     /// setting its options if needed. How it waits (the retry backoff and the lock
     /// intent), its errors and its cancel safety are on [`Acquire`].
@@ -109,9 +111,7 @@ where
     fn request(&self, kind: Kind) -> Request<C> {
         Request::new(Arc::clone(&self.shared), kind)
     }
-}
 
-impl<C> RwMutex<C> {
     /// The connection the mutex was made with, for the work the lock protects.
     pub fn connection(&self) -> &C {
         &self.shared.conn

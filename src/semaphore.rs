@@ -82,7 +82,9 @@ where
             shared: Arc::new(Shared::on_connection(conn, settings)),
         }
     }
+}
 
+impl<C> Semaphore<C> {
     /// Waits for a permit. Await the returned [`Acquire`], after setting its options if
     /// needed (`key`, `parent`, `timeout`). How it waits, its errors and its cancel safety
     /// are on [`Acquire`].
@@ -102,9 +104,7 @@ where
         let permits = self.shared.settings.permits.unwrap_or_default();
         Request::new(Arc::clone(&self.shared), Kind::Permit(permits))
     }
-}
 
-impl<C> Semaphore<C> {
     /// The connection the semaphore was made with.
     pub fn connection(&self) -> &C {
         &self.shared.conn

@@ -5,7 +5,6 @@ use std::future::IntoFuture;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use redis::aio::ConnectionLike;
 use tokio_util::sync::CancellationToken;
 
 use super::granted::{grant, Granted};
@@ -137,7 +136,7 @@ impl<C, G> Acquire<C, G> {
 
 impl<C, G> IntoFuture for Acquire<C, G>
 where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Send + Sync + 'static,
     G: Granted,
 {
     type Output = Result<G, Error>;

@@ -4,7 +4,6 @@ use std::fmt;
 use std::future::IntoFuture;
 use std::marker::PhantomData;
 
-use redis::aio::ConnectionLike;
 use tokio_util::sync::CancellationToken;
 
 use super::granted::{grant, Granted};
@@ -72,7 +71,7 @@ impl<C, G> TryAcquire<C, G> {
 
 impl<C, G> IntoFuture for TryAcquire<C, G>
 where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Send + Sync + 'static,
     G: Granted,
 {
     type Output = Result<Option<G>, Error>;
