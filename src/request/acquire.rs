@@ -15,8 +15,8 @@ use crate::guard::Guard;
 
 /// A request to wait for a lock, from [`RwMutex::write`](crate::RwMutex::write) or
 /// [`RwMutex::read`](crate::RwMutex::read), or for a permit, from
-/// [`Semaphore::acquire`](crate::Semaphore::acquire) (`G` = [`Permit`](crate::Permit)). Set options, then
-/// `.await` it for a [`Guard`] (or a [`Permit`](crate::Permit)).
+/// [`Semaphore::acquire`](crate::Semaphore::acquire) (`G` = [`Permit`](crate::Permit)).
+/// Set options, then `.await` it for a [`Guard`] (or a [`Permit`](crate::Permit)).
 ///
 /// A permit is waited for as a writer waits for the lock (with no lock intent and no
 /// fast path); what follows says "lock" for both.

@@ -24,8 +24,8 @@ use crate::guard::Guard;
 ///
 /// # Errors
 ///
-/// As [`Acquire`](crate::Acquire), except that there is no timeout to set: [`Error::Cancelled`] when the
-/// parent token is already cancelled, [`Error::WrongType`], [`Error::NoExpiry`],
+/// As [`Acquire`](crate::Acquire), except that there is no timeout to set:
+/// [`Error::Cancelled`] when the parent token is already cancelled, [`Error::WrongType`], [`Error::NoExpiry`],
 /// [`Error::InvalidKey`], [`Error::InvalidOptions`], [`Error::WouldDeadlock`],
 /// [`Error::Refused`] and [`Error::Redis`]; and [`Error::Timeout`] when the attempt gets
 /// no reply within the lock's validity (the TTL minus 1% and 2 ms; the reply could no
@@ -55,14 +55,16 @@ impl<C, G> TryAcquire<C, G> {
         }
     }
 
-    /// Locks `<name>:<key>` instead of `<name>`; see [`Acquire::key`](crate::Acquire::key).
+    /// Locks `<name>:<key>` instead of `<name>`; see
+    /// [`Acquire::key`](crate::Acquire::key).
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.request.key = Some(key.into());
         self
     }
 
-    /// Makes the guard's token a child of `token`; see [`Acquire::parent`](crate::Acquire::parent). An already
-    /// cancelled `token` gives [`Error::Cancelled`] without contacting Redis.
+    /// Makes the guard's token a child of `token`; see
+    /// [`Acquire::parent`](crate::Acquire::parent). An already cancelled `token` gives
+    /// [`Error::Cancelled`] without contacting Redis.
     pub fn parent(mut self, token: CancellationToken) -> Self {
         self.request.parent = Some(token);
         self
