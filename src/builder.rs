@@ -4,7 +4,6 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use redis::aio::ConnectionLike;
 use tokio_util::task::TaskTracker;
 
 use crate::error::Error;
@@ -12,6 +11,7 @@ use crate::mutex::RwMutex;
 use crate::notify::Notifier;
 use crate::semaphore::Semaphore;
 use crate::settings::Settings;
+use crate::shared::Deployment;
 
 /// Configures a [`RwMutex`] (made by [`RwMutex::builder`]) or, as
 /// `Builder<C, Semaphore<C>>`, a [`Semaphore`] (made by [`Semaphore::builder`]). The
@@ -37,18 +37,38 @@ pub struct Builder<C, T = RwMutex<C>> {
     made: PhantomData<fn() -> T>,
 }
 
-impl<C> Builder<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<C: Deployment> Builder<C> {
     pub(crate) fn new(conn: C, name: String) -> Self {
         Self {
+            settings: conn.settings(name),
             conn,
-            settings: Settings::for_connection::<C>(name),
             made: PhantomData,
         }
     }
 
+    /// Checks the options and makes the mutex.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOptions`] when the name is empty, longer than
+    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence`, `:lock-intent`,
+    /// `:queue` or `:queue-deadline`, the TTL is below 10 ms or above 24 h, or the fence
+    /// retention is below the TTL or above 365 days; on a Redis Cluster (`Builder::cluster`) or
+    /// with [`hash_tag_keys`](Self::hash_tag_keys), when the name's lock keys would have
+    /// no hash tag (README, "Redis Cluster"); and when the [`notifier`](Self::notifier) is
+    /// for a single server while the mutex is on a cluster, or the other way round.
+    ///
+    /// Over a [`Quorum`](crate::Quorum), also when [`fair`](Self::fair) is on (each node
+    /// would keep its own queue), when the nodes are Redis Cluster connections (a quorum
+    /// needs independent masters), or when the [`notifier`](Self::notifier) was not made
+    /// by [`Notifier::quorum`] with one client per node (README, "Quorum mode").
+    pub fn build(self) -> Result<RwMutex<C>, Error> {
+        self.settings.check()?;
+        Ok(RwMutex::from_shared(self.conn.share(self.settings)))
+    }
+}
+
+impl<C> Builder<C> {
     /// Turns the lock intent on or off (default off).
     ///
     /// With it on, a writer that waits sets `<key>:lock-intent` to its id (PX ttl, renewed
@@ -75,30 +95,11 @@ where
         self.settings.reentrant = on;
         self
     }
-
-    /// Checks the options and makes the mutex.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidOptions`] when the name is empty, longer than
-    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence`, `:lock-intent`,
-    /// `:queue` or `:queue-deadline`, the TTL is below 10 ms or above 24 h, or the fence
-    /// retention is below the TTL or above 365 days; on a Redis Cluster (`Builder::cluster`) or
-    /// with [`hash_tag_keys`](Self::hash_tag_keys), when the name's lock keys would have
-    /// no hash tag (README, "Redis Cluster"); and when the [`notifier`](Self::notifier) is
-    /// for a single server while the mutex is on a cluster, or the other way round.
-    pub fn build(self) -> Result<RwMutex<C>, Error> {
-        self.settings.check()?;
-        Ok(RwMutex::from_parts(self.conn, self.settings))
-    }
 }
 
-impl<C> Builder<C, Semaphore<C>>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<C: Deployment> Builder<C, Semaphore<C>> {
     pub(crate) fn semaphore(conn: C, name: String, permits: u32) -> Self {
-        let mut settings = Settings::for_connection::<C>(name);
+        let mut settings = conn.settings(name);
         settings.permits = Some(permits);
         Self {
             conn,
@@ -112,17 +113,15 @@ where
     /// # Errors
     ///
     /// [`Error::InvalidOptions`] for the reasons [`Builder::build`] gives for a mutex,
-    /// and when `permits` is 0.
+    /// when `permits` is 0, and over a [`Quorum`](crate::Quorum): a counting semaphore
+    /// does not compose over majorities (README, "Quorum mode").
     pub fn build(self) -> Result<Semaphore<C>, Error> {
         self.settings.check()?;
-        Ok(Semaphore::from_parts(self.conn, self.settings))
+        Ok(Semaphore::from_shared(self.conn.share(self.settings)))
     }
 }
 
-impl<C, T> Builder<C, T>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<C, T> Builder<C, T> {
     /// Sets how long a lock lives in Redis without a refresh (default 4 s). A guard
     /// refreshes it every `ttl / 2` while it lives, so the TTL only decides how long a lock
     /// outlives a holder that crashed or lost its connection.

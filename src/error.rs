@@ -96,6 +96,30 @@ pub enum Error {
         key: String,
     },
 
+    /// Quorum mode ([`Quorum`](crate::Quorum)): too few of the `nodes` answered a request
+    /// on lock key `key` for a majority (`needed` of them) to be reached; `answered` of
+    /// them did, within the per-node bound (a tenth of the TTL). What the attempt took on
+    /// the nodes that answered was released. `source` is one node's error, when a node
+    /// failed rather than timed out. A waiting request keeps trying until its timeout; a
+    /// try, a refresh or a downgrade reports it.
+    #[error(
+        "only {answered} of {nodes} nodes answered on lock key {}; a majority needs {needed}",
+        Preview(key)
+    )]
+    NoQuorum {
+        /// The lock key the request was for.
+        key: String,
+        /// How many nodes gave an answer (a yes or a no) within the per-node bound.
+        answered: usize,
+        /// How many nodes make a majority: `nodes / 2 + 1`.
+        needed: usize,
+        /// How many nodes the quorum has.
+        nodes: usize,
+        /// One node's error, when a node failed rather than timed out.
+        #[source]
+        source: Option<Box<Error>>,
+    },
+
     /// The guard's lock was no longer held (its token had fired, or Redis no longer had
     /// this id at `key`), so it could not be
     /// [downgraded](crate::Guard::downgrade). The guard is gone, and so is the lock.
@@ -176,6 +200,12 @@ impl Error {
         }
     }
 
+    /// Whether a waiting request tries again after this error rather than failing: a
+    /// quorum that could not be reached may be reachable on the next attempt.
+    pub(crate) fn passing(&self) -> bool {
+        matches!(self, Self::NoQuorum { .. })
+    }
+
     /// Whether this is an answer from Redis that says the request changed nothing: a
     /// script that found a key not ours, or a refusal (which comes before the script's
     /// first write, since every check precedes it).
@@ -195,7 +225,8 @@ impl Error {
             | Self::NoExpiry { key }
             | Self::InvalidKey { key, .. }
             | Self::WouldDeadlock { key }
-            | Self::NotHeld { key } => Some(key),
+            | Self::NotHeld { key }
+            | Self::NoQuorum { key, .. } => Some(key),
             Self::Timeout | Self::Cancelled | Self::InvalidOptions(_) => None,
         }
     }

@@ -33,6 +33,7 @@ mod builder;
 mod mutex;
 mod semaphore;
 
+pub use backend::Quorum;
 pub use builder::Builder;
 pub use error::{Error, Refusal};
 pub use guard::{Guard, Permit};
@@ -43,6 +44,7 @@ pub use protocol::keys::MAX_KEY_BYTES;
 pub use reason::CancelReason;
 pub use request::{Acquire, AcquireFuture, Granted, TryAcquire, TryAcquireFuture};
 pub use semaphore::Semaphore;
+pub use shared::Deployment;
 
 /// The redis-rs version this crate is built on, so callers can name the same types.
 pub use redis;

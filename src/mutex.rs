@@ -4,14 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionLike;
-
 use crate::builder::Builder;
 use crate::mode::Kind;
 use crate::notify::Notifier;
 use crate::request::{Acquire, Request, TryAcquire};
-use crate::settings::Settings;
-use crate::shared::Shared;
+use crate::shared::{Deployment, Shared};
 
 /// A distributed read-write mutex on one Redis server, or on a Redis Cluster (feature
 /// `cluster`): many readers or one writer per lock key, across processes and machines.
@@ -26,7 +23,8 @@ use crate::shared::Shared;
 /// [`redis::aio::MultiplexedConnection`] or [`redis::aio::ConnectionManager`], or with
 /// the feature `cluster`, `redis::cluster_async::ClusterConnection`, on which every lock
 /// key must carry a hash tag (see [`Builder::hash_tag_keys`] and README, "Redis
-/// Cluster").
+/// Cluster"); or a [`Quorum`](crate::Quorum) of connections to independent masters, on
+/// which a lock is held while a majority of them holds it (README, "Quorum mode").
 ///
 /// # Examples
 ///
@@ -49,20 +47,41 @@ pub struct RwMutex<C> {
     shared: Arc<Shared<C>>,
 }
 
-impl<C> RwMutex<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    /// A mutex named `name` with a 4 s TTL and the lock intent off.
+impl<C: Deployment> RwMutex<C> {
+    /// A mutex named `name` over `conn` with a 4 s TTL and the lock intent off.
     ///
     /// This cannot fail: a name [`Builder::build`] would refuse (empty, too long,
     /// ending in `:fence`, `:lock-intent`, `:queue` or `:queue-deadline`, or without a
-    /// hash tag on a Redis Cluster) is
-    /// reported by every acquire as
+    /// hash tag on a Redis Cluster), or a quorum whose nodes are Redis Cluster
+    /// connections, is reported by every acquire as
     /// [`Error::InvalidOptions`](crate::Error::InvalidOptions). Use
     /// [`builder`](Self::builder) to check it up front or to set other options.
+    ///
+    /// Over a [`Quorum`](crate::Quorum) (quorum mode) the requests and guards are the
+    /// same. Each node's call is bounded by a tenth of the TTL; a guard's validity counts
+    /// from the send of the request that took or last refreshed it on a majority, less
+    /// Redlock's drift margin (1% of the TTL + 2 ms). When too few nodes answer, a try, a
+    /// downgrade or a refresh gets [`Error::NoQuorum`](crate::Error::NoQuorum), and a
+    /// waiting request tries again until its timeout.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redismutex::{Quorum, RwMutex};
+    ///
+    /// let mut nodes = Vec::new();
+    /// for url in ["redis://10.0.0.1/", "redis://10.0.0.2/", "redis://10.0.0.3/"] {
+    ///     nodes.push(redis::Client::open(url)?.get_multiplexed_async_connection().await?);
+    /// }
+    /// let mx = RwMutex::new(Quorum::new(nodes)?, "orders");
+    /// let guard = mx.write().key("42").await?;
+    /// println!("token {}", guard.fencing_token());
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(conn: C, name: impl Into<String>) -> Self {
-        Self::from_parts(conn, Settings::for_connection::<C>(name.into()))
+        let settings = conn.settings(name.into());
+        Self::from_shared(conn.share(settings))
     }
 
     /// A [`Builder`] for a mutex named `name`, starting from the defaults of
@@ -70,15 +89,16 @@ where
     pub fn builder(conn: C, name: impl Into<String>) -> Builder<C> {
         Builder::new(conn, name.into())
     }
-
-    pub(crate) fn from_parts(conn: C, settings: Settings) -> Self {
-        Self {
-            shared: Arc::new(Shared::on_connection(conn, settings)),
-        }
-    }
 }
 
 impl<C> RwMutex<C> {
+    /// The handle on what `shared` holds.
+    pub(crate) fn from_shared(shared: Shared<C>) -> Self {
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
     /// Waits for the exclusive (write) lock. Await the returned [`Acquire`], after
     /// setting its options if needed. How it waits (the retry backoff and the lock
     /// intent), its errors and its cancel safety are on [`Acquire`].

@@ -4,15 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionLike;
-
 use crate::builder::Builder;
 use crate::guard::Permit;
 use crate::mode::Kind;
 use crate::notify::Notifier;
 use crate::request::{Acquire, Request, TryAcquire};
-use crate::settings::Settings;
-use crate::shared::Shared;
+use crate::shared::{Deployment, Shared};
 
 /// A distributed counting semaphore: at most `permits` holders of one name (or of one
 /// `<name>:<key>`) at a time, across processes and machines.
@@ -56,19 +53,17 @@ pub struct Semaphore<C> {
     shared: Arc<Shared<C>>,
 }
 
-impl<C> Semaphore<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<C: Deployment> Semaphore<C> {
     /// A semaphore named `name` with `permits` permits, a 4 s TTL and fair mode off.
     ///
     /// This cannot fail: options [`Builder::build`](crate::Builder#method.build-1) would
-    /// refuse (0 permits, or a name it refuses) are reported by every acquire as
-    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions).
+    /// refuse (0 permits, a name it refuses, or a [`Quorum`](crate::Quorum): a counting
+    /// semaphore does not compose over majorities, README "Quorum mode") are reported by
+    /// every acquire as [`Error::InvalidOptions`](crate::Error::InvalidOptions).
     pub fn new(conn: C, name: impl Into<String>, permits: u32) -> Self {
-        let mut settings = Settings::for_connection::<C>(name.into());
+        let mut settings = conn.settings(name.into());
         settings.permits = Some(permits);
-        Self::from_parts(conn, settings)
+        Self::from_shared(conn.share(settings))
     }
 
     /// A [`Builder`] for a semaphore named `name` with `permits` permits, starting from
@@ -76,15 +71,16 @@ where
     pub fn builder(conn: C, name: impl Into<String>, permits: u32) -> Builder<C, Self> {
         Builder::semaphore(conn, name.into(), permits)
     }
-
-    pub(crate) fn from_parts(conn: C, settings: Settings) -> Self {
-        Self {
-            shared: Arc::new(Shared::on_connection(conn, settings)),
-        }
-    }
 }
 
 impl<C> Semaphore<C> {
+    /// The handle on what `shared` holds.
+    pub(crate) fn from_shared(shared: Shared<C>) -> Self {
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
     /// Waits for a permit. Await the returned [`Acquire`], after setting its options if
     /// needed (`key`, `parent`, `timeout`). How it waits, its errors and its cancel safety
     /// are on [`Acquire`].

@@ -44,6 +44,8 @@ pub(crate) struct Settings {
     pub(crate) fair: bool,
     /// A semaphore's permit count; `None` for a read-write mutex.
     pub(crate) permits: Option<u32>,
+    /// How many nodes the quorum has, in quorum mode.
+    pub(crate) quorum: Option<usize>,
 }
 
 impl Settings {
@@ -60,6 +62,15 @@ impl Settings {
             cluster: false,
             fair: false,
             permits: None,
+            quorum: None,
+        }
+    }
+
+    /// The options of a handle over a quorum of `nodes` connections of type `C`.
+    pub(crate) fn for_quorum<C: 'static>(name: String, nodes: usize) -> Self {
+        Self {
+            quorum: Some(nodes),
+            ..Self::for_connection::<C>(name)
         }
     }
 
@@ -113,6 +124,7 @@ impl Settings {
             )));
         }
         self.check_slots()?;
+        self.check_quorum()?;
         self.check_notifier()
     }
 
@@ -144,8 +156,51 @@ impl Settings {
 
     /// A cluster mutex needs a cluster notifier (sharded pub/sub), and a single-server
     /// mutex a single-server one: each listens where the other's releases are not sent.
+    /// Quorum mode takes independent masters and offers neither fair mode nor semaphores
+    /// (README, "Quorum mode").
+    fn check_quorum(&self) -> Result<(), Error> {
+        let Some(nodes) = self.quorum else {
+            return Ok(());
+        };
+        let name = Preview(&self.name);
+        let refusal = if self.cluster {
+            "its nodes are Redis Cluster connections; a quorum needs independent masters"
+        } else if self.permits.is_some() {
+            "a counting semaphore does not compose over majorities: two majorities share a \
+             node, but each may count different holders there"
+        } else if self.fair {
+            "fair mode is not offered: each node would keep its own queue, and no majority \
+             of queues need agree on whose turn it is"
+        } else {
+            return Ok(());
+        };
+        Err(Error::InvalidOptions(format!(
+            "{} {name} is over a quorum of {nodes} nodes, and {refusal} (README, \"Quorum mode\")",
+            self.what(),
+        )))
+    }
+
     fn check_notifier(&self) -> Result<(), Error> {
+        let nodes = self.quorum.unwrap_or(1);
         match &self.notifier {
+            Some(notifier) if self.quorum.is_some() && notifier.hub.nodes() != nodes => {
+                Err(Error::InvalidOptions(format!(
+                    "{} {} is over a quorum of {nodes} nodes but its notifier listens to {}; \
+                     make it with Notifier::quorum and one client per node, in the same order",
+                    self.what(),
+                    Preview(&self.name),
+                    notifier.hub.nodes(),
+                )))
+            }
+            Some(notifier) if self.quorum.is_none() && notifier.hub.nodes() != 1 => {
+                Err(Error::InvalidOptions(format!(
+                    "{} {} is on one connection but its notifier listens to a quorum of {} \
+                     nodes; make it with Notifier::new",
+                    self.what(),
+                    Preview(&self.name),
+                    notifier.hub.nodes(),
+                )))
+            }
             Some(notifier) if notifier.hub.is_cluster() != self.cluster => {
                 let (here, there, fix) = if self.cluster {
                     (

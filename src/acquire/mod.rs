@@ -150,6 +150,11 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
                     self.subscribe().await;
                     Next::Attempt
                 }
+                Next::Retry => {
+                    let pause = self.backoff.next().unwrap_or(BACKOFF_MAX);
+                    tokio::time::sleep(pause).await;
+                    Next::Attempt
+                }
                 Next::Sleep(blocked_for) => {
                     let woken = self.sleep(blocked_for).await;
                     // Woken by a release, the lock is likely free: a writer that keeps no

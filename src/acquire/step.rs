@@ -50,6 +50,9 @@ pub(crate) enum Next {
     /// Sleep (until woken, or for the pause [`pause`] gives for this blocker's PTTL), then
     /// attempt again.
     Sleep(Duration),
+    /// Too few nodes of a quorum answered: poll (the backoff's next pause), then attempt
+    /// again.
+    Retry,
     /// A single attempt found the lock held: `Ok(None)`.
     Unavailable,
     /// End the request with this error.
@@ -64,6 +67,7 @@ pub(crate) fn decide(reply: Reply, context: Context) -> Next {
         // it took, and giving up releases it.
         Reply::Unanswered if context.waits => return Next::Attempt,
         Reply::Unanswered => return Next::Fail(Error::Timeout),
+        Reply::Failed(err) if context.waits && err.passing() => return Next::Retry,
         Reply::Failed(err) => return Next::Fail(err),
     };
     match attempt {
@@ -211,6 +215,24 @@ mod tests {
         assert!(matches!(
             decide(refused(), TRIES),
             Next::Fail(Error::NoExpiry { .. })
+        ));
+    }
+
+    #[test]
+    fn an_unreachable_quorum_ends_a_try_and_a_wait_polls_on() {
+        let no_quorum = || {
+            Reply::Failed(Error::NoQuorum {
+                key: "k".into(),
+                answered: 1,
+                needed: 2,
+                nodes: 3,
+                source: None,
+            })
+        };
+        assert_eq!(decide(no_quorum(), WAITS), Next::Retry);
+        assert!(matches!(
+            decide(no_quorum(), TRIES),
+            Next::Fail(Error::NoQuorum { answered: 1, .. })
         ));
     }
 

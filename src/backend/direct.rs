@@ -12,7 +12,7 @@ use redis::aio::ConnectionLike;
 use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{self, Ask, Call, Hold, Leftovers};
+use crate::protocol::calls::{self, Ask, Call, Hold, Leftovers, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::protocol::topology::Topology;
 
@@ -37,6 +37,14 @@ impl Place for ClusterSlots {
     const TOPOLOGY: Topology = Topology::Cluster;
 }
 
+/// One of the independent masters of a quorum.
+#[derive(Debug)]
+pub(crate) enum QuorumNode {}
+
+impl Place for QuorumNode {
+    const TOPOLOGY: Topology = Topology::QuorumNode;
+}
+
 /// One server: every call is one script (or the write fast path's pipeline) on a clone of
 /// the connection, bounded by the connection's response timeout and by the callers;
 /// releases are published by `PUBLISH`.
@@ -49,6 +57,10 @@ pub(crate) type Single<C> = Direct<C, OneServer>;
 /// no response timeout of its own and retries through a failover: the callers' bounds end
 /// a call there.
 pub(crate) type Cluster<C> = Direct<C, ClusterSlots>;
+
+/// One node of a quorum: a single server whose tokens are floored at its clock; the
+/// quorum backend (`quorum/`) sends each call to every node and counts the replies.
+pub(crate) type Node<C> = Direct<C, QuorumNode>;
 
 /// A backend on one connection `C` to the place `P`.
 pub(crate) struct Direct<C, P> {
@@ -68,6 +80,13 @@ impl<C, P> Direct<C, P> {
     }
 }
 
+impl<C: Clone, P> Direct<C, P> {
+    /// A clone of the connection, for a call that is not one of [`Backend`]'s.
+    pub(crate) fn connection(&self) -> C {
+        self.conn.clone()
+    }
+}
+
 impl<C, P> Backend for Direct<C, P>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
@@ -82,7 +101,7 @@ where
         calls::attempt(&mut self.conn.clone(), call, P::TOPOLOGY, ask).await
     }
 
-    async fn refresh(&self, call: &Call) -> Result<bool, Error> {
+    async fn refresh(&self, call: &Call, _retake: Option<Retake>) -> Result<bool, Error> {
         calls::refresh(&mut self.conn.clone(), call).await
     }
 

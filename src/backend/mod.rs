@@ -32,15 +32,18 @@
 //!   `published` whether waiters on the release channel were told.
 
 mod direct;
+mod quorum;
 
 use std::future::Future;
 use std::sync::Arc;
 
 pub(crate) use direct::{Cluster, Single};
+pub(crate) use quorum::Majority;
+pub use quorum::Quorum;
 
 use crate::error::Error;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers};
+use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 
 /// How the engine reaches Redis for one mutex or semaphore. See the module docs for what
@@ -50,8 +53,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn attempt(&self, call: &Call, ask: Ask)
         -> impl Future<Output = Result<Attempt, Error>> + Send;
 
-    /// Extends the lock's TTL; `Ok(false)` when the id no longer holds it.
-    fn refresh(&self, call: &Call) -> impl Future<Output = Result<bool, Error>> + Send;
+    /// Extends the lock's TTL; `Ok(false)` when the id no longer holds it. A backend over
+    /// several nodes may take the lock back on a node that lost it, as `retake` says.
+    fn refresh(
+        &self,
+        call: &Call,
+        retake: Option<Retake>,
+    ) -> impl Future<Output = Result<bool, Error>> + Send;
 
     /// Removes the id, held as `hold`, and the `leftovers` of an unfinished acquire.
     fn release(
@@ -110,8 +118,8 @@ where
         each!(self, backend => backend.attempt(call, ask).await)
     }
 
-    async fn refresh(&self, call: &Call) -> Result<bool, Error> {
-        each!(self, backend => backend.refresh(call).await)
+    async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {
+        each!(self, backend => backend.refresh(call, retake).await)
     }
 
     async fn release(

@@ -41,6 +41,16 @@ impl Form {
         }
     }
 
+    /// The mode the id holds the lock in, `mode` as acquired: `None` while a downgrade is
+    /// in flight, when it may be either.
+    pub(crate) fn settled(&self, mode: Mode) -> Option<Mode> {
+        match self.0.load(Ordering::Acquire) & !RELEASING {
+            AS_ACQUIRED => Some(mode),
+            IN_FLIGHT => None,
+            _ => Some(Mode::Read),
+        }
+    }
+
     /// The downgrade was answered: the id is now a reader's when `downgraded`, else it
     /// was at the lock key in neither form. A release that began meanwhile keeps the
     /// forms it chose.

@@ -13,13 +13,15 @@ pub(crate) mod registry;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 pub(crate) use any::AnyLease;
 pub(crate) use form::Form;
 
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::mode::{Kind, Mode};
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers};
+use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Retake};
 use crate::protocol::replies::Attempt;
 
 /// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
@@ -97,9 +99,18 @@ impl<B: Backend> Lease<B> {
         self.backend.attempt(&self.call, ask).await
     }
 
-    /// Extends the lock; false when this id no longer holds it.
-    pub(crate) async fn refresh(&self) -> Result<bool, Error> {
-        self.backend.refresh(&self.call).await
+    /// Extends the lock; false when this id no longer holds it. A node of a quorum that
+    /// lost the lock may take it back before `valid_until`, in the form the id holds (not
+    /// while a downgrade is in flight, nor for a permit).
+    pub(crate) async fn refresh(&self, valid_until: Instant) -> Result<bool, Error> {
+        let retake = match (self.kind, self.form.settled(self.kind.mode())) {
+            (Kind::Permit(_), _) | (_, None) => None,
+            (_, Some(mode)) => Some(Retake {
+                hold: self.hold_as(mode),
+                until: valid_until,
+            }),
+        };
+        self.backend.refresh(&self.call, retake).await
     }
 
     /// Turns this writer's lock into a read lock held by the same id, in one step; waiters

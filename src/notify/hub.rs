@@ -1,7 +1,8 @@
-//! One process's subscriber connection and the waiters it wakes.
+//! One process's subscriber connections and the waiters they wake.
 //!
 //! A [`Hub`] keeps a queue of local waiters per release channel, in arrival order, and
-//! one Pub/Sub connection subscribed to exactly the channels that have waiters. A
+//! one Pub/Sub connection per node (one for a server or a cluster, one per node of a
+//! quorum) subscribed to exactly the channels that have waiters. A
 //! release (a message on the channel, or a release made in this process) wakes the
 //! first waiter if it is a writer, or every waiting reader if a reader is first, so one
 //! release sets off one script per process (or one per reader, who then share the lock).
@@ -28,12 +29,16 @@ const MAX_ECHOES: usize = 64;
 /// Every hub of this process, by the connection info of its client.
 static HUBS: LazyLock<Mutex<HashMap<String, Weak<Hub>>>> = LazyLock::new(Default::default);
 
-/// The waiters of one process on one server, and its subscriber connection.
+/// The waiters of one process on one server, cluster or quorum, and its subscriber
+/// connections.
 pub(crate) struct Hub {
-    source: Source,
+    /// One connection task per node.
+    nodes: Vec<Arc<NodeListener>>,
+    /// How many nodes must be subscribed to a channel for a release to reach its
+    /// waiters: one, or a majority of a quorum's nodes (which shares a node with the
+    /// majority any holder holds).
+    needed: usize,
     pub(super) state: Mutex<State>,
-    /// Tells the connection task that the set of channels with waiters changed.
-    pub(super) changed: Arc<Notify>,
     /// Stops the connection task when the last handle goes.
     _stop: DropGuard,
     stop: CancellationToken,
@@ -42,26 +47,55 @@ pub(crate) struct Hub {
 #[derive(Default)]
 pub(super) struct State {
     pub(super) channels: HashMap<String, Channel>,
-    task: Option<JoinHandle<()>>,
+    /// The connection tasks, one per node, once started.
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// One node's connection task as the hub sees it: where it connects, and how the hub
+/// tells it that the channels with waiters changed. The task holds it weakly and reports
+/// through it, and it forwards to the hub with the node's index.
+struct NodeListener {
+    source: Source,
+    hub: Weak<Hub>,
+    node: usize,
+    changed: Arc<Notify>,
 }
 
 /// The waiters on one release channel.
 pub(super) struct Channel {
     /// In arrival order.
     pub(super) waiters: VecDeque<Arc<Slot>>,
-    /// Whether the connection is subscribed to the channel now.
+    /// Whether enough nodes' connections are subscribed to the channel now.
     subscribed: watch::Sender<bool>,
+    /// Which nodes' connections have confirmed their subscription.
+    confirmed: Vec<bool>,
     /// Ids released in this process whose message has not come back yet.
     echoes: VecDeque<String>,
 }
 
 impl Channel {
-    fn new() -> Self {
+    fn new(nodes: usize) -> Self {
         Self {
             waiters: VecDeque::new(),
             subscribed: watch::Sender::new(false),
+            confirmed: vec![false; nodes],
             echoes: VecDeque::new(),
         }
+    }
+
+    /// Node `node`'s connection is subscribed to the channel now, or not.
+    fn confirm(&mut self, node: usize, on: bool, needed: usize) {
+        if let Some(confirmed) = self.confirmed.get_mut(node) {
+            *confirmed = on;
+        }
+        let count = self.confirmed.iter().filter(|on| **on).count();
+        self.subscribed.send_replace(count >= needed);
+    }
+
+    /// How many nodes' connections are subscribed: how many messages one release
+    /// published on every node sends back.
+    fn listening(&self) -> usize {
+        self.confirmed.iter().filter(|on| **on).count()
     }
 
     /// Wakes the first waiter if it is a writer, or every waiting reader if a reader is
@@ -78,10 +112,10 @@ impl Channel {
         }
     }
 
-    /// Not subscribed any more, and a release may have gone unheard: every waiter looks
-    /// again.
-    fn forget_subscription(&mut self) {
-        self.subscribed.send_replace(false);
+    /// Node `node`'s connection is not subscribed any more, and a release may have gone
+    /// unheard: every waiter looks again.
+    fn forget_subscription(&mut self, node: usize, needed: usize) {
+        self.confirm(node, false, needed);
         self.echoes.clear();
         self.waiters.iter().for_each(|slot| slot.wake());
     }
@@ -111,7 +145,7 @@ impl Hub {
         if let Some(hub) = hubs.get(&id).and_then(Weak::upgrade) {
             return hub;
         }
-        let hub = Self::new(Source::Server(Box::new(client)));
+        let hub = Self::new(vec![Source::Server(Box::new(client))]);
         hubs.insert(id, Arc::downgrade(&hub));
         hub
     }
@@ -120,15 +154,38 @@ impl Hub {
     /// cluster it reaches, so hubs are not shared by address).
     #[cfg(feature = "cluster")]
     pub(crate) fn cluster(client: redis::cluster::ClusterClient) -> Arc<Self> {
-        Self::new(Source::Cluster(Box::new(client)))
+        Self::new(vec![Source::Cluster(Box::new(client))])
     }
 
-    fn new(source: Source) -> Arc<Self> {
+    /// A hub of its own for the nodes of a quorum, one client per node, with one
+    /// subscriber connection per node.
+    pub(crate) fn quorum(clients: Vec<redis::Client>) -> Arc<Self> {
+        Self::new(
+            clients
+                .into_iter()
+                .map(|client| Source::Server(Box::new(client)))
+                .collect(),
+        )
+    }
+
+    fn new(sources: Vec<Source>) -> Arc<Self> {
         let stop = CancellationToken::new();
-        Arc::new(Self {
-            source,
+        let needed = sources.len() / 2 + 1;
+        Arc::new_cyclic(|hub| Self {
+            nodes: sources
+                .into_iter()
+                .enumerate()
+                .map(|(node, source)| {
+                    Arc::new(NodeListener {
+                        source,
+                        hub: hub.clone(),
+                        node,
+                        changed: Arc::new(Notify::new()),
+                    })
+                })
+                .collect(),
+            needed,
             state: Mutex::default(),
-            changed: Arc::new(Notify::new()),
             _stop: stop.clone().drop_guard(),
             stop,
         })
@@ -136,7 +193,19 @@ impl Hub {
 
     /// Whether the hub listens to a Redis Cluster (by sharded pub/sub).
     pub(crate) fn is_cluster(&self) -> bool {
-        self.source.is_cluster()
+        self.nodes.iter().any(|node| node.source.is_cluster())
+    }
+
+    /// How many nodes the hub listens to: 1, or the nodes of a quorum.
+    pub(crate) fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Tells every connection task that the channels with waiters changed.
+    pub(super) fn changed(&self) {
+        for node in &self.nodes {
+            node.changed.notify_one();
+        }
     }
 
     /// Whether requests in this process wait on `channel`; a new request then queues
@@ -157,21 +226,18 @@ impl Hub {
             notify: Notify::new(),
         });
         let mut state = lock(&self.state);
-        if state.task.as_ref().is_none_or(JoinHandle::is_finished) {
-            // First use, or the runtime that ran the task has shut down.
-            for channel in state.channels.values() {
+        if state.tasks.is_empty() || state.tasks.iter().any(JoinHandle::is_finished) {
+            // First use, or the runtime that ran the tasks has shut down.
+            state.tasks.iter().for_each(JoinHandle::abort);
+            for channel in state.channels.values_mut() {
+                channel.confirmed.fill(false);
                 channel.subscribed.send_replace(false);
             }
-            state.task = Some(tokio::spawn(run(
-                Arc::downgrade(self),
-                self.source.clone(),
-                Arc::clone(&self.changed),
-                self.stop.clone(),
-            )));
+            state.tasks = self.start_tasks();
         }
         let entry = state.channels.entry(channel.to_owned()).or_insert_with(|| {
-            self.changed.notify_one();
-            Channel::new()
+            self.changed();
+            Channel::new(self.nodes.len())
         });
         entry.waiters.push_back(Arc::clone(&slot));
         let subscribed = entry.subscribed.subscribe();
@@ -179,12 +245,27 @@ impl Hub {
         Waiter::new(Arc::clone(self), channel.to_owned(), slot, subscribed)
     }
 
-    /// A release made in this process published `id` on `channel`: wake the next local
-    /// waiters now, and skip the message when it comes back.
+    /// One connection task per node, reporting through the node's listener.
+    fn start_tasks(&self) -> Vec<JoinHandle<()>> {
+        self.nodes
+            .iter()
+            .map(|node| {
+                tokio::spawn(run(
+                    Arc::downgrade(node),
+                    node.source.clone(),
+                    Arc::clone(&node.changed),
+                    self.stop.clone(),
+                ))
+            })
+            .collect()
+    }
+
+    /// A release made in this process published `id` on `channel` (on every node it
+    /// held): wake the next local waiters now, and skip the messages when they come back.
     pub(crate) fn released(&self, channel: &str, id: &str) {
         let mut state = lock(&self.state);
         if let Some(channel) = state.channels.get_mut(channel) {
-            if *channel.subscribed.borrow() {
+            for _ in 0..channel.listening() {
                 if channel.echoes.len() == MAX_ECHOES {
                     channel.echoes.pop_front();
                 }
@@ -193,10 +274,8 @@ impl Hub {
             channel.wake_next();
         }
     }
-}
 
-impl Listener for Hub {
-    /// A message on `channel` from the server.
+    /// A message on `channel` from a node.
     fn deliver(&self, channel: &str, id: &[u8]) {
         let mut state = lock(&self.state);
         if let Some(channel) = state.channels.get_mut(channel) {
@@ -208,14 +287,14 @@ impl Listener for Hub {
         }
     }
 
-    /// The channels to subscribe to and to unsubscribe from, given those subscribed. A
-    /// channel whose waiters all left and that has waiters again is still subscribed, and
-    /// is marked so here.
-    fn diff(&self, subscribed: &HashSet<String>) -> (Vec<String>, Vec<String>) {
-        let state = lock(&self.state);
-        for (name, channel) in &state.channels {
+    /// The channels node `node`'s connection should subscribe to and unsubscribe from,
+    /// given those it is subscribed to. A channel whose waiters all left and that has
+    /// waiters again is still subscribed, and is marked so here.
+    fn diff(&self, node: usize, subscribed: &HashSet<String>) -> (Vec<String>, Vec<String>) {
+        let mut state = lock(&self.state);
+        for (name, channel) in &mut state.channels {
             if subscribed.contains(name) {
-                channel.subscribed.send_replace(true);
+                channel.confirm(node, true, self.needed);
             }
         }
         let wanted = state
@@ -232,40 +311,75 @@ impl Listener for Hub {
         (wanted, unwanted)
     }
 
-    /// The connection confirmed its subscription to `channels`. Their waiters learn it
-    /// on their next look; nothing was missed before, since they attempt again anyway.
-    fn confirmed(&self, channels: &[String]) {
-        let state = lock(&self.state);
+    /// Node `node`'s connection confirmed its subscription to `channels`. Their waiters
+    /// learn it on their next look; nothing was missed before, since they attempt again
+    /// anyway.
+    fn confirmed(&self, node: usize, channels: &[String]) {
+        let mut state = lock(&self.state);
         for name in channels {
-            if let Some(channel) = state.channels.get(name) {
-                channel.subscribed.send_replace(true);
+            if let Some(channel) = state.channels.get_mut(name) {
+                channel.confirm(node, true, self.needed);
             }
         }
     }
 
-    /// The connection is gone: no channel is subscribed, and any of them may have been
-    /// released unseen, so every waiter is woken to look again.
-    fn lost(&self) {
+    /// Node `node`'s connection is gone: none of its channels is subscribed, and any of
+    /// them may have been released unseen, so every waiter is woken to look again.
+    fn lost(&self, node: usize) {
         let mut state = lock(&self.state);
         for channel in state.channels.values_mut() {
-            channel.forget_subscription();
+            channel.forget_subscription(node, self.needed);
         }
     }
 
-    /// The server dropped the subscription to `channel` (its slot moved to another
-    /// node): its waiters poll until it is subscribed again, and look at once, since a
-    /// release may have been missed.
-    fn dropped(&self, channel: &str) {
+    /// The node dropped the subscription to `channel` (its slot moved to another node):
+    /// its waiters poll until it is subscribed again, and look at once, since a release
+    /// may have been missed.
+    fn dropped(&self, node: usize, channel: &str) {
         if let Some(channel) = lock(&self.state).channels.get_mut(channel) {
-            channel.forget_subscription();
+            channel.forget_subscription(node, self.needed);
+        }
+    }
+}
+
+impl Listener for NodeListener {
+    fn diff(&self, subscribed: &HashSet<String>) -> (Vec<String>, Vec<String>) {
+        match self.hub.upgrade() {
+            Some(hub) => hub.diff(self.node, subscribed),
+            None => (Vec::new(), subscribed.iter().cloned().collect()),
+        }
+    }
+
+    fn confirmed(&self, channels: &[String]) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.confirmed(self.node, channels);
+        }
+    }
+
+    fn deliver(&self, channel: &str, id: &[u8]) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.deliver(channel, id);
+        }
+    }
+
+    fn lost(&self) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.lost(self.node);
+        }
+    }
+
+    fn dropped(&self, channel: &str) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.dropped(self.node, channel);
         }
     }
 }
 
 impl fmt::Debug for Hub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sources: Vec<&Source> = self.nodes.iter().map(|node| &node.source).collect();
         f.debug_struct("Hub")
-            .field("source", &self.source)
+            .field("sources", &sources)
             .finish_non_exhaustive()
     }
 }

@@ -66,6 +66,50 @@ impl Notifier {
     }
 }
 
+impl Notifier {
+    /// A notifier for a [`Quorum`](crate::Quorum): one client per node, in the order of
+    /// the quorum's connections (a mutex with a notifier for another number of nodes is
+    /// refused with [`Error::InvalidOptions`](crate::Error::InvalidOptions)).
+    ///
+    /// It opens one Pub/Sub connection per node the first time a request has to wait.
+    /// A release publishes on every node that held the lock, and any of those messages
+    /// wakes the waiters. A waiter relies on being woken only while a majority of the
+    /// nodes' connections are subscribed to its channel: a holder holds a majority, and
+    /// two majorities share a node, so its release reaches one of them. With fewer (nodes
+    /// down, connections being reopened with a backoff of 10 ms doubling to 1 s), its
+    /// waiters poll.
+    ///
+    /// Each call makes a notifier of its own: make one and clone it into every builder
+    /// for the quorum.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redismutex::{Notifier, Quorum, RwMutex};
+    ///
+    /// let urls = ["redis://10.0.0.1/", "redis://10.0.0.2/", "redis://10.0.0.3/"];
+    /// let clients = urls
+    ///     .iter()
+    ///     .map(|url| redis::Client::open(*url))
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let mut nodes = Vec::new();
+    /// for client in &clients {
+    ///     nodes.push(client.get_multiplexed_async_connection().await?);
+    /// }
+    /// let mx = RwMutex::builder(Quorum::new(nodes)?, "orders")
+    ///     .notifier(Notifier::quorum(clients))
+    ///     .build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn quorum(clients: impl IntoIterator<Item = redis::Client>) -> Self {
+        Self {
+            hub: Hub::quorum(clients.into_iter().collect()),
+        }
+    }
+}
+
 #[cfg(feature = "cluster")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
 impl Notifier {

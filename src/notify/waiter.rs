@@ -90,7 +90,7 @@ impl Drop for Waiter {
             .retain(|slot| !Arc::ptr_eq(slot, &self.slot));
         if channel.waiters.is_empty() {
             state.channels.remove(&self.channel);
-            self.hub.changed.notify_one();
+            self.hub.changed();
         } else if !self.acquired && self.slot.woken.load(Ordering::Acquire) {
             // Woken but giving up: the release it was woken for goes to the next.
             channel.wake_next();

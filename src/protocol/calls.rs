@@ -125,6 +125,18 @@ impl Hold {
     }
 }
 
+/// How a refresh may take the lock back on a node of a quorum that lost it (the key
+/// expired there, or the node restarted empty): in the form the id holds, and only while
+/// the guard is valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Retake {
+    /// What the id holds: the script that takes it back is `lock.lua` for
+    /// [`Hold::Write`], `rlock.lua` for [`Hold::Read`]; a permit is never taken back.
+    pub(crate) hold: Hold,
+    /// The guard's validity deadline: no node is taken back from then on.
+    pub(crate) until: tokio::time::Instant,
+}
+
 /// What a release removes besides the id at the lock key: what an acquire that did not
 /// finish may have left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -319,4 +331,27 @@ pub(crate) async fn downgrade<C: ConnectionLike>(
         .await
         .map_err(|err| Error::redis(&keys.lock, err))?;
     Ok(Downgraded::from_reply(reply))
+}
+
+/// Runs `fence.lua`: raise the fence counter of the call's lock to at least `token`, the
+/// largest token the nodes of a quorum minted for one acquisition.
+pub(crate) async fn raise_fence<C: ConnectionLike>(
+    conn: &mut C,
+    call: &Call,
+    token: u64,
+) -> Result<(), Error> {
+    let keys = &call.keys;
+    let reply = SCRIPTS
+        .fence
+        .attempt(conn, 1, &keys.lock, |cmd| {
+            cmd.arg(&keys.fence).arg(token).arg(call.fence_ms);
+        })
+        .await?;
+    match reply {
+        Attempt::Acquired(1) => Ok(()),
+        other => Err(super::replies::unexpected(
+            &redis::Value::SimpleString(format!("{other:?}")),
+            &keys.lock,
+        )),
+    }
 }

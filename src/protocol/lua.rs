@@ -20,13 +20,14 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 6] = [
+pub(crate) const SCRIPT_FILES: [&str; 7] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
     "unlock.lua",
     "semaphore.lua",
     "downgrade.lua",
+    "fence.lua",
 ];
 /// The functions every script uses (the server clock, raising a PTTL); sent before each
 /// script, as one script. Small, since every call of every script defines them.
@@ -35,7 +36,7 @@ const BASE_FILE: &str = "base.lua";
 /// lock intent, the fair queue); sent after [`BASE_FILE`] before each of [`WITH_SHARED`].
 const SHARED_FILE: &str = "shared.lua";
 /// The scripts sent with [`SHARED_FILE`].
-const WITH_SHARED: [&str; 3] = ["lock.lua", "rlock.lua", "semaphore.lua"];
+const WITH_SHARED: [&str; 4] = ["lock.lua", "rlock.lua", "semaphore.lua", "fence.lua"];
 
 /// One script: its body and the SHA1 `EVALSHA` names it by.
 pub(crate) struct Lua {
@@ -95,10 +96,11 @@ pub(crate) struct Scripts {
     pub(crate) unlock: Lua,
     pub(crate) semaphore: Lua,
     pub(crate) downgrade: Lua,
+    pub(crate) fence: Lua,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, unlock, semaphore, downgrade] = SCRIPT_FILES.map(load);
+    let [lock, rlock, refresh, unlock, semaphore, downgrade, fence] = SCRIPT_FILES.map(load);
     Scripts {
         lock,
         rlock,
@@ -106,6 +108,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         unlock,
         semaphore,
         downgrade,
+        fence,
     }
 });
 
@@ -163,6 +166,7 @@ mod tests {
             &SCRIPTS.unlock,
             &SCRIPTS.semaphore,
             &SCRIPTS.downgrade,
+            &SCRIPTS.fence,
         ] {
             assert_eq!(script.sha.len(), 40);
         }

@@ -1,4 +1,4 @@
-//! One server or a Redis Cluster: what changes in the scripts' arguments, and telling a
+//! One server, a Redis Cluster or one node of a quorum: what changes in the scripts' arguments, and telling a
 //! cluster connection from its type.
 
 /// Where a lock's keys live, as the scripts must know it.
@@ -10,12 +10,16 @@ pub(crate) enum Topology {
     /// token is floored at the server clock, and releases are published by `SPUBLISH`
     /// in the lock key's slot.
     Cluster,
+    /// One of the independent masters of a quorum: a node restarted from an old
+    /// append-only file may have lost the last increments, so every token is floored at
+    /// the server clock; releases are published by `PUBLISH` on the node.
+    QuorumNode,
 }
 
 impl Topology {
     /// Every token is floored at the server clock (README, "Fencing tokens").
     pub(crate) fn clock_floor(self) -> bool {
-        self == Self::Cluster
+        self != Self::Server
     }
 
     /// Releases are published by `SPUBLISH` (sharded pub/sub), not `PUBLISH`.
@@ -68,8 +72,9 @@ mod tests {
     }
 
     #[test]
-    fn only_a_cluster_floors_tokens_and_publishes_sharded() {
+    fn only_a_single_server_leaves_tokens_unfloored_and_only_a_cluster_publishes_sharded() {
         assert!(!Topology::Server.clock_floor() && !Topology::Server.sharded());
         assert!(Topology::Cluster.clock_floor() && Topology::Cluster.sharded());
+        assert!(Topology::QuorumNode.clock_floor() && !Topology::QuorumNode.sharded());
     }
 }

@@ -2,6 +2,7 @@
 //! it holds, seen without its type ([`AnyBackend`]).
 
 mod any_backend;
+mod deployment;
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,8 +10,9 @@ use std::sync::Arc;
 use redis::aio::ConnectionLike;
 
 pub(crate) use any_backend::{AnyBackend, Order};
+pub use deployment::Deployment;
 
-use crate::backend::Connection;
+use crate::backend::{Connection, Majority, Quorum};
 use crate::lease::registry::Registry;
 use crate::protocol::fences::Fences;
 use crate::settings::Settings;
@@ -59,6 +61,23 @@ where
             .map(|notifier| Arc::clone(&notifier.hub));
         let backend = Connection::new(conn.clone(), settings.cluster, hub);
         Self::new(conn, settings, Arc::new(backend))
+    }
+}
+
+impl<C> Shared<Quorum<C>>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// What a handle over a quorum shares: its backend is
+    /// [`Majority`](crate::backend::Majority), waking waiters through the settings'
+    /// notifier (one made by `Notifier::quorum`).
+    pub(crate) fn on_quorum(quorum: Quorum<C>, settings: Settings) -> Self {
+        let hub = settings
+            .notifier
+            .as_ref()
+            .map(|notifier| Arc::clone(&notifier.hub));
+        let backend = Majority::new(&quorum, hub);
+        Self::new(quorum, settings, Arc::new(backend))
     }
 }
 

@@ -1,0 +1,151 @@
+//! Keeping and ending a lock held over a quorum: refresh, release and downgrade, each
+//! sent to every node and counted.
+
+use tokio::time::Instant;
+
+use super::round::{no_quorum, round, Answer, Tally};
+use super::Majority;
+use crate::backend::direct::Node;
+use crate::backend::Backend;
+use crate::error::Error;
+use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Retake};
+use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+
+impl<C> Majority<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Refreshes the lock on every node, taking it back (as `retake` says) on a node that
+    /// lost it. `Ok(true)` once a majority holds it; `Ok(false)` once a majority
+    /// definitely does not (the key is gone there and cannot be taken back, or is
+    /// someone else's); else [`Error::NoQuorum`], and the caller tries again until the
+    /// guard's deadline.
+    pub(super) async fn refresh_all(
+        &self,
+        call: &Call,
+        retake: Option<Retake>,
+    ) -> Result<bool, Error> {
+        let kept = round(
+            &self.nodes,
+            self.node_bound(call),
+            |node| refresh_node(node, call, retake),
+            |answers| Tally::of(answers, |held| *held).settled(),
+        )
+        .await;
+        let tally = Tally::of(&kept, |held| *held);
+        if tally.won() {
+            Ok(true)
+        } else if tally.refused() {
+            Ok(false)
+        } else {
+            Err(no_quorum(&call.keys.lock, kept))
+        }
+    }
+
+    /// Removes the id from every node, held as `hold` or, on a node where it is not
+    /// found so, as the other of writer and reader (a downgrade that did not reach every
+    /// node leaves both forms). `held` when a majority held it; `published` when any node
+    /// told its waiters.
+    pub(super) async fn release_all(
+        &self,
+        call: &Call,
+        hold: Hold,
+        leftovers: Leftovers,
+    ) -> Result<Unlocked, Error> {
+        let released = round(
+            &self.nodes,
+            self.node_bound(call),
+            |node| release_node(node, call, hold, leftovers),
+            |_| false,
+        )
+        .await;
+        let tally = Tally::of(&released, |unlocked| unlocked.held);
+        if tally.failed == tally.nodes {
+            return Err(no_quorum(&call.keys.lock, released));
+        }
+        Ok(Unlocked {
+            held: tally.won(),
+            published: released
+                .iter()
+                .flatten()
+                .any(|answer| matches!(answer, Answer::Reply(unlocked) if unlocked.published)),
+        })
+    }
+
+    /// Downgrades the id's write lock to a read lock on every node. `held` once a
+    /// majority holds it as a reader, not `held` once a majority definitely does not;
+    /// else [`Error::NoQuorum`].
+    pub(super) async fn downgrade_all(&self, call: &Call) -> Result<Downgraded, Error> {
+        let turned = round(
+            &self.nodes,
+            self.node_bound(call),
+            |node| node.downgrade(call),
+            |answers| Tally::of(answers, |done: &Downgraded| done.held).settled(),
+        )
+        .await;
+        let tally = Tally::of(&turned, |done| done.held);
+        if !tally.won() && !tally.refused() {
+            return Err(no_quorum(&call.keys.lock, turned));
+        }
+        Ok(Downgraded {
+            held: tally.won(),
+            published: turned
+                .iter()
+                .flatten()
+                .any(|answer| matches!(answer, Answer::Reply(done) if done.published)),
+        })
+    }
+}
+
+/// Refreshes the lock on one node; if the id does not hold it there and `retake` allows
+/// (the guard is still valid), takes it back under the same id, as a writer or a reader.
+async fn refresh_node<C>(node: &Node<C>, call: &Call, retake: Option<Retake>) -> Result<bool, Error>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    if node.refresh(call, None).await? {
+        return Ok(true);
+    }
+    let ask = match retake {
+        Some(Retake { hold, until }) if Instant::now() < until => match hold {
+            Hold::Write => Ask::Write { set_intent: false },
+            Hold::Read => Ask::Read {
+                fence_checked: false,
+            },
+            Hold::Permit => return Ok(false),
+        },
+        _ => return Ok(false),
+    };
+    let taken = node.attempt(call, ask).await?;
+    if matches!(taken, Attempt::Acquired(_)) {
+        tracing::debug!(key = %call.keys.lock, id = %call.id, "lock taken back on a node that had lost it");
+    }
+    Ok(matches!(taken, Attempt::Acquired(_)))
+}
+
+/// Releases the id on one node as `hold`, and as the other of writer and reader when
+/// that finds nothing.
+async fn release_node<C>(
+    node: &Node<C>,
+    call: &Call,
+    hold: Hold,
+    leftovers: Leftovers,
+) -> Result<Unlocked, Error>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let first = node.release(call, hold, leftovers).await?;
+    let other = match hold {
+        Hold::Write => Hold::Read,
+        Hold::Read => Hold::Write,
+        Hold::Permit => return Ok(first),
+    };
+    if first.held {
+        return Ok(first);
+    }
+    let second = node.release(call, other, Leftovers::NONE).await?;
+    Ok(Unlocked {
+        held: second.held,
+        published: first.published || second.published,
+    })
+}

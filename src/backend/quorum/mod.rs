@@ -1,0 +1,167 @@
+//! Quorum mode: one lock over several independent Redis masters, held while a majority
+//! of them holds it (the Redis distlock algorithm, "Redlock", redis.io "Distributed Locks
+//! with Redis"). [`Quorum`] is the user's list of nodes; [`Majority`] is the backend made
+//! of it, which sends every call to all nodes at once and counts the answers
+//! (`round.rs`): acquire in two rounds (`attempt.rs`), refresh, release and downgrade
+//! (`keep.rs`). Each node keeps the single-server key layout.
+
+mod attempt;
+mod keep;
+mod round;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(crate) use round::majority;
+
+use super::direct::Node;
+use super::Backend;
+use crate::error::Error;
+use crate::notify::hub::Hub;
+use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Retake};
+use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+
+/// Each node's call is bounded by this fraction of the TTL: a frozen node then costs an
+/// acquire at most a tenth of the TTL, and leaves it most of its validity. The Redis
+/// distlock page asks for a per-node timeout "small compared to the total lock
+/// auto-release time"; 5–10 % is what the quorum design of this crate chose.
+const NODE_BOUND_DIVISOR: u64 = 10;
+
+/// The nodes of a quorum: independent Redis masters (not replicas of each other, not the
+/// nodes of one Redis Cluster), one redis-rs connection to each. A lock made over a
+/// quorum ([`RwMutex::new`](crate::RwMutex::new)) is held while a majority of them
+/// (`N / 2 + 1`) holds it; README, "Quorum mode", says when to use it and what it needs.
+///
+/// Use an odd number of nodes, 3 or more. A quorum of `N` nodes goes on working while
+/// `(N - 1) / 2` of them are down: 1 of 3, 2 of 5. An even `N` tolerates no more failures
+/// than `N - 1` nodes do (1 of 4, like 1 of 3), and costs one more call per request.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use redismutex::{Quorum, RwMutex};
+///
+/// let mut nodes = Vec::new();
+/// for url in ["redis://10.0.0.1/", "redis://10.0.0.2/", "redis://10.0.0.3/"] {
+///     let client = redis::Client::open(url)?;
+///     nodes.push(client.get_multiplexed_async_connection().await?);
+/// }
+/// let mx = RwMutex::new(Quorum::new(nodes)?, "orders");
+/// let guard = mx.write().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Quorum<C> {
+    nodes: Vec<C>,
+}
+
+impl<C> Quorum<C> {
+    /// A quorum of `nodes`, one connection per independent master, in a fixed order
+    /// (errors and `redismutex status` name a node by its index in it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOptions`] when `nodes` is empty.
+    pub fn new(nodes: impl IntoIterator<Item = C>) -> Result<Self, Error> {
+        let nodes: Vec<C> = nodes.into_iter().collect();
+        if nodes.is_empty() {
+            return Err(Error::InvalidOptions(
+                "a quorum needs at least one node (use an odd number, 3 or more)".into(),
+            ));
+        }
+        Ok(Self { nodes })
+    }
+
+    /// The connections to the nodes, in the order given.
+    pub fn nodes(&self) -> &[C] {
+        &self.nodes
+    }
+
+    /// How many nodes make a majority: `N / 2 + 1`.
+    pub fn majority(&self) -> usize {
+        majority(self.nodes.len())
+    }
+}
+
+impl<C> fmt::Debug for Quorum<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Quorum")
+            .field("nodes", &self.nodes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The backend of a mutex over a [`Quorum`]: every call goes to all nodes at once, each
+/// bounded by a tenth of the TTL, and is decided by a majority.
+pub(crate) struct Majority<C> {
+    nodes: Vec<Node<C>>,
+    hub: Option<Arc<Hub>>,
+}
+
+impl<C: Clone> Majority<C> {
+    /// The backend over `quorum`'s nodes, whose waiters wait on `hub` when there is one
+    /// (a hub fed by one subscriber per node).
+    pub(crate) fn new(quorum: &Quorum<C>, hub: Option<Arc<Hub>>) -> Self {
+        Self {
+            nodes: quorum
+                .nodes
+                .iter()
+                .map(|conn| Node::new(conn.clone(), None))
+                .collect(),
+            hub,
+        }
+    }
+}
+
+impl<C> Majority<C> {
+    /// How long one node's call may take before it counts as unanswered.
+    fn node_bound(&self, call: &Call) -> Duration {
+        Duration::from_millis((call.ttl_ms / NODE_BOUND_DIVISOR).max(1))
+    }
+}
+
+impl<C> Backend for Majority<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn attempt(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
+        self.attempt_all(call, ask).await
+    }
+
+    async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {
+        self.refresh_all(call, retake).await
+    }
+
+    async fn release(
+        &self,
+        call: &Call,
+        hold: Hold,
+        leftovers: Leftovers,
+    ) -> Result<Unlocked, Error> {
+        self.release_all(call, hold, leftovers).await
+    }
+
+    async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
+        self.downgrade_all(call).await
+    }
+
+    fn hub(&self) -> Option<&Arc<Hub>> {
+        self.hub.as_ref()
+    }
+
+    fn fast_path(&self) -> bool {
+        false
+    }
+}
+
+impl<C> fmt::Debug for Majority<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Majority")
+            .field("nodes", &self.nodes.len())
+            .field("notified", &self.hub.is_some())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,234 @@
+//! One round of a quorum: the same call sent to every node at once, each bounded by the
+//! per-node bound, and the answers counted until a majority decides.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+use crate::error::Error;
+
+/// What one node said in a round.
+#[derive(Debug)]
+pub(super) enum Answer<T> {
+    /// It answered.
+    Reply(T),
+    /// Its request failed.
+    Failed(Error),
+    /// No answer within the per-node bound.
+    Silent,
+}
+
+/// The answers of a round, by node: `None` for a node whose call was still in flight when
+/// the round was decided (it was sent, and may still take effect).
+pub(super) type Answers<T> = Vec<Option<Answer<T>>>;
+
+/// Sends `each` to every node at once, each call bounded by `bound`, and collects the
+/// answers until `done` says the round is decided, or every node has answered. The calls
+/// still in flight then are dropped: each was sent on its node's connection, so a later
+/// call to that node runs after it.
+pub(super) async fn round<'a, N, T, Fut>(
+    nodes: &'a [N],
+    bound: Duration,
+    each: impl Fn(&'a N) -> Fut,
+    done: impl Fn(&Answers<T>) -> bool,
+) -> Answers<T>
+where
+    Fut: Future<Output = Result<T, Error>>,
+{
+    let mut answers: Answers<T> = nodes.iter().map(|_| None).collect();
+    let mut calls: FuturesUnordered<_> = nodes
+        .iter()
+        .enumerate()
+        .map(|(at, node)| {
+            let call = tokio::time::timeout(bound, each(node));
+            async move { (at, call.await) }
+        })
+        .collect();
+    while let Some((at, outcome)) = calls.next().await {
+        answers[at] = Some(match outcome {
+            Err(_) => Answer::Silent,
+            Ok(Ok(reply)) => Answer::Reply(reply),
+            Ok(Err(err)) => Answer::Failed(err),
+        });
+        if done(&answers) {
+            break;
+        }
+    }
+    answers
+}
+
+/// The count of a round's answers: yes, no, and failed (an error or no answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Tally {
+    pub(super) nodes: usize,
+    pub(super) yes: usize,
+    pub(super) no: usize,
+    pub(super) failed: usize,
+}
+
+impl Tally {
+    /// Counts `answers`, a reply being a yes when `yes` says so.
+    pub(super) fn of<T>(answers: &Answers<T>, yes: impl Fn(&T) -> bool) -> Self {
+        let mut tally = Self {
+            nodes: answers.len(),
+            yes: 0,
+            no: 0,
+            failed: 0,
+        };
+        for answer in answers.iter().flatten() {
+            match answer {
+                Answer::Reply(reply) if yes(reply) => tally.yes += 1,
+                Answer::Reply(_) => tally.no += 1,
+                Answer::Failed(_) | Answer::Silent => tally.failed += 1,
+            }
+        }
+        tally
+    }
+
+    /// How many nodes make a majority: `nodes / 2 + 1`.
+    pub(super) fn needed(&self) -> usize {
+        majority(self.nodes)
+    }
+
+    /// Nodes not heard from yet.
+    pub(super) fn pending(&self) -> usize {
+        self.nodes - self.yes - self.no - self.failed
+    }
+
+    /// How many nodes gave an answer, yes or no.
+    pub(super) fn answered(&self) -> usize {
+        self.yes + self.no
+    }
+
+    /// A majority said yes.
+    pub(super) fn won(&self) -> bool {
+        self.yes >= self.needed()
+    }
+
+    /// A majority said no: the answer is a definite no.
+    pub(super) fn refused(&self) -> bool {
+        self.no >= self.needed()
+    }
+
+    /// Too few nodes are left to say yes for a majority.
+    pub(super) fn out_of_reach(&self) -> bool {
+        self.yes + self.pending() < self.needed()
+    }
+
+    /// Won, or out of reach: an acquire attempt needs to hear no more.
+    pub(super) fn decided(&self) -> bool {
+        self.won() || self.out_of_reach()
+    }
+
+    /// Won, definitely refused, or every node heard: a refresh, release or downgrade
+    /// needs to hear no more (out of reach alone does not tell a loss from an outage).
+    pub(super) fn settled(&self) -> bool {
+        self.won() || self.refused() || self.pending() == 0
+    }
+}
+
+/// How many of `nodes` make a majority.
+pub(crate) fn majority(nodes: usize) -> usize {
+    nodes / 2 + 1
+}
+
+/// The error of a round that reached no majority: the first node error that says
+/// nothing was changed, when a majority gave one (the keys are not a lock's, or the
+/// servers refuse); else [`Error::NoQuorum`], carrying one node's error.
+pub(super) fn no_quorum<T>(key: &str, answers: Answers<T>) -> Error {
+    let tally = Tally::of(&answers, |_| false);
+    let mut errors: Vec<Error> = answers
+        .into_iter()
+        .flatten()
+        .filter_map(|answer| match answer {
+            Answer::Failed(err) => Some(err),
+            _ => None,
+        })
+        .collect();
+    let definite = errors.iter().filter(|err| err.changed_nothing()).count();
+    if definite >= tally.needed() {
+        if let Some(at) = errors.iter().position(Error::changed_nothing) {
+            return errors.swap_remove(at);
+        }
+    }
+    Error::NoQuorum {
+        key: key.to_owned(),
+        answered: tally.answered(),
+        needed: tally.needed(),
+        nodes: tally.nodes,
+        source: errors.into_iter().next().map(Box::new),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answers(yes: usize, no: usize, failed: usize, pending: usize) -> Answers<bool> {
+        let mut all = Vec::new();
+        all.extend((0..yes).map(|_| Some(Answer::Reply(true))));
+        all.extend((0..no).map(|_| Some(Answer::Reply(false))));
+        all.extend((0..failed).map(|_| Some(Answer::Silent)));
+        all.extend((0..pending).map(|_| None));
+        all
+    }
+
+    fn tally(yes: usize, no: usize, failed: usize, pending: usize) -> Tally {
+        Tally::of(&answers(yes, no, failed, pending), |yes| *yes)
+    }
+
+    #[test]
+    fn a_majority_is_more_than_half() {
+        assert_eq!([1, 2, 3, 4, 5, 6, 7].map(majority), [1, 2, 2, 3, 3, 4, 4]);
+    }
+
+    #[test]
+    fn an_attempt_is_decided_at_a_majority_either_way() {
+        assert!(tally(2, 0, 0, 1).won() && tally(2, 0, 0, 1).decided());
+        assert!(!tally(1, 0, 0, 2).decided());
+        // A split with one node silent waits for it: it could still make a majority.
+        assert!(!tally(1, 1, 0, 1).decided());
+        assert!(tally(1, 1, 1, 0).decided() && !tally(1, 1, 1, 0).won());
+        assert!(tally(0, 0, 2, 1).out_of_reach());
+        assert!(
+            !tally(2, 0, 1, 2).decided(),
+            "5 nodes: 2 pending could still win"
+        );
+        assert!(tally(2, 2, 1, 0).out_of_reach());
+        assert_eq!(tally(3, 1, 1, 0).answered(), 4);
+    }
+
+    #[test]
+    fn a_refresh_settles_on_a_definite_answer_or_when_all_are_heard() {
+        assert!(tally(2, 0, 0, 1).settled());
+        assert!(tally(0, 2, 0, 1).settled() && tally(0, 2, 0, 1).refused());
+        // Out of reach, but a loss cannot yet be told from an outage.
+        assert!(!tally(0, 1, 1, 1).settled());
+        assert!(tally(0, 1, 2, 0).settled() && !tally(0, 1, 2, 0).refused());
+    }
+
+    #[test]
+    fn no_quorum_counts_answers_and_keeps_a_definite_majority_error() {
+        let mut mixed = answers(0, 1, 0, 0);
+        mixed.push(Some(Answer::Failed(Error::Timeout)));
+        mixed.push(Some(Answer::Silent));
+        match no_quorum("k", mixed) {
+            Error::NoQuorum {
+                key,
+                answered: 1,
+                needed: 2,
+                nodes: 3,
+                source: Some(source),
+            } => assert!(key == "k" && matches!(*source, Error::Timeout)),
+            other => panic!("{other:?}"),
+        }
+        let wrong = || {
+            Some(Answer::Failed(Error::NoExpiry {
+                key: "k:fence".into(),
+            }))
+        };
+        let definite: Answers<bool> = vec![wrong(), wrong(), Some(Answer::Silent)];
+        assert!(matches!(no_quorum("k", definite), Error::NoExpiry { .. }));
+    }
+}
