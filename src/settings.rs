@@ -349,4 +349,65 @@ mod tests {
         assert_eq!(with_ttl(Duration::from_micros(10_999)).ttl_ms(), 10);
         assert_eq!(with_ttl(Duration::from_secs(4)).ttl_ms(), 4000);
     }
+
+    #[test]
+    fn a_quorum_refuses_fair_mode_semaphores_cluster_nodes_and_foreign_notifiers() {
+        let quorum = || Settings::for_quorum::<()>("jobs".into(), 3);
+        assert!(quorum().check().is_ok());
+        let refused = |settings: Settings, why: &str| {
+            let err = settings.check().unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidOptions(m) if m.contains(why) && m.contains("\"jobs\"")),
+                "{err}"
+            );
+        };
+        refused(
+            Settings {
+                fair: true,
+                ..quorum()
+            },
+            "fair mode",
+        );
+        refused(
+            Settings {
+                permits: Some(2),
+                ..quorum()
+            },
+            "semaphore",
+        );
+        refused(
+            Settings {
+                cluster: true,
+                hash_tag_keys: true,
+                ..quorum()
+            },
+            "independent masters",
+        );
+        let two = Notifier::quorum([
+            redis::Client::open("redis://127.0.0.1:1/").unwrap(),
+            redis::Client::open("redis://127.0.0.1:2/").unwrap(),
+        ]);
+        refused(
+            Settings {
+                notifier: Some(two.clone()),
+                ..quorum()
+            },
+            "Notifier::quorum",
+        );
+        refused(
+            Settings {
+                notifier: Some(two),
+                ..Settings::new("jobs".into())
+            },
+            "Notifier::new",
+        );
+        let one = Notifier::new(redis::Client::open("redis://127.0.0.1:1/").unwrap());
+        refused(
+            Settings {
+                notifier: Some(one),
+                ..quorum()
+            },
+            "Notifier::quorum",
+        );
+    }
 }

@@ -4,8 +4,8 @@ use std::future::IntoFuture;
 
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redismutex::{
-    Acquire, Builder, CancelReason, Error, Guard, Mode, Permit, Refusal, RwMutex, Semaphore,
-    TryAcquire,
+    Acquire, Builder, CancelReason, Error, Guard, Mode, Notifier, Permit, Quorum, Refusal, RwMutex,
+    Semaphore, TryAcquire,
 };
 
 fn send_sync<T: Send + Sync>() {}
@@ -29,6 +29,21 @@ fn public_types_are_send_and_sync() {
     send_sync::<Builder<MultiplexedConnection, Semaphore<MultiplexedConnection>>>();
     send_sync::<Acquire<MultiplexedConnection, Permit>>();
     send_sync::<TryAcquire<ConnectionManager, Permit>>();
+    send_sync::<Quorum<MultiplexedConnection>>();
+    send_sync::<RwMutex<Quorum<MultiplexedConnection>>>();
+    send_sync::<Builder<Quorum<ConnectionManager>>>();
+    send_sync::<Acquire<Quorum<MultiplexedConnection>>>();
+    send_sync::<Notifier>();
+}
+
+#[allow(dead_code, clippy::let_underscore_future)]
+fn quorum_futures_are_send_and_static(mx: RwMutex<Quorum<MultiplexedConnection>>) {
+    let write = mx.write().into_future();
+    send(&write);
+    static_lifetime(&write);
+    let try_read = mx.try_read().into_future();
+    send(&try_read);
+    static_lifetime(&try_read);
 }
 
 #[allow(dead_code, clippy::let_underscore_future)]

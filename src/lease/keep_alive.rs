@@ -47,7 +47,7 @@ pub(crate) async fn keep_alive<B: Backend>(
         }
         let sent = Instant::now();
         // Boxed: the request's state is allocated only while it is in flight.
-        let refresh = Box::pin(lease.refresh(liveness.deadline()));
+        let refresh = Box::pin(lease.refresh(liveness.deadline(), &token));
         tokio::select! {
             biased;
             () = token.cancelled() => break,

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 pub(crate) use any::AnyLease;
 pub(crate) use form::Form;
@@ -100,14 +101,20 @@ impl<B: Backend> Lease<B> {
     }
 
     /// Extends the lock; false when this id no longer holds it. A node of a quorum that
-    /// lost the lock may take it back before `valid_until`, in the form the id holds (not
-    /// while a downgrade is in flight, nor for a permit).
-    pub(crate) async fn refresh(&self, valid_until: Instant) -> Result<bool, Error> {
+    /// lost the lock may take it back before `valid_until` and while `live` (the guard's
+    /// token) has not fired, in the form the id holds (not while a downgrade is in
+    /// flight, nor for a permit).
+    pub(crate) async fn refresh(
+        &self,
+        valid_until: Instant,
+        live: &CancellationToken,
+    ) -> Result<bool, Error> {
         let retake = match (self.kind, self.form.settled(self.kind.mode())) {
             (Kind::Permit(_), _) | (_, None) => None,
             (_, Some(mode)) => Some(Retake {
                 hold: self.hold_as(mode),
                 until: valid_until,
+                live: live.clone(),
             }),
         };
         self.backend.refresh(&self.call, retake).await

@@ -127,14 +127,16 @@ impl Hold {
 
 /// How a refresh may take the lock back on a node of a quorum that lost it (the key
 /// expired there, or the node restarted empty): in the form the id holds, and only while
-/// the guard is valid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// the guard is valid and its token has not fired.
+#[derive(Debug, Clone)]
 pub(crate) struct Retake {
     /// What the id holds: the script that takes it back is `lock.lua` for
     /// [`Hold::Write`], `rlock.lua` for [`Hold::Read`]; a permit is never taken back.
     pub(crate) hold: Hold,
     /// The guard's validity deadline: no node is taken back from then on.
     pub(crate) until: tokio::time::Instant,
+    /// The guard's token: no node is taken back once it has fired.
+    pub(crate) live: tokio_util::sync::CancellationToken,
 }
 
 /// What a release removes besides the id at the lock key: what an acquire that did not

@@ -76,7 +76,7 @@ where
             .notifier
             .as_ref()
             .map(|notifier| Arc::clone(&notifier.hub));
-        let backend = Majority::new(&quorum, hub);
+        let backend = Majority::new(&quorum, hub, settings.tracker.clone());
         Self::new(quorum, settings, Arc::new(backend))
     }
 }

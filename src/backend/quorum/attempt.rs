@@ -3,7 +3,10 @@
 //! counter is raised to the largest token and a majority confirms. An attempt that wins
 //! no majority releases what it took, on every node that may hold it.
 
-use super::round::{no_quorum, round, Answer, Answers, Tally};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::round::{no_quorum, Answer, Answers, Round, Tally};
 use super::Majority;
 use crate::backend::Backend;
 use crate::error::Error;
@@ -28,78 +31,97 @@ where
             },
             other => other,
         };
+        let shared = Arc::new(call.clone());
         let bound = self.node_bound(call);
-        let taken = round(
-            &self.nodes,
-            bound,
-            |node| node.attempt(call, ask),
-            |answers| Tally::of(answers, acquired).decided(),
-        )
-        .await;
-        if !Tally::of(&taken, acquired).won() {
-            self.release_attempt(call, ask, &taken).await;
-            return match shortest_block(&taken) {
+        let mut taken = self
+            .round(
+                bound,
+                |_, node| {
+                    let call = Arc::clone(&shared);
+                    Some(async move { node.attempt(&call, ask).await })
+                },
+                |answers| Tally::of(answers, acquired).decided(),
+            )
+            .await;
+        if !Tally::of(&taken.answers, acquired).won() {
+            self.release_attempt(&shared, ask, Some(&mut taken)).await;
+            return match shortest_block(&taken.answers) {
                 Some(pttl) => Ok(Attempt::Blocked(pttl)),
-                None => Err(no_quorum(&call.keys.lock, taken)),
+                None => Err(no_quorum(&call.keys.lock, taken.answers)),
             };
         }
-        let token = taken
-            .iter()
-            .flatten()
-            .filter_map(|answer| match answer {
-                Answer::Reply(Attempt::Acquired(token)) => Some(*token),
-                _ => None,
-            })
-            .max()
-            .unwrap_or_default();
-        let raised = round(
-            &self.nodes,
-            bound,
-            |node| {
-                let mut conn = node.connection();
-                async move { calls::raise_fence(&mut conn, call, token).await }
-            },
-            |answers| Tally::of(answers, |()| true).decided(),
-        )
-        .await;
-        if Tally::of(&raised, |()| true).won() {
+        let token = largest_token(&taken.answers);
+        let raised = self
+            .round(
+                bound,
+                |_, node| {
+                    let call = Arc::clone(&shared);
+                    Some(async move {
+                        calls::raise_fence(&mut node.connection(), &call, token).await
+                    })
+                },
+                |answers| Tally::of(answers, |()| true).decided(),
+            )
+            .await;
+        if Tally::of(&raised.answers, |()| true).won() {
             return Ok(Attempt::Acquired(token));
         }
-        self.release_attempt(call, ask, &[]).await;
-        Err(no_quorum(&call.keys.lock, raised))
+        self.release_attempt(&shared, ask, None).await;
+        Err(no_quorum(&call.keys.lock, raised.answers))
     }
 
-    /// Releases what a failed attempt `ask` may have taken, on every node but those
-    /// whose answer in `taken` says they hold nothing of it (a node that found the lock
-    /// held by others); the lock intent, if set, stays. Each release is sent after the
-    /// attempt on the node's connection, so it runs after an attempt still in flight.
-    async fn release_attempt(&self, call: &Call, ask: Ask, taken: &[Option<Answer<Attempt>>]) {
+    /// Releases what a failed attempt `ask` may have taken, on every node but those whose
+    /// answer in `taken` says they hold nothing of it (a node that found the lock held by
+    /// others); the lock intent, if set, stays. On a node whose attempt was still in
+    /// flight, the release waits for it to end first. Returns once every release has
+    /// been sent and answered, or the per-node bound has passed, so that the next
+    /// attempt under the same id reaches each node after this release.
+    async fn release_attempt(
+        &self,
+        call: &Arc<Call>,
+        ask: Ask,
+        mut taken: Option<&mut Round<Attempt>>,
+    ) {
         let hold = match ask {
             Ask::Read { .. } => Hold::Read,
             Ask::Permit(_) => Hold::Permit,
             Ask::FastWrite | Ask::Write { .. } => Hold::Write,
         };
-        let bound = self.node_bound(call);
-        let blocked = |at: usize| {
-            matches!(
-                taken.get(at),
+        let mut running = Vec::new();
+        let mut blocked = Vec::new();
+        for at in 0..self.conns.len() {
+            let answer = taken.as_ref().and_then(|round| round.answers.get(at));
+            blocked.push(matches!(
+                answer,
                 Some(Some(Answer::Reply(Attempt::Blocked(_))))
+            ));
+            running.push(taken.as_mut().and_then(|round| round.running(at)));
+        }
+        let bound = self.node_bound(call);
+        let released = self
+            .round(
+                // The release of a node may wait for its attempt, which has a bound of
+                // its own.
+                bound * 2,
+                |at, node| {
+                    let (call, attempt) = (Arc::clone(call), running.get_mut(at)?.take());
+                    (!blocked[at]).then_some(async move {
+                        if let Some(attempt) = attempt {
+                            let _ = attempt.await;
+                        }
+                        node.release(&call, hold, Leftovers::NONE).await
+                    })
+                },
+                |_| false,
             )
-        };
-        let nodes: Vec<_> = (0..self.nodes.len()).filter(|&at| !blocked(at)).collect();
-        let released = round(
-            &nodes,
-            bound,
-            |&at| self.nodes[at].release(call, hold, Leftovers::NONE),
-            |_| false,
-        )
-        .await;
-        let failed = released
+            .await;
+        let unanswered = released
+            .answers
             .iter()
-            .filter(|answer| !matches!(answer, Some(Answer::Reply(_))))
+            .filter(|answer| matches!(answer, Some(Answer::Silent | Answer::Failed(_))))
             .count();
-        if failed > 0 {
-            tracing::debug!(key = %call.keys.lock, id = %call.id, failed,
+        if unanswered > 0 {
+            tracing::debug!(key = %call.keys.lock, id = %call.id, unanswered,
                 "a failed attempt's release got no answer from some nodes; what it took there expires by its TTL");
         }
     }
@@ -110,8 +132,21 @@ fn acquired(attempt: &Attempt) -> bool {
     matches!(attempt, Attempt::Acquired(_))
 }
 
+/// The largest token the nodes that took the lock minted.
+fn largest_token(taken: &Answers<Attempt>) -> u64 {
+    taken
+        .iter()
+        .flatten()
+        .filter_map(|answer| match answer {
+            Answer::Reply(Attempt::Acquired(token)) => Some(*token),
+            _ => None,
+        })
+        .max()
+        .unwrap_or_default()
+}
+
 /// The shortest PTTL among the nodes that found the lock held by others, if any did.
-fn shortest_block(taken: &Answers<Attempt>) -> Option<std::time::Duration> {
+fn shortest_block(taken: &Answers<Attempt>) -> Option<Duration> {
     taken
         .iter()
         .flatten()

@@ -1,9 +1,11 @@
 //! Keeping and ending a lock held over a quorum: refresh, release and downgrade, each
 //! sent to every node and counted.
 
+use std::sync::Arc;
+
 use tokio::time::Instant;
 
-use super::round::{no_quorum, round, Answer, Tally};
+use super::round::{no_quorum, Answer, Tally};
 use super::Majority;
 use crate::backend::direct::Node;
 use crate::backend::Backend;
@@ -25,13 +27,18 @@ where
         call: &Call,
         retake: Option<Retake>,
     ) -> Result<bool, Error> {
-        let kept = round(
-            &self.nodes,
-            self.node_bound(call),
-            |node| refresh_node(node, call, retake),
-            |answers| Tally::of(answers, |held| *held).settled(),
-        )
-        .await;
+        let shared = Arc::new(call.clone());
+        let kept = self
+            .round(
+                self.node_bound(call),
+                |_, node| {
+                    let (call, retake) = (Arc::clone(&shared), retake.clone());
+                    Some(async move { refresh_node(&node, &call, retake).await })
+                },
+                |answers| Tally::of(answers, |held| *held).settled(),
+            )
+            .await
+            .answers;
         let tally = Tally::of(&kept, |held| *held);
         if tally.won() {
             Ok(true)
@@ -52,13 +59,18 @@ where
         hold: Hold,
         leftovers: Leftovers,
     ) -> Result<Unlocked, Error> {
-        let released = round(
-            &self.nodes,
-            self.node_bound(call),
-            |node| release_node(node, call, hold, leftovers),
-            |_| false,
-        )
-        .await;
+        let shared = Arc::new(call.clone());
+        let released = self
+            .round(
+                self.node_bound(call),
+                |_, node| {
+                    let call = Arc::clone(&shared);
+                    Some(async move { release_node(&node, &call, hold, leftovers).await })
+                },
+                |_| false,
+            )
+            .await
+            .answers;
         let tally = Tally::of(&released, |unlocked| unlocked.held);
         if tally.failed == tally.nodes {
             return Err(no_quorum(&call.keys.lock, released));
@@ -76,13 +88,18 @@ where
     /// majority holds it as a reader, not `held` once a majority definitely does not;
     /// else [`Error::NoQuorum`].
     pub(super) async fn downgrade_all(&self, call: &Call) -> Result<Downgraded, Error> {
-        let turned = round(
-            &self.nodes,
-            self.node_bound(call),
-            |node| node.downgrade(call),
-            |answers| Tally::of(answers, |done: &Downgraded| done.held).settled(),
-        )
-        .await;
+        let shared = Arc::new(call.clone());
+        let turned = self
+            .round(
+                self.node_bound(call),
+                |_, node| {
+                    let call = Arc::clone(&shared);
+                    Some(async move { node.downgrade(&call).await })
+                },
+                |answers| Tally::of(answers, |done: &Downgraded| done.held).settled(),
+            )
+            .await
+            .answers;
         let tally = Tally::of(&turned, |done| done.held);
         if !tally.won() && !tally.refused() {
             return Err(no_quorum(&call.keys.lock, turned));
@@ -98,7 +115,10 @@ where
 }
 
 /// Refreshes the lock on one node; if the id does not hold it there and `retake` allows
-/// (the guard is still valid), takes it back under the same id, as a writer or a reader.
+/// (the guard is still valid and its token has not fired), takes it back under the same
+/// id, as a writer or a reader. The token is checked in the same poll that sends the
+/// script: a release, which fires the token first, is then either sent after it (and
+/// removes it) or seen here.
 async fn refresh_node<C>(node: &Node<C>, call: &Call, retake: Option<Retake>) -> Result<bool, Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
@@ -107,13 +127,15 @@ where
         return Ok(true);
     }
     let ask = match retake {
-        Some(Retake { hold, until }) if Instant::now() < until => match hold {
-            Hold::Write => Ask::Write { set_intent: false },
-            Hold::Read => Ask::Read {
-                fence_checked: false,
-            },
-            Hold::Permit => return Ok(false),
-        },
+        Some(Retake { hold, until, live }) if Instant::now() < until && !live.is_cancelled() => {
+            match hold {
+                Hold::Write => Ask::Write { set_intent: false },
+                Hold::Read => Ask::Read {
+                    fence_checked: false,
+                },
+                Hold::Permit => return Ok(false),
+            }
+        }
         _ => return Ok(false),
     };
     let taken = node.attempt(call, ask).await?;

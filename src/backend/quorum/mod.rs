@@ -10,10 +10,14 @@ mod keep;
 mod round;
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio_util::task::TaskTracker;
+
 pub(crate) use round::majority;
+use round::{Answers, Round};
 
 use super::direct::Node;
 use super::Backend;
@@ -21,6 +25,7 @@ use crate::error::Error;
 use crate::notify::hub::Hub;
 use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::spawner::Spawner;
 
 /// Each node's call is bounded by this fraction of the TTL: a frozen node then costs an
 /// acquire at most a tenth of the TTL, and leaves it most of its validity. The Redis
@@ -97,21 +102,25 @@ impl<C> fmt::Debug for Quorum<C> {
 /// The backend of a mutex over a [`Quorum`]: every call goes to all nodes at once, each
 /// bounded by a tenth of the TTL, and is decided by a majority.
 pub(crate) struct Majority<C> {
-    nodes: Vec<Node<C>>,
+    conns: Vec<C>,
     hub: Option<Arc<Hub>>,
+    /// Where the nodes' calls run: each in a task of its own.
+    tracker: Option<TaskTracker>,
 }
 
 impl<C: Clone> Majority<C> {
     /// The backend over `quorum`'s nodes, whose waiters wait on `hub` when there is one
-    /// (a hub fed by one subscriber per node).
-    pub(crate) fn new(quorum: &Quorum<C>, hub: Option<Arc<Hub>>) -> Self {
+    /// (a hub fed by one subscriber per node), and whose calls to each node run in tasks
+    /// of `tracker` when there is one.
+    pub(crate) fn new(
+        quorum: &Quorum<C>,
+        hub: Option<Arc<Hub>>,
+        tracker: Option<TaskTracker>,
+    ) -> Self {
         Self {
-            nodes: quorum
-                .nodes
-                .iter()
-                .map(|conn| Node::new(conn.clone(), None))
-                .collect(),
+            conns: quorum.nodes.clone(),
             hub,
+            tracker,
         }
     }
 }
@@ -120,6 +129,32 @@ impl<C> Majority<C> {
     /// How long one node's call may take before it counts as unanswered.
     fn node_bound(&self, call: &Call) -> Duration {
         Duration::from_millis((call.ttl_ms / NODE_BOUND_DIVISOR).max(1))
+    }
+}
+
+impl<C> Majority<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// One round: `each` (given the node's index and its backend) on every node at once,
+    /// each bounded by `bound`, until `done`; see [`round::round`].
+    async fn round<T, Fut>(
+        &self,
+        bound: Duration,
+        each: impl FnMut(usize, Node<C>) -> Option<Fut>,
+        done: impl Fn(&Answers<T>) -> bool,
+    ) -> Round<T>
+    where
+        T: Send + 'static,
+        Fut: Future<Output = Result<T, Error>> + Send + 'static,
+    {
+        let spawner = Spawner::current(self.tracker.clone());
+        let nodes = self
+            .conns
+            .iter()
+            .map(|conn| Node::new(conn.clone(), None))
+            .collect();
+        round::round(&spawner, nodes, bound, each, done).await
     }
 }
 
@@ -160,7 +195,7 @@ where
 impl<C> fmt::Debug for Majority<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Majority")
-            .field("nodes", &self.nodes.len())
+            .field("nodes", &self.conns.len())
             .field("notified", &self.hub.is_some())
             .finish_non_exhaustive()
     }

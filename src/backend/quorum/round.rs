@@ -1,12 +1,15 @@
-//! One round of a quorum: the same call sent to every node at once, each bounded by the
-//! per-node bound, and the answers counted until a majority decides.
+//! One round of a quorum: the same call sent to every node at once, each in a task of its
+//! own bounded by the per-node bound, and the answers counted until a majority decides.
 
 use std::future::Future;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::task::JoinHandle;
+use tokio::time::error::Elapsed;
 
 use crate::error::Error;
+use crate::spawner::Spawner;
 
 /// What one node said in a round.
 #[derive(Debug)]
@@ -23,39 +26,70 @@ pub(super) enum Answer<T> {
 /// the round was decided (it was sent, and may still take effect).
 pub(super) type Answers<T> = Vec<Option<Answer<T>>>;
 
-/// Sends `each` to every node at once, each call bounded by `bound`, and collects the
-/// answers until `done` says the round is decided, or every node has answered. The calls
-/// still in flight then are dropped: each was sent on its node's connection, so a later
-/// call to that node runs after it.
-pub(super) async fn round<'a, N, T, Fut>(
-    nodes: &'a [N],
+/// What one node's task ends with.
+type Outcome<T> = Result<Result<T, Error>, Elapsed>;
+
+/// A round once decided: the answers heard, and the tasks of the nodes not heard from,
+/// which go on to their end (within the per-node bound).
+pub(super) struct Round<T> {
+    pub(super) answers: Answers<T>,
+    tasks: Vec<Option<JoinHandle<Outcome<T>>>>,
+}
+
+impl<T> Round<T> {
+    /// The task of node `at`, if it had not answered when the round was decided.
+    pub(super) fn running(&mut self, at: usize) -> Option<JoinHandle<Outcome<T>>> {
+        match self.answers.get(at) {
+            Some(None) => self.tasks.get_mut(at)?.take(),
+            _ => None,
+        }
+    }
+}
+
+/// Sends `each` to every node at once (but those for which it gives `None`, whose answer
+/// stays `None`), each call in a task of its own (spawned by `spawner`) bounded by
+/// `bound`, and collects the answers until `done` says the round is
+/// decided, or every node has answered. A call still in flight then goes on to its end,
+/// so a node the majority did not wait for still takes the lock, is refreshed or is
+/// taken back; its task is in [`Round::running`].
+pub(super) async fn round<N, T, Fut>(
+    spawner: &Spawner,
+    nodes: Vec<N>,
     bound: Duration,
-    each: impl Fn(&'a N) -> Fut,
+    mut each: impl FnMut(usize, N) -> Option<Fut>,
     done: impl Fn(&Answers<T>) -> bool,
-) -> Answers<T>
+) -> Round<T>
 where
-    Fut: Future<Output = Result<T, Error>>,
+    T: Send + 'static,
+    Fut: Future<Output = Result<T, Error>> + Send + 'static,
 {
     let mut answers: Answers<T> = nodes.iter().map(|_| None).collect();
-    let mut calls: FuturesUnordered<_> = nodes
-        .iter()
+    let mut tasks: Vec<Option<JoinHandle<Outcome<T>>>> = nodes
+        .into_iter()
         .enumerate()
         .map(|(at, node)| {
-            let call = tokio::time::timeout(bound, each(node));
-            async move { (at, call.await) }
+            let call = each(at, node)?;
+            Some(spawner.spawn(tokio::time::timeout(bound, call)))
         })
+        .collect();
+    let mut calls: FuturesUnordered<_> = tasks
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(at, task)| task.as_mut().map(|task| (at, task)))
+        .map(|(at, task)| async move { (at, task.await) })
         .collect();
     while let Some((at, outcome)) = calls.next().await {
         answers[at] = Some(match outcome {
-            Err(_) => Answer::Silent,
-            Ok(Ok(reply)) => Answer::Reply(reply),
-            Ok(Err(err)) => Answer::Failed(err),
+            Ok(Ok(Ok(reply))) => Answer::Reply(reply),
+            Ok(Ok(Err(err))) => Answer::Failed(err),
+            Ok(Err(_)) | Err(_) => Answer::Silent,
         });
         if done(&answers) {
             break;
         }
     }
-    answers
+    drop(calls);
+    Round { answers, tasks }
 }
 
 /// The count of a round's answers: yes, no, and failed (an error or no answer).
@@ -176,6 +210,61 @@ mod tests {
 
     fn tally(yes: usize, no: usize, failed: usize, pending: usize) -> Tally {
         Tally::of(&answers(yes, no, failed, pending), |yes| *yes)
+    }
+
+    #[tokio::test]
+    async fn a_call_in_flight_when_the_round_is_decided_goes_on_to_its_end() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+
+        let finished = Arc::new(AtomicBool::new(false));
+        let spawner = Spawner::current(None);
+        let delays = vec![0_u64, 0, 50];
+        let mut round = round(
+            &spawner,
+            delays,
+            Duration::from_secs(5),
+            |_, delay| {
+                let finished = Arc::clone(&finished);
+                Some(async move {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    finished.store(delay > 0, Ordering::SeqCst);
+                    Ok(true)
+                })
+            },
+            |answers| Tally::of(answers, |yes| *yes).decided(),
+        )
+        .await;
+        assert!(round.answers[2].is_none(), "decided at 2 of 3");
+        assert!(round.running(0).is_none());
+        let slow = round.running(2).expect("the slow node's task");
+        assert!(!finished.load(Ordering::SeqCst));
+        assert!(matches!(slow.await, Ok(Ok(Ok(true)))));
+        assert!(
+            finished.load(Ordering::SeqCst),
+            "the slow call ran to its end"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_node_past_the_bound_is_silent_and_a_skipped_node_sends_nothing() {
+        let spawner = Spawner::current(None);
+        let round = round(
+            &spawner,
+            vec![0_u64, 1000, 0],
+            Duration::from_millis(20),
+            |at, delay| {
+                (at != 2).then_some(async move {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    Ok(())
+                })
+            },
+            |_| false,
+        )
+        .await;
+        assert!(matches!(round.answers[0], Some(Answer::Reply(()))));
+        assert!(matches!(round.answers[1], Some(Answer::Silent)));
+        assert!(round.answers[2].is_none());
     }
 
     #[test]
