@@ -232,20 +232,23 @@ async fn status_of_a_lock_held_in_quorum_mode() {
     );
     for (i, value) in held.iter().enumerate() {
         let view = block(&text, &format!("node {} {}", i + 1, nodes.shown(i)));
-        if value.as_deref() == Some(&*id) {
-            assert!(
-                view[0].starts_with(&format!("  jobs: write-locked by {id} (PTTL ")),
-                "{view:?}"
-            );
-        }
+        let expected = match value {
+            Some(_) => format!("  jobs: write-locked by {id} (PTTL "),
+            None => "  jobs: free".to_owned(),
+        };
+        assert!(view[0].starts_with(&expected), "{view:?}");
     }
 
     let status = status_json(&urls, "jobs").await;
     assert_eq!(status["quorum"]["state"], "write", "{status}");
     assert_eq!(status["quorum"]["writer"], json!(id), "{status}");
     assert_eq!(status["quorum"]["on"], on, "{status}");
-    assert_eq!(status["nodes"][0]["type"], "string", "{status}");
-    assert_eq!(status["nodes"][0]["writer"], json!(id), "{status}");
+    for (i, value) in held.iter().enumerate() {
+        if value.as_deref() == Some(&*id) {
+            assert_eq!(status["nodes"][i]["type"], "string", "{status}");
+            assert_eq!(status["nodes"][i]["writer"], json!(id), "{status}");
+        }
+    }
 
     release(holder).await;
     assert_eq!(
@@ -328,13 +331,21 @@ async fn status_with_a_node_killed_shows_it_unreachable_and_the_rest() {
     let mut nodes = Nodes::start().await;
     let urls = nodes.urls();
     let (holder, id) = hold(&urls, &["--ttl", "30s"]).await;
-    nodes.servers[1].stop();
+    // The holder may have the lock on two nodes only (an acquire stops at a majority):
+    // kill a node it does not hold, if any, so that it still holds on the other two.
+    let held = nodes.get("jobs").await;
+    let down = held
+        .iter()
+        .position(|value| value.as_deref() != Some(&*id))
+        .unwrap_or(1);
+    let up: Vec<usize> = (0..3).filter(|&i| i != down).collect();
+    nodes.servers[down].stop();
 
     let text = status_text(&urls, "jobs").await;
-    let down = block(&text, &format!("node 2 {}", nodes.shown(1)));
-    assert_eq!(down.len(), 1, "{text:?}");
-    assert!(down[0].starts_with("  unreachable: "), "{text:?}");
-    for i in [0, 2] {
+    let view = block(&text, &format!("node {} {}", down + 1, nodes.shown(down)));
+    assert_eq!(view.len(), 1, "{text:?}");
+    assert!(view[0].starts_with("  unreachable: "), "{text:?}");
+    for &i in &up {
         let view = block(&text, &format!("node {} {}", i + 1, nodes.shown(i)));
         assert!(
             view[0].starts_with(&format!("  jobs: write-locked by {id} ")),
@@ -347,7 +358,8 @@ async fn status_with_a_node_killed_shows_it_unreachable_and_the_rest() {
     );
 
     let status = status_json(&urls, "jobs").await;
-    let view = &status["nodes"][1];
+    let view = &status["nodes"][down];
+    assert_eq!(view["node"], down + 1, "{status}");
     assert_eq!(view["reachable"], false, "{status}");
     assert!(
         view["error"].as_str().is_some_and(|e| !e.is_empty()),
@@ -358,13 +370,13 @@ async fn status_with_a_node_killed_shows_it_unreachable_and_the_rest() {
     assert_eq!(status["quorum"]["writer"], json!(id), "{status}");
 
     // With two of three down, status still answers but knows no majority.
-    nodes.servers[2].stop();
+    nodes.servers[up[0]].stop();
     assert_eq!(
         status_text(&urls, "jobs").await.last().unwrap(),
         "quorum: unknown: 1 of 3 nodes answered, 2 needed"
     );
     // With none left, it fails, naming each node on stderr.
-    nodes.servers[0].stop();
+    nodes.servers[up[1]].stop();
     let out = run(&urls, &["status", "jobs"]).await;
     assert_eq!(out.code, Some(69), "{out:?}");
     assert_eq!(out.stdout, "", "{out:?}");
@@ -484,6 +496,61 @@ async fn lock_goes_on_without_a_node_that_is_down() {
     );
     for conn in &nodes.conns[..2] {
         assert!(!raw::exists(conn, "jobs").await, "released");
+    }
+}
+
+/// A node down when `lock` starts is reconnected once it is back: when another node then
+/// fails, the lock's refresh takes the lock on it, and the lock is kept on a majority.
+#[tokio::test]
+async fn a_node_down_at_the_start_keeps_the_lock_once_back_when_another_fails() {
+    let mut nodes = Nodes::start().await;
+    let urls = nodes.urls();
+    nodes.servers[2].stop();
+    let dir = tempfile::tempdir().unwrap();
+    let (id_file, done) = (dir.path().join("id"), dir.path().join("done"));
+    let script = r#"echo "$REDISMUTEX_ID" > "$1.tmp"; mv "$1.tmp" "$1"
+        while [ ! -e "$2" ]; do sleep 0.02; done"#;
+    let child = spawn(
+        &urls,
+        &[
+            "lock",
+            "jobs",
+            "--ttl",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            path(&id_file),
+            path(&done),
+        ],
+    );
+    assert!(eventually(|| async { id_file.exists() }).await, "never ran");
+    let id = std::fs::read_to_string(&id_file).unwrap().trim().to_owned();
+
+    nodes.servers[2].restart();
+    nodes.servers[1].stop();
+    let third = nodes.servers[2].conn().await;
+    let first = nodes.conns[0].clone();
+    let on_third = eventually(|| {
+        let (third, id) = (third.clone(), id.clone());
+        async move { raw::get(&third, "jobs").await.as_deref() == Some(&*id) }
+    })
+    .await;
+    assert!(on_third, "the refresh never took the lock on the node back");
+    assert_eq!(
+        raw::get(&first, "jobs").await,
+        Some(id.clone()),
+        "still held"
+    );
+
+    std::fs::write(&done, "").unwrap();
+    let out = finish(child).await;
+    assert_eq!(out.code, Some(0), "the lock was kept: {out:?}");
+    for conn in [&first, &third] {
+        let keys: Vec<String> = raw::cmd(conn, "KEYS", &["*"]).await;
+        assert!(keys.iter().all(|key| key == "jobs:fence"), "{keys:?}");
     }
 }
 

@@ -67,11 +67,6 @@ impl Nodes {
         &self.nodes
     }
 
-    /// How many nodes make a majority: N/2 + 1.
-    pub(crate) fn majority(&self) -> usize {
-        self.nodes.len() / 2 + 1
-    }
-
     /// A password-free name for all the nodes, for messages about the quorum:
     /// `quorum of 3 nodes (redis://a:6379, redis://b:6379, redis://c:6379)`.
     pub(crate) fn name(&self) -> String {

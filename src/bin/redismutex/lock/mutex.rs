@@ -1,7 +1,5 @@
 //! The mutex `lock` takes: on the one server, or in quorum mode over the nodes.
 
-use std::sync::Arc;
-
 use redis::aio::MultiplexedConnection;
 use redismutex::{Notifier, Quorum, RwMutex};
 
@@ -36,34 +34,32 @@ pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<M
             .map_err(usage);
     }
     let mut links = Vec::with_capacity(conns.len());
+    let mut up = 0;
     for (node, conn) in nodes.list().iter().zip(conns) {
-        links.push(match conn {
-            Ok(conn) => Link::Up(conn),
+        let conn = match conn {
+            Ok(conn) => {
+                up += 1;
+                Some(conn)
+            }
             Err(err) => {
                 let why = exit::message(&err);
                 eprintln!("redismutex: {} is unreachable: {why}", node.name());
-                Link::Down {
-                    db: node.client.get_connection_info().redis_settings().db(),
-                    why: Arc::from(why),
-                }
+                None
             }
-        });
+        };
+        links.push(Link::new(node.client.clone(), conn));
     }
-    let up = links
-        .iter()
-        .filter(|link| matches!(link, Link::Up(_)))
-        .count();
-    if up < nodes.majority() {
+    let quorum = Quorum::new(links).map_err(usage)?;
+    if up < quorum.majority() {
         eprintln!(
             "redismutex: {} lock key {key:?}: {up} of {} nodes reachable, {} needed",
             nodes.name(),
-            links.len(),
-            nodes.majority()
+            quorum.nodes().len(),
+            quorum.majority()
         );
         return Err(exit::REDIS);
     }
     let clients = nodes.list().iter().map(|node| node.client.clone());
-    let quorum = Quorum::new(links).map_err(usage)?;
     RwMutex::builder(quorum, args.name.clone())
         .ttl(args.ttl)
         .lock_intent(args.intent)
