@@ -3,7 +3,8 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Run a program under a distributed read-write lock on Redis, or see who holds one.
 /// Speaks the protocol of the redismutex crate and of the Go package redismutex.
@@ -11,33 +12,69 @@ use clap::{Args, Parser, Subcommand};
 #[command(name = "redismutex", version)]
 pub(crate) struct Cli {
     /// The Redis server: `redis://[user:password@]host[:port][/db]`, or `rediss://` for
-    /// TLS.
+    /// TLS. Give it N >= 2 times, one independent master each, for quorum mode: `lock`
+    /// holds the lock while a majority (N/2 + 1) of the nodes holds it, and `status`
+    /// shows every node's view and whether a majority agrees.
     #[arg(
-        long,
-        global = true,
+        long = "url",
+        value_name = "URL",
         env = "REDIS_URL",
-        default_value = "redis://127.0.0.1:6379/"
+        default_value = "redis://127.0.0.1:6379/",
+        action = ArgAction::Append
     )]
-    pub(crate) url: String,
+    urls: Vec<String>,
 
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+/// `--url` after the subcommand: these add to the ones before it.
+#[derive(Debug, Args)]
+pub(crate) struct Urls {
+    /// The Redis server, as `redismutex --url`; give it N >= 2 times for quorum mode.
+    /// With no `--url` at all, `REDIS_URL`, then `redis://127.0.0.1:6379/`.
+    #[arg(long = "url", value_name = "URL", action = ArgAction::Append)]
+    urls: Vec<String>,
+}
+
+impl Cli {
+    /// Parses the command line (clap exits on bad arguments, with 2) and gives it with
+    /// the servers it names: the `--url`s before the subcommand, then those after it;
+    /// with none, `REDIS_URL`, then the default.
+    pub(crate) fn parse_with_urls() -> (Self, Vec<String>) {
+        let mut matches = Self::command().get_matches();
+        let before_given = matches.value_source("urls") == Some(ValueSource::CommandLine);
+        let cli = Self::from_arg_matches_mut(&mut matches).unwrap_or_else(|err| err.exit());
+        let after = match &cli.command {
+            Command::Lock(args) => &args.urls.urls,
+            Command::Status(args) => &args.urls.urls,
+        };
+        let urls = match (before_given, after.is_empty()) {
+            (_, true) => cli.urls.clone(),
+            (true, false) => cli.urls.iter().chain(after).cloned().collect(),
+            (false, false) => after.clone(),
+        };
+        (cli, urls)
+    }
 }
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Take the lock NAME (exclusive unless --read), run CMD with it held, release it
     /// when CMD exits, and exit with CMD's exit code. Without CMD, hold the lock until
-    /// interrupted.
+    /// interrupted. With several --url, the lock is taken in quorum mode: held while a
+    /// majority of the nodes holds it.
     #[command(
         after_help = "Exit codes: CMD's own (128+N if signal N killed it); 0 when \
         holding without CMD until SIGINT/SIGTERM; 75 busy with --no-wait (or -E N); 124 \
-        --timeout ran out; 70 the lock was lost while held; 69 a Redis error; 127/126 CMD \
+        --timeout ran out; 70 the lock was lost while held; 69 a Redis error (with several \
+        --url: no majority of the nodes reachable or answering); 127/126 CMD \
         not found/not runnable; 128+N a signal N ended the wait; 2 bad arguments."
     )]
     Lock(LockArgs),
     /// Show who holds the lock NAME: the writer, or the readers; its PTTL; a waiting
-    /// writer's intent; the fencing counter.
+    /// writer's intent; the fencing counter. With several --url, each node's view and
+    /// whether a majority of the nodes holds the lock the same way.
     Status(StatusArgs),
 }
 
@@ -70,6 +107,8 @@ pub(crate) struct LockArgs {
     /// When the lock is lost, how long CMD has after SIGTERM before SIGKILL.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub(crate) grace: Duration,
+    #[command(flatten)]
+    pub(crate) urls: Urls,
     /// The program to run with the lock held, and its arguments.
     #[arg(last = true)]
     pub(crate) command: Vec<OsString>,
@@ -85,6 +124,8 @@ pub(crate) struct StatusArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) urls: Urls,
 }
 
 impl LockArgs {

@@ -27,6 +27,18 @@ pub(crate) const USAGE: u8 = 2;
 /// Prints the one-line message of a Redis error, naming the server and the key, and
 /// gives [`REDIS`].
 pub(crate) fn redis_error(url: &str, key: &str, err: &dyn std::error::Error) -> u8 {
+    redis_error_at(&server(url), key, err)
+}
+
+/// As [`redis_error`], for the servers named `label` (a password-free name, such as the
+/// list of a quorum's nodes).
+pub(crate) fn redis_error_at(label: &str, key: &str, err: &dyn std::error::Error) -> u8 {
+    eprintln!("redismutex: {label} lock key {key:?}: {}", message(err));
+    REDIS
+}
+
+/// The message of `err` and of its sources, each once, on one line.
+pub(crate) fn message(err: &dyn std::error::Error) -> String {
     let mut message = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
@@ -37,8 +49,7 @@ pub(crate) fn redis_error(url: &str, key: &str, err: &dyn std::error::Error) -> 
         }
         source = cause.source();
     }
-    eprintln!("redismutex: {} lock key {key:?}: {message}", server(url));
-    REDIS
+    message
 }
 
 /// The server part of `url`, without a password.

@@ -1,5 +1,8 @@
 //! `redismutex lock`: take the lock, run the command under it, release it.
 
+mod link;
+mod mutex;
+
 use std::io::{IsTerminal, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -8,7 +11,6 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use redis::aio::MultiplexedConnection;
 use redismutex::{Error, Guard, RwMutex};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
@@ -16,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::LockArgs;
 use crate::exit;
+use crate::nodes::Nodes;
+use mutex::Mutex;
 
 /// SIGINT and SIGTERM, caught from the start so that they end a wait cleanly and are
 /// forwarded to the child once it runs.
@@ -41,7 +45,7 @@ impl Signals {
     }
 }
 
-pub(crate) async fn run(url: &str, args: LockArgs) -> u8 {
+pub(crate) async fn run(urls: &[String], args: LockArgs) -> u8 {
     let key = args.lock_key();
     let mut signals = match Signals::new() {
         Ok(signals) => signals,
@@ -50,27 +54,22 @@ pub(crate) async fn run(url: &str, args: LockArgs) -> u8 {
             return exit::REDIS;
         }
     };
-    let client = match redis::Client::open(url) {
-        Ok(client) => client,
-        Err(err) => return exit::redis_error(url, &key, &err),
+    let nodes = match Nodes::open(urls, &key) {
+        Ok(nodes) => nodes,
+        Err(code) => return code,
     };
-    let conn = match client.get_multiplexed_async_connection().await {
-        Ok(conn) => conn,
-        Err(err) => return exit::redis_error(url, &key, &err),
-    };
-    let mx = match RwMutex::builder(conn, args.name.clone())
-        .ttl(args.ttl)
-        .lock_intent(args.intent)
-        .notifier(client)
-        .build()
-    {
+    // Kept until the end of the run, as the guard's mutex.
+    let mx = match mutex::build(&nodes, &args, &key).await {
         Ok(mx) => mx,
-        Err(err) => {
-            eprintln!("redismutex: {err}");
-            return exit::USAGE;
-        }
+        Err(code) => return code,
     };
-    let guard = match acquire(&mx, &args, url, &key, &mut signals).await {
+    let acquired = match &mx {
+        Mutex::Server(mx) => {
+            acquire(mx, &args, &nodes.list()[0].server(), &key, &mut signals).await
+        }
+        Mutex::Quorum(mx) => acquire(mx, &args, &nodes.name(), &key, &mut signals).await,
+    };
+    let guard = match acquired {
         Ok(guard) => guard,
         Err(code) => return code,
     };
@@ -82,11 +81,12 @@ pub(crate) async fn run(url: &str, args: LockArgs) -> u8 {
 }
 
 /// Waits for the lock (or makes one attempt with `--no-wait`), with a spinner on a
-/// terminal; the exit code when it ends without one.
-async fn acquire(
-    mx: &RwMutex<MultiplexedConnection>,
+/// terminal; the exit code when it ends without one. `servers` names the server or the
+/// nodes in a Redis error.
+async fn acquire<C: Send + Sync + 'static>(
+    mx: &RwMutex<C>,
     args: &LockArgs,
-    url: &str,
+    servers: &str,
     key: &str,
     signals: &mut Signals,
 ) -> Result<Guard, u8> {
@@ -133,7 +133,7 @@ async fn acquire(
     match outcome {
         Ok(guard) => Ok(guard),
         Err(Err(code)) => Err(code),
-        Err(Ok(err)) => Err(exit::redis_error(url, key, &err)),
+        Err(Ok(err)) => Err(exit::redis_error_at(servers, key, &err)),
     }
 }
 

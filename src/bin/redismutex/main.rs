@@ -6,16 +6,15 @@
 mod args;
 mod exit;
 mod lock;
+mod nodes;
 mod status;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use args::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (cli, urls) = Cli::parse_with_urls();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -29,8 +28,8 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         match cli.command {
-            Command::Lock(lock) => lock::run(&cli.url, lock).await,
-            Command::Status(status) => status::run(&cli.url, status).await,
+            Command::Lock(lock) => lock::run(&urls, lock).await,
+            Command::Status(status) => status::run(&urls, status).await,
         }
     });
     // A child that ignored our signals may still be running: do not wait for the

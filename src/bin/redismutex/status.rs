@@ -1,11 +1,15 @@
 //! `redismutex status`: who holds a lock, read without changing anything.
 
+mod quorum;
+mod verdict;
+
 use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Value};
 use serde::Serialize;
 
 use crate::args::StatusArgs;
 use crate::exit;
+use crate::nodes::Nodes;
 
 /// What `status` reports about one lock key.
 #[derive(Debug, Serialize)]
@@ -38,29 +42,43 @@ struct Part {
     pttl_ms: i64,
 }
 
-pub(crate) async fn run(url: &str, args: StatusArgs) -> u8 {
+pub(crate) async fn run(urls: &[String], args: StatusArgs) -> u8 {
     let key = args.lock_key();
+    let nodes = match Nodes::open(urls, &key) {
+        Ok(nodes) => nodes,
+        Err(code) => return code,
+    };
+    let [node] = nodes.list() else {
+        return quorum::run(&nodes, &key, args.json).await;
+    };
     let status = async {
-        let client = redis::Client::open(url)?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
+        let mut conn = node.client.get_multiplexed_async_connection().await?;
         read(&mut conn, &key).await
     };
     let status = match status.await {
         Ok(status) => status,
-        Err(err) => return exit::redis_error(url, &key, &err),
+        Err(err) => return exit::redis_error(&node.url, &key, &err),
     };
     if args.json {
-        match serde_json::to_string(&status) {
-            Ok(json) => println!("{json}"),
-            Err(err) => {
-                eprintln!("redismutex: {err}");
-                return exit::REDIS;
-            }
-        }
+        print_json(&status)
     } else {
         print!("{}", text(&status));
+        0
     }
-    0
+}
+
+/// Prints `value` as JSON on one line; 0, or [`exit::REDIS`] if it cannot be.
+fn print_json(value: &impl Serialize) -> u8 {
+    match serde_json::to_string(value) {
+        Ok(json) => {
+            println!("{json}");
+            0
+        }
+        Err(err) => {
+            eprintln!("redismutex: {err}");
+            exit::REDIS
+        }
+    }
 }
 
 /// Reads the lock key and its intent and fence keys (TYPE, PTTL, GET, SMEMBERS only).

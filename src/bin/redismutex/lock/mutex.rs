@@ -1,0 +1,76 @@
+//! The mutex `lock` takes: on the one server, or in quorum mode over the nodes.
+
+use redis::aio::MultiplexedConnection;
+use redismutex::{Notifier, Quorum, RwMutex};
+
+use super::link::Link;
+use crate::args::LockArgs;
+use crate::exit;
+use crate::nodes::Nodes;
+
+/// The mutex of one run.
+pub(crate) enum Mutex {
+    Server(RwMutex<MultiplexedConnection>),
+    Quorum(RwMutex<Quorum<Link>>),
+}
+
+/// Connects to the server (or to every node at once) and builds the mutex with the
+/// options of `args`; the exit code when that fails. With several nodes, a node that
+/// cannot be reached is reported on stderr and the run goes on while a majority can be.
+pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<Mutex, u8> {
+    let conns = nodes.connect().await;
+    if let [node] = nodes.list() {
+        let conn = match conns.into_iter().next() {
+            Some(Ok(conn)) => conn,
+            Some(Err(err)) => return Err(exit::redis_error(&node.url, key, &err)),
+            None => return Err(exit::REDIS),
+        };
+        return RwMutex::builder(conn, args.name.clone())
+            .ttl(args.ttl)
+            .lock_intent(args.intent)
+            .notifier(node.client.clone())
+            .build()
+            .map(Mutex::Server)
+            .map_err(usage);
+    }
+    let mut links = Vec::with_capacity(conns.len());
+    let mut up = 0;
+    for (node, conn) in nodes.list().iter().zip(conns) {
+        let conn = match conn {
+            Ok(conn) => {
+                up += 1;
+                Some(conn)
+            }
+            Err(err) => {
+                let why = exit::message(&err);
+                eprintln!("redismutex: {} is unreachable: {why}", node.name());
+                None
+            }
+        };
+        links.push(Link::new(node.client.clone(), conn));
+    }
+    let quorum = Quorum::new(links).map_err(usage)?;
+    if up < quorum.majority() {
+        eprintln!(
+            "redismutex: {} lock key {key:?}: {up} of {} nodes reachable, {} needed",
+            nodes.name(),
+            quorum.nodes().len(),
+            quorum.majority()
+        );
+        return Err(exit::REDIS);
+    }
+    let clients = nodes.list().iter().map(|node| node.client.clone());
+    RwMutex::builder(quorum, args.name.clone())
+        .ttl(args.ttl)
+        .lock_intent(args.intent)
+        .notifier(Notifier::quorum(clients))
+        .build()
+        .map(Mutex::Quorum)
+        .map_err(usage)
+}
+
+/// Options the mutex refuses (a TTL too short, a name it cannot use).
+fn usage(err: redismutex::Error) -> u8 {
+    eprintln!("redismutex: {err}");
+    exit::USAGE
+}
