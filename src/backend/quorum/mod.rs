@@ -65,7 +65,7 @@ pub struct Quorum<C> {
 
 impl<C> Quorum<C> {
     /// A quorum of `nodes`, one connection per independent master, in a fixed order
-    /// (errors and `redismutex status` name a node by its index in it).
+    /// (`redismutex status` numbers the nodes from 1 in the order of its `--url`s).
     ///
     /// # Errors
     ///
