@@ -150,9 +150,12 @@ impl Tally {
         self.yes + self.pending() < self.needed()
     }
 
-    /// Won, or out of reach: an acquire attempt needs to hear no more.
+    /// An acquire attempt needs to hear no more: won; or out of reach, with a node heard
+    /// saying the lock is held by others (the attempt is then busy, however the rest
+    /// answer), or with every node heard (so that an error counts every answer: nodes
+    /// that fail at once do not cut short the answers of those that are up).
     pub(super) fn decided(&self) -> bool {
-        self.won() || self.out_of_reach()
+        self.won() || (self.out_of_reach() && (self.no > 0 || self.pending() == 0))
     }
 
     /// Won, definitely refused, or every node heard: a refresh, release or downgrade
@@ -280,6 +283,9 @@ mod tests {
         assert!(!tally(1, 1, 0, 1).decided());
         assert!(tally(1, 1, 1, 0).decided() && !tally(1, 1, 1, 0).won());
         assert!(tally(0, 0, 2, 1).out_of_reach());
+        // Two nodes failed at once: the third is still heard, for the error's count.
+        assert!(!tally(0, 0, 2, 1).decided() && tally(1, 0, 2, 0).decided());
+        assert!(tally(0, 1, 2, 0).decided() && tally(0, 1, 1, 1).decided());
         assert!(
             !tally(2, 0, 1, 2).decided(),
             "5 nodes: 2 pending could still win"
