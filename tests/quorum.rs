@@ -186,13 +186,15 @@ async fn fencing_tokens_grow_across_clients(n: usize) {
 }
 
 /// A writer, a majority of the nodes restarted empty, a writer on a new client: the
-/// second token is larger (the empty nodes start from their clocks). Then one node's
-/// counter is set far ahead of the clock, as if it had counted more than the others: the
-/// next token is above it and every node's counter is raised to it, so after that node
-/// (with others, up to a minority) restarts empty, the token after is larger still: every
-/// majority includes a node that kept the raised counter. (A majority restarted empty
-/// under such a counter is beyond the protocol: its first majority may be all empty
-/// nodes, whose clocks are behind.)
+/// second token is larger (the empty nodes start from their clocks). Then a majority's
+/// counters are set far ahead of the clock, as if an earlier token had been minted by
+/// nodes whose clocks ran ahead: the next token is above it, as every majority includes
+/// one of them, and every node's counter is raised to it, the others too. So after a
+/// minority restarts empty, the token after is larger still: every majority includes a
+/// node that kept the raised counter, and without the raise the others' clocks are
+/// behind. (One node's counter alone does not bind the next token: the majority that
+/// decides may leave it out. Nor does a majority restarted empty under a counter ahead of
+/// the clock: its first majority may be empty nodes alone.)
 async fn fencing_tokens_grow_across_nodes_restarted_empty(n: usize) {
     let mut nodes = Nodes::start(n);
     let write_token = |mx: QuorumMutex| async move {
@@ -215,16 +217,13 @@ async fn fencing_tokens_grow_across_nodes_restarted_empty(n: usize) {
 
     let ahead = server_time_us(&conns[0]).await + 100_000_000_000_000; // about 3 years
     let ahead_arg = ahead.to_string();
-    raw::cmd::<()>(
-        &conns[0],
-        "SET",
-        &["fr:fence", &ahead_arg, "PX", "86400000"],
-    )
-    .await;
+    for conn in &conns[..nodes.majority()] {
+        raw::cmd::<()>(conn, "SET", &["fr:fence", &ahead_arg, "PX", "86400000"]).await;
+    }
     let third = write_token(client(&nodes, "fr").await).await;
     assert!(
         third > ahead,
-        "{third} is not above node 0's counter {ahead}"
+        "{third} is not above the majority's counter {ahead}"
     );
     raised_everywhere(&conns, "fr:fence", third).await;
     for node in 0..nodes.minority() {
