@@ -14,6 +14,7 @@ pub mod inject;
 pub mod lone_worker;
 pub mod lost_update;
 pub mod proxy;
+pub mod quorum;
 pub mod record;
 pub mod referee;
 pub mod report;
