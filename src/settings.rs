@@ -154,15 +154,12 @@ impl Settings {
         Ok(())
     }
 
-    /// A cluster mutex needs a cluster notifier (sharded pub/sub), and a single-server
-    /// mutex a single-server one: each listens where the other's releases are not sent.
     /// Quorum mode takes independent masters and offers neither fair mode nor semaphores
-    /// (README, "Quorum mode").
+    /// (README, section Quorum mode).
     fn check_quorum(&self) -> Result<(), Error> {
         let Some(nodes) = self.quorum else {
             return Ok(());
         };
-        let name = Preview(&self.name);
         let refusal = if self.cluster {
             "its nodes are Redis Cluster connections; a quorum needs independent masters"
         } else if self.permits.is_some() {
@@ -175,50 +172,56 @@ impl Settings {
             return Ok(());
         };
         Err(Error::InvalidOptions(format!(
-            "{} {name} is over a quorum of {nodes} nodes, and {refusal} (README, \"Quorum mode\")",
+            "{} {} is over a quorum of {nodes} nodes, and {refusal} (README, section Quorum mode)",
             self.what(),
+            Preview(&self.name),
         )))
     }
 
+    /// A cluster mutex needs a cluster notifier (sharded pub/sub), a single-server mutex a
+    /// single-server one, and a quorum's mutex one made by `Notifier::quorum` for as many
+    /// nodes: each listens where the others' releases are not sent.
     fn check_notifier(&self) -> Result<(), Error> {
-        let nodes = self.quorum.unwrap_or(1);
-        match &self.notifier {
-            Some(notifier) if self.quorum.is_some() && notifier.hub.nodes() != nodes => {
-                Err(Error::InvalidOptions(format!(
-                    "{} {} is over a quorum of {nodes} nodes but its notifier listens to {}; \
-                     make it with Notifier::quorum and one client per node, in the same order",
-                    self.what(),
-                    Preview(&self.name),
-                    notifier.hub.nodes(),
-                )))
-            }
-            Some(notifier) if self.quorum.is_none() && notifier.hub.nodes() != 1 => {
-                Err(Error::InvalidOptions(format!(
-                    "{} {} is on one connection but its notifier listens to a quorum of {} \
-                     nodes; make it with Notifier::new",
-                    self.what(),
-                    Preview(&self.name),
-                    notifier.hub.nodes(),
-                )))
-            }
-            Some(notifier) if notifier.hub.is_cluster() != self.cluster => {
-                let (here, there, fix) = if self.cluster {
-                    (
-                        "a Redis Cluster",
-                        "a single Redis server",
-                        "Notifier::cluster",
-                    )
-                } else {
-                    ("a single Redis server", "a Redis Cluster", "Notifier::new")
-                };
-                Err(Error::InvalidOptions(format!(
-                    "{} {} is on {here} but its notifier listens to {there}; make it with {fix}",
-                    self.what(),
-                    Preview(&self.name),
-                )))
-            }
-            _ => Ok(()),
-        }
+        let Some(notifier) = &self.notifier else {
+            return Ok(());
+        };
+        let (hub, nodes) = (&notifier.hub, self.quorum.unwrap_or(1));
+        let (here, there, fix) = if hub.nodes() != nodes && self.quorum.is_some() {
+            let here = format!("over a quorum of {nodes} nodes");
+            let there = format!("{} node(s)", hub.nodes());
+            (
+                here,
+                there,
+                "Notifier::quorum, with one client per node in the same order",
+            )
+        } else if hub.nodes() != nodes {
+            let there = format!("a quorum of {} nodes", hub.nodes());
+            ("on a single Redis server".into(), there, "Notifier::new")
+        } else if hub.is_cluster() && !self.cluster {
+            let here = if self.quorum.is_some() {
+                "over a quorum"
+            } else {
+                "on a single Redis server"
+            };
+            (
+                here.into(),
+                "a Redis Cluster".into(),
+                "Notifier::new or Notifier::quorum",
+            )
+        } else if self.cluster && !hub.is_cluster() {
+            (
+                "on a Redis Cluster".into(),
+                "a single Redis server".into(),
+                "Notifier::cluster",
+            )
+        } else {
+            return Ok(());
+        };
+        Err(Error::InvalidOptions(format!(
+            "{} {} is {here} but its notifier listens to {there}; make it with {fix}",
+            self.what(),
+            Preview(&self.name),
+        )))
     }
 
     /// What the settings are for, as messages name it.
