@@ -9,9 +9,9 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::cli_run::{self, finish, Run, BIN};
 use common::go_peer::GoPeer;
 use common::trap_child::{trapping, PID, READY};
 use common::{eventually, raw, RedisServer, LIVENESS};
@@ -22,18 +22,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-const BIN: &str = env!("CARGO_BIN_EXE_redismutex");
-
 /// A child that takes 0.4 s and marks its start and end in the file `$1`.
 const MARK: &str = r#"echo start $$ >> "$1"; sleep 0.4; echo end $$ >> "$1""#;
-
-/// What one run of the command gave.
-#[derive(Debug)]
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
 
 /// A throwaway server, its URL, and a connection for raw checks.
 async fn setup() -> (RedisServer, String, MultiplexedConnection) {
@@ -43,32 +33,9 @@ async fn setup() -> (RedisServer, String, MultiplexedConnection) {
 }
 
 /// `redismutex --url URL ARGS...`, started, with stdout and stderr piped; killed if
-/// dropped (so a test that fails leaves nothing running).
+/// dropped.
 fn spawn(url: &str, args: &[&str]) -> Child {
-    Command::new(BIN)
-        .arg("--url")
-        .arg(url)
-        .args(args)
-        .env_remove("REDIS_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("run redismutex")
-}
-
-/// Waits for a spawned command, at most [`LIVENESS`].
-async fn finish(child: Child) -> Run {
-    let output = tokio::time::timeout(LIVENESS, child.wait_with_output())
-        .await
-        .expect("redismutex must exit within LIVENESS")
-        .expect("wait for redismutex");
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    cli_run::spawn(&[url], args)
 }
 
 /// Runs `redismutex --url URL ARGS...` to its end, at most [`LIVENESS`].

@@ -9,8 +9,8 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 
+use common::cli_run::{self, finish, Run, BIN};
 use common::{eventually, raw, RedisServer, LIVENESS};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -18,16 +18,6 @@ use redis::aio::MultiplexedConnection;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-
-const BIN: &str = env!("CARGO_BIN_EXE_redismutex");
-
-/// What one run of the command gave.
-#[derive(Debug)]
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
 
 /// Three throwaway servers and a connection to each, for raw checks.
 struct Nodes {
@@ -75,35 +65,10 @@ impl Nodes {
     }
 }
 
-/// `redismutex --url U1 --url U2 ... ARGS...`, started, with stdout and stderr piped;
-/// killed if dropped.
+/// `redismutex --url URL... ARGS...`, started with its output piped; killed if dropped.
 fn spawn(urls: &[String], args: &[&str]) -> Child {
-    let mut command = Command::new(BIN);
-    for url in urls {
-        command.arg("--url").arg(url);
-    }
-    command
-        .args(args)
-        .env_remove("REDIS_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("run redismutex")
-}
-
-/// Waits for a spawned command, at most [`LIVENESS`].
-async fn finish(child: Child) -> Run {
-    let output = tokio::time::timeout(LIVENESS, child.wait_with_output())
-        .await
-        .expect("redismutex must exit within LIVENESS")
-        .expect("wait for redismutex");
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    cli_run::spawn(&urls, args)
 }
 
 async fn run(urls: &[String], args: &[&str]) -> Run {

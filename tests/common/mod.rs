@@ -3,6 +3,8 @@
 //! Shared by the integration tests, the benches and the example.
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(feature = "cli")]
+pub mod cli_run;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod events;
