@@ -1,10 +1,19 @@
-//! The raw redis-rs baseline shared by `benches/cycle.rs`, `benches/cluster.rs` and
-//! `examples/perf.rs`: what a lock costs with no library, so the library's figures read
-//! as a ratio to it.
+//! The raw redis-rs baseline shared by `benches/cycle.rs`, `benches/cluster.rs`,
+//! `benches/quorum.rs` and `examples/perf.rs`: what a lock costs with no library, so the
+//! library's figures read as a ratio to it. On one server a raw write cycle is `SET NX
+//! PX` + a compare-and-delete script; over a quorum of independent servers it is the same
+//! Redis work sent to every node at once in three rounds, each bounded per node by a
+//! tenth of the TTL: `SET NX PX` + `INCR <key>:fence` pipelined (decided at a majority),
+//! `SET <key>:fence <largest token> PX` (decided at a majority), and the
+//! compare-and-delete script (waiting for every node).
 
+use std::future::Future;
 use std::sync::LazyLock;
+use std::time::Duration;
 
-use redis::Script;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script};
 
 /// Deletes `KEYS[1]` when it holds `ARGV[1]`: the raw release.
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| {
@@ -123,4 +132,183 @@ pub async fn raw_semaphore_cycle(
         .await
         .expect("ZREM");
     assert_eq!(removed, 1, "{id} held no permit of {key}");
+}
+
+// ---------------------------------------------------------------- quorum (Redlock)
+
+/// The raw quorum baseline's per-node bound: a tenth of the TTL, as the library's.
+pub fn raw_node_bound(ttl_ms: u64) -> Duration {
+    Duration::from_millis((ttl_ms / 10).max(1))
+}
+
+/// How many of `nodes` make a majority.
+pub fn raw_majority(nodes: usize) -> usize {
+    nodes / 2 + 1
+}
+
+/// One raw round: `call` sent to every node at once, each bounded by `bound` (an error or
+/// no answer in time is a no). With `at_majority` the round ends as soon as a majority
+/// said yes (`Some`) or too few nodes are left for one, as the library's acquire rounds
+/// do; the calls still in flight are dropped (each was already sent, and runs). Else it
+/// waits for every node. The yes answers.
+pub async fn raw_round<C, T, Fut>(
+    nodes: &[C],
+    bound: Duration,
+    call: impl Fn(C) -> Fut,
+    at_majority: bool,
+) -> Vec<T>
+where
+    C: Clone,
+    Fut: Future<Output = RedisResult<Option<T>>>,
+{
+    let needed = raw_majority(nodes.len());
+    let mut calls: FuturesUnordered<_> = nodes
+        .iter()
+        .map(|node| tokio::time::timeout(bound, call(node.clone())))
+        .collect();
+    let (mut yes, mut left) = (Vec::new(), nodes.len());
+    while let Some(reply) = calls.next().await {
+        left -= 1;
+        if let Ok(Ok(Some(reply))) = reply {
+            yes.push(reply);
+        }
+        if at_majority && (yes.len() >= needed || yes.len() + left < needed) {
+            break;
+        }
+    }
+    yes
+}
+
+/// Round 1 of the raw quorum acquire: on every node at once, `SET key id NX PX ttl` and
+/// `INCR key:fence` in one pipeline (not a transaction: the counter is bumped even when
+/// the `SET` fails), decided at a majority of `SET`s. The largest token (`INCR` reply)
+/// of the nodes that took the lock, when a majority did.
+pub async fn raw_quorum_lock<C: ConnectionLike + Clone>(
+    nodes: &[C],
+    key: &str,
+    id: &str,
+    ttl_ms: u64,
+) -> Option<u64> {
+    let fence = format!("{key}:fence");
+    let fence = fence.as_str();
+    let tokens = raw_round(
+        nodes,
+        raw_node_bound(ttl_ms),
+        |mut conn| async move {
+            let (set, token): (Option<String>, u64) = redis::pipe()
+                .cmd("SET")
+                .arg(key)
+                .arg(id)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms)
+                .cmd("INCR")
+                .arg(fence)
+                .query_async(&mut conn)
+                .await?;
+            Ok(set.map(|_| token))
+        },
+        true,
+    )
+    .await;
+    if tokens.len() < raw_majority(nodes.len()) {
+        return None;
+    }
+    tokens.into_iter().max()
+}
+
+/// Round 2 of the raw quorum acquire: on every node at once, `SET key:fence token PX
+/// fence_ms` (an unconditional raise: the floor of the library's conditional
+/// `fence.lua`), decided at a majority. Whether a majority confirmed.
+pub async fn raw_quorum_raise<C: ConnectionLike + Clone>(
+    nodes: &[C],
+    key: &str,
+    token: u64,
+    ttl_ms: u64,
+    fence_ms: u64,
+) -> bool {
+    let fence = format!("{key}:fence");
+    let fence = fence.as_str();
+    let raised = raw_round(
+        nodes,
+        raw_node_bound(ttl_ms),
+        |mut conn| async move {
+            let () = redis::cmd("SET")
+                .arg(fence)
+                .arg(token)
+                .arg("PX")
+                .arg(fence_ms)
+                .query_async(&mut conn)
+                .await?;
+            Ok(Some(()))
+        },
+        true,
+    )
+    .await;
+    raised.len() >= raw_majority(nodes.len())
+}
+
+/// The raw quorum release: `script` ([`RELEASE`] or [`RELEASE_PUBLISH`]) on every node at
+/// once, waiting for every node (each bounded), as the library's release does. How many
+/// nodes deleted the key.
+pub async fn raw_quorum_release<C: ConnectionLike + Clone>(
+    nodes: &[C],
+    script: &Script,
+    key: &str,
+    id: &str,
+    ttl_ms: u64,
+) -> usize {
+    raw_round(
+        nodes,
+        raw_node_bound(ttl_ms),
+        |mut conn| async move {
+            let released: i64 = script.key(key).arg(id).invoke_async(&mut conn).await?;
+            Ok((released == 1).then_some(()))
+        },
+        false,
+    )
+    .await
+    .len()
+}
+
+/// The raw quorum acquire: [`raw_quorum_lock`], then [`raw_quorum_raise`] to the largest
+/// token; the token once both rounds won a majority. A lost round releases what it may
+/// have taken on every node ([`RELEASE`]), as the library does.
+pub async fn raw_quorum_acquire<C: ConnectionLike + Clone>(
+    nodes: &[C],
+    key: &str,
+    id: &str,
+    ttl_ms: u64,
+    fence_ms: u64,
+) -> Option<u64> {
+    if let Some(token) = raw_quorum_lock(nodes, key, id, ttl_ms).await {
+        if raw_quorum_raise(nodes, key, token, ttl_ms, fence_ms).await {
+            return Some(token);
+        }
+    }
+    raw_quorum_release(nodes, &RELEASE, key, id, ttl_ms).await;
+    None
+}
+
+/// One raw quorum write cycle on a free key: [`raw_quorum_acquire`], then
+/// [`raw_quorum_release`] with [`RELEASE`] (benches only: asserts that both won a
+/// majority).
+pub async fn raw_quorum_cycle<C: ConnectionLike + Clone>(
+    nodes: &[C],
+    key: &str,
+    id: &str,
+    ttl_ms: u64,
+    fence_ms: u64,
+) {
+    assert!(
+        raw_quorum_acquire(nodes, key, id, ttl_ms, fence_ms)
+            .await
+            .is_some(),
+        "{key} is taken on a majority"
+    );
+    let released = raw_quorum_release(nodes, &RELEASE, key, id, ttl_ms).await;
+    assert!(
+        released >= raw_majority(nodes.len()),
+        "{key} was released on {released} nodes"
+    );
 }

@@ -2,15 +2,30 @@
 //! redis-rs baseline measured in the same run, printed as one markdown table.
 //!
 //! Run with `cargo run --release --example perf`. It starts its own `redis-server`s
-//! from PATH on free loopback ports (a fresh one for each row that counts commands) and
-//! re-executes itself as the second process of the cross-process hand-off and for
-//! each idle-guard count. It takes about a minute and a half.
+//! from PATH on free loopback ports (a fresh one for each row that counts commands, and
+//! three for the quorum rows 10–13) and re-executes itself as the second process of the
+//! cross-process hand-offs and for each idle-guard count. It takes about two minutes;
+//! `cargo run --release --example perf -- quorum` runs rows 10–13 alone (about 30 s).
 //!
 //! Raw baselines:
 //! - a raw write cycle is `SET key id NX PX ttl`, then a compare-and-delete script sent
 //!   as EVALSHA (`redis::Script`);
 //! - a raw waiter subscribes to `<key>:released`, tries `SET NX`, and on failure waits
-//!   for a message (the raw holder releases with compare, delete and `PUBLISH`).
+//!   for a message (the raw holder releases with compare, delete and `PUBLISH`);
+//! - a raw quorum write cycle (`benches/raw.rs`) sends the same Redis work a quorum lock
+//!   needs to every node at once, in three rounds, each node's call bounded by ttl/10:
+//!   `SET key id NX PX ttl` + `INCR key:fence` pipelined, decided at a majority of
+//!   `SET`s; `SET key:fence <largest token> PX <24 h>`, decided at a majority; the
+//!   compare-and-delete script, waiting for every node;
+//! - a raw quorum waiter subscribes to `<key>:released` on every node, tries the raw
+//!   quorum acquire, and on failure waits for a message from any node (the raw holder
+//!   releases with compare, delete and `PUBLISH` on every node).
+//!
+//! The quorum rows compare the quorum both with its raw baseline and with the library
+//! on the first node alone, measured in the same phases: 10 one task, 11 32 tasks, 12 the
+//! hand-off, 13 one node of three frozen by SIGSTOP (the latency of an acquire, an
+//! unlock, a `try_write` that finds the lock held, and an in-process hand-off, each
+//! beside the same with every node up).
 //!
 //! Command counts come from `INFO commandstats` deltas, which count the commands a
 //! script calls as well as the EVALSHA that ran it; the INFO calls themselves are left
@@ -31,11 +46,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures_util::StreamExt;
-use raw::{raw_id, raw_set, RELEASE, RELEASE_PUBLISH};
+use futures_util::stream::{select_all, SelectAll};
+use futures_util::{FutureExt, Stream, StreamExt};
+use raw::{
+    raw_id, raw_majority, raw_quorum_acquire, raw_quorum_release, raw_set, RELEASE, RELEASE_PUBLISH,
+};
 use redis::aio::{MultiplexedConnection, PubSubStream};
 use redis::{Script, ScriptInvocation, Value};
-use redismutex::{Guard, RwMutex};
+use redismutex::{Guard, Notifier, Quorum, RwMutex};
 use server::RedisServer;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::task::JoinSet;
@@ -44,23 +62,26 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Result<T, E = BoxError> = std::result::Result<T, E>;
 
 /// The first argument that makes this program a child process: `--peer handoff MODE
-/// URL KEY` is the waiting process B of row 6, `--peer guards N` measures row 9 for N
-/// guards in a process of its own (so no memory freed by earlier rows is reused).
+/// URLS KEY` is the waiting process B of rows 6 and 12 (URLS comma-separated: one
+/// server, or a quorum's), `--peer guards N` measures row 9 for N guards in a process of
+/// its own (so no memory freed by earlier rows is reused).
 const PEER_ARG: &str = "--peer";
+/// The argument that runs the quorum rows (10–13) alone.
+const QUORUM_ARG: &str = "quorum";
 
 /// The lock TTL everywhere (the library's default), and the PX of raw locks.
 const TTL: Duration = Duration::from_secs(4);
 const TTL_MS: u64 = 4000;
 /// The fence retention passed to `lua/lock.lua` (the library's default, 24 h).
 const FENCE_MS: u64 = 24 * 3600 * 1000;
-/// Concurrent tasks in rows 2–5.
+/// Concurrent tasks in rows 2–5 and 11.
 const TASKS: usize = 32;
 /// Throughput: phases per workload, each this long, interleaved with the baseline.
 const ROUNDS: usize = 5;
 const PHASE: Duration = Duration::from_millis(500);
 const WARM_UP: Duration = Duration::from_millis(200);
-/// Row 6: hand-offs measured, after a few unmeasured ones; B's blocked time before A
-/// releases (not counted).
+/// Rows 6 and 12: hand-offs measured, after a few unmeasured ones; B's blocked time
+/// before A releases (not counted).
 const HANDOFFS: usize = 200;
 const HANDOFF_WARM_UP: usize = 10;
 const BLOCKED: Duration = Duration::from_millis(5);
@@ -150,11 +171,32 @@ async fn raw_subscribe(client: &redis::Client, key: &str) -> Result<PubSubStream
 /// missed; the timeout only bounds the wait on a holder that dies without publishing.
 async fn raw_wait(
     conn: &mut MultiplexedConnection,
-    messages: &mut PubSubStream,
+    messages: &mut (impl Stream<Item = redis::Msg> + Unpin),
     key: &str,
     id: &str,
 ) -> Result<()> {
     while !raw_set(conn, key, id, TTL_MS).await? {
+        let _ = tokio::time::timeout(TTL, messages.next()).await;
+    }
+    Ok(())
+}
+
+/// The raw quorum waiter: [`raw_quorum_acquire`] until it succeeds, waiting for a release
+/// message from any node after each failure. `messages` merges the subscriptions to
+/// `<key>:released` on every node, made before the first attempt; the messages already
+/// there (an earlier release publishes on every node, and the first woke the last wait)
+/// are dropped first.
+async fn raw_quorum_wait(
+    nodes: &[MultiplexedConnection],
+    messages: &mut (impl Stream<Item = redis::Msg> + Unpin),
+    key: &str,
+    id: &str,
+) -> Result<()> {
+    while messages.next().now_or_never().flatten().is_some() {}
+    while raw_quorum_acquire(nodes, key, id, TTL_MS, FENCE_MS)
+        .await
+        .is_none()
+    {
         let _ = tokio::time::timeout(TTL, messages.next()).await;
     }
     Ok(())
@@ -183,7 +225,12 @@ fn main() -> std::process::ExitCode {
     let run = || -> Result<()> {
         let runtime = tokio::runtime::Runtime::new()?;
         if args.get(1).map(String::as_str) != Some(PEER_ARG) {
-            return runtime.block_on(run());
+            let only_quorum = match args.get(1).map(String::as_str) {
+                None => false,
+                Some(QUORUM_ARG) => true,
+                Some(other) => return Err(format!("unknown argument {other:?}").into()),
+            };
+            return runtime.block_on(run(only_quorum));
         }
         let [role, a, b, c] = [2, 3, 4, 5].map(|i| args.get(i).cloned().unwrap_or_default());
         match role.as_str() {
@@ -247,29 +294,15 @@ fn push_rows(rows: &mut Vec<Row>, id: &'static str, what: &str, made: Result<Vec
     }
 }
 
-async fn run() -> Result<()> {
+async fn run(only_quorum: bool) -> Result<()> {
     let header = header();
     eprintln!("{header}");
     let mut rows = Vec::new();
     let mut notes = Vec::new();
-
-    let main_server = RedisServer::try_start()?;
-    eprintln!("rows 1-5: throughput ...");
-    let made = throughput_rows(&main_server).await;
-    push_rows(&mut rows, "1-5", "throughput", made);
-    eprintln!("row 6: hand-off across two processes ...");
-    let made = handoff_row(&main_server).await.map(|row| vec![row]);
-    push_rows(&mut rows, "6", "hand-off across two processes", made);
-    drop(main_server);
-
-    eprintln!("row 7: {WORKERS} workers on one key ...");
-    let made = contended_row(&mut notes).await.map(|row| vec![row]);
-    push_rows(&mut rows, "7", "workers on one key", made);
-    eprintln!("row 8: one waiter behind a live holder ...");
-    let made = idle_waiter_rows(&mut notes).await;
-    push_rows(&mut rows, "8", "one waiter behind a live holder", made);
-    eprintln!("row 9: idle guards ...");
-    idle_guard_rows(&mut rows, &mut notes).await;
+    if !only_quorum {
+        single_server_rows(&mut rows, &mut notes).await?;
+    }
+    quorum_rows(&mut rows, &mut notes).await;
 
     println!("{header}");
     println!();
@@ -286,7 +319,30 @@ async fn run() -> Result<()> {
         println!("- {note}");
     }
     println!();
-    println!("Reproduce: `cargo run --release --example perf`");
+    let only = if only_quorum { " -- quorum" } else { "" };
+    println!("Reproduce: `cargo run --release --example perf{only}`");
+    Ok(())
+}
+
+/// Rows 1–9: one server.
+async fn single_server_rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Result<()> {
+    let main_server = RedisServer::try_start()?;
+    eprintln!("rows 1-5: throughput ...");
+    let made = throughput_rows(&main_server).await;
+    push_rows(rows, "1-5", "throughput", made);
+    eprintln!("row 6: hand-off across two processes ...");
+    let made = handoff_row(&main_server).await.map(|row| vec![row]);
+    push_rows(rows, "6", "hand-off across two processes", made);
+    drop(main_server);
+
+    eprintln!("row 7: {WORKERS} workers on one key ...");
+    let made = contended_row(notes).await.map(|row| vec![row]);
+    push_rows(rows, "7", "workers on one key", made);
+    eprintln!("row 8: one waiter behind a live holder ...");
+    let made = idle_waiter_rows(notes).await;
+    push_rows(rows, "8", "one waiter behind a live holder", made);
+    eprintln!("row 9: idle guards ...");
+    idle_guard_rows(rows, notes).await;
     Ok(())
 }
 
@@ -339,12 +395,23 @@ enum Workload {
     Fenced,
     /// Bare EVALSHA of `lua/lock.lua`, then of `lua/unlock.lua`.
     Scripts,
+    /// The raw quorum cycle (`raw.rs`): on every node at once, pipelined `SET NX PX` +
+    /// `INCR <key>:fence` (decided at a majority), `SET <key>:fence <max> PX` (decided at
+    /// a majority), then the compare-and-delete script (every node); each task on its
+    /// own key.
+    QuorumRaw,
+    /// `write().await` + `unlock()` on the quorum mutex, each task on its own key.
+    QuorumWrite,
 }
 
 /// What every task of a throughput phase shares.
 struct Bench {
     conn: MultiplexedConnection,
     mx: RwMutex<MultiplexedConnection>,
+    /// Quorum rows: one connection per node (the first is `conn`'s server), shared by
+    /// every task, and the mutex over them; empty and `None` elsewhere.
+    nodes: Vec<MultiplexedConnection>,
+    quorum: Option<RwMutex<Quorum<MultiplexedConnection>>>,
 }
 
 impl Workload {
@@ -402,6 +469,26 @@ impl Workload {
                     return Err(format!("unlock.lua on {key} replied {released}").into());
                 }
                 Ok(())
+            }
+            Self::QuorumRaw => {
+                let key = format!("perf-qraw:{task}");
+                let nodes = &bench.nodes;
+                if raw_quorum_acquire(nodes, &key, &id, TTL_MS, FENCE_MS)
+                    .await
+                    .is_none()
+                {
+                    return Err(format!("{key} is taken on a majority").into());
+                }
+                let released = raw_quorum_release(nodes, &RELEASE, &key, &id, TTL_MS).await;
+                if released < raw_majority(nodes.len()) {
+                    return Err(format!("{key} was released on {released} nodes").into());
+                }
+                Ok(())
+            }
+            Self::QuorumWrite => {
+                let quorum = bench.quorum.as_ref().ok_or("no quorum mutex")?;
+                let guard = quorum.write().key(task.to_string()).await?;
+                check_unlocked(guard).await
             }
         }
     }
@@ -516,6 +603,8 @@ async fn throughput_rows(server: &RedisServer) -> Result<Vec<Row>> {
     let bench = Arc::new(Bench {
         mx: RwMutex::new(conn.clone(), "perf"),
         conn,
+        nodes: Vec::new(),
+        quorum: None,
     });
     use Workload::{Fenced, Raw, Read, Scripts, Write};
     let one = rates(&bench, &[Raw, Write, Read], 1).await;
@@ -573,18 +662,189 @@ async fn throughput_rows(server: &RedisServer) -> Result<Vec<Row>> {
 
 // ---------------------------------------------------------------- row 6: hand-off
 
-/// Process B of row 6. For each `go` line on stdin: prints `waiting`, waits for the
-/// write lock on `key` (library: a mutex with a notifier; raw: the raw waiter), prints
-/// `acquired <wall-clock ns>` taken the moment the wait returned, and releases.
-async fn peer(mode: &str, url: &str, key: &str) -> Result<()> {
-    let client = redis::Client::open(url)?;
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    let mx = RwMutex::builder(conn.clone(), "perf-handoff")
-        .notifier(client.clone())
-        .build()?;
-    let mut messages = match mode {
-        "library" => None,
-        _ => Some(raw_subscribe(&client, key).await?),
+/// What the two processes of a hand-off (rows 6 and 12) run: the library or the raw
+/// baseline, on one server or on a quorum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// `SET NX PX`; the waiter wakes on `SUBSCRIBE <key>:released`.
+    Raw,
+    /// A mutex on one server; B's has a notifier.
+    Library,
+    /// The raw quorum acquire and release (`raw.rs`); the waiter wakes on any node's
+    /// `<key>:released` message.
+    QuorumRaw,
+    /// A mutex over a quorum; B's has `Notifier::quorum`.
+    QuorumLibrary,
+}
+
+impl Side {
+    const ALL: [Self; 4] = [
+        Self::Raw,
+        Self::Library,
+        Self::QuorumRaw,
+        Self::QuorumLibrary,
+    ];
+
+    fn mode(self) -> &'static str {
+        match self {
+            Self::Raw => "raw",
+            Self::Library => "library",
+            Self::QuorumRaw => "quorum-raw",
+            Self::QuorumLibrary => "quorum-library",
+        }
+    }
+
+    fn parse(mode: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|side| side.mode() == mode)
+            .ok_or_else(|| format!("unknown hand-off mode {mode:?}").into())
+    }
+
+    /// The key both processes lock: the library prefixes the mutex name, raw uses the
+    /// full lock key.
+    fn key(self) -> &'static str {
+        match self {
+            Self::Raw => "perf-handoff-raw",
+            Self::Library => "k",
+            Self::QuorumRaw => "perf-handoff-qraw",
+            Self::QuorumLibrary => "qk",
+        }
+    }
+}
+
+/// One process's handle on the hand-off's lock.
+enum Handle {
+    Single(RwMutex<MultiplexedConnection>),
+    Quorum(RwMutex<Quorum<MultiplexedConnection>>),
+    Raw(MultiplexedConnection),
+    RawQuorum(Vec<MultiplexedConnection>),
+}
+
+/// A raw waiter's release messages: its subscriptions on every node, merged.
+type Messages = SelectAll<PubSubStream>;
+
+/// A client and a connection for each of `urls`.
+async fn connect(urls: &[String]) -> Result<(Vec<redis::Client>, Vec<MultiplexedConnection>)> {
+    let mut clients = Vec::new();
+    let mut conns = Vec::new();
+    for url in urls {
+        let client = redis::Client::open(url.as_str())?;
+        conns.push(client.get_multiplexed_async_connection().await?);
+        clients.push(client);
+    }
+    Ok((clients, conns))
+}
+
+impl Handle {
+    /// `side`'s handle on the servers of `clients` and `conns`; a library mutex has a
+    /// notifier when `notified`.
+    fn new(
+        side: Side,
+        clients: &[redis::Client],
+        conns: &[MultiplexedConnection],
+        notified: bool,
+    ) -> Result<Self> {
+        Ok(match side {
+            Side::Raw => Self::Raw(conns[0].clone()),
+            Side::QuorumRaw => Self::RawQuorum(conns.to_vec()),
+            Side::Library => {
+                let builder = RwMutex::builder(conns[0].clone(), "perf-handoff");
+                let builder = if notified {
+                    builder.notifier(clients[0].clone())
+                } else {
+                    builder
+                };
+                Self::Single(builder.build()?)
+            }
+            Side::QuorumLibrary => {
+                let builder = RwMutex::builder(Quorum::new(conns.to_vec())?, "perf-handoff");
+                let builder = if notified {
+                    builder.notifier(Notifier::quorum(clients.to_vec()))
+                } else {
+                    builder
+                };
+                Self::Quorum(builder.build()?)
+            }
+        })
+    }
+
+    /// Takes the write lock on `key` as `id` (a raw id; the library makes its own): the
+    /// raw waiter waits on `messages`; without them, raw fails when the key is taken.
+    async fn take(
+        &self,
+        key: &str,
+        id: &str,
+        messages: Option<&mut Messages>,
+    ) -> Result<Option<Guard>> {
+        match (self, messages) {
+            (Self::Single(mx), _) => Ok(Some(mx.write().key(key).await?)),
+            (Self::Quorum(mx), _) => Ok(Some(mx.write().key(key).await?)),
+            (Self::Raw(conn), Some(messages)) => {
+                raw_wait(&mut conn.clone(), messages, key, id).await?;
+                Ok(None)
+            }
+            (Self::Raw(conn), None) => {
+                if !raw_set(&mut conn.clone(), key, id, TTL_MS).await? {
+                    return Err(format!("{key} is taken").into());
+                }
+                Ok(None)
+            }
+            (Self::RawQuorum(nodes), Some(messages)) => {
+                raw_quorum_wait(nodes, messages, key, id).await?;
+                Ok(None)
+            }
+            (Self::RawQuorum(nodes), None) => {
+                if raw_quorum_acquire(nodes, key, id, TTL_MS, FENCE_MS)
+                    .await
+                    .is_none()
+                {
+                    return Err(format!("{key} is taken on a majority").into());
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Releases what [`take`](Self::take) returned; raw publishes to waiters when
+    /// `publish`.
+    async fn release(&self, held: Option<Guard>, key: &str, id: &str, publish: bool) -> Result<()> {
+        if let Some(guard) = held {
+            return check_unlocked(guard).await;
+        }
+        let script: &Script = if publish { &RELEASE_PUBLISH } else { &RELEASE };
+        match self {
+            Self::Raw(conn) => raw_release(&mut conn.clone(), script, key, id).await,
+            Self::RawQuorum(nodes) => {
+                let released = raw_quorum_release(nodes, script, key, id, TTL_MS).await;
+                if released < raw_majority(nodes.len()) {
+                    return Err(format!("{key} was released on {released} nodes").into());
+                }
+                Ok(())
+            }
+            Self::Single(_) | Self::Quorum(_) => Err("a library lock without its guard".into()),
+        }
+    }
+}
+
+/// Process B of rows 6 and 12. For each `go` line on stdin: prints `waiting`, waits for
+/// the write lock on `key` (library: a mutex with a notifier; raw: the raw waiter) on
+/// the servers of `urls` (comma-separated: one, or a quorum's), prints `acquired
+/// <wall-clock ns>` taken the moment the wait returned, and releases.
+async fn peer(mode: &str, urls: &str, key: &str) -> Result<()> {
+    let side = Side::parse(mode)?;
+    let urls: Vec<String> = urls.split(',').map(str::to_string).collect();
+    let (clients, conns) = connect(&urls).await?;
+    let handle = Handle::new(side, &clients, &conns, true)?;
+    let mut messages = match side {
+        Side::Library | Side::QuorumLibrary => None,
+        Side::Raw | Side::QuorumRaw => {
+            let mut streams = Vec::new();
+            for client in &clients {
+                streams.push(raw_subscribe(client, key).await?);
+            }
+            Some(select_all(streams))
+        }
     };
     let id = raw_id(2);
     // tokio's stdin needs a feature this crate does not enable: a thread reads it.
@@ -602,55 +862,32 @@ async fn peer(mode: &str, url: &str, key: &str) -> Result<()> {
             break;
         }
         println!("waiting");
-        let acquired = match messages.as_mut() {
-            None => {
-                let guard = mx.write().key(key).await?;
-                let acquired = wall_ns();
-                check_unlocked(guard).await?;
-                acquired
-            }
-            Some(messages) => {
-                raw_wait(&mut conn, messages, key, &id).await?;
-                let acquired = wall_ns();
-                raw_release(&mut conn, &RELEASE, key, &id).await?;
-                acquired
-            }
-        };
+        let held = handle.take(key, &id, messages.as_mut()).await?;
+        let acquired = wall_ns();
+        handle.release(held, key, &id, false).await?;
         println!("acquired {acquired}");
     }
     Ok(())
 }
 
 /// Hand-off latencies (ns) from A's release returning to B's acquire returning, B being
-/// a child process; `library` picks the library on both sides, else raw.
-async fn handoffs(server: &RedisServer, library: bool) -> Result<Vec<i128>> {
-    let mode = if library { "library" } else { "raw" };
-    // The library prefixes the mutex name; raw uses the full lock key.
-    let (key, lock_key) = if library {
-        ("k", "perf-handoff:k")
-    } else {
-        ("perf-handoff-raw", "perf-handoff-raw")
-    };
+/// a child process, both running `side` on the servers of `urls`.
+async fn handoffs(urls: &[String], side: Side) -> Result<Vec<i128>> {
+    let key = side.key();
     let mut child = tokio::process::Command::new(std::env::current_exe()?)
-        .args([PEER_ARG, "handoff", mode, &server.url(), key])
+        .args([PEER_ARG, "handoff", side.mode(), &urls.join(","), key])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()?;
     let mut to_b = child.stdin.take().ok_or("no stdin for B")?;
     let mut from_b = BufReader::new(child.stdout.take().ok_or("no stdout for B")?).lines();
-    let mut conn = server.conn().await;
-    let mx = RwMutex::new(conn.clone(), "perf-handoff");
+    let (clients, conns) = connect(urls).await?;
+    let handle = Handle::new(side, &clients, &conns, false)?;
     let id = raw_id(1);
     let mut latencies = Vec::with_capacity(HANDOFFS);
     for round in 0..HANDOFF_WARM_UP + HANDOFFS {
-        let guard = if library {
-            Some(mx.write().key(key).await?)
-        } else if raw_set(&mut conn, lock_key, &id, TTL_MS).await? {
-            None
-        } else {
-            return Err(format!("{lock_key} is taken").into());
-        };
+        let held = handle.take(key, &id, None).await?;
         to_b.write_all(b"go\n").await?;
         to_b.flush().await?;
         let line = from_b.next_line().await?.ok_or("B exited")?;
@@ -659,10 +896,7 @@ async fn handoffs(server: &RedisServer, library: bool) -> Result<Vec<i128>> {
         }
         // B sent its first attempt right after saying so: let it block.
         tokio::time::sleep(BLOCKED).await;
-        match guard {
-            Some(guard) => check_unlocked(guard).await?,
-            None => raw_release(&mut conn, &RELEASE_PUBLISH, lock_key, &id).await?,
-        }
+        handle.release(held, key, &id, true).await?;
         let released = wall_ns();
         let line = from_b.next_line().await?.ok_or("B exited")?;
         let acquired: i128 = line
@@ -704,8 +938,9 @@ fn spread(values: &mut [i128]) -> String {
 }
 
 async fn handoff_row(server: &RedisServer) -> Result<Row> {
-    let mut raw = handoffs(server, false).await?;
-    let mut library = handoffs(server, true).await?;
+    let urls = [server.url()];
+    let mut raw = handoffs(&urls, Side::Raw).await?;
+    let mut library = handoffs(&urls, Side::Library).await?;
     let negative = library.iter().chain(&raw).filter(|&&ns| ns < 0).count();
     let (lib_p50, raw_p50) = {
         library.sort_unstable();
@@ -1270,4 +1505,450 @@ async fn idle_guard_rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) {
         });
         push_rows(rows, id, &what, made);
     }
+}
+
+// ---------------------------------------------------------------- rows 10–13: quorum
+
+/// Rows 10–13: the nodes of the quorum, each a `redis-server` of its own on loopback.
+const QUORUM_NODES: usize = 3;
+/// Row 10's notes: cycles (1 task) whose commands are counted on every node.
+const COUNTED_CYCLES: usize = 1000;
+/// Row 13: acquires measured in each phase, after a few unmeasured ones with all nodes
+/// up; unlocks timed one at a time in each phase.
+const FROZEN_ACQUIRES: usize = 200;
+const FROZEN_WARM_UP: usize = 10;
+const FROZEN_UNLOCKS: usize = 5;
+/// The per-node bound of a quorum mutex with the default TTL: ttl/10.
+const NODE_BOUND: Duration = Duration::from_millis(TTL_MS / 10);
+
+async fn quorum_rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) {
+    let servers: Result<Vec<RedisServer>, String> = (0..QUORUM_NODES)
+        .map(|_| RedisServer::try_start())
+        .collect();
+    let servers = match servers {
+        Ok(servers) => servers,
+        Err(err) => {
+            push_rows(rows, "10-13", "quorum", Err(err.into()));
+            return;
+        }
+    };
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    eprintln!("rows 10-11: quorum throughput ...");
+    let made = quorum_throughput_rows(&servers, notes).await;
+    push_rows(rows, "10-11", "quorum throughput", made);
+    eprintln!("row 12: quorum hand-off across two processes ...");
+    let made = quorum_handoff_rows(&urls).await;
+    push_rows(rows, "12", "quorum hand-off across two processes", made);
+    eprintln!("row 13: one node of {QUORUM_NODES} frozen ...");
+    let made = frozen_rows(&servers).await;
+    push_rows(rows, "13", "one node frozen", made);
+}
+
+/// The throughput bench of rows 10–11: one connection per node, shared by every task;
+/// the quorum mutex over them, and the single-server mutex on the first node alone.
+async fn quorum_bench(servers: &[RedisServer]) -> Result<Arc<Bench>> {
+    let mut nodes = Vec::new();
+    for server in servers {
+        nodes.push(server.conn().await);
+    }
+    Ok(Arc::new(Bench {
+        conn: nodes[0].clone(),
+        mx: RwMutex::new(nodes[0].clone(), "perf"),
+        quorum: Some(RwMutex::new(Quorum::new(nodes.clone())?, "perf-quorum")),
+        nodes,
+    }))
+}
+
+/// What one task's [`COUNTED_CYCLES`] cycles of a workload cost: commands per name,
+/// summed over every node; this process's CPU time and the wall time, per cycle.
+struct Counted {
+    calls: BTreeMap<String, u64>,
+    cpu: Duration,
+    wall: Duration,
+}
+
+/// [`Counted`] for `workload` on the nodes of `servers`.
+async fn quorum_calls(
+    servers: &[RedisServer],
+    bench: &Bench,
+    workload: Workload,
+) -> Result<Counted> {
+    let mut infos = Vec::new();
+    let mut before = Vec::new();
+    for server in servers {
+        let mut info = server.conn().await;
+        before.push(commandstats(&mut info).await?);
+        infos.push(info);
+    }
+    let mut conn = bench.conn.clone();
+    let (cpu, wall) = (cpu_time()?, Instant::now());
+    for _ in 0..COUNTED_CYCLES {
+        workload.cycle(bench, &mut conn, 0).await?;
+    }
+    let (cpu, wall) = (cpu_time()? - cpu, wall.elapsed());
+    let mut calls = BTreeMap::new();
+    for (info, before) in infos.iter_mut().zip(&before) {
+        let after = commandstats(info).await?;
+        for (name, n) in calls_between(before, &after) {
+            *calls.entry(name).or_default() += n;
+        }
+    }
+    let cycles = COUNTED_CYCLES as u32;
+    Ok(Counted {
+        calls,
+        cpu: cpu / cycles,
+        wall: wall / cycles,
+    })
+}
+
+/// A rate, and for one task the time of one cycle.
+fn rate_and_cycle(rate: &Result<f64, String>, tasks: usize) -> String {
+    match rate {
+        Ok(rate) if tasks == 1 => format!("{} ({:.0} µs/cycle)", per_s(*rate), 1e6 / rate),
+        Ok(rate) => per_s(*rate),
+        Err(err) => format!("FAILED: {}", err.replace('|', "/").replace('\n', " ")),
+    }
+}
+
+async fn quorum_throughput_rows(
+    servers: &[RedisServer],
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>> {
+    let bench = quorum_bench(servers).await?;
+    use Workload::{QuorumRaw, QuorumWrite, Raw, Write};
+    let workloads = [Raw, Write, QuorumRaw, QuorumWrite];
+    let one = rates(&bench, &workloads, 1).await;
+    let many = rates(&bench, &workloads, TASKS).await;
+    for (workload, what) in [
+        (QuorumWrite, "quorum library (write + unlock)"),
+        (QuorumRaw, "raw quorum cycle"),
+        (Write, "single-server library (write + unlock on node 1)"),
+    ] {
+        let counted = quorum_calls(servers, &bench, workload).await?;
+        notes.push(format!(
+            "row 10 {what}, {COUNTED_CYCLES} cycles, 1 task: {:.0} µs/cycle wall, client \
+             process CPU {:.0} µs/cycle (the redis-servers' not included); Redis commands \
+             per cycle summed over the {QUORUM_NODES} nodes (commandstats, incl. inside \
+             scripts): {} ({:.2} EVALSHA/EVAL)",
+            counted.wall.as_secs_f64() * 1e6,
+            counted.cpu.as_secs_f64() * 1e6,
+            breakdown(&counted.calls, COUNTED_CYCLES as f64),
+            evals(&counted.calls) as f64 / COUNTED_CYCLES as f64
+        ));
+    }
+    let mut rows = Vec::new();
+    for ((vs_raw, vs_single), tasks, rates) in
+        [(("10a", "10b"), 1, &one), (("11a", "11b"), TASKS, &many)]
+    {
+        let [raw, write, quorum_raw, quorum_write] = &rates[..] else {
+            unreachable!("one rate per workload")
+        };
+        let setting = if tasks == 1 {
+            "uncontended quorum write cycle (write + unlock), 1 task".to_string()
+        } else {
+            format!("{tasks} tasks, own keys, over the quorum (one shared connection per node)")
+        };
+        let ratio_of = |a: &Result<f64, String>, b: &Result<f64, String>| match (a, b) {
+            (Ok(a), Ok(b)) => ratio(*a, *b),
+            _ => "—".into(),
+        };
+        rows.push(Row::new(
+            vs_raw,
+            format!(
+                "{setting}, {QUORUM_NODES} loopback redis-servers: cycles/s vs the raw \
+                 quorum cycle (on all nodes at once: pipelined SET NX PX + INCR fence, \
+                 then SET fence PX, each decided at a majority; then compare-delete on \
+                 every node; each call bounded by ttl/10)"
+            ),
+            rate_and_cycle(quorum_write, tasks),
+            rate_and_cycle(quorum_raw, tasks),
+            ratio_of(quorum_write, quorum_raw),
+        ));
+        rows.push(Row::new(
+            vs_single,
+            format!(
+                "{setting}: the quorum's cycles/s vs the single-server library cycle \
+                 (same phases, on node 1 alone)"
+            ),
+            rate_and_cycle(quorum_write, tasks),
+            format!(
+                "{} (single-server library; raw SET NX PX + compare-delete there {}, \
+                 library/raw {})",
+                rate_and_cycle(write, tasks),
+                rate_and_cycle(raw, tasks),
+                ratio_of(write, raw)
+            ),
+            format!("{} of one server", ratio_of(quorum_write, write)),
+        ));
+    }
+    Ok(rows)
+}
+
+async fn quorum_handoff_rows(urls: &[String]) -> Result<Vec<Row>> {
+    let mut raw = handoffs(urls, Side::QuorumRaw).await?;
+    let mut library = handoffs(urls, Side::QuorumLibrary).await?;
+    let mut single = handoffs(&urls[..1], Side::Library).await?;
+    let negative = [&library, &raw, &single]
+        .iter()
+        .flat_map(|values| values.iter())
+        .filter(|&&ns| ns < 0)
+        .count();
+    let p50 = |values: &mut Vec<i128>| {
+        values.sort_unstable();
+        quantile(values, 0.5)
+    };
+    let (lib_p50, raw_p50, single_p50) = (p50(&mut library), p50(&mut raw), p50(&mut single));
+    let target = if lib_p50 <= 1_000_000 {
+        "met"
+    } else {
+        "missed"
+    };
+    let mut what = format!(
+        "hand-off across two processes over the {QUORUM_NODES}-node quorum: A unlocks, B \
+         (Notifier::quorum) was blocked in write(); A's unlock returning to B's write \
+         returning, {HANDOFFS} hand-offs"
+    );
+    if negative > 0 {
+        what.push_str(&format!(" ({negative} negative: clocks read out of order)"));
+    }
+    Ok(vec![
+        Row::new(
+            "12a",
+            format!("{what}; vs raw"),
+            spread(&mut library),
+            format!(
+                "{} (raw quorum waiter: SUBSCRIBE on every node, raw quorum acquire when \
+                 woken; A releases with compare-delete-PUBLISH on every node)",
+                spread(&mut raw)
+            ),
+            format!(
+                "latency, p50 {:.1}× raw; target p50 ≤ 1 ms: {target}",
+                lib_p50 as f64 / raw_p50.max(1) as f64
+            ),
+        ),
+        Row::new(
+            "12b",
+            format!("{what}; vs the same on node 1 alone (row 6's library setup)"),
+            spread(&mut library),
+            format!("{} (single server, Notifier::new)", spread(&mut single)),
+            format!(
+                "latency, p50 {:.1}× one server",
+                lib_p50 as f64 / single_p50.max(1) as f64
+            ),
+        ),
+    ])
+}
+
+/// What row 13 measures in one phase (all nodes up, or one frozen), latencies in ns.
+struct FrozenPhase {
+    /// `write()` of an uncontended lock.
+    acquires: Vec<i128>,
+    /// `unlock()` of a guard.
+    unlocks: Vec<i128>,
+    /// `try_write()` of a lock another handle holds (it returns `None`).
+    refusals: Vec<i128>,
+    /// In one process: A calls `unlock()` → B's `write()` returns, B having waited.
+    handoffs: Vec<i128>,
+}
+
+/// Row 13, one phase, on `a` and `b` (two mutexes over the same quorum on their own
+/// connections, `b` with `Notifier::quorum`), keys named after `phase`:
+/// - [`FROZEN_ACQUIRES`] uncontended `write()`s on `a`, one at a time on fresh keys, after
+///   `warm_up` unmeasured ones; the guards are held until all are taken (an unlock waits
+///   for every node, so unlocking each would put a frozen node's bound between
+///   acquires); then [`FROZEN_UNLOCKS`] of them unlocked one at a time, the others
+///   together;
+/// - [`FROZEN_UNLOCKS`] times: `a` holds a key, `b.try_write()` on it; then `b.write()`
+///   waits for it and `a` unlocks after [`BLOCKED`].
+async fn frozen_phase(
+    a: &RwMutex<Quorum<MultiplexedConnection>>,
+    b: &RwMutex<Quorum<MultiplexedConnection>>,
+    phase: &str,
+    warm_up: usize,
+) -> Result<FrozenPhase> {
+    let mut measured = FrozenPhase {
+        acquires: Vec::with_capacity(FROZEN_ACQUIRES),
+        unlocks: Vec::with_capacity(FROZEN_UNLOCKS),
+        refusals: Vec::with_capacity(FROZEN_UNLOCKS),
+        handoffs: Vec::with_capacity(FROZEN_UNLOCKS),
+    };
+    let mut guards = Vec::with_capacity(warm_up + FROZEN_ACQUIRES);
+    for i in 0..warm_up + FROZEN_ACQUIRES {
+        let started = Instant::now();
+        let guard = a.write().key(format!("{phase}:{i}")).await?;
+        if i >= warm_up {
+            measured.acquires.push(started.elapsed().as_nanos() as i128);
+        }
+        guards.push(guard);
+    }
+    let rest = guards.split_off(FROZEN_UNLOCKS);
+    for guard in guards {
+        let started = Instant::now();
+        check_unlocked(guard).await?;
+        measured.unlocks.push(started.elapsed().as_nanos() as i128);
+    }
+    let (lost, failed) = release_guards(rest).await?;
+    if lost + failed > 0 {
+        return Err(format!("{phase}: {lost} guards lost, {failed} unlocks failed").into());
+    }
+    for i in 0..FROZEN_UNLOCKS {
+        let key = format!("{phase}-held:{i}");
+        let held = a.write().key(&key).await?;
+        let started = Instant::now();
+        if b.try_write().key(&key).await?.is_some() {
+            return Err(format!("{phase}: try_write took {key}, held by another").into());
+        }
+        measured.refusals.push(started.elapsed().as_nanos() as i128);
+        let waiter = {
+            let (b, key) = (b.clone(), key.clone());
+            tokio::spawn(async move {
+                let guard = b.write().key(key).await?;
+                Ok::<_, BoxError>((Instant::now(), guard))
+            })
+        };
+        tokio::time::sleep(BLOCKED).await;
+        let unlocking = Instant::now();
+        let unlocked = tokio::spawn(check_unlocked(held));
+        let (acquired, guard) = waiter.await??;
+        measured
+            .handoffs
+            .push(acquired.saturating_duration_since(unlocking).as_nanos() as i128);
+        unlocked.await??;
+        check_unlocked(guard).await?;
+    }
+    Ok(measured)
+}
+
+/// Whether the server of `conn` answers a PING within 100 ms.
+async fn answers(conn: &mut MultiplexedConnection) -> bool {
+    let ping = redis::cmd("PING");
+    let ping = ping.query_async::<String>(conn);
+    matches!(
+        tokio::time::timeout(Duration::from_millis(100), ping).await,
+        Ok(Ok(_))
+    )
+}
+
+/// `p50 / max` of sorted `values` in ns.
+fn brief(values: &[i128]) -> String {
+    format!(
+        "p50 {} / max {}",
+        ms(quantile(values, 0.5) as f64),
+        ms(values[values.len() - 1] as f64)
+    )
+}
+
+async fn frozen_rows(servers: &[RedisServer]) -> Result<Vec<Row>> {
+    let (mut nodes_a, mut nodes_b, mut clients) = (Vec::new(), Vec::new(), Vec::new());
+    for server in servers {
+        nodes_a.push(server.conn().await);
+        nodes_b.push(server.conn().await);
+        clients.push(server.client());
+    }
+    let a = RwMutex::new(Quorum::new(nodes_a)?, "perf-frozen");
+    let b = RwMutex::builder(Quorum::new(nodes_b)?, "perf-frozen")
+        .notifier(Notifier::quorum(clients))
+        .build()?;
+    let mut up = frozen_phase(&a, &b, "up", FROZEN_WARM_UP).await?;
+    let frozen_node = &servers[QUORUM_NODES - 1];
+    let mut probe = frozen_node.conn().await;
+    frozen_node.pause();
+    let frozen = if answers(&mut probe).await {
+        Err("the node answered after SIGSTOP".into())
+    } else {
+        frozen_phase(&a, &b, "frozen", 0).await
+    };
+    frozen_node.resume();
+    let mut frozen = frozen?;
+    for values in [
+        &mut up.acquires,
+        &mut up.unlocks,
+        &mut up.refusals,
+        &mut up.handoffs,
+        &mut frozen.acquires,
+        &mut frozen.unlocks,
+        &mut frozen.refusals,
+        &mut frozen.handoffs,
+    ] {
+        values.sort_unstable();
+    }
+    let bound_ns = NODE_BOUND.as_nanos() as i128;
+    let added = |frozen: &[i128], up: &[i128]| {
+        (
+            quantile(frozen, 0.5) - quantile(up, 0.5),
+            frozen[frozen.len() - 1] - up[up.len() - 1],
+        )
+    };
+    let (added_p50, added_max) = added(&frozen.acquires, &up.acquires);
+    let verdict = if added_p50 <= bound_ns && added_max <= bound_ns {
+        "met"
+    } else {
+        "missed"
+    };
+    let node =
+        format!("node {QUORUM_NODES} of the {QUORUM_NODES}-node quorum frozen (SIGSTOP) vs all up");
+    let adds = |frozen: &[i128], up: &[i128], why: &str| {
+        let (p50, max) = added(frozen, up);
+        format!(
+            "adds p50 {}, max {} ({why})",
+            ms(p50 as f64),
+            ms(max as f64)
+        )
+    };
+    Ok(vec![
+        Row::new(
+            "13a",
+            format!(
+                "acquire latency, 1 task, uncontended write() on fresh keys (guards held), \
+                 {FROZEN_ACQUIRES} acquires: {node}"
+            ),
+            format!("frozen: {}", spread(&mut frozen.acquires)),
+            format!("all up: {}", spread(&mut up.acquires)),
+            format!(
+                "adds p50 {}, max {}; at most the per-node bound ttl/10 = {} ms: {verdict}",
+                ms(added_p50 as f64),
+                ms(added_max as f64),
+                NODE_BOUND.as_millis()
+            ),
+        ),
+        Row::new(
+            "13b",
+            format!("unlock latency, {FROZEN_UNLOCKS} unlocks one at a time: {node}"),
+            format!("frozen: {}", brief(&frozen.unlocks)),
+            format!("all up: {}", brief(&up.unlocks)),
+            adds(
+                &frozen.unlocks,
+                &up.unlocks,
+                "a release waits for every node, up to the bound",
+            ),
+        ),
+        Row::new(
+            "13c",
+            format!(
+                "try_write() on a lock another handle holds (returns None), \
+                 {FROZEN_UNLOCKS} tries: {node}"
+            ),
+            format!("frozen: {}", brief(&frozen.refusals)),
+            format!("all up: {}", brief(&up.refusals)),
+            adds(
+                &frozen.refusals,
+                &up.refusals,
+                "a lost attempt releases on every node not seen refusing, and waits for them",
+            ),
+        ),
+        Row::new(
+            "13d",
+            format!(
+                "hand-off in one process, {FROZEN_UNLOCKS} hand-offs: B (Notifier::quorum) \
+                 blocked in write(), A calls unlock() → B's write returns: {node}"
+            ),
+            format!("frozen: {}", brief(&frozen.handoffs)),
+            format!("all up: {}", brief(&up.handoffs)),
+            adds(
+                &frozen.handoffs,
+                &up.handoffs,
+                "B's first, blocked attempt waits on its release to the frozen node",
+            ),
+        ),
+    ])
 }
