@@ -4,7 +4,7 @@
 //! Run with `cargo run --release --example perf`. It starts its own `redis-server`s
 //! from PATH on free loopback ports (a fresh one for each row that counts commands, and
 //! three for the quorum rows 10–13) and re-executes itself as the second process of the
-//! cross-process hand-offs and for each idle-guard count. It takes about two minutes;
+//! cross-process hand-offs and for each idle-guard count. It takes about 100 s;
 //! `cargo run --release --example perf -- quorum` runs rows 10–13 alone (about 30 s).
 //!
 //! Raw baselines:
