@@ -189,6 +189,7 @@ mod tests {
             ttl_ms,
             fence_ms: ttl_ms,
             queue: Queueing::Off,
+            turns: Default::default(),
         };
         Lease::new(
             Arc::new(()),

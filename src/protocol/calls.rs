@@ -2,6 +2,8 @@
 //! function here sends one script (by `EVALSHA`, see [`lua`](super::lua)) with the
 //! arguments its header in `lua/` lists.
 
+use std::sync::{Arc, Mutex};
+
 use redis::aio::ConnectionLike;
 use redis::Cmd;
 
@@ -13,7 +15,7 @@ use crate::error::Error;
 
 /// What every script call of one lease sends: its keys, its id, its TTL and fence
 /// retention in milliseconds, and whether it queues.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Call {
     pub(crate) keys: Keys,
     /// 32 lowercase hex characters ([`new_id`](super::id::new_id)).
@@ -24,6 +26,31 @@ pub(crate) struct Call {
     pub(crate) fence_ms: u64,
     /// Whether the request waits in the fair queue, decided once per request.
     pub(crate) queue: Queueing,
+    /// The order of the lease's calls on each node of a quorum.
+    pub(crate) turns: Turns,
+}
+
+/// The order of one lease's calls on each node of a quorum: a call to a node starts once
+/// the lease's previous call there has ended (answered, failed, or dropped at its bound).
+/// A call can be two requests (`EVALSHA`, then `EVAL` after `NOSCRIPT`), sent from
+/// different tasks, so the order of a connection alone does not keep, for example, a
+/// failed attempt's release from overtaking the next attempt under the same id.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Turns(Arc<Mutex<Vec<Arc<tokio::sync::Mutex<()>>>>>);
+
+impl Turns {
+    /// Waits for the lease's turn on node `node` (first come, first served); the turn
+    /// lasts while the guard lives.
+    pub(crate) async fn take(&self, node: usize) -> tokio::sync::OwnedMutexGuard<()> {
+        let turn = {
+            let mut nodes = crate::util::lock(&self.0);
+            if nodes.len() <= node {
+                nodes.resize_with(node + 1, Arc::default);
+            }
+            Arc::clone(&nodes[node])
+        };
+        turn.lock_owned().await
+    }
 }
 
 /// Whether a request joins the fair queue when blocked (`lua/shared.lua`).

@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::guard::Guard;
 use crate::lease::Lease;
 use crate::mode::Kind;
-use crate::protocol::calls::{Call, Queueing};
+use crate::protocol::calls::{Call, Queueing, Turns};
 use crate::protocol::fences::Fences;
 use crate::protocol::id::new_id;
 use crate::protocol::keys::Keys;
@@ -68,6 +68,7 @@ async fn acquire_on<B: Backend>(backend: Arc<B>, order: Order<'_>) -> Result<Opt
         fence_ms: settings.fence_ms(),
         // Fairness is decided here, once: a fair wait queues, a fair try never does.
         queue: Queueing::new(settings.fair, matches!(patience, Patience::Wait(_))),
+        turns: Turns::default(),
     };
     let lease = Arc::new(Lease::new(backend, call, kind, settings.ttl));
     let spawner = Spawner::current(settings.tracker.clone());

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::round::{no_quorum, Answer, Answers, Round, Tally};
+use super::round::{no_quorum, Answer, Answers, Tally};
 use super::Majority;
 use crate::backend::Backend;
 use crate::error::Error;
@@ -33,8 +33,9 @@ where
         };
         let shared = Arc::new(call.clone());
         let bound = self.node_bound(call);
-        let mut taken = self
+        let taken = self
             .round(
+                &shared,
                 bound,
                 |_, node| {
                     let call = Arc::clone(&shared);
@@ -43,16 +44,17 @@ where
                 |answers| Tally::of(answers, acquired).decided(),
             )
             .await;
-        if !Tally::of(&taken.answers, acquired).won() {
-            self.release_attempt(&shared, ask, Some(&mut taken)).await;
-            return match shortest_block(&taken.answers) {
+        if !Tally::of(&taken, acquired).won() {
+            self.release_attempt(&shared, ask, &taken).await;
+            return match shortest_block(&taken) {
                 Some(pttl) => Ok(Attempt::Blocked(pttl)),
-                None => Err(no_quorum(&call.keys.lock, taken.answers)),
+                None => Err(no_quorum(&call.keys.lock, taken)),
             };
         }
-        let token = largest_token(&taken.answers);
+        let token = largest_token(&taken);
         let raised = self
             .round(
+                &shared,
                 bound,
                 |_, node| {
                     let call = Arc::clone(&shared);
@@ -63,67 +65,44 @@ where
                 |answers| Tally::of(answers, |()| true).decided(),
             )
             .await;
-        if Tally::of(&raised.answers, |()| true).won() {
+        if Tally::of(&raised, |()| true).won() {
             return Ok(Attempt::Acquired(token));
         }
-        self.release_attempt(&shared, ask, None).await;
-        Err(no_quorum(&call.keys.lock, raised.answers))
+        self.release_attempt(&shared, ask, &[]).await;
+        Err(no_quorum(&call.keys.lock, raised))
     }
 
     /// Releases what a failed attempt `ask` may have taken, on every node but those whose
     /// answer in `taken` says they hold nothing of it (a node that found the lock held by
-    /// others); the lock intent, if set, stays. On a node whose attempt was still in
-    /// flight, the release waits for it to end first. Returns once every release has
-    /// been sent and answered, or the per-node bound has passed, so that the next
-    /// attempt under the same id reaches each node after this release.
-    async fn release_attempt(
-        &self,
-        call: &Arc<Call>,
-        ask: Ask,
-        mut taken: Option<&mut Round<Attempt>>,
-    ) {
+    /// others); the lock intent, if set, stays. Each runs in the lease's turn on its node,
+    /// after the attempt there and before the next attempt; this returns once each has
+    /// its place, without waiting for answers, so a frozen node holds up nothing but its
+    /// own calls.
+    async fn release_attempt(&self, call: &Arc<Call>, ask: Ask, taken: &[Option<Answer<Attempt>>]) {
         let hold = match ask {
             Ask::Read { .. } => Hold::Read,
             Ask::Permit(_) => Hold::Permit,
             Ask::FastWrite | Ask::Write { .. } => Hold::Write,
         };
-        let mut running = Vec::new();
-        let mut blocked = Vec::new();
-        for at in 0..self.conns.len() {
-            let answer = taken.as_ref().and_then(|round| round.answers.get(at));
-            blocked.push(matches!(
-                answer,
-                Some(Some(Answer::Reply(Attempt::Blocked(_))))
-            ));
-            running.push(taken.as_mut().and_then(|round| round.running(at)));
-        }
-        let bound = self.node_bound(call);
-        let released = self
-            .round(
-                // The release of a node may wait for its attempt, which has a bound of
-                // its own.
-                bound * 2,
-                |at, node| {
-                    let (call, attempt) = (Arc::clone(call), running.get_mut(at)?.take());
-                    (!blocked[at]).then_some(async move {
-                        if let Some(attempt) = attempt {
-                            let _ = attempt.await;
-                        }
-                        node.release(&call, hold, Leftovers::NONE).await
-                    })
-                },
-                |_| false,
-            )
-            .await;
-        let unanswered = released
-            .answers
-            .iter()
-            .filter(|answer| matches!(answer, Some(Answer::Silent | Answer::Failed(_))))
-            .count();
-        if unanswered > 0 {
-            tracing::debug!(key = %call.keys.lock, id = %call.id, unanswered,
-                "a failed attempt's release got no answer from some nodes; what it took there expires by its TTL");
-        }
+        let (key, id) = (call.keys.lock.clone(), call.id.clone());
+        // A node's release may wait for the attempt there, which has a bound of its own.
+        self.send(
+            call,
+            self.node_bound(call) * 2,
+            |at, node| {
+                let blocked = matches!(
+                    taken.get(at),
+                    Some(Some(Answer::Reply(Attempt::Blocked(_))))
+                );
+                let call = Arc::clone(call);
+                (!blocked).then_some(async move { node.release(&call, hold, Leftovers::NONE).await })
+            },
+            move |unanswered| {
+                tracing::debug!(%key, %id, unanswered,
+                    "a failed attempt's release got no answer from some nodes; what it took there expires by its TTL");
+            },
+        )
+        .await;
     }
 }
 

@@ -30,6 +30,7 @@ where
         let shared = Arc::new(call.clone());
         let kept = self
             .round(
+                &shared,
                 self.node_bound(call),
                 |_, node| {
                     let (call, retake) = (Arc::clone(&shared), retake.clone());
@@ -37,8 +38,7 @@ where
                 },
                 |answers| Tally::of(answers, |held| *held).settled(),
             )
-            .await
-            .answers;
+            .await;
         let tally = Tally::of(&kept, |held| *held);
         if tally.won() {
             Ok(true)
@@ -51,8 +51,9 @@ where
 
     /// Removes the id from every node, held as `hold` or, on a node where it is not
     /// found so, as the other of writer and reader (a downgrade that did not reach every
-    /// node leaves both forms). `held` when a majority held it; `published` when any node
-    /// told its waiters.
+    /// node leaves both forms). Returns once a majority has said whether it held the lock
+    /// (the other nodes' releases go on in the background): `held` when a majority held
+    /// it; `published` when a node that answered told its waiters.
     pub(super) async fn release_all(
         &self,
         call: &Call,
@@ -62,15 +63,15 @@ where
         let shared = Arc::new(call.clone());
         let released = self
             .round(
+                &shared,
                 self.node_bound(call),
                 |_, node| {
                     let call = Arc::clone(&shared);
                     Some(async move { release_node(&node, &call, hold, leftovers).await })
                 },
-                |_| false,
+                |answers| Tally::of(answers, |unlocked| unlocked.held).settled(),
             )
-            .await
-            .answers;
+            .await;
         let tally = Tally::of(&released, |unlocked| unlocked.held);
         if tally.failed == tally.nodes {
             return Err(no_quorum(&call.keys.lock, released));
@@ -91,6 +92,7 @@ where
         let shared = Arc::new(call.clone());
         let turned = self
             .round(
+                &shared,
                 self.node_bound(call),
                 |_, node| {
                     let call = Arc::clone(&shared);
@@ -98,8 +100,7 @@ where
                 },
                 |answers| Tally::of(answers, |done: &Downgraded| done.held).settled(),
             )
-            .await
-            .answers;
+            .await;
         let tally = Tally::of(&turned, |done| done.held);
         if !tally.won() && !tally.refused() {
             return Err(no_quorum(&call.keys.lock, turned));

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio_util::task::TaskTracker;
 
 pub(crate) use round::majority;
-use round::{Answers, Round};
+use round::Answers;
 
 use super::direct::Node;
 use super::Backend;
@@ -136,25 +136,63 @@ impl<C> Majority<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// One round: `each` (given the node's index and its backend) on every node at once,
-    /// each bounded by `bound`, until `done`; see [`round::round`].
+    /// One round of `call`'s lease: `each` (given the node's index and its backend) on
+    /// every node at once, each in the lease's turn on its node and bounded by `bound`,
+    /// until `done`; see [`round::round`].
     async fn round<T, Fut>(
         &self,
+        call: &Arc<Call>,
         bound: Duration,
-        each: impl FnMut(usize, Node<C>) -> Option<Fut>,
+        mut each: impl FnMut(usize, Node<C>) -> Option<Fut>,
         done: impl Fn(&Answers<T>) -> bool,
-    ) -> Round<T>
+    ) -> Answers<T>
     where
         T: Send + 'static,
         Fut: Future<Output = Result<T, Error>> + Send + 'static,
     {
         let spawner = Spawner::current(self.tracker.clone());
-        let nodes = self
-            .conns
+        let in_turn = |at, node| Some(in_turn(call, at, each(at, node)?));
+        round::round(&spawner, self.nodes(), bound, in_turn, done).await
+    }
+
+    /// `each` on every node at once, each in the lease's turn on its node and bounded by
+    /// `bound`, returning once every call has taken its place in its node's turns; see
+    /// [`round::send`].
+    async fn send<T, Fut>(
+        &self,
+        call: &Arc<Call>,
+        bound: Duration,
+        mut each: impl FnMut(usize, Node<C>) -> Option<Fut>,
+        unanswered: impl FnOnce(usize) + Send + 'static,
+    ) where
+        T: Send + 'static,
+        Fut: Future<Output = Result<T, Error>> + Send + 'static,
+    {
+        let spawner = Spawner::current(self.tracker.clone());
+        let in_turn = |at, node| Some(in_turn(call, at, each(at, node)?));
+        round::send(&spawner, self.nodes(), bound, in_turn, unanswered).await;
+    }
+
+    /// A backend on each node's connection.
+    fn nodes(&self) -> Vec<Node<C>> {
+        self.conns
             .iter()
             .map(|conn| Node::new(conn.clone(), None))
-            .collect();
-        round::round(&spawner, nodes, bound, each, done).await
+            .collect()
+    }
+}
+
+/// `fut`, run in the turn of `call`'s lease on node `at`: after the lease's earlier
+/// calls there have ended.
+fn in_turn<T>(
+    call: &Arc<Call>,
+    at: usize,
+    fut: impl Future<Output = Result<T, Error>> + Send + 'static,
+) -> impl Future<Output = Result<T, Error>> + Send + 'static {
+    let turns = call.turns.clone();
+    async move {
+        let _turn = turns.take(at).await;
+        fut.await
     }
 }
 

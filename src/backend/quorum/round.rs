@@ -1,12 +1,12 @@
-//! One round of a quorum: the same call sent to every node at once, each in a task of its
-//! own bounded by the per-node bound, and the answers counted until a majority decides.
+//! One round of a quorum: the same call sent to every node at once, each bounded by the
+//! per-node bound, and the answers counted until a majority decides; the calls still in
+//! flight then go on to their end in a background task.
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use tokio::task::JoinHandle;
-use tokio::time::error::Elapsed;
 
 use crate::error::Error;
 use crate::spawner::Spawner;
@@ -23,73 +23,104 @@ pub(super) enum Answer<T> {
 }
 
 /// The answers of a round, by node: `None` for a node whose call was still in flight when
-/// the round was decided (it was sent, and may still take effect).
+/// the round was decided (it goes on to its end in the background), or that was skipped.
 pub(super) type Answers<T> = Vec<Option<Answer<T>>>;
 
-/// What one node's task ends with.
-type Outcome<T> = Result<Result<T, Error>, Elapsed>;
-
-/// A round once decided: the answers heard, and the tasks of the nodes not heard from,
-/// which go on to their end (within the per-node bound).
-pub(super) struct Round<T> {
-    pub(super) answers: Answers<T>,
-    tasks: Vec<Option<JoinHandle<Outcome<T>>>>,
-}
-
-impl<T> Round<T> {
-    /// The task of node `at`, if it had not answered when the round was decided.
-    pub(super) fn running(&mut self, at: usize) -> Option<JoinHandle<Outcome<T>>> {
-        match self.answers.get(at) {
-            Some(None) => self.tasks.get_mut(at)?.take(),
-            _ => None,
-        }
-    }
-}
-
-/// Sends `each` to every node at once (but those for which it gives `None`, whose answer
-/// stays `None`), each call in a task of its own (spawned by `spawner`) bounded by
-/// `bound`, and collects the answers until `done` says the round is
-/// decided, or every node has answered. A call still in flight then goes on to its end,
-/// so a node the majority did not wait for still takes the lock, is refreshed or is
-/// taken back; its task is in [`Round::running`].
+/// Sends `each` to every node at once (but those for which it gives `None`), each call
+/// bounded by `bound`, and collects the answers until `done` says the round is decided,
+/// or every node has answered.
+///
+/// A call still in flight then goes on to its end in a task spawned by `spawner`: a node
+/// the majority did not wait for still takes the lock, is refreshed or is taken back.
+/// (redis-rs does not send a request whose future is dropped before its turn, so the
+/// calls are never simply dropped.) Every call is polled once before the first answer is
+/// awaited, which puts its request on its node's connection: a later call to that node
+/// runs after it.
 pub(super) async fn round<N, T, Fut>(
     spawner: &Spawner,
     nodes: Vec<N>,
     bound: Duration,
     mut each: impl FnMut(usize, N) -> Option<Fut>,
     done: impl Fn(&Answers<T>) -> bool,
-) -> Round<T>
+) -> Answers<T>
 where
     T: Send + 'static,
     Fut: Future<Output = Result<T, Error>> + Send + 'static,
 {
     let mut answers: Answers<T> = nodes.iter().map(|_| None).collect();
-    let mut tasks: Vec<Option<JoinHandle<Outcome<T>>>> = nodes
+    let mut calls: FuturesUnordered<_> = nodes
         .into_iter()
         .enumerate()
-        .map(|(at, node)| {
-            let call = each(at, node)?;
-            Some(spawner.spawn(tokio::time::timeout(bound, call)))
+        .filter_map(|(at, node)| {
+            let call = tokio::time::timeout(bound, each(at, node)?);
+            Some(async move { (at, call.await) })
         })
-        .collect();
-    let mut calls: FuturesUnordered<_> = tasks
-        .iter_mut()
-        .enumerate()
-        .filter_map(|(at, task)| task.as_mut().map(|task| (at, task)))
-        .map(|(at, task)| async move { (at, task.await) })
         .collect();
     while let Some((at, outcome)) = calls.next().await {
         answers[at] = Some(match outcome {
-            Ok(Ok(Ok(reply))) => Answer::Reply(reply),
-            Ok(Ok(Err(err))) => Answer::Failed(err),
-            Ok(Err(_)) | Err(_) => Answer::Silent,
+            Ok(Ok(reply)) => Answer::Reply(reply),
+            Ok(Err(err)) => Answer::Failed(err),
+            Err(_) => Answer::Silent,
         });
         if done(&answers) {
             break;
         }
     }
-    drop(calls);
-    Round { answers, tasks }
+    finish_in_background(spawner, calls);
+    answers
+}
+
+/// Sends `each` to every node at once (but those for which it gives `None`), each call
+/// bounded by `bound`, and returns once every request is on its node's connection,
+/// without waiting for an answer: a later call to a node runs after it. The answers are
+/// awaited in a background task; `unanswered` is called with the count of nodes that
+/// failed or gave no answer in time, if any.
+pub(super) async fn send<N, T, Fut>(
+    spawner: &Spawner,
+    nodes: Vec<N>,
+    bound: Duration,
+    mut each: impl FnMut(usize, N) -> Option<Fut>,
+    unanswered: impl FnOnce(usize) + Send + 'static,
+) where
+    T: Send + 'static,
+    Fut: Future<Output = Result<T, Error>> + Send + 'static,
+{
+    let mut calls: FuturesUnordered<_> = nodes
+        .into_iter()
+        .enumerate()
+        .filter_map(|(at, node)| Some(tokio::time::timeout(bound, each(at, node)?)))
+        .collect();
+    // Polls every call once: each puts its request on its connection.
+    let mut failed = 0;
+    poll_fn(|cx| loop {
+        match calls.poll_next_unpin(cx) {
+            Poll::Ready(Some(Ok(Ok(_)))) => {}
+            Poll::Ready(Some(_)) => failed += 1,
+            Poll::Ready(None) | Poll::Pending => return Poll::Ready(()),
+        }
+    })
+    .await;
+    spawner.spawn(async move {
+        while let Some(outcome) = calls.next().await {
+            if !matches!(outcome, Ok(Ok(_))) {
+                failed += 1;
+            }
+        }
+        if failed > 0 {
+            unanswered(failed);
+        }
+    });
+}
+
+/// Drives the calls of a decided round to their end in a task of their own.
+fn finish_in_background<F>(spawner: &Spawner, mut calls: FuturesUnordered<F>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if !calls.is_empty() {
+        spawner.spawn(async move { while calls.next().await.is_some() {} });
+    }
 }
 
 /// The count of a round's answers: yes, no, and failed (an error or no answer).
@@ -223,7 +254,7 @@ mod tests {
         let finished = Arc::new(AtomicBool::new(false));
         let spawner = Spawner::current(None);
         let delays = vec![0_u64, 0, 50];
-        let mut round = round(
+        let answers = round(
             &spawner,
             delays,
             Duration::from_secs(5),
@@ -238,11 +269,9 @@ mod tests {
             |answers| Tally::of(answers, |yes| *yes).decided(),
         )
         .await;
-        assert!(round.answers[2].is_none(), "decided at 2 of 3");
-        assert!(round.running(0).is_none());
-        let slow = round.running(2).expect("the slow node's task");
+        assert!(answers[2].is_none(), "decided at 2 of 3");
         assert!(!finished.load(Ordering::SeqCst));
-        assert!(matches!(slow.await, Ok(Ok(Ok(true)))));
+        tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(
             finished.load(Ordering::SeqCst),
             "the slow call ran to its end"
@@ -250,9 +279,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_send_returns_at_once_and_its_calls_run_to_their_end() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+
+        let (ran, unanswered) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let spawner = Spawner::current(None);
+        let started = tokio::time::Instant::now();
+        let counted = Arc::clone(&unanswered);
+        send(
+            &spawner,
+            vec![30_u64, 30, 1000],
+            Duration::from_millis(100),
+            |_, delay| {
+                let ran = Arc::clone(&ran);
+                Some(async move {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                })
+            },
+            move |failed| counted.store(failed, Ordering::SeqCst),
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_millis(30),
+            "no answer awaited"
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(ran.load(Ordering::SeqCst), 2, "both quick calls ran");
+        assert_eq!(
+            unanswered.load(Ordering::SeqCst),
+            1,
+            "the slow one past the bound"
+        );
+    }
+
+    #[tokio::test]
     async fn a_node_past_the_bound_is_silent_and_a_skipped_node_sends_nothing() {
         let spawner = Spawner::current(None);
-        let round = round(
+        let answers = round(
             &spawner,
             vec![0_u64, 1000, 0],
             Duration::from_millis(20),
@@ -265,9 +332,9 @@ mod tests {
             |_| false,
         )
         .await;
-        assert!(matches!(round.answers[0], Some(Answer::Reply(()))));
-        assert!(matches!(round.answers[1], Some(Answer::Silent)));
-        assert!(round.answers[2].is_none());
+        assert!(matches!(answers[0], Some(Answer::Reply(()))));
+        assert!(matches!(answers[1], Some(Answer::Silent)));
+        assert!(answers[2].is_none());
     }
 
     #[test]
