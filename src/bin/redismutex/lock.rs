@@ -3,6 +3,8 @@
 mod link;
 mod mutex;
 
+pub(crate) use mutex::settle;
+
 use std::io::{IsTerminal, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;

@@ -28,7 +28,11 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         match cli.command {
-            Command::Lock(lock) => lock::run(&urls, lock).await,
+            Command::Lock(lock) => {
+                let code = lock::run(&urls, lock).await;
+                lock::settle().await;
+                code
+            }
             Command::Status(status) => status::run(&urls, status).await,
         }
     });

@@ -1,12 +1,31 @@
 //! The mutex `lock` takes: on the one server, or in quorum mode over the nodes.
 
+use std::sync::LazyLock;
+use std::time::Duration;
+
 use redis::aio::MultiplexedConnection;
+use redismutex::tokio_util::task::TaskTracker;
 use redismutex::{Notifier, Quorum, RwMutex};
 
 use super::link::Link;
 use crate::args::LockArgs;
 use crate::exit;
 use crate::nodes::Nodes;
+
+/// The mutex's background tasks: the refresh, and over a quorum the releases on the
+/// nodes past the majority, which `unlock` does not wait for.
+static TASKS: LazyLock<TaskTracker> = LazyLock::new(TaskTracker::new);
+
+/// How long the command waits at its end for the releases still in flight (each is
+/// bounded by a tenth of the TTL, so this is only a cap).
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// Waits, at most [`SETTLE`], for the mutex's background tasks: the releases a quorum
+/// sends to the nodes past the majority.
+pub(crate) async fn settle() {
+    TASKS.close();
+    let _ = tokio::time::timeout(SETTLE, TASKS.wait()).await;
+}
 
 /// The mutex of one run.
 pub(crate) enum Mutex {
@@ -28,6 +47,7 @@ pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<M
         return RwMutex::builder(conn, args.name.clone())
             .ttl(args.ttl)
             .lock_intent(args.intent)
+            .task_tracker(TASKS.clone())
             .notifier(node.client.clone())
             .build()
             .map(Mutex::Server)
@@ -63,6 +83,7 @@ pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<M
     RwMutex::builder(quorum, args.name.clone())
         .ttl(args.ttl)
         .lock_intent(args.intent)
+        .task_tracker(TASKS.clone())
         .notifier(Notifier::quorum(clients))
         .build()
         .map(Mutex::Quorum)
