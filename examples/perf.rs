@@ -1918,7 +1918,8 @@ async fn frozen_rows(servers: &[RedisServer]) -> Result<Vec<Row>> {
                 &frozen.unlocks,
                 &up.unlocks,
                 false,
-                "an unlock waits for every node, up to the bound",
+                "an unlock returns at a majority; the frozen node's release goes on in the \
+                 background",
             ),
         ),
         Row::new(
@@ -1933,8 +1934,8 @@ async fn frozen_rows(servers: &[RedisServer]) -> Result<Vec<Row>> {
                 &frozen.refusals,
                 &up.refusals,
                 true,
-                "a lost attempt's release waits for every node not seen refusing, there \
-                 first for the node's attempt if still in flight",
+                "a lost attempt queues its releases and returns; the frozen node's waits \
+                 its turn there in the background",
             ),
         ),
         Row::new(
@@ -1949,7 +1950,7 @@ async fn frozen_rows(servers: &[RedisServer]) -> Result<Vec<Row>> {
                 &frozen.handoffs,
                 &up.handoffs,
                 true,
-                "B's first attempt, blocked, waits for its release on the frozen node",
+                "B's attempts are decided by the two nodes up",
             ),
         ),
     ])

@@ -98,8 +98,8 @@ pub enum Error {
 
     /// Quorum mode ([`Quorum`](crate::Quorum)): too few of the `nodes` answered a request
     /// on lock key `key` for a majority (`needed` of them) to be reached; `answered` of
-    /// them did, within the per-node bound (a tenth of the TTL). What the attempt took on
-    /// the nodes that answered was released. `source` is one node's error, when a node
+    /// them did, within the per-node bound (a tenth of the TTL). What the attempt may have
+    /// taken is released on every node (the releases are sent before this returns). `source` is one node's error, when a node
     /// failed rather than timed out. A waiting request keeps trying until its timeout; a
     /// try, a refresh or a downgrade reports it.
     #[error(
