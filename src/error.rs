@@ -99,9 +99,10 @@ pub enum Error {
     /// Quorum mode ([`Quorum`](crate::Quorum)): too few of the `nodes` answered a request
     /// on lock key `key` for a majority (`needed` of them) to be reached; `answered` of
     /// them did, within the per-node bound (a tenth of the TTL). What the attempt may have
-    /// taken is released on every node (the releases are sent before this returns). `source` is one node's error, when a node
+    /// taken is released on every node (the releases are queued before this returns). `source` is one node's error, when a node
     /// failed rather than timed out. A waiting request keeps trying until its timeout; a
-    /// try, a refresh or a downgrade reports it.
+    /// try, an unlock or a downgrade reports it (a refresh retries it until the guard's
+    /// deadline).
     #[error(
         "only {answered} of {nodes} nodes answered on lock key {}; a majority needs {needed}",
         Preview(key)

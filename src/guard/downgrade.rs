@@ -41,7 +41,10 @@ impl Guard {
     /// [`Error::Redis`] when the request fails otherwise, and [`Error::Timeout`] when
     /// Redis does not answer before the validity deadline ([`valid_until`]). After these
     /// three the guard is dropped, so its background task releases the lock, removing
-    /// the id whether it is still a writer's or already a reader's.
+    /// the id whether it is still a writer's or already a reader's. Over a
+    /// [`Quorum`](crate::Quorum), it needs a majority of the nodes to turn the lock:
+    /// [`Error::NoQuorum`] (and the guard dropped, as above) when too few answered;
+    /// `NotHeld` when a majority no longer held it.
     ///
     /// [`valid_until`]: Self::valid_until
     ///

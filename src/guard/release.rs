@@ -28,6 +28,14 @@ impl Guard {
     /// expires by its TTL, since refresh has stopped. [`Error::Cancelled`] when the background task was stopped before it could
     /// release, for example by runtime shutdown.
     ///
+    /// Over a [`Quorum`](crate::Quorum) the release goes to every node at once and this
+    /// returns once a majority has said whether it held the lock (`Ok(false)` only when a
+    /// majority did not); the other nodes' releases go on in a background task, on the
+    /// mutex's [`task_tracker`](crate::Builder::task_tracker) if it has one: a process
+    /// that exits right after should wait for the tracker. [`Error::NoQuorum`] when
+    /// neither a majority held it nor a majority did not (too few nodes answered within
+    /// the per-node bound).
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping this future before the release is answered hands the

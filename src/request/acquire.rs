@@ -74,6 +74,8 @@ use crate::guard::Guard;
 ///   changed.
 /// - [`Error::Redis`] when a request fails otherwise (connection, response timeout); the
 ///   wait ends there (no retry).
+/// - Over a [`Quorum`](crate::Quorum), never [`Error::NoQuorum`]: a wait whose attempt
+///   reaches too few nodes polls on until its timeout ([`Error::Timeout`]).
 ///
 /// On every error a writer clears the lock intent it set, and an attempt that may have
 /// succeeded unseen (its reply was lost) is released, in a background task; the error is
@@ -83,7 +85,9 @@ use crate::guard::Guard;
 /// # Cancel safety
 ///
 /// Dropping the future before it completes is safe: the same clean-up runs in a
-/// background task, so neither an intent nor a lock is left behind for a TTL.
+/// background task, so neither an intent nor a lock is left behind for a TTL (over a
+/// quorum, but on a node that does not answer the release, which keeps it until its
+/// TTL).
 ///
 /// # Panics
 ///

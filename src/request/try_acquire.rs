@@ -31,7 +31,10 @@ use crate::guard::Guard;
 /// no reply within the lock's validity (the TTL minus 1% and 2 ms; the reply could no
 /// longer make a guard), even over a connection with no response timeout, such as
 /// redis-rs's cluster client. A try therefore returns within the validity plus the 100 ms
-/// it may wait for its clean-up.
+/// it may wait for its clean-up. Over a [`Quorum`](crate::Quorum),
+/// [`Error::NoQuorum`] when fewer than a majority of the nodes answered within the
+/// per-node bound (a tenth of the TTL); `Ok(None)` only when a majority answered and a
+/// node among them found the lock held.
 ///
 /// # Cancel safety
 ///

@@ -18,9 +18,9 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// One attempt for `call` on every node. `Acquired(token)` once a majority holds the
-    /// lock and a majority's counters are at `token`; `Blocked(pttl)` when a node refused
-    /// it and no majority took it (the shortest PTTL that blocked); else the error of
-    /// [`no_quorum`].
+    /// lock and a majority's counters are at `token`; `Blocked(pttl)` when a majority
+    /// answered, a node refused it and no majority took it (the shortest PTTL that
+    /// blocked); else the error of [`no_quorum`].
     pub(super) async fn attempt_all(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
         // No fast path (its token is not floored at the clock), and no counting path for
         // readers: every token is minted by script.
@@ -44,11 +44,14 @@ where
                 |answers| Tally::of(answers, acquired).decided(),
             )
             .await;
-        if !Tally::of(&taken, acquired).won() {
+        let tally = Tally::of(&taken, acquired);
+        if !tally.won() {
             self.release_attempt(&shared, ask, &taken).await;
+            // Busy only when a majority answered and a node said the lock is held: with
+            // fewer answers the lock may be free on the nodes that did not answer.
             return match shortest_block(&taken) {
-                Some(pttl) => Ok(Attempt::Blocked(pttl)),
-                None => Err(no_quorum(&call.keys.lock, taken)),
+                Some(pttl) if tally.answered() >= tally.needed() => Ok(Attempt::Blocked(pttl)),
+                _ => Err(no_quorum(&call.keys.lock, taken)),
             };
         }
         let token = largest_token(&taken);

@@ -20,7 +20,9 @@ where
     /// Refreshes the lock on every node, taking it back (as `retake` says) on a node that
     /// lost it. `Ok(true)` once a majority holds it; `Ok(false)` once a majority
     /// definitely does not (the key is gone there and cannot be taken back, or is
-    /// someone else's); else [`Error::NoQuorum`], and the caller tries again until the
+    /// someone else's), after queueing the id's release on every node (a lost guard
+    /// sends no release of its own, and the nodes that still hold the id would keep it
+    /// until its TTL); else [`Error::NoQuorum`], and the caller tries again until the
     /// guard's deadline.
     pub(super) async fn refresh_all(
         &self,
@@ -43,6 +45,17 @@ where
         if tally.won() {
             Ok(true)
         } else if tally.refused() {
+            let hold = retake.map_or(Hold::Write, |retake| retake.hold);
+            self.send(
+                &shared,
+                self.node_bound(call),
+                |_, node| {
+                    let call = Arc::clone(&shared);
+                    Some(async move { release_node(&node, &call, hold, Leftovers::NONE).await })
+                },
+                |_| {},
+            )
+            .await;
             Ok(false)
         } else {
             Err(no_quorum(&call.keys.lock, kept))
@@ -53,7 +66,8 @@ where
     /// found so, as the other of writer and reader (a downgrade that did not reach every
     /// node leaves both forms). Returns once a majority has said whether it held the lock
     /// (the other nodes' releases go on in the background): `held` when a majority held
-    /// it; `published` when a node that answered told its waiters.
+    /// it; `published` when a node that answered told its waiters. [`Error::NoQuorum`]
+    /// when neither a majority held it nor a majority did not: an outage is not a loss.
     pub(super) async fn release_all(
         &self,
         call: &Call,
@@ -73,7 +87,7 @@ where
             )
             .await;
         let tally = Tally::of(&released, |unlocked| unlocked.held);
-        if tally.failed == tally.nodes {
+        if !tally.won() && !tally.refused() {
             return Err(no_quorum(&call.keys.lock, released));
         }
         Ok(Unlocked {

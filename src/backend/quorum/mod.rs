@@ -38,6 +38,11 @@ const NODE_BOUND_DIVISOR: u64 = 10;
 /// quorum ([`RwMutex::new`](crate::RwMutex::new)) is held while a majority of them
 /// (`N / 2 + 1`) holds it; README, "Quorum mode", says when to use it and what it needs.
 ///
+/// The connections must reach distinct, independent servers: the same server given twice
+/// counts twice toward a majority, which the crate cannot detect. Each node's call is
+/// bounded by a tenth of the TTL (at least 1 ms), so keep the TTL at least ten times the
+/// slowest round trip to a node.
+///
 /// Use an odd number of nodes, 3 or more. A quorum of `N` nodes goes on working while
 /// `(N - 1) / 2` of them are down: 1 of 3, 2 of 5. An even `N` tolerates no more failures
 /// than `N - 1` nodes do (1 of 4, like 1 of 3), and costs one more call per request.

@@ -181,12 +181,14 @@ impl Tally {
         self.yes + self.pending() < self.needed()
     }
 
-    /// An acquire attempt needs to hear no more: won; or out of reach, with a node heard
-    /// saying the lock is held by others (the attempt is then busy, however the rest
-    /// answer), or with every node heard (so that an error counts every answer: nodes
-    /// that fail at once do not cut short the answers of those that are up).
+    /// An acquire attempt needs to hear no more: won; or out of reach, with a majority
+    /// heard and a node among them saying the lock is held by others (the attempt is
+    /// then busy, however the rest answer), or with every node heard (so that an error
+    /// counts every answer: nodes that fail at once do not cut short the answers of
+    /// those that are up).
     pub(super) fn decided(&self) -> bool {
-        self.won() || (self.out_of_reach() && (self.no > 0 || self.pending() == 0))
+        let busy = self.no > 0 && self.answered() >= self.needed();
+        self.won() || (self.out_of_reach() && (busy || self.pending() == 0))
     }
 
     /// Won, definitely refused, or every node heard: a refresh, release or downgrade
@@ -352,7 +354,9 @@ mod tests {
         assert!(tally(0, 0, 2, 1).out_of_reach());
         // Two nodes failed at once: the third is still heard, for the error's count.
         assert!(!tally(0, 0, 2, 1).decided() && tally(1, 0, 2, 0).decided());
-        assert!(tally(0, 1, 2, 0).decided() && tally(0, 1, 1, 1).decided());
+        assert!(tally(0, 1, 2, 0).decided() && tally(0, 2, 0, 1).decided());
+        // One refusal and a node down: the third is heard, to tell busy from an outage.
+        assert!(!tally(0, 1, 1, 1).decided());
         assert!(
             !tally(2, 0, 1, 2).decided(),
             "5 nodes: 2 pending could still win"
