@@ -14,11 +14,17 @@
 //! so the check right after waking is made before that task has fired anything. That is
 //! what lets the frozen-holder test catch a guard that trusts only its token.
 //!
+//! Quorum mode (`tests/faults_quorum.rs`, the quorum soak in `tests/soak.rs`): when
+//! `FW_LOCK_URL` lists several URLs, comma-separated, each is one independent master of
+//! a [`Quorum`] (one `ConnectionManager` per node, in the order given) and the mutex is
+//! made over it, with `Notifier::quorum` on the same URLs; the sections and the events
+//! are the same.
+//!
 //! Configured by environment variables only:
 //!
 //! | variable | meaning | default |
 //! | --- | --- | --- |
-//! | `FW_LOCK_URL` | the lock server (the tests give each worker its own proxy) | required |
+//! | `FW_LOCK_URL` | the lock server (the tests give each worker its own proxy); several comma-separated URLs: the nodes of a quorum | required |
 //! | `FW_REFEREE_URL` | the referee server | required, but in semaphore mode |
 //! | `FW_NAME` | this worker's name in events and on the referee | `worker` |
 //! | `FW_MUTEX` | the mutex name | `faults` |
@@ -32,7 +38,8 @@
 //! | `FW_ACQUIRE_TIMEOUT_MS` | `.timeout(..)` of each acquire | `3000` |
 //! | `FW_NOTIFY` | `1`: wait by release notifications (through the same proxy); `0`: poll | `1` |
 //! | `FW_FAIR` | `1` for fair mode (`Builder::fair`) | `0` |
-//! | `FW_PERMITS` | if set: semaphore mode, permits of semaphore `FW_MUTEX` with this count, each held `FW_HOLD_MS` (default 60 s); the referee is not used | unset |
+//! | `FW_PERMITS` | if set: semaphore mode, permits of semaphore `FW_MUTEX` with this count, each held `FW_HOLD_MS` (default 60 s); the referee is not used; not in quorum mode | unset |
+//! | `FW_LOG` | if set: a `tracing` filter (`redismutex=debug`), the crate's logs on stderr | unset |
 //!
 //! Events, one a line on stdout, `<us>` being microseconds since the UNIX epoch:
 //!
@@ -67,7 +74,7 @@ use std::time::Duration;
 use events::now_us;
 use rand::RngExt;
 use redis::aio::ConnectionManager;
-use redismutex::{Guard, Mode, RwMutex, Semaphore};
+use redismutex::{Deployment, Guard, Mode, Notifier, Quorum, RwMutex, Semaphore};
 use referee::Referee;
 use tokio::sync::oneshot;
 
@@ -103,9 +110,9 @@ struct Config {
     acquire_timeout: Duration,
 }
 
-struct Worker {
+struct Worker<C> {
     config: Config,
-    mx: RwMutex<ConnectionManager>,
+    mx: RwMutex<C>,
     referee: Referee,
     stop: Arc<AtomicBool>,
 }
@@ -113,6 +120,12 @@ struct Worker {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let lock_url = std::env::var("FW_LOCK_URL").expect("FW_LOCK_URL");
+    if let Ok(filter) = std::env::var("FW_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let config = Config {
         name: var("FW_NAME", "worker"),
         keys: num("FW_KEYS", 1).max(1),
@@ -134,47 +147,75 @@ async fn main() {
     });
     event!("START", std::process::id());
 
-    let client = redis::Client::open(lock_url.as_str()).expect("FW_LOCK_URL");
-    let conn = loop {
-        match ConnectionManager::new(client.clone()).await {
-            Ok(conn) => break conn,
-            Err(err) => event!("ERROR", format!("connect lock server: {err}")),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let urls: Vec<&str> = lock_url.split(',').map(str::trim).collect();
+    let mut clients = Vec::new();
+    let mut conns = Vec::new();
+    for url in &urls {
+        let client = redis::Client::open(*url).expect("FW_LOCK_URL");
+        conns.push(connect(&client).await);
+        clients.push(client);
+    }
+    if urls.len() > 1 {
+        let quorum = Quorum::new(conns).expect("a quorum of nodes");
+        let notifier = Notifier::quorum(clients);
+        let worker = Worker::new(quorum, notifier, config, stop).await;
+        worker.run().await;
+        event!("EXIT");
+        return;
+    }
+    let (conn, client) = (conns.remove(0), clients.remove(0));
     if let Ok(permits) = std::env::var("FW_PERMITS") {
         let permits = permits.parse().expect("FW_PERMITS");
         hold_permits(conn, client, permits, &config, &stop).await;
         event!("EXIT");
         return;
     }
-    let referee_url = std::env::var("FW_REFEREE_URL").expect("FW_REFEREE_URL");
-    let referee = loop {
-        match Referee::connect(&referee_url).await {
-            Ok(referee) => break referee,
-            Err(err) => event!("ERROR", format!("connect referee: {err}")),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let mut builder = RwMutex::builder(conn, var("FW_MUTEX", "faults"))
-        .ttl(Duration::from_millis(num("FW_TTL_MS", 1000)))
-        .lock_intent(var("FW_INTENT", "0") == "1")
-        .fair(var("FW_FAIR", "0") == "1");
-    if var("FW_NOTIFY", "1") == "1" {
-        builder = builder.notifier(client);
-    }
-    let mx = builder.build().expect("valid mutex options");
-    let worker = Worker {
-        config,
-        mx,
-        referee,
-        stop,
-    };
+    let worker = Worker::new(conn, client.into(), config, stop).await;
     worker.run().await;
     event!("EXIT");
 }
 
-impl Worker {
+/// A connection manager to `client`'s server, retried until the server answers.
+async fn connect(client: &redis::Client) -> ConnectionManager {
+    loop {
+        match ConnectionManager::new(client.clone()).await {
+            Ok(conn) => return conn,
+            Err(err) => event!("ERROR", format!("connect lock server: {err}")),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+impl<C: Deployment> Worker<C> {
+    /// Connects to the referee and builds the mutex over `conn` (one server, or a
+    /// quorum), waiting by `notifier` unless `FW_NOTIFY` is `0`.
+    async fn new(conn: C, notifier: Notifier, config: Config, stop: Arc<AtomicBool>) -> Self {
+        let referee_url = std::env::var("FW_REFEREE_URL").expect("FW_REFEREE_URL");
+        let referee = loop {
+            match Referee::connect(&referee_url).await {
+                Ok(referee) => break referee,
+                Err(err) => event!("ERROR", format!("connect referee: {err}")),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let mut builder = RwMutex::builder(conn, var("FW_MUTEX", "faults"))
+            .ttl(Duration::from_millis(num("FW_TTL_MS", 1000)))
+            .lock_intent(var("FW_INTENT", "0") == "1")
+            .fair(var("FW_FAIR", "0") == "1");
+        if var("FW_NOTIFY", "1") == "1" {
+            builder = builder.notifier(notifier);
+        }
+        let mx = builder.build().expect("valid mutex options");
+        Worker {
+            config,
+            mx,
+            referee,
+            stop,
+        }
+    }
+}
+
+impl<C: Send + Sync + 'static> Worker<C> {
     async fn run(&self) {
         let mut done = 0;
         while !self.stop.load(Ordering::SeqCst)
@@ -207,6 +248,7 @@ impl Worker {
 
     async fn section(&self, guard: Guard) {
         let (key, token) = (guard.key().to_string(), guard.fencing_token());
+        let id = guard.id().to_string();
         let mode = if guard.mode() == Mode::Write {
             "w"
         } else {
@@ -236,10 +278,10 @@ impl Worker {
             event!("ABANDONED", key, token, reason);
             // A probe: a holder that lost its lock tries its fenced write anyway; the
             // resource must reject it if a later holder wrote meanwhile.
-            self.fenced(&key, token, "probe").await;
+            self.fenced(&key, token, &id, "probe").await;
         } else {
             event!("CHECKED", key, token);
-            if let Err(err) = self.act(&key, mode, token).await {
+            if let Err(err) = self.act(&key, mode, token, &id).await {
                 event!("ERROR", format!("referee: {err}"));
             }
         }
@@ -264,7 +306,7 @@ impl Worker {
     }
 
     /// Registers with the referee, writes or reads, and leaves.
-    async fn act(&self, key: &str, mode: &str, token: u64) -> redis::RedisResult<()> {
+    async fn act(&self, key: &str, mode: &str, token: u64, id: &str) -> redis::RedisResult<()> {
         let name = &self.config.name;
         let overlap = self.referee.enter(key, mode, name, token, now_us()).await?;
         event!(
@@ -280,7 +322,7 @@ impl Worker {
             tokio::time::sleep(Duration::from_millis(1)).await;
             self.referee.commit(key, value + 1).await?;
             event!("WROTE", key, token);
-            self.fenced(key, token, "write").await;
+            self.fenced(key, token, id, "write").await;
         } else {
             self.referee.counter(key).await?;
             event!("READ", key, token);
@@ -288,8 +330,9 @@ impl Worker {
         self.referee.leave(key, name).await
     }
 
-    async fn fenced(&self, key: &str, token: u64, what: &str) {
-        match self.referee.fenced(key, token).await {
+    /// A fenced write with `token` by the holder of lock id `id`.
+    async fn fenced(&self, key: &str, token: u64, id: &str, what: &str) {
+        match self.referee.fenced(key, token, id).await {
             Ok(accepted) => {
                 let verdict = if accepted { "accepted" } else { "rejected" };
                 event!("FENCED", key, token, verdict, what);

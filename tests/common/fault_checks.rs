@@ -56,8 +56,9 @@ pub async fn fleet_with_holder(spec: &Spec, name: &str, hold_ms: u64) -> Fleet {
 }
 
 /// The checks every run must pass: the referee saw no overlap, no lost update, every
-/// holder entering with a token above the last writer's, no section's fenced write
-/// rejected, and no lock key outlived a TTL.
+/// holder entering with a token above the last writer's, no fenced write accepted with
+/// another acquisition's token, no section's fenced write rejected, and no lock key
+/// outlived a TTL.
 pub fn assert_safe(report: &Report) {
     let r = &report.referee;
     assert_eq!(
@@ -67,6 +68,7 @@ pub fn assert_safe(report: &Report) {
     );
     assert_eq!(r.lost_updates, 0, "lost updates");
     assert_eq!(r.token_order, 0, "{:?}", r.token_order_log);
+    assert_eq!(r.stale_accepted, 0, "{:?}", r.stale_accepted_log);
     assert_eq!(
         report.rejected_writes, 0,
         "a holder's fenced write was refused"

@@ -106,39 +106,11 @@ impl Fleet {
     pub async fn spawn(&mut self, name: &str, spec: &Spec) {
         self.keys = self.keys.max(spec.keys);
         let proxy = Proxy::start(self.lock.port()).await;
-        let mut command = Command::new(worker_bin::path());
+        let mut command = worker_command(name, spec, self.ttl_ms, &self.mutex);
         command
             .env("FW_LOCK_URL", proxy.url())
-            .env("FW_REFEREE_URL", self.referee_server.url())
-            .env("FW_NAME", name)
-            .env("FW_MUTEX", &self.mutex)
-            .env("FW_KEYS", spec.keys.to_string())
-            .env("FW_TTL_MS", self.ttl_ms.to_string())
-            .env("FW_READ_PCT", spec.read_pct.to_string())
-            .env("FW_WORK_MIN_MS", spec.work_ms.0.to_string())
-            .env("FW_WORK_MAX_MS", spec.work_ms.1.to_string())
-            .env("FW_INTENT", if spec.intent { "1" } else { "0" })
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        if let Some(hold) = spec.hold_ms {
-            command.env("FW_HOLD_MS", hold.to_string());
-        }
-        let mut child = command.spawn().expect("spawn the fault worker");
-        let pid = i32::try_from(child.id().expect("a pid")).expect("pid fits i32");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (log, worker) = (self.log.clone(), name.to_string());
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                match Event::parse(&worker, &line) {
-                    Some(event) => log.push(event),
-                    None => eprintln!("{worker}: {line}"),
-                }
-            }
-        });
-        let stdin = child.stdin.take();
+            .env("FW_REFEREE_URL", self.referee_server.url());
+        let (child, pid, stdin) = launch(command, name, &self.log).await;
         self.workers.push(Worker {
             name: name.to_string(),
             proxy,
@@ -147,13 +119,6 @@ impl Fleet {
             stdin,
             alive: true,
         });
-        let started = self
-            .log
-            .wait_for(Duration::from_secs(10), |e| {
-                e.worker == name && e.is("START")
-            })
-            .await;
-        assert!(started.is_some(), "worker {name} did not start");
     }
 
     pub fn worker(&self, name: &str) -> &Worker {
@@ -270,6 +235,60 @@ impl Drop for Fleet {
             let _ = worker.child.start_kill();
         }
     }
+}
+
+/// The command that starts `examples/fault_worker.rs` as worker `name` with `spec`, a
+/// TTL of `ttl_ms` and mutex `mutex`; the caller adds `FW_LOCK_URL` and `FW_REFEREE_URL`.
+pub(super) fn worker_command(name: &str, spec: &Spec, ttl_ms: u64, mutex: &str) -> Command {
+    let mut command = Command::new(worker_bin::path());
+    command
+        .env("FW_NAME", name)
+        .env("FW_MUTEX", mutex)
+        .env("FW_KEYS", spec.keys.to_string())
+        .env("FW_TTL_MS", ttl_ms.to_string())
+        .env("FW_READ_PCT", spec.read_pct.to_string())
+        .env("FW_WORK_MIN_MS", spec.work_ms.0.to_string())
+        .env("FW_WORK_MAX_MS", spec.work_ms.1.to_string())
+        .env("FW_INTENT", if spec.intent { "1" } else { "0" })
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if let Some(hold) = spec.hold_ms {
+        command.env("FW_HOLD_MS", hold.to_string());
+    }
+    command
+}
+
+/// Spawns `command` as worker `name`, with a task that parses its events into `log`,
+/// and waits for its `START`: the child, its pid and its stdin (closing it stops the
+/// worker).
+pub(super) async fn launch(
+    mut command: Command,
+    name: &str,
+    log: &Log,
+) -> (Child, i32, Option<ChildStdin>) {
+    let mut child = command.spawn().expect("spawn the fault worker");
+    let pid = i32::try_from(child.id().expect("a pid")).expect("pid fits i32");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (events, worker) = (log.clone(), name.to_string());
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            match Event::parse(&worker, &line) {
+                Some(event) => events.push(event),
+                None => eprintln!("{worker}: {line}"),
+            }
+        }
+    });
+    let stdin = child.stdin.take();
+    let started = log
+        .wait_for(Duration::from_secs(10), |e| {
+            e.worker == name && e.is("START")
+        })
+        .await;
+    assert!(started.is_some(), "worker {name} did not start");
+    (child, pid, stdin)
 }
 
 /// Sends `signal` to process `pid`.

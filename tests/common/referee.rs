@@ -9,10 +9,12 @@
 //! - `inside:k` hash worker → `r`/`w`: who is between the check and `leave` now
 //! - `counter:k` the counter writers increment with a non-atomic read-modify-write
 //! - `writes:k` writer sections that completed their increment
-//! - `fence:k` the largest fencing token accepted
+//! - `fence:k` the largest fencing token accepted, `fence_holder:k` the lock id that
+//!   wrote it
 //! - `wtoken:k` the fencing token of the last writer that entered
 //! - `keys` every `k` seen; `violations`, `violation_log`, `token_order`,
-//!   `token_order_log`, `sections`, `accepted`, `stale_rejected` totals
+//!   `token_order_log`, `sections`, `accepted`, `stale_rejected`, `stale_accepted`,
+//!   `stale_accepted_log` totals
 
 use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Script};
@@ -74,11 +76,21 @@ redis.call('INCR', KEYS[2])
 return 0
 "#;
 
-/// Accepts a token only if it is at least the largest accepted for the key.
+/// Accepts a token only if it is at least the largest accepted for the key. A token
+/// equal to the largest, written by another acquisition (another lock id), is accepted
+/// as the rule says, but counted as a stale write accepted: two acquisitions shared a
+/// token, so the resource could not order them.
 const FENCED: &str = r#"
 local token = tonumber(ARGV[1])
 local max = tonumber(redis.call('GET', KEYS[1]) or '-1')
 if token >= max then
+    local holder = redis.call('GET', KEYS[3])
+    if token == max and holder and holder ~= ARGV[2] then
+        redis.call('INCR', 'stale_accepted')
+        redis.call('RPUSH', 'stale_accepted_log', ARGV[3] .. ' token ' .. ARGV[1]
+            .. ' of id ' .. ARGV[2] .. ' equals the token id ' .. holder .. ' wrote')
+    end
+    redis.call('SET', KEYS[3], ARGV[2])
     redis.call('SET', KEYS[1], ARGV[1])
     redis.call('INCR', 'accepted')
     return 1
@@ -116,6 +128,10 @@ pub struct RefereeReport {
     pub accepted: u64,
     /// Fenced writes rejected because a larger token had been accepted.
     pub stale_rejected: u64,
+    /// Fenced writes accepted with the token another acquisition had already written.
+    pub stale_accepted: u64,
+    /// The description of each: `<key> token T of id A equals the token id B wrote`.
+    pub stale_accepted_log: Vec<String>,
     /// Holders that entered with a fencing token not above the last writer's.
     pub token_order: u64,
     /// The description of each: `<us> <key> <worker>/<mode> token T not above ...`.
@@ -188,12 +204,16 @@ impl Referee {
             .await
     }
 
-    /// A write fenced by `token`: true when accepted.
-    pub async fn fenced(&self, key: &str, token: u64) -> RedisResult<bool> {
+    /// A write fenced by `token`, made by the holder of lock id `holder`: true when
+    /// accepted.
+    pub async fn fenced(&self, key: &str, token: u64, holder: &str) -> RedisResult<bool> {
         let accepted: i64 = Script::new(FENCED)
             .key(format!("fence:{key}"))
             .key(format!("accepted:{key}"))
+            .key(format!("fence_holder:{key}"))
             .arg(token)
+            .arg(holder)
+            .arg(key)
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(accepted == 1)
@@ -215,10 +235,17 @@ impl Referee {
             accepted: total("accepted").await?,
             stale_rejected: total("stale_rejected").await?,
             token_order: total("token_order").await?,
+            stale_accepted: total("stale_accepted").await?,
             ..RefereeReport::default()
         };
         report.violation_log = redis::cmd("LRANGE")
             .arg("violation_log")
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await?;
+        report.stale_accepted_log = redis::cmd("LRANGE")
+            .arg("stale_accepted_log")
             .arg(0)
             .arg(-1)
             .query_async(&mut conn)

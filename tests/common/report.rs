@@ -245,9 +245,12 @@ impl fmt::Display for Report {
         writeln!(
             f,
             "   fenced writes      accepted {}, stale rejected {} (of them section writes {}), \
-             tokens out of order {}",
-            r.accepted, r.stale_rejected, self.rejected_writes, r.token_order
+             stale accepted {}, tokens out of order {}",
+            r.accepted, r.stale_rejected, self.rejected_writes, r.stale_accepted, r.token_order
         )?;
+        for line in &r.stale_accepted_log {
+            writeln!(f, "     stale accepted: {line}")?;
+        }
         for line in &r.token_order_log {
             writeln!(f, "     token order: {line}")?;
         }
