@@ -17,6 +17,7 @@ pub mod lone_worker;
 pub mod lost_update;
 pub mod proxy;
 pub mod quorum;
+pub mod quorum_fleet;
 pub mod record;
 pub mod referee;
 pub mod report;

@@ -17,6 +17,20 @@ pub enum FaultKind {
     Delay,
     Reset,
     ClientKill,
+    /// Quorum mode: one node's proxy blackholes every connection (a partition).
+    PartitionNode,
+    /// Quorum mode: one node's proxy delays every chunk past the per-node bound.
+    SlowNode,
+    /// Quorum mode: one node's proxy resets every connection, again and again.
+    CutNode,
+    /// Quorum mode: one node's `redis-server` SIGSTOPped for less than ttl/2.
+    FreezeNode,
+    /// Quorum mode: one node's `redis-server` SIGSTOPped for more than the TTL.
+    FreezeNodeLong,
+    /// Quorum mode: one node's `redis-server` SIGKILLed and started again empty at once.
+    RestartNode,
+    /// Quorum mode: the same, down for less than a TTL before the restart.
+    RestartNodeLater,
 }
 
 /// Whom a fault was aimed at.
@@ -25,6 +39,8 @@ pub enum Target {
     Worker(String),
     /// The lock server, so every worker.
     Server,
+    /// Node `n` of a quorum (every worker talks to it).
+    Node(usize),
 }
 
 #[derive(Debug, Clone)]
@@ -39,7 +55,7 @@ impl FaultRecord {
     /// Whether the fault was aimed at `worker` (a fault of the server hits everyone).
     pub fn hits(&self, worker: &str) -> bool {
         match &self.target {
-            Target::Server => true,
+            Target::Server | Target::Node(_) => true,
             Target::Worker(name) => name == worker,
         }
     }

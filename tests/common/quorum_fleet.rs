@@ -1,0 +1,737 @@
+//! The fault suite in quorum mode: three independent `redis-server` nodes, a [`Proxy`]
+//! in front of each (every worker reaches node `n` through proxy `n`, so a fault on a
+//! proxy cuts that node off from everyone), a referee server, and worker processes
+//! (`examples/fault_worker.rs` given the three proxy URLs, so each builds a `Quorum`).
+//! Faults hit one node at a time ([`NodeFault`]): a partition (blackhole), a slow node,
+//! connections cut again and again, a freeze (SIGSTOP), and an empty restart on the
+//! same port without waiting a TTL. The run ends in a [`QuorumReport`]: the fleet
+//! [`Report`] plus what quorum mode adds (tokens in the order the lock passed, work done
+//! during faults, the lock keys left on each node).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use redis::aio::MultiplexedConnection;
+use tokio::process::{Child, ChildStdin};
+
+use super::events::{now_us, Event, Log};
+use super::fleet::{launch, signal, worker_command, Spec};
+use super::proxy::{Fault, Proxy};
+use super::record::{FaultKind, FaultRecord, HeldLock, Target};
+use super::referee::Referee;
+use super::report::Report;
+use super::RedisServer;
+
+/// How many nodes the quorum has.
+pub const NODES: usize = 3;
+
+/// One fault on one node, healed before [`QuorumFleet::inject`] returns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NodeFault {
+    /// The node's proxy blackholes every connection for this long, then resets them.
+    Partition(Duration),
+    /// The node's proxy holds every chunk 150–200 ms each way (past the per-node bound
+    /// of a tenth of the TTL) for this long: calls time out, then run late on the node.
+    Slow(Duration),
+    /// The node's proxy resets every connection every 150 ms for this long.
+    Cut(Duration),
+    /// The node's `redis-server` is SIGSTOPped for this long (queued calls run late).
+    Freeze(Duration),
+    /// The node's `redis-server` is SIGKILLed, stays down this long (less than a TTL, or
+    /// zero), and starts again empty on the same port.
+    Restart(Duration),
+}
+
+impl NodeFault {
+    /// How the fault is counted in the report, for a TTL of `ttl_ms`.
+    pub fn kind(self, ttl_ms: u64) -> FaultKind {
+        match self {
+            NodeFault::Partition(_) => FaultKind::PartitionNode,
+            NodeFault::Slow(_) => FaultKind::SlowNode,
+            NodeFault::Cut(_) => FaultKind::CutNode,
+            NodeFault::Freeze(d) if d.as_millis() > u128::from(ttl_ms) => FaultKind::FreezeNodeLong,
+            NodeFault::Freeze(_) => FaultKind::FreezeNode,
+            NodeFault::Restart(d) if d.is_zero() => FaultKind::RestartNode,
+            NodeFault::Restart(_) => FaultKind::RestartNodeLater,
+        }
+    }
+}
+
+/// A worker process of the fleet.
+#[derive(Debug)]
+pub struct Member {
+    pub name: String,
+    pub pid: i32,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    pub alive: bool,
+}
+
+/// Nodes, proxies, referee, workers, their events and the faults injected so far.
+#[derive(Debug)]
+pub struct QuorumFleet {
+    pub nodes: Vec<RedisServer>,
+    pub proxies: Vec<Proxy>,
+    pub referee_server: RedisServer,
+    pub referee: Referee,
+    pub log: Log,
+    pub workers: Vec<Member>,
+    pub faults: Vec<FaultRecord>,
+    pub ttl_ms: u64,
+    pub mutex: String,
+    pub started_us: u64,
+    /// How many lock keys the workers use at most.
+    pub keys: u64,
+    /// Who held which lock key on each node right before each node fault: `(µs, node,
+    /// lock key, id)`.
+    pub snapshots: Vec<(u64, usize, String, String)>,
+    /// Faults whose effect was checked on the node (see [`inject`](Self::inject)).
+    pub verified: usize,
+    /// Faults whose effect could not be seen, described.
+    pub unverified: Vec<String>,
+}
+
+impl QuorumFleet {
+    /// Starts the nodes, their proxies and the referee; no workers yet.
+    pub async fn start(ttl_ms: u64) -> QuorumFleet {
+        let nodes: Vec<RedisServer> = (0..NODES).map(|_| RedisServer::start()).collect();
+        let mut proxies = Vec::new();
+        for node in &nodes {
+            proxies.push(Proxy::start(node.port()).await);
+        }
+        let referee_server = RedisServer::start();
+        let referee = Referee::connect(&referee_server.url())
+            .await
+            .expect("connect to the referee");
+        QuorumFleet {
+            nodes,
+            proxies,
+            referee_server,
+            referee,
+            log: Log::default(),
+            workers: Vec::new(),
+            faults: Vec::new(),
+            ttl_ms,
+            mutex: "faults".to_string(),
+            started_us: now_us(),
+            keys: 1,
+            snapshots: Vec::new(),
+            verified: 0,
+            unverified: Vec::new(),
+        }
+    }
+
+    /// The proxies' URLs, comma-separated: a worker's `FW_LOCK_URL` in quorum mode.
+    pub fn lock_urls(&self) -> String {
+        let urls: Vec<String> = self.proxies.iter().map(Proxy::url).collect();
+        urls.join(",")
+    }
+
+    /// Starts worker `name` with `spec` over the quorum, and a task that logs its events.
+    pub async fn spawn(&mut self, name: &str, spec: &Spec) {
+        self.keys = self.keys.max(spec.keys);
+        let mut command = worker_command(name, spec, self.ttl_ms, &self.mutex);
+        command
+            .env("FW_LOCK_URL", self.lock_urls())
+            .env("FW_REFEREE_URL", self.referee_server.url());
+        let (child, pid, stdin) = launch(command, name, &self.log).await;
+        self.workers.push(Member {
+            name: name.to_string(),
+            pid,
+            child,
+            stdin,
+            alive: true,
+        });
+    }
+
+    /// The names of the live workers.
+    pub fn live(&self) -> Vec<String> {
+        self.workers
+            .iter()
+            .filter(|w| w.alive)
+            .map(|w| w.name.clone())
+            .collect()
+    }
+
+    fn begin(&mut self, kind: FaultKind, target: Target) -> usize {
+        let now = now_us();
+        self.faults.push(FaultRecord {
+            kind,
+            target,
+            start_us: now,
+            end_us: now,
+        });
+        self.faults.len() - 1
+    }
+
+    fn end(&mut self, index: usize) {
+        self.faults[index].end_us = now_us();
+    }
+
+    /// Injects `fault` on node `node`, records it, and heals it: when this returns every
+    /// node is up and every proxy passes. It also checks on the node that the fault took
+    /// effect, counting it in [`verified`](Self::verified) or
+    /// [`unverified`](Self::unverified): a partitioned node processed no command but
+    /// this check's own, a cut node saw new connections, a frozen node was in state `T`,
+    /// a restarted node has a new run id.
+    pub async fn inject(&mut self, node: usize, fault: NodeFault) {
+        self.snapshot().await;
+        let index = self.begin(fault.kind(self.ttl_ms), Target::Node(node));
+        let seen = match fault {
+            NodeFault::Partition(d) => {
+                self.proxies[node].set(Fault::Blackhole);
+                // What was on its way to the node before the blackhole is let through.
+                let settle = Duration::from_millis(50).min(d);
+                tokio::time::sleep(settle).await;
+                let direct = self.nodes[node].conn().await;
+                let before = node_stat(&direct, "total_commands_processed").await;
+                tokio::time::sleep(d - settle).await;
+                let during = node_stat(&direct, "total_commands_processed").await - before;
+                self.proxies[node].set(Fault::Pass);
+                // The first INFO itself.
+                (during <= 1)
+                    .then_some(())
+                    .ok_or(format!("{during} commands ran"))
+            }
+            NodeFault::Slow(d) => {
+                let bound = self.ttl_ms / 10;
+                self.proxies[node].set(Fault::Delay {
+                    base: Duration::from_millis(bound + bound / 2),
+                    jitter: Duration::from_millis(bound / 2),
+                });
+                tokio::time::sleep(d).await;
+                self.proxies[node].set(Fault::Pass);
+                Ok(())
+            }
+            NodeFault::Cut(d) => {
+                let direct = self.nodes[node].conn().await;
+                let before = node_stat(&direct, "total_connections_received").await;
+                let until = tokio::time::Instant::now() + d;
+                while tokio::time::Instant::now() < until {
+                    self.proxies[node].reset_all();
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                }
+                let new = node_stat(&direct, "total_connections_received").await - before;
+                (new > 0).then_some(()).ok_or("no reconnection".to_string())
+            }
+            NodeFault::Freeze(d) => {
+                self.nodes[node].pause();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let state = process_state(self.nodes[node].pid());
+                tokio::time::sleep(d.saturating_sub(Duration::from_millis(20))).await;
+                self.nodes[node].resume();
+                (state == 'T')
+                    .then_some(())
+                    .ok_or(format!("state {state:?}"))
+            }
+            NodeFault::Restart(down) => {
+                let before = self.run_id(node).await;
+                let server = &mut self.nodes[node];
+                tokio::task::block_in_place(|| server.stop());
+                tokio::time::sleep(down).await;
+                // `restart` waits for PING on a blocking sleep: not on a runtime thread
+                // the proxies need.
+                tokio::task::block_in_place(|| server.restart());
+                let after = self.run_id(node).await;
+                (after != before)
+                    .then_some(())
+                    .ok_or("same run id".to_string())
+            }
+        };
+        self.end(index);
+        match seen {
+            Ok(()) => self.verified += 1,
+            Err(why) => self
+                .unverified
+                .push(format!("{fault:?} on node {node}: {why}")),
+        }
+    }
+
+    /// Notes who holds which lock key on each node now, for the evidence.
+    pub async fn snapshot(&mut self) {
+        for (n, node) in self.nodes.iter().enumerate() {
+            for held in HeldLock::read(&node.conn().await, &self.mutex, self.keys).await {
+                self.snapshots.push((held.read_us, n, held.key, held.id));
+            }
+        }
+    }
+
+    /// The nodes on which lock id `id` holds lock key `key` now.
+    pub async fn held_on(&self, key: &str, id: &str) -> Vec<usize> {
+        let mut on = Vec::new();
+        for (n, node) in self.nodes.iter().enumerate() {
+            let held = HeldLock::read(&node.conn().await, &self.mutex, self.keys).await;
+            if held.iter().any(|h| h.key == key && h.id == id) {
+                on.push(n);
+            }
+        }
+        on
+    }
+
+    /// The run id of node `node`: a new one each time it starts.
+    async fn run_id(&self, node: usize) -> String {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut self.nodes[node].conn().await)
+            .await
+            .expect("INFO server");
+        info.lines()
+            .find_map(|line| line.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_string())
+            .expect("run_id in INFO")
+    }
+
+    /// SIGKILLs worker `name` and removes its registrations on the referee.
+    pub async fn kill_worker(&mut self, name: &str) {
+        let index = self.begin(FaultKind::KillWorker, Target::Worker(name.to_string()));
+        let worker = self.member(name);
+        signal(worker.pid, Signal::SIGKILL);
+        let _ = worker.child.wait().await;
+        worker.alive = false;
+        self.referee
+            .evict(name)
+            .await
+            .expect("evict on the referee");
+        self.end(index);
+    }
+
+    /// Freezes worker `name` with SIGSTOP for `d`.
+    pub async fn freeze_worker(&mut self, name: &str, d: Duration) {
+        let index = self.begin(FaultKind::FreezeWorker, Target::Worker(name.to_string()));
+        let pid = self.member(name).pid;
+        signal(pid, Signal::SIGSTOP);
+        tokio::time::sleep(d).await;
+        // Ends before the signal: the worker may print before this returns.
+        self.end(index);
+        signal(pid, Signal::SIGCONT);
+    }
+
+    fn member(&mut self, name: &str) -> &mut Member {
+        self.workers
+            .iter_mut()
+            .find(|w| w.name == name)
+            .unwrap_or_else(|| panic!("no worker {name}"))
+    }
+
+    /// Sections completed (`RELEASED ... held=true`) after `us`.
+    pub fn released_after(&self, us: u64) -> usize {
+        self.log
+            .count(|e| e.is("RELEASED") && e.us > us && e.last() == "held=true")
+    }
+
+    /// Closes every live worker's stdin, so it stops after its current section, and
+    /// waits for it to exit (SIGKILL after 10 s).
+    pub async fn stop_all(&mut self) {
+        for worker in &mut self.workers {
+            worker.stdin = None;
+        }
+        for worker in &mut self.workers {
+            if !worker.alive {
+                continue;
+            }
+            signal(worker.pid, Signal::SIGCONT);
+            let waited = tokio::time::timeout(Duration::from_secs(10), worker.child.wait()).await;
+            if waited.is_err() {
+                eprintln!("{} did not stop; killing it", worker.name);
+                let _ = worker.child.kill().await;
+            }
+            worker.alive = false;
+        }
+    }
+
+    /// The lock keys (not fence counters) left on each node, as `node n: key`.
+    pub async fn keys_left(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        for (n, node) in self.nodes.iter().enumerate() {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("*")
+                .query_async(&mut node.conn().await)
+                .await
+                .expect("KEYS");
+            left.extend(
+                keys.into_iter()
+                    .filter(|k| !k.ends_with(":fence"))
+                    .map(|k| format!("node {n}: {k}")),
+            );
+        }
+        left
+    }
+
+    /// Stops the workers, waits a TTL, and reads everything into the report, which it
+    /// prints (with every event and fault when `FAULTS_DUMP` is set).
+    pub async fn finish(&mut self, label: &str) -> QuorumReport {
+        self.stop_all().await;
+        tokio::time::sleep(Duration::from_millis(self.ttl_ms + 300)).await;
+        let keys_left = self.keys_left().await;
+        let referee = self.referee.report().await.expect("read the referee");
+        let secs = (now_us() - self.started_us) as f64 / 1e6;
+        let events = self.log.all();
+        let mut fleet = Report::build(
+            label,
+            &self.log,
+            &self.faults,
+            &[],
+            self.ttl_ms,
+            referee,
+            secs,
+        );
+        fleet.keys_left = keys_left;
+        let report = QuorumReport {
+            out_of_order: out_of_order(&events),
+            guard_overlaps: guard_overlaps(&events, &self.faults),
+            during_faults: during_faults(&events, &self.faults),
+            losses: events.iter().filter(|e| e.is_loss()).cloned().collect(),
+            verified: self.verified,
+            unverified: self.unverified.clone(),
+            fleet,
+        };
+        if std::env::var_os("FAULTS_DUMP").is_some() {
+            println!("{}", self.dump(0, u64::MAX));
+        }
+        println!("{report}");
+        report
+    }
+
+    /// Every event and fault from `from_us` to `to_us`, one a line, in ms since the start.
+    pub fn dump(&self, from_us: u64, to_us: u64) -> String {
+        let ms = |us: u64| us.saturating_sub(self.started_us) as f64 / 1000.0;
+        let mut lines: Vec<(u64, String)> = Vec::new();
+        for event in self.log.all() {
+            if (from_us..=to_us).contains(&event.us) {
+                let line = format!(
+                    "{:>9.1} {} {} {}",
+                    ms(event.us),
+                    event.worker,
+                    event.kind,
+                    event.fields.join(" ")
+                );
+                lines.push((event.us, line));
+            }
+        }
+        for fault in &self.faults {
+            if fault.end_us >= from_us && fault.start_us <= to_us {
+                let line = format!(
+                    "{:>9.1} fault {:?} on {:?} until {:.1}",
+                    ms(fault.start_us),
+                    fault.kind,
+                    fault.target,
+                    ms(fault.end_us)
+                );
+                lines.push((fault.start_us, line));
+            }
+        }
+        let events = self.log.all();
+        for (us, node, key, id) in &self.snapshots {
+            if (from_us..=to_us).contains(us) {
+                let whose = events
+                    .iter()
+                    .find(|e| e.is("ACQUIRED") && e.id() == id)
+                    .map_or(format!("id {id}"), |e| {
+                        format!("{}/{} token {}", e.worker, e.field(0), e.token())
+                    });
+                let line = format!("{:>9.1} node {node}: {key} held by {whose}", ms(*us));
+                lines.push((*us, line));
+            }
+        }
+        lines.sort_by_key(|(us, _)| *us);
+        let lines: Vec<String> = lines.into_iter().map(|(_, line)| line).collect();
+        lines.join("\n")
+    }
+
+    /// The evidence around each violation the report names: the events and faults of
+    /// the 3 s before it and 0.5 s after (empty when there is none).
+    pub fn evidence(&self, report: &QuorumReport) -> String {
+        let r = &report.fleet.referee;
+        let mut out = String::new();
+        let lines = r
+            .violation_log
+            .iter()
+            .chain(&r.token_order_log)
+            .chain(&report.out_of_order)
+            .chain(&report.guard_overlaps);
+        for line in lines {
+            let at: u64 = line
+                .split_whitespace()
+                .next()
+                .and_then(|us| us.parse().ok())
+                .unwrap_or(0);
+            out.push_str(&format!("--- around: {line}\n"));
+            out.push_str(&self.dump(at.saturating_sub(3_000_000), at + 500_000));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+impl Drop for QuorumFleet {
+    fn drop(&mut self) {
+        for worker in &mut self.workers {
+            let _ = worker.child.start_kill();
+        }
+        // A node left frozen would not die with its SIGKILL until thawed.
+        for node in &self.nodes {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(i32::try_from(node.pid()).expect("pid fits i32")),
+                Signal::SIGCONT,
+            );
+        }
+    }
+}
+
+/// A counter from `INFO` over `conn`, a direct connection to a node.
+async fn node_stat(conn: &MultiplexedConnection, name: &str) -> i64 {
+    let info: String = redis::cmd("INFO")
+        .query_async(&mut conn.clone())
+        .await
+        .expect("INFO");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}:")))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in INFO"))
+}
+
+/// The state letter of process `pid` in `/proc/<pid>/stat` (`T` when stopped).
+fn process_state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')')
+        .next()
+        .and_then(|rest| rest.trim().chars().next())
+        .unwrap_or('?')
+}
+
+/// What a quorum run measured, beyond the fleet [`Report`].
+#[derive(Debug, Clone)]
+pub struct QuorumReport {
+    pub fleet: Report,
+    /// Acquisitions whose token is not above every token the lock had before them (a
+    /// writer's), or not above the last writer's (a reader's), in the order the workers
+    /// printed `ACQUIRED`: `<us> <key> <worker>/<mode> token T ...`.
+    pub out_of_order: Vec<String>,
+    /// Acquisitions made while another guard on the key, which one of them a writer,
+    /// still believed it held the lock (between its `ACQUIRED` and its `FIRED`):
+    /// `<us> <key> <worker>/<mode> token T acquired while ...`.
+    pub guard_overlaps: Vec<String>,
+    /// Sections completed while a fault was on, by fault kind.
+    pub during_faults: BTreeMap<String, usize>,
+    /// Tokens fired as `Lost` or `Expired`.
+    pub losses: Vec<Event>,
+    /// Node faults whose effect was seen on the node.
+    pub verified: usize,
+    /// Node faults whose effect was not seen, described.
+    pub unverified: Vec<String>,
+}
+
+impl QuorumReport {
+    /// How many faults of `kind` were injected.
+    pub fn faults(&self, kind: FaultKind) -> usize {
+        self.fleet
+            .faults
+            .get(&format!("{kind:?}"))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+impl fmt::Display for QuorumReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.fleet)?;
+        writeln!(
+            f,
+            "   quorum             tokens out of acquisition order {}, sections during faults {:?}, \
+             tokens fired as lost {}",
+            self.out_of_order.len(),
+            self.during_faults,
+            self.losses.len()
+        )?;
+        writeln!(
+            f,
+            "   node faults seen   {} (not seen: {:?})",
+            self.verified, self.unverified
+        )?;
+        for line in &self.out_of_order {
+            writeln!(f, "     out of order: {line}")?;
+        }
+        writeln!(
+            f,
+            "   guards overlapping {} (an acquisition while another guard still held the key)",
+            self.guard_overlaps.len()
+        )?;
+        for line in &self.guard_overlaps {
+            writeln!(f, "     guard overlap: {line}")?;
+        }
+        for event in &self.losses {
+            writeln!(f, "     fired: {event:?}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The acquisitions whose token breaks the order the lock passed in: per key, in the
+/// order of the `ACQUIRED` events, a writer's token must be above every earlier token,
+/// and a reader's above the last writer's (readers that share the lock need no order
+/// among themselves). A holder prints `ACQUIRED` as soon as its acquire returns, so
+/// the print order is the acquisition order unless a worker stalls for about a TTL
+/// between the two.
+fn out_of_order(events: &[Event]) -> Vec<String> {
+    let mut seen: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut out = Vec::new();
+    for e in events.iter().filter(|e| e.is("ACQUIRED")) {
+        let (max, last_writer) = seen.entry(e.key().to_string()).or_default();
+        let mode = e.field(0);
+        let token = e.token();
+        let floor = if mode == "w" { *max } else { *last_writer };
+        if token <= floor {
+            out.push(format!(
+                "{} {} {}/{mode} token {token} not above {floor} (largest before {max}, \
+                 last writer {last_writer})",
+                e.us,
+                e.key(),
+                e.worker
+            ));
+        }
+        *max = (*max).max(token);
+        if mode == "w" {
+            *last_writer = token;
+        }
+    }
+    out
+}
+
+/// The acquisitions made while another guard on the same key (one of the two a writer)
+/// still believed it held the lock: between that guard's `ACQUIRED` and its `FIRED`
+/// (by its own unlock, which prints before the release is sent, or by a loss). A token
+/// fires `Lost` only before its validity deadline, and `Expired` at it, while the keys
+/// on a majority outlive that deadline by the drift margin: so with a sound lock no
+/// acquisition falls inside another guard's span. A worker SIGKILLed prints no `FIRED`:
+/// its span ends at the kill. (A worker frozen prints its `FIRED` late: callers discount
+/// those.)
+fn guard_overlaps(events: &[Event], faults: &[FaultRecord]) -> Vec<String> {
+    let mut out = Vec::new();
+    let acquired: Vec<&Event> = events.iter().filter(|e| e.is("ACQUIRED")).collect();
+    for held in &acquired {
+        let (key, token, worker) = (held.key(), held.token(), &held.worker);
+        let fired = events
+            .iter()
+            .find(|e| e.is("FIRED") && &e.worker == worker && e.key() == key && e.token() == token);
+        let killed = faults
+            .iter()
+            .filter(|f| f.kind == FaultKind::KillWorker && f.hits(worker) && f.start_us > held.us)
+            .map(|f| f.start_us)
+            .min();
+        let (end_us, how) = match (fired, killed) {
+            (Some(fired), Some(kill)) if kill < fired.us => (kill, "killed".to_string()),
+            (Some(fired), _) => (fired.us, fired.last().to_string()),
+            (None, Some(kill)) => (kill, "killed".to_string()),
+            (None, None) => continue,
+        };
+        for other in &acquired {
+            let writer = held.field(0) == "w" || other.field(0) == "w";
+            if other.key() == key
+                && other.token() != token
+                && writer
+                && held.us < other.us
+                && other.us < end_us
+            {
+                out.push(format!(
+                    "{} {key} {}/{} token {} acquired while {worker}/{} token {token} held it \
+                     (acquired {:.1} ms before, ended by {how} {:.1} ms after)",
+                    other.us,
+                    other.worker,
+                    other.field(0),
+                    other.token(),
+                    held.field(0),
+                    (other.us - held.us) as f64 / 1000.0,
+                    (end_us - other.us) as f64 / 1000.0,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Sections completed (`RELEASED ... held=true`) while a fault was on, by fault kind.
+fn during_faults(events: &[Event], faults: &[FaultRecord]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for fault in faults {
+        let done = events
+            .iter()
+            .filter(|e| {
+                e.is("RELEASED")
+                    && e.last() == "held=true"
+                    && fault.start_us <= e.us
+                    && e.us <= fault.end_us
+            })
+            .count();
+        *out.entry(format!("{:?}", fault.kind)).or_default() += done;
+    }
+    out
+}
+
+/// Whether a line of [`QuorumReport::out_of_order`] or
+/// [`QuorumReport::guard_overlaps`] (`<us> <key> ...`, naming workers as
+/// `<worker>/<mode>`) involves a worker frozen (SIGSTOP) within two TTLs before it or
+/// a TTL after: a frozen worker prints its `ACQUIRED` or `FIRED` late, so its span or
+/// its place in the order is not what the log shows.
+pub fn explained_by_worker_freeze(line: &str, faults: &[FaultRecord], ttl_ms: u64) -> bool {
+    let at: u64 = line
+        .split_whitespace()
+        .next()
+        .and_then(|us| us.parse().ok())
+        .unwrap_or(0);
+    let workers: Vec<&str> = line
+        .split_whitespace()
+        .filter_map(|word| word.split_once('/').map(|(worker, _)| worker))
+        .collect();
+    let ttl_us = ttl_ms * 1000;
+    faults.iter().any(|f| {
+        f.kind == FaultKind::FreezeWorker
+            && workers.iter().any(|worker| f.hits(worker))
+            && f.start_us <= at + ttl_us
+            && f.end_us + 2 * ttl_us >= at
+    })
+}
+
+/// The checks every quorum run must pass, with the evidence on failure: no overlap (of
+/// sections at the referee, or of guards in the log), no lost update, no holder entering with a token not above the last writer's, no token
+/// out of the order the lock passed in, no fenced write accepted with another
+/// acquisition's token, no section's fenced write refused, and no lock key left on any
+/// node once a TTL passed.
+pub fn assert_quorum_safe(fleet: &QuorumFleet, report: &QuorumReport) {
+    let r = &report.fleet.referee;
+    let broken = r.violations != 0
+        || r.lost_updates != 0
+        || r.token_order != 0
+        || r.stale_accepted != 0
+        || report.fleet.rejected_writes != 0
+        || !report.out_of_order.is_empty()
+        || !report.guard_overlaps.is_empty();
+    if broken {
+        let path = std::env::temp_dir().join(format!(
+            "faults_quorum-{}-{}.log",
+            std::process::id(),
+            now_us()
+        ));
+        let _ = std::fs::write(&path, fleet.dump(0, u64::MAX));
+        panic!(
+            "quorum safety broken: overlaps {}, lost updates {}, entered out of token order {}, \
+             stale fenced writes accepted {}, section writes refused {}, tokens out of \
+             acquisition order {}, guards overlapping {}\n{report}\nevidence (every event \
+             in {path:?}):\n{}",
+            r.violations,
+            r.lost_updates,
+            r.token_order,
+            r.stale_accepted,
+            report.fleet.rejected_writes,
+            report.out_of_order.len(),
+            report.guard_overlaps.len(),
+            fleet.evidence(report)
+        );
+    }
+    assert!(
+        report.fleet.keys_left.is_empty(),
+        "lock keys left a TTL after the workers stopped: {:?}",
+        report.fleet.keys_left
+    );
+}
