@@ -4,7 +4,17 @@
 //! `SOAK_SECS` seconds (default 120). Then the full report.
 //!
 //! ```sh
-//! SOAK_SECS=300 cargo test --release --test soak -- --ignored --nocapture
+//! SOAK_SECS=300 cargo test --release --test soak soak_with_random_faults -- --ignored --nocapture
+//! ```
+//!
+//! The quorum soak (`soak_quorum_with_random_faults`; `soak_quorum_short` runs it for
+//! 20 s in every `cargo test`) does the same over a quorum of three nodes
+//! (`tests/common/quorum_fleet.rs`), with the faults of `tests/faults_quorum.rs` on one
+//! node at a time and workers killed or frozen, one fault every 2.2–3 s after the last
+//! healed:
+//!
+//! ```sh
+//! SOAK_SECS=300 cargo test --release --test soak soak_quorum_with_random_faults -- --ignored --nocapture
 //! ```
 //!
 //! It asserts that every overlap the referee saw is explained by a worker frozen inside
@@ -18,13 +28,22 @@ mod common;
 use std::collections::HashMap;
 
 use common::events::now_us;
-use common::fault_checks::ms;
+use common::fault_checks::{ms, SERIAL};
 use common::fleet::{Fleet, Spec};
 use common::proxy::Fault;
+use common::quorum_fleet::{explained_by_worker_freeze, NodeFault, QuorumFleet, NODES};
 use common::record::{FaultKind, Target};
 use rand::RngExt;
 
 const TTL_MS: u64 = 1000;
+
+/// `SOAK_SECS`, 120 by default.
+fn soak_secs() -> u64 {
+    std::env::var("SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120)
+}
 
 fn between(lo: u64, hi: u64) -> u64 {
     rand::rng().random_range(lo..=hi)
@@ -44,10 +63,8 @@ fn any_worker(fleet: &Fleet) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "runs for SOAK_SECS (default 120 s): cargo test --release --test soak -- --ignored"]
 async fn soak_with_random_faults() {
-    let secs: u64 = std::env::var("SOAK_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(120);
+    let _serial = SERIAL.lock().await;
+    let secs = soak_secs();
     // Three quick workers, and two slow ones whose guards outlive pauses and
     // blackholes, so that tokens fire as Expired and their lead is measured.
     let quick = Spec {
@@ -183,5 +200,165 @@ async fn soak_with_random_faults() {
         "tokens fired after their key expired: {:?}",
         report.leads
     );
+    assert!(r.sections > secs, "work stalled: {} sections", r.sections);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "runs for SOAK_SECS (default 120 s): cargo test --release --test soak soak_quorum -- --ignored"]
+async fn soak_quorum_with_random_faults() {
+    let _serial = SERIAL.lock().await;
+    quorum_soak(soak_secs()).await;
+}
+
+/// The quorum soak for 20 s, in every `cargo test`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_quorum_short() {
+    let _serial = SERIAL.lock().await;
+    quorum_soak(20).await;
+}
+
+/// A live worker of the quorum fleet, picked at random.
+fn any_member(fleet: &QuorumFleet) -> String {
+    let live = fleet.live();
+    live[rand::rng().random_range(0..live.len())].clone()
+}
+
+/// Five workers (three quick, two slow) on two keys over a quorum of three nodes, and
+/// for `secs` seconds a fault at random every 2.2–3 s after the last one healed: one
+/// node partitioned, slowed, cut, frozen or restarted empty, or a worker killed (and
+/// replaced) or frozen past the TTL.
+async fn quorum_soak(secs: u64) {
+    let quick = Spec {
+        keys: 2,
+        read_pct: 40,
+        work_ms: (10, 80),
+        hold_ms: None,
+        intent: true,
+    };
+    let slow = Spec {
+        work_ms: (300, 1500),
+        ..quick.clone()
+    };
+    let mut specs = HashMap::new();
+    let mut fleet = QuorumFleet::start(TTL_MS).await;
+    for n in 0..5 {
+        let (name, spec) = (format!("w{n}"), if n < 3 { &quick } else { &slow });
+        fleet.spawn(&name, spec).await;
+        specs.insert(name, spec.clone());
+    }
+    let mut spawned = 5;
+    let end_us = now_us() + secs * 1_000_000;
+    while now_us() < end_us {
+        tokio::time::sleep(ms(between(2200, 3000))).await;
+        let node = usize::try_from(between(0, NODES as u64 - 1)).expect("a node index");
+        match between(0, 6) {
+            0 => {
+                fleet
+                    .inject(node, NodeFault::Partition(ms(between(300, 2500))))
+                    .await
+            }
+            1 => {
+                fleet
+                    .inject(node, NodeFault::Slow(ms(between(500, 2000))))
+                    .await
+            }
+            2 => {
+                fleet
+                    .inject(node, NodeFault::Cut(ms(between(500, 1500))))
+                    .await
+            }
+            3 => {
+                fleet
+                    .inject(node, NodeFault::Freeze(ms(between(200, 2500))))
+                    .await
+            }
+            4 => {
+                let down = if between(0, 1) == 0 {
+                    0
+                } else {
+                    between(100, 900)
+                };
+                fleet.inject(node, NodeFault::Restart(ms(down))).await;
+            }
+            5 => {
+                let victim = any_member(&fleet);
+                fleet.kill_worker(&victim).await;
+                let (name, spec) = (format!("w{spawned}"), specs[&victim].clone());
+                fleet.spawn(&name, &spec).await;
+                specs.insert(name, spec);
+                spawned += 1;
+            }
+            _ => {
+                let victim = any_member(&fleet);
+                fleet.freeze_worker(&victim, ms(between(1500, 2500))).await;
+            }
+        }
+    }
+    let report = fleet.finish(&format!("quorum soak, {secs} s")).await;
+
+    let r = &report.fleet.referee;
+    let unexplained_of = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|line| !explained_by_worker_freeze(line, &fleet.faults, TTL_MS))
+            .cloned()
+            .collect::<Vec<String>>()
+    };
+    let unexplained = r.violations as usize - report.fleet.overlaps_explained;
+    let out_of_order = unexplained_of(&report.out_of_order);
+    let guard_overlaps = unexplained_of(&report.guard_overlaps);
+    println!(
+        "   overlaps unexplained {unexplained}, explained by a freeze in check→leave {}; \
+         guards overlapping unexplained {}; tokens out of order unexplained {}",
+        report.fleet.overlaps_explained,
+        guard_overlaps.len(),
+        out_of_order.len()
+    );
+    let evidence = || fleet.evidence(&report);
+    assert_eq!(
+        unexplained,
+        0,
+        "overlaps: {:?}\n{}",
+        r.violation_log,
+        evidence()
+    );
+    assert!(
+        r.lost_updates <= report.fleet.overlaps_explained as i64,
+        "{} lost updates, {} explained overlaps\n{}",
+        r.lost_updates,
+        report.fleet.overlaps_explained,
+        evidence()
+    );
+    assert!(r.lost_updates >= 0, "more increments than writer sections");
+    assert_eq!(r.token_order, 0, "{:?}\n{}", r.token_order_log, evidence());
+    assert_eq!(r.stale_accepted, 0, "{:?}", r.stale_accepted_log);
+    assert!(
+        out_of_order.is_empty(),
+        "tokens out of acquisition order: {out_of_order:?}\n{}",
+        evidence()
+    );
+    assert!(
+        guard_overlaps.is_empty(),
+        "guards overlapping: {guard_overlaps:?}\n{}",
+        evidence()
+    );
+    assert!(
+        report.fleet.rejected_writes <= report.fleet.overlaps_explained,
+        "{} section writes refused, {} explained overlaps\n{}",
+        report.fleet.rejected_writes,
+        report.fleet.overlaps_explained,
+        evidence()
+    );
+    assert!(
+        report.fleet.keys_left.is_empty(),
+        "keys left: {:?}",
+        report.fleet.keys_left
+    );
+    assert!(
+        report.unverified.is_empty(),
+        "faults not seen on their node: {:?}",
+        report.unverified
+    );
+    assert!(!fleet.faults.is_empty(), "no fault injected");
     assert!(r.sections > secs, "work stalled: {} sections", r.sections);
 }
