@@ -32,7 +32,8 @@ use common::fleet::Spec;
 use common::quorum_fleet::{assert_quorum_safe, NodeFault, QuorumFleet, QuorumReport};
 use common::record::FaultKind;
 use common::RedisServer;
-use redismutex::{Quorum, RwMutex};
+use redismutex::redis::aio::ConnectionManager;
+use redismutex::{Guard, Quorum, RwMutex};
 
 const TTL_MS: u64 = 1000;
 
@@ -175,8 +176,9 @@ async fn frozen_node() {
 /// a TTL: no waiting for the old guards to expire. Its lock keys and fence counters are
 /// gone; the restarted node mints tokens from its clock, which the raise round spreads.
 /// Every other restart lands while the holder holds a lock, on a node that holds it
-/// (one of two when only two do); that guard must ride it out (no token fired, released
-/// as held) and nobody else may get the lock meanwhile.
+/// (one of the two when only two do): nobody else may get the lock while that guard is
+/// valid, and a guard held on all three nodes must ride the restart out (no token
+/// fired, released as held), since the other two still hold it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_restarted_empty() {
     let _serial = SERIAL.lock().await;
@@ -190,8 +192,7 @@ async fn node_restarted_empty() {
         (2, NodeFault::Restart(ms(700))),
         (1, NodeFault::Restart(Duration::ZERO)),
     ];
-    let mut under_guard = Vec::new();
-    let mut bare = 0;
+    let (mut under_guard, mut bare, mut on_all) = (0, 0, Vec::new());
     for (n, &(node, fault)) in faults.iter().enumerate() {
         let mut node = node;
         if n % 2 == 0 {
@@ -212,15 +213,19 @@ async fn node_restarted_empty() {
             if !held_on.is_empty() && !held_on.contains(&node) {
                 node = held_on[0];
             }
-            under_guard.push(holding);
+            if held_on.len() == 3 {
+                on_all.push(holding);
+            }
+            under_guard += 1;
         }
         fleet.inject(node, fault).await;
         tokio::time::sleep(GAP).await;
     }
     let report = fleet.finish("quorum: one node restarted empty").await;
     println!(
-        "   restarts under the holder's guard {}, of them on a lock held by only two nodes {bare}",
-        under_guard.len()
+        "   restarts under the holder's guard {under_guard}: on a lock held by all three \
+         nodes {}, by only two {bare}",
+        on_all.len()
     );
 
     assert_quorum_safe(&fleet, &report);
@@ -233,7 +238,7 @@ async fn node_restarted_empty() {
         ],
         MIN_SECTIONS,
     );
-    for holding in &under_guard {
+    for holding in &on_all {
         let section = fleet.log.filter(|e| {
             e.worker == "holder" && e.key() == holding.key() && e.token() == holding.token()
         });
@@ -247,26 +252,20 @@ async fn node_restarted_empty() {
     }
 }
 
-/// The smallest case of an empty restart under a guard: a guard taken on two nodes of
-/// three (the third still held, for 300 ms, by a lock whose release has not reached it),
-/// and one of those two restarted empty at once. Until its first refresh (ttl/2) the
-/// guard holds one node; the restarted node and the third, once free, make a majority
-/// for another client. The guard must not be valid while another holds the lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn empty_restart_under_a_guard_on_two_nodes() {
-    let _serial = SERIAL.lock().await;
+/// A guard on lock `bare:k` taken on nodes 0 and 1 only (node 2 still held, for 300 ms,
+/// by another lock id whose release has not reached it), node 0 then restarted empty at
+/// once; the nodes (kept, so they live on), the mutex and the guard.
+async fn guard_on_two_nodes_then_restart(
+) -> (Vec<RedisServer>, RwMutex<Quorum<ConnectionManager>>, Guard) {
     let mut nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let mut conns = Vec::new();
     for node in &nodes {
         conns.push(node.manager().await);
     }
-    let quorum = Quorum::new(conns).expect("three nodes");
-    let mx = RwMutex::builder(quorum.clone(), "bare")
+    let mx = RwMutex::builder(Quorum::new(conns).expect("three nodes"), "bare")
         .ttl(ms(TTL_MS))
         .build()
         .expect("valid options");
-    let other = mx.clone();
-    // Node 2: another holder's key, about to expire.
     let _: () = redis::cmd("SET")
         .arg("bare:k")
         .arg("0123456789abcdef0123456789abcdef")
@@ -280,19 +279,31 @@ async fn empty_restart_under_a_guard_on_two_nodes() {
         .key("k")
         .await
         .expect("a majority: nodes 0 and 1");
-    let on_node_1: Option<String> = redis::cmd("GET")
-        .arg("bare:k")
-        .query_async(&mut nodes[1].conn().await)
-        .await
-        .expect("GET");
-    assert_eq!(
-        on_node_1.as_deref(),
-        Some(guard.id()),
-        "the guard holds node 1"
-    );
+    for node in [0, 1] {
+        let held: Option<String> = redis::cmd("GET")
+            .arg("bare:k")
+            .query_async(&mut nodes[node].conn().await)
+            .await
+            .expect("GET");
+        assert_eq!(
+            held.as_deref(),
+            Some(guard.id()),
+            "the guard holds node {node}"
+        );
+    }
     tokio::task::block_in_place(|| nodes[0].restart());
+    (nodes, mx, guard)
+}
 
-    let taken = other.write().key("k").timeout(ms(TTL_MS)).await;
+/// The smallest case of an empty restart under a guard: a guard held on two nodes of
+/// three, one of them restarted empty at once. Until its first refresh (ttl/2) the guard
+/// holds one node; the restarted node and the third, once free, make a majority for
+/// another writer. No writer may get the lock while the guard is valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_restart_under_a_guard_on_two_nodes() {
+    let _serial = SERIAL.lock().await;
+    let (_nodes, mx, guard) = guard_on_two_nodes_then_restart().await;
+    let taken = mx.write().key("k").timeout(ms(TTL_MS)).await;
     let valid = !guard.is_cancelled();
     let tokens = (
         guard.fencing_token(),
@@ -303,5 +314,40 @@ async fn empty_restart_under_a_guard_on_two_nodes() {
         "a second writer got the lock (tokens {tokens:?}) while the first guard was still \
          valid: the guard held nodes 0 and 1, node 0 restarted empty, and nodes 0 and 2 \
          made a majority for the second"
+    );
+}
+
+/// The same start; if another writer gets the lock and gives it back before the
+/// guard's first refresh, that refresh must not count the nodes it takes back: the
+/// guard held one node when the other writer held two, so its token must fire (`Lost`)
+/// by then rather than the guard going on as if it had held the lock throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_whose_majority_was_taken_learns_it_at_its_next_refresh() {
+    let _serial = SERIAL.lock().await;
+    let (nodes, mx, guard) = guard_on_two_nodes_then_restart().await;
+    let Ok(other) = mx.write().key("k").timeout(ms(TTL_MS / 3)).await else {
+        return; // Nobody else got the lock: nothing to learn.
+    };
+    let other_token = other.fencing_token();
+    other.unlock().await.expect("unlock");
+    // Past the guard's first refresh (ttl/2 after its acquire) and its per-node bound.
+    tokio::time::sleep(ms(TTL_MS / 2)).await;
+    let mut held_on = Vec::new();
+    for (n, node) in nodes.iter().enumerate() {
+        let held: Option<String> = redis::cmd("GET")
+            .arg("bare:k")
+            .query_async(&mut node.conn().await)
+            .await
+            .expect("GET");
+        if held.as_deref() == Some(guard.id()) {
+            held_on.push(n);
+        }
+    }
+    assert!(
+        guard.is_cancelled(),
+        "another writer held the lock (token {other_token}, above the guard's {}) and gave \
+         it back, and the guard is still valid: its refresh took nodes back and counted \
+         them as held (the guard's id is now on nodes {held_on:?})",
+        guard.fencing_token()
     );
 }
