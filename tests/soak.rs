@@ -11,7 +11,9 @@
 //! 20 s in every `cargo test`) does the same over a quorum of three nodes
 //! (`tests/common/quorum_fleet.rs`), with the faults of `tests/faults_quorum.rs` on one
 //! node at a time and workers killed or frozen, one fault every 2.2–3 s after the last
-//! healed:
+//! healed. Its nodes run with `appendonly yes` and `appendfsync always`; a node restarts
+//! within quorum mode's preconditions: at once from its AOF, or empty (its AOF removed)
+//! after staying down past the TTL:
 //!
 //! ```sh
 //! SOAK_SECS=300 cargo test --release --test soak soak_quorum_with_random_faults -- --ignored --nocapture
@@ -31,7 +33,9 @@ use common::events::now_us;
 use common::fault_checks::{ms, SERIAL};
 use common::fleet::{Fleet, Spec};
 use common::proxy::Fault;
-use common::quorum_fleet::{explained_by_worker_freeze, NodeFault, QuorumFleet, NODES};
+use common::quorum_fleet::{
+    explained_by_worker_freeze, NodeFault, QuorumFleet, NODES, RESTART_MARGIN,
+};
 use common::record::{FaultKind, Target};
 use rand::RngExt;
 
@@ -223,10 +227,12 @@ fn any_member(fleet: &QuorumFleet) -> String {
     live[rand::rng().random_range(0..live.len())].clone()
 }
 
-/// Five workers (three quick, two slow) on two keys over a quorum of three nodes, and
-/// for `secs` seconds a fault at random every 2.2–3 s after the last one healed: one
-/// node partitioned, slowed, cut, frozen or restarted empty, or a worker killed (and
-/// replaced) or frozen past the TTL.
+/// Five workers (three quick, two slow) on two keys over a quorum of three durable
+/// nodes (`appendonly yes`, `appendfsync always`), and for `secs` seconds a fault at
+/// random every 2.2–3 s after the last one healed: one node partitioned, slowed, cut,
+/// frozen, or restarted within quorum mode's preconditions (at once from its AOF, or
+/// empty after 1.2–1.9 s down, past the TTL), or a worker killed (and replaced) or
+/// frozen past the TTL.
 async fn quorum_soak(secs: u64) {
     let quick = Spec {
         keys: 2,
@@ -240,7 +246,7 @@ async fn quorum_soak(secs: u64) {
         ..quick.clone()
     };
     let mut specs = HashMap::new();
-    let mut fleet = QuorumFleet::start(TTL_MS).await;
+    let mut fleet = QuorumFleet::start_aof(TTL_MS).await;
     for n in 0..5 {
         let (name, spec) = (format!("w{n}"), if n < 3 { &quick } else { &slow });
         fleet.spawn(&name, spec).await;
@@ -273,12 +279,15 @@ async fn quorum_soak(secs: u64) {
                     .await
             }
             4 => {
-                let down = if between(0, 1) == 0 {
-                    0
+                // Within quorum mode's preconditions: from the AOF at once, or empty
+                // once every key the node held has expired.
+                let fault = if between(0, 1) == 0 {
+                    NodeFault::RestartFromAof
                 } else {
-                    between(100, 900)
+                    let least = TTL_MS + RESTART_MARGIN.as_millis() as u64;
+                    NodeFault::RestartEmpty(ms(between(least, least + 700)))
                 };
-                fleet.inject(node, NodeFault::Restart(ms(down))).await;
+                fleet.inject(node, fault).await;
             }
             5 => {
                 let victim = any_member(&fleet);

@@ -3,10 +3,13 @@
 //! proxy cuts that node off from everyone), a referee server, and worker processes
 //! (`examples/fault_worker.rs` given the three proxy URLs, so each builds a `Quorum`).
 //! Faults hit one node at a time ([`NodeFault`]): a partition (blackhole), a slow node,
-//! connections cut again and again, a freeze (SIGSTOP), and an empty restart on the
-//! same port without waiting a TTL. The run ends in a [`QuorumReport`]: the fleet
-//! [`Report`] plus what quorum mode adds (tokens in the order the lock passed, work done
-//! during faults, the lock keys left on each node).
+//! connections cut again and again, a freeze (SIGSTOP), and a restart on the same port
+//! within quorum mode's preconditions (README, "Quorum mode"): empty after the node
+//! stayed down past the longest TTL, or at once from its append-only file on nodes run
+//! with `appendonly yes` and `appendfsync always` ([`QuorumFleet::start_aof`]). The run
+//! ends in a [`QuorumReport`]: the fleet [`Report`] plus what quorum mode adds (tokens
+//! in the order the lock passed, work done during faults, the lock keys left on each
+//! node).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,6 +30,14 @@ use super::RedisServer;
 /// How many nodes the quorum has.
 pub const NODES: usize = 3;
 
+/// How much longer than the TTL a node restarted empty stays down, at least: every key
+/// it held has expired by the time it answers again.
+pub const RESTART_MARGIN: Duration = Duration::from_millis(200);
+
+/// The arguments of durable nodes ([`QuorumFleet::start_aof`]): every write is in the
+/// append-only file, fsynced, before its reply.
+pub const AOF_ALWAYS: &[&str] = &["--appendonly", "yes", "--appendfsync", "always"];
+
 /// One fault on one node, healed before [`QuorumFleet::inject`] returns.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum NodeFault {
@@ -39,9 +50,14 @@ pub enum NodeFault {
     Cut(Duration),
     /// The node's `redis-server` is SIGSTOPped for this long (queued calls run late).
     Freeze(Duration),
-    /// The node's `redis-server` is SIGKILLed, stays down this long (less than a TTL, or
-    /// zero), and starts again empty on the same port.
-    Restart(Duration),
+    /// The node's `redis-server` is SIGKILLed, stays down this long, and starts again
+    /// empty on the same port (its append-only file removed, if any). Within quorum
+    /// mode's preconditions only: at least the TTL plus [`RESTART_MARGIN`] (checked).
+    RestartEmpty(Duration),
+    /// The node's `redis-server` is SIGKILLed and starts again at once on the same port
+    /// from its append-only file: every write it acknowledged is back. Only on a fleet
+    /// of durable nodes ([`QuorumFleet::start_aof`]; checked).
+    RestartFromAof,
 }
 
 impl NodeFault {
@@ -53,8 +69,8 @@ impl NodeFault {
             NodeFault::Cut(_) => FaultKind::CutNode,
             NodeFault::Freeze(d) if d.as_millis() > u128::from(ttl_ms) => FaultKind::FreezeNodeLong,
             NodeFault::Freeze(_) => FaultKind::FreezeNode,
-            NodeFault::Restart(d) if d.is_zero() => FaultKind::RestartNode,
-            NodeFault::Restart(_) => FaultKind::RestartNodeLater,
+            NodeFault::RestartEmpty(_) => FaultKind::RestartNodeEmpty,
+            NodeFault::RestartFromAof => FaultKind::RestartNodeAof,
         }
     }
 }
@@ -91,12 +107,26 @@ pub struct QuorumFleet {
     pub verified: usize,
     /// Faults whose effect could not be seen, described.
     pub unverified: Vec<String>,
+    /// Whether the nodes run with `appendonly yes` and `appendfsync always`.
+    pub aof: bool,
 }
 
 impl QuorumFleet {
-    /// Starts the nodes, their proxies and the referee; no workers yet.
+    /// Starts the nodes (without persistence), their proxies and the referee; no workers
+    /// yet.
     pub async fn start(ttl_ms: u64) -> QuorumFleet {
-        let nodes: Vec<RedisServer> = (0..NODES).map(|_| RedisServer::start()).collect();
+        Self::start_nodes(ttl_ms, false).await
+    }
+
+    /// The same with durable nodes: each runs with [`AOF_ALWAYS`] in a directory that
+    /// outlives its restarts, so [`NodeFault::RestartFromAof`] brings its data back.
+    pub async fn start_aof(ttl_ms: u64) -> QuorumFleet {
+        Self::start_nodes(ttl_ms, true).await
+    }
+
+    async fn start_nodes(ttl_ms: u64, aof: bool) -> QuorumFleet {
+        let args: &[&str] = if aof { AOF_ALWAYS } else { &[] };
+        let nodes: Vec<RedisServer> = (0..NODES).map(|_| RedisServer::start_with(args)).collect();
         let mut proxies = Vec::new();
         for node in &nodes {
             proxies.push(Proxy::start(node.port()).await);
@@ -120,6 +150,7 @@ impl QuorumFleet {
             snapshots: Vec::new(),
             verified: 0,
             unverified: Vec::new(),
+            aof,
         }
     }
 
@@ -175,7 +206,8 @@ impl QuorumFleet {
     /// effect, counting it in [`verified`](Self::verified) or
     /// [`unverified`](Self::unverified): a partitioned node processed no command but
     /// this check's own, a cut node saw new connections, a frozen node was in state `T`,
-    /// a restarted node has a new run id.
+    /// a restarted node has a new run id (and, restarted from its append-only file, every
+    /// fence counter it had, none lower).
     pub async fn inject(&mut self, node: usize, fault: NodeFault) {
         self.snapshot().await;
         let index = self.begin(fault.kind(self.ttl_ms), Target::Node(node));
@@ -226,10 +258,22 @@ impl QuorumFleet {
                     .then_some(())
                     .ok_or(format!("state {state:?}"))
             }
-            NodeFault::Restart(down) => {
+            NodeFault::RestartEmpty(down) => {
+                let least = Duration::from_millis(self.ttl_ms) + RESTART_MARGIN;
+                assert!(
+                    down >= least,
+                    "an empty restart after {down:?} is outside quorum mode's preconditions \
+                     (down past the TTL, {least:?} here): no test of its safety"
+                );
                 let before = self.run_id(node).await;
+                let aof = self.aof;
                 let server = &mut self.nodes[node];
                 tokio::task::block_in_place(|| server.stop());
+                if aof {
+                    let files = server.dir().join("appendonlydir");
+                    std::fs::remove_dir_all(&files)
+                        .unwrap_or_else(|err| panic!("remove {files:?}: {err}"));
+                }
                 tokio::time::sleep(down).await;
                 // `restart` waits for PING on a blocking sleep: not on a runtime thread
                 // the proxies need.
@@ -238,6 +282,32 @@ impl QuorumFleet {
                 (after != before)
                     .then_some(())
                     .ok_or("same run id".to_string())
+            }
+            NodeFault::RestartFromAof => {
+                assert!(
+                    self.aof,
+                    "a restart from the AOF needs a fleet from start_aof"
+                );
+                let before = self.run_id(node).await;
+                let counters = self.fence_counters(node).await;
+                let server = &mut self.nodes[node];
+                tokio::task::block_in_place(|| server.restart());
+                let after = self.run_id(node).await;
+                let back = self.fence_counters(node).await;
+                let lower: Vec<String> = counters
+                    .iter()
+                    .filter(|(key, value)| back.get(*key).is_none_or(|now| now < *value))
+                    .map(|(key, value)| format!("{key} {value} -> {:?}", back.get(key)))
+                    .collect();
+                if after == before {
+                    Err("same run id".to_string())
+                } else if counters.is_empty() {
+                    Err("no fence counter before the kill".to_string())
+                } else if !lower.is_empty() {
+                    Err(format!("fence counters not back from the AOF: {lower:?}"))
+                } else {
+                    Ok(())
+                }
             }
         };
         self.end(index);
@@ -268,6 +338,28 @@ impl QuorumFleet {
             }
         }
         on
+    }
+
+    /// The fence counters on node `node` now, by key.
+    async fn fence_counters(&self, node: usize) -> BTreeMap<String, u64> {
+        let mut conn = self.nodes[node].conn().await;
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}*:fence", self.mutex))
+            .query_async(&mut conn)
+            .await
+            .expect("KEYS");
+        let mut counters = BTreeMap::new();
+        for key in keys {
+            let value: Option<u64> = redis::cmd("GET")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .expect("GET a fence counter");
+            if let Some(value) = value {
+                counters.insert(key, value);
+            }
+        }
+        counters
     }
 
     /// The run id of node `node`: a new one each time it starts.

@@ -27,10 +27,14 @@ pub enum FaultKind {
     FreezeNode,
     /// Quorum mode: one node's `redis-server` SIGSTOPped for more than the TTL.
     FreezeNodeLong,
-    /// Quorum mode: one node's `redis-server` SIGKILLed and started again empty at once.
-    RestartNode,
-    /// Quorum mode: the same, down for less than a TTL before the restart.
-    RestartNodeLater,
+    /// Quorum mode: one node's `redis-server` SIGKILLed, kept down past the TTL (at least
+    /// TTL + 200 ms), and started again empty on the same port: the delayed restart of
+    /// quorum mode's preconditions.
+    RestartNodeEmpty,
+    /// Quorum mode: one node's `redis-server` (run with `appendonly yes` and `appendfsync
+    /// always`) SIGKILLed and started again at once from its append-only file: the
+    /// durable restart of quorum mode's preconditions.
+    RestartNodeAof,
 }
 
 /// Whom a fault was aimed at.

@@ -80,6 +80,12 @@ impl RedisServer {
             .unwrap_or_else(|err| panic!("restart on port {}: {err}", self.port));
     }
 
+    /// The directory of the server's files (its log, and its append-only files when
+    /// started with `--appendonly yes`); it lives as long as the server.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// The server's process id, for signals.
     pub fn pid(&self) -> u32 {
         self.child.id()
