@@ -69,19 +69,7 @@ fn any_worker(fleet: &Fleet) -> String {
 async fn soak_with_random_faults() {
     let _serial = SERIAL.lock().await;
     let secs = soak_secs();
-    // Three quick workers, and two slow ones whose guards outlive pauses and
-    // blackholes, so that tokens fire as Expired and their lead is measured.
-    let quick = Spec {
-        keys: 2,
-        read_pct: 40,
-        work_ms: (10, 80),
-        hold_ms: None,
-        intent: true,
-    };
-    let slow = Spec {
-        work_ms: (300, 1500),
-        ..quick.clone()
-    };
+    let (quick, slow) = quick_and_slow();
     let mut specs = HashMap::new();
     let mut fleet = Fleet::start(TTL_MS).await;
     for n in 0..5 {
@@ -234,17 +222,7 @@ fn any_member(fleet: &QuorumFleet) -> String {
 /// empty after 1.2–1.9 s down, past the TTL), or a worker killed (and replaced) or
 /// frozen past the TTL.
 async fn quorum_soak(secs: u64) {
-    let quick = Spec {
-        keys: 2,
-        read_pct: 40,
-        work_ms: (10, 80),
-        hold_ms: None,
-        intent: true,
-    };
-    let slow = Spec {
-        work_ms: (300, 1500),
-        ..quick.clone()
-    };
+    let (quick, slow) = quick_and_slow();
     let mut specs = HashMap::new();
     let mut fleet = QuorumFleet::start_aof(TTL_MS).await;
     for n in 0..5 {
@@ -370,4 +348,22 @@ async fn quorum_soak(secs: u64) {
     );
     assert!(!fleet.faults.is_empty(), "no fault injected");
     assert!(r.sections > secs, "work stalled: {} sections", r.sections);
+}
+
+/// The soaks' workers: quick ones, and slow ones whose guards outlive pauses and
+/// blackholes, so that tokens fire as Expired and their lead is measured. Both on two
+/// keys, 40 % readers, writers with the lock intent.
+fn quick_and_slow() -> (Spec, Spec) {
+    let quick = Spec {
+        keys: 2,
+        read_pct: 40,
+        work_ms: (10, 80),
+        hold_ms: None,
+        intent: true,
+    };
+    let slow = Spec {
+        work_ms: (300, 1500),
+        ..quick.clone()
+    };
+    (quick, slow)
 }
