@@ -2,7 +2,7 @@
 //! function here sends one script (by `EVALSHA`, see [`lua`](super::lua)) with the
 //! arguments its header in `lua/` lists.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use redis::aio::ConnectionLike;
 use redis::Cmd;
@@ -35,15 +35,32 @@ pub(crate) struct Call {
 /// A call can be two requests (`EVALSHA`, then `EVAL` after `NOSCRIPT`), sent from
 /// different tasks, so the order of a connection alone does not keep, for example, a
 /// failed attempt's release from overtaking the next attempt under the same id.
+///
+/// Nothing is allocated until [`Call::shared`] is called (by the quorum backend), so a
+/// lease on one server pays nothing for it.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Turns(Arc<Mutex<Vec<Arc<tokio::sync::Mutex<()>>>>>);
+pub(crate) struct Turns(OnceLock<Arc<Mutex<Vec<Turn>>>>);
+
+/// One lease's turn on one node.
+type Turn = Arc<tokio::sync::Mutex<()>>;
+
+impl Call {
+    /// The call, to be shared by the tasks of a quorum round: its turns are made first,
+    /// so that every clone of it, in this round and the next, shares them.
+    pub(crate) fn shared(&self) -> Arc<Call> {
+        self.turns.0.get_or_init(Arc::default);
+        Arc::new(self.clone())
+    }
+}
 
 impl Turns {
     /// Waits for the lease's turn on node `node` (first come, first served); the turn
-    /// lasts while the guard lives.
+    /// lasts while the call runs. Each call that takes turns must come from
+    /// [`Call::shared`].
     pub(crate) async fn take(&self, node: usize) -> tokio::sync::OwnedMutexGuard<()> {
         let turn = {
-            let mut nodes = crate::util::lock(&self.0);
+            let nodes = self.0.get_or_init(Arc::default);
+            let mut nodes = crate::util::lock(nodes);
             if nodes.len() <= node {
                 nodes.resize_with(node + 1, Arc::default);
             }
@@ -382,5 +399,50 @@ pub(crate) async fn raise_fence<C: ConnectionLike>(
             &redis::Value::SimpleString(format!("{other:?}")),
             &keys.lock,
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn call() -> Call {
+        Call {
+            keys: Keys::new("k".into(), false),
+            id: "0".repeat(32),
+            ttl_ms: 1000,
+            fence_ms: 1000,
+            queue: Queueing::Off,
+            turns: Turns::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_calls_of_one_lease_to_one_node_take_turns_across_rounds() {
+        let lease = call();
+        assert!(lease.turns.0.get().is_none(), "nothing made on one server");
+        let (first, second) = (lease.shared(), lease.shared());
+        let held = first.turns.take(1).await;
+        let waiting = tokio::spawn(async move { second.turns.take(1).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            !waiting.is_finished(),
+            "the second call waits for the first"
+        );
+        // Another node's turn is free.
+        let _other = tokio::time::timeout(Duration::from_secs(1), first.turns.take(0))
+            .await
+            .unwrap();
+        drop(held);
+        tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        // Another lease's turns are its own.
+        let _free = tokio::time::timeout(Duration::from_secs(1), call().shared().turns.take(1))
+            .await
+            .unwrap();
     }
 }

@@ -31,7 +31,7 @@ where
             },
             other => other,
         };
-        let shared = Arc::new(call.clone());
+        let shared = call.shared();
         let bound = self.node_bound(call);
         let taken = self
             .round(

@@ -29,7 +29,7 @@ where
         call: &Call,
         retake: Option<Retake>,
     ) -> Result<bool, Error> {
-        let shared = Arc::new(call.clone());
+        let shared = call.shared();
         let kept = self
             .round(
                 &shared,
@@ -74,7 +74,7 @@ where
         hold: Hold,
         leftovers: Leftovers,
     ) -> Result<Unlocked, Error> {
-        let shared = Arc::new(call.clone());
+        let shared = call.shared();
         let released = self
             .round(
                 &shared,
@@ -103,7 +103,7 @@ where
     /// majority holds it as a reader, not `held` once a majority definitely does not;
     /// else [`Error::NoQuorum`].
     pub(super) async fn downgrade_all(&self, call: &Call) -> Result<Downgraded, Error> {
-        let shared = Arc::new(call.clone());
+        let shared = call.shared();
         let turned = self
             .round(
                 &shared,
