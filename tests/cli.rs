@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 use common::cli_run::{self, finish, Run, BIN};
 use common::go_peer::GoPeer;
 use common::trap_child::{trapping, PID, READY};
-use common::{eventually, raw, RedisServer, LIVENESS};
+use common::{eventually, raw, RedisServer};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// A child that takes 0.4 s and marks its start and end in the file `$1`.
@@ -497,17 +496,7 @@ async fn sigint_during_a_wait_with_intent_clears_the_intent() {
 
 /// Starts `lock NAME` without a command and reads its first line, `<key> <id>`.
 async fn hold(url: &str, extra: &[&str]) -> (Child, String, String) {
-    let mut args = vec!["lock", "jobs"];
-    args.extend_from_slice(extra);
-    let mut cmd = spawn(url, &args);
-    let stdout = cmd.stdout.take().unwrap();
-    let line = tokio::time::timeout(LIVENESS, BufReader::new(stdout).lines().next_line())
-        .await
-        .expect("the first line within LIVENESS")
-        .unwrap()
-        .expect("a first line");
-    let (key, id) = line.split_once(' ').expect("<key> <id>");
-    (cmd, key.to_owned(), id.to_owned())
+    cli_run::hold(&[url], extra).await
 }
 
 #[tokio::test]

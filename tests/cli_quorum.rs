@@ -11,12 +11,11 @@ mod common;
 use std::path::Path;
 
 use common::cli_run::{self, finish, Run, BIN};
-use common::{eventually, raw, RedisServer, LIVENESS};
+use common::{eventually, raw, RedisServer};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// Three throwaway servers and a connection to each, for raw checks.
@@ -89,21 +88,13 @@ async fn status_json(urls: &[String], name: &str) -> Value {
     serde_json::from_str(out.stdout.trim()).unwrap_or_else(|err| panic!("{err}: {out:?}"))
 }
 
-/// Starts `lock jobs EXTRA...` without a command on `urls` and reads its first line,
-/// `<key> <id>`: the lock is held from then on.
+/// Starts `lock jobs EXTRA...` without a command on `urls` and reads its first line:
+/// the lock is held from then on.
 async fn hold(urls: &[String], extra: &[&str]) -> (Child, String) {
-    let mut args = vec!["lock", "jobs"];
-    args.extend_from_slice(extra);
-    let mut child = spawn(urls, &args);
-    let stdout = child.stdout.take().unwrap();
-    let line = tokio::time::timeout(LIVENESS, BufReader::new(stdout).lines().next_line())
-        .await
-        .expect("the first line within LIVENESS")
-        .unwrap()
-        .expect("a first line");
-    let (key, id) = line.split_once(' ').expect("<key> <id>");
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let (child, key, id) = cli_run::hold(&urls, extra).await;
     assert_eq!(key, "jobs");
-    (child, id.to_owned())
+    (child, id)
 }
 
 /// Ends a hold with SIGTERM; it must exit 0.

@@ -49,3 +49,22 @@ pub async fn finish(child: Child) -> Run {
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
+
+/// Starts `redismutex --url URL... lock jobs EXTRA...` without a command and reads its
+/// first line, `<key> <id>`: the lock is held from then on. Gives the child, the key
+/// and the id.
+pub async fn hold(urls: &[&str], extra: &[&str]) -> (Child, String, String) {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let mut args = vec!["lock", "jobs"];
+    args.extend_from_slice(extra);
+    let mut child = spawn(urls, &args);
+    let stdout = child.stdout.take().expect("piped stdout");
+    let line = tokio::time::timeout(LIVENESS, BufReader::new(stdout).lines().next_line())
+        .await
+        .expect("the first line within LIVENESS")
+        .expect("read stdout")
+        .expect("a first line");
+    let (key, id) = line.split_once(' ').expect("<key> <id>");
+    (child, key.to_owned(), id.to_owned())
+}
