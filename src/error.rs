@@ -201,6 +201,26 @@ impl Error {
         }
     }
 
+    /// The same failure of a request that carried several lock keys (a batched renewal),
+    /// as seen by the lock at `key`. Only a failed request ([`Error::Redis`],
+    /// [`Error::Refused`]) is shared that way; any other error becomes an
+    /// [`Error::Redis`] on `key` that quotes it.
+    pub(crate) fn for_key(&self, key: &str) -> Self {
+        match self {
+            Self::Redis { source, .. } | Self::Refused { source, .. } => {
+                Self::redis(key, source.clone())
+            }
+            other => Self::redis(
+                key,
+                redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "a batched request failed",
+                    chain(other),
+                )),
+            ),
+        }
+    }
+
     /// Whether a waiting request tries again after this error rather than failing: a
     /// quorum that could not be reached may be reachable on the next attempt.
     pub(crate) fn passing(&self) -> bool {

@@ -30,6 +30,7 @@ macro_rules! sent {
 const LOCK: &str = sent!("lock.lua", shared);
 const RLOCK: &str = sent!("rlock.lua", shared);
 const REFRESH: &str = sent!("refresh.lua");
+const RENEW: &str = sent!("renew.lua");
 const UNLOCK: &str = sent!("unlock.lua");
 const DOWNGRADE: &str = sent!("downgrade.lua");
 
@@ -429,4 +430,99 @@ async fn downgrade_completes_out_of_memory() {
     assert_eq!(downgrade(&conn, ID_A, 5000).await, 3);
     assert_eq!(raw::members(&conn, "k").await, vec![ID_A.to_string()]);
     assert!(raw::pttl(&conn, "k").await > 4000);
+}
+
+/// Puts at `key` the `n`th of the states `renew.lua` must treat as `refresh.lua` does: our
+/// writer's id, another's, nothing, a readers' set with and without us, a permit of ours
+/// live and run out, a hash, our id with no TTL.
+async fn set_state(conn: &MultiplexedConnection, key: &str, n: usize) {
+    let far = (server_now_ms(conn).await + 60_000).to_string();
+    let past = (server_now_ms(conn).await - 1_000).to_string();
+    match n {
+        0 => raw::cmd::<()>(conn, "SET", &[key, ID_A, "PX", "1000"]).await,
+        1 => raw::cmd::<()>(conn, "SET", &[key, ID_B, "PX", "1000"]).await,
+        2 => {}
+        3 => {
+            raw::cmd::<i64>(conn, "SADD", &[key, ID_A, ID_B]).await;
+            raw::cmd::<i64>(conn, "PEXPIRE", &[key, "1000"]).await;
+        }
+        4 => {
+            raw::cmd::<i64>(conn, "SADD", &[key, ID_B]).await;
+            raw::cmd::<i64>(conn, "PEXPIRE", &[key, "1000"]).await;
+        }
+        5 => {
+            raw::cmd::<i64>(conn, "ZADD", &[key, &far, ID_A]).await;
+            raw::cmd::<i64>(conn, "PEXPIRE", &[key, "1000"]).await;
+        }
+        6 => {
+            raw::cmd::<i64>(conn, "ZADD", &[key, &past, ID_A, &far, ID_B]).await;
+            raw::cmd::<i64>(conn, "PEXPIRE", &[key, "1000"]).await;
+        }
+        7 => {
+            raw::cmd::<i64>(conn, "HSET", &[key, "f", ID_A]).await;
+        }
+        8 => raw::cmd::<()>(conn, "SET", &[key, ID_A]).await,
+        _ => unreachable!(),
+    }
+}
+
+const STATES: usize = 9;
+
+async fn server_now_ms(conn: &MultiplexedConnection) -> i64 {
+    let (s, us): (i64, i64) = raw::cmd(conn, "TIME", &[]).await;
+    s * 1000 + us / 1000
+}
+
+/// What a key holds, for comparing: its type, its members or value, and whether its PTTL
+/// reached the TTL.
+async fn state(conn: &MultiplexedConnection, key: &str) -> (String, Vec<String>, bool) {
+    let kind = raw::key_type(conn, key).await;
+    let content = match kind.as_str() {
+        "string" => raw::get(conn, key).await.into_iter().collect(),
+        "set" => raw::members(conn, key).await,
+        "zset" => raw::cmd(conn, "ZRANGE", &[key, "0", "-1"]).await,
+        "hash" => raw::cmd(conn, "HKEYS", &[key]).await,
+        _ => Vec::new(),
+    };
+    (kind, content, raw::pttl(conn, key).await > 2_000)
+}
+
+#[tokio::test]
+async fn renew_treats_each_key_exactly_as_refresh_does_whatever_the_writer_hint() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    for hint in ["w", "-"] {
+        raw::cmd::<()>(&conn, "FLUSHALL", &[]).await;
+        let mut expected = Vec::new();
+        for n in 0..STATES {
+            set_state(&conn, "k", n).await;
+            let reply = refresh(&conn, ID_A, 5000).await;
+            expected.push((reply, state(&conn, "k").await));
+            raw::cmd::<i64>(&conn, "DEL", &["k"]).await;
+        }
+        let keys: Vec<String> = (0..STATES).map(|n| format!("b{n}")).collect();
+        for (n, key) in keys.iter().enumerate() {
+            set_state(&conn, key, n).await;
+        }
+        let script = Script::new(RENEW);
+        let mut renew = script.prepare_invoke();
+        for key in &keys {
+            renew.key(key);
+        }
+        renew.arg(5000).arg(hint.repeat(STATES));
+        for _ in &keys {
+            renew.arg(ID_A);
+        }
+        let replies: Vec<i64> = renew.invoke_async(&mut conn.clone()).await.unwrap();
+        assert_eq!(replies.len(), STATES);
+        for (n, key) in keys.iter().enumerate() {
+            let found = (replies[n], state(&conn, key).await);
+            assert_eq!(found, expected[n], "state {n}, hint {hint}");
+        }
+        assert_eq!(
+            replies,
+            [1, 0, 0, 1, 0, 1, 0, 0, 1],
+            "held: ours, ours among readers, our live permit, ours with no TTL"
+        );
+    }
 }

@@ -12,7 +12,8 @@ use redis::aio::ConnectionLike;
 use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{self, Ask, Call, Hold, Leftovers, Retake};
+use crate::protocol::calls::{self, Ask, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::keys::hash_tag;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::protocol::topology::Topology;
 
@@ -105,6 +106,45 @@ where
         calls::refresh(&mut self.conn.clone(), call).await
     }
 
+    async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
+        if !P::TOPOLOGY.sharded() {
+            let renewed = calls::renew(&mut self.conn.clone(), batch).await;
+            return spread(batch.iter(), renewed);
+        }
+        // A script's keys must share a slot: one script per hash tag (every lock key on a
+        // cluster has one), sent at once.
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut tags: Vec<Option<&str>> = Vec::new();
+        for (at, item) in batch.iter().enumerate() {
+            let tag = hash_tag(&item.call.keys.lock);
+            match tags.iter().position(|known| *known == tag) {
+                Some(group) => groups[group].push(at),
+                None => {
+                    tags.push(tag);
+                    groups.push(vec![at]);
+                }
+            }
+        }
+        let sent = groups.iter().map(|group| {
+            let items: Vec<Renewal<'_>> = group.iter().map(|&at| batch[at].clone()).collect();
+            let mut conn = self.conn.clone();
+            async move {
+                let renewed = calls::renew(&mut conn, &items).await;
+                spread(items.iter(), renewed)
+            }
+        });
+        let mut results: Vec<Option<Result<bool, Error>>> = batch.iter().map(|_| None).collect();
+        for (group, renewed) in groups
+            .iter()
+            .zip(futures_util::future::join_all(sent).await)
+        {
+            for (&at, result) in group.iter().zip(renewed) {
+                results[at] = Some(result);
+            }
+        }
+        results.into_iter().flatten().collect()
+    }
+
     async fn release(
         &self,
         call: &Call,
@@ -125,6 +165,20 @@ where
 
     fn fast_path(&self) -> bool {
         !P::TOPOLOGY.clock_floor()
+    }
+}
+
+/// One result per item of a batch from the batch's result: a failed request fails every
+/// item, each named after its own lock key.
+fn spread<'a>(
+    items: impl Iterator<Item = &'a Renewal<'a>>,
+    renewed: Result<Vec<bool>, Error>,
+) -> Vec<Result<bool, Error>> {
+    match renewed {
+        Ok(held) => held.into_iter().map(Ok).collect(),
+        Err(err) => items
+            .map(|item| Err(err.for_key(&item.call.keys.lock)))
+            .collect(),
     }
 }
 

@@ -43,7 +43,7 @@ pub use quorum::Quorum;
 
 use crate::error::Error;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Retake};
+use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 
 /// How the engine reaches Redis for one mutex or semaphore. See the module docs for what
@@ -60,6 +60,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
         call: &Call,
         retake: Option<Retake>,
     ) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// Extends every lock of `batch` at once, as [`refresh`](Backend::refresh) extends
+    /// one: one result per item, in order. The items come from one mutex, so they share
+    /// a TTL. A backend on one connection sends them in as few requests as it can (one
+    /// script per server, or per hash tag on a cluster).
+    fn renew(&self, batch: &[Renewal<'_>])
+        -> impl Future<Output = Vec<Result<bool, Error>>> + Send;
 
     /// Removes the id, held as `hold`, and the `leftovers` of an unfinished acquire.
     fn release(
@@ -120,6 +127,10 @@ where
 
     async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {
         each!(self, backend => backend.refresh(call, retake).await)
+    }
+
+    async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
+        each!(self, backend => backend.renew(batch).await)
     }
 
     async fn release(

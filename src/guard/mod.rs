@@ -11,7 +11,6 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -19,18 +18,18 @@ pub use permit::Permit;
 
 use crate::acquire::Acquired;
 use crate::backend::Backend;
-use crate::error::Error;
-use crate::lease::keep_alive::keep_alive;
 use crate::lease::liveness::Liveness;
+use crate::lease::refresher::Refresher;
 use crate::lease::registry::{Holding, Registration};
 use crate::lease::AnyLease;
 use crate::mode::Mode;
 use crate::reason::CancelReason;
-use crate::spawner::Spawner;
 
 /// A held lock, and the cancellation token that says whether it is still held.
 ///
-/// While the guard lives, a background task refreshes the lock's TTL every `ttl / 2`.
+/// While the guard lives, its mutex's refresher (one background task per mutex and
+/// runtime, whatever the number of guards) renews the lock's TTL every `ttl / 2`; the
+/// renewals due at the same time go in one request.
 /// The token fires when the lock is released ([`unlock`](Self::unlock) or drop), when the
 /// [`parent`](crate::Acquire::parent) token or the guard's own token is cancelled, when a
 /// refresh finds the lock gone, or when no refresh succeeds within the TTL minus the
@@ -83,10 +82,9 @@ pub struct Guard {
 
 /// Whether a guard holds the lock in Redis or shares another guard's.
 enum Role {
-    /// Took the lock in Redis: its background task refreshes and releases it.
+    /// Took the lock in Redis: its mutex's refresher renews it, and releases it when
+    /// its token fires.
     Owner {
-        task: JoinHandle<Result<bool, Error>>,
-        spawner: Spawner,
         /// Its entry in a reentrant mutex's registry, removed with the guard.
         registration: Option<Registration>,
     },
@@ -96,41 +94,27 @@ enum Role {
 }
 
 impl Guard {
-    /// The guard of the lock `acquired`, whose refresh task it starts; its token is a
-    /// child of `parent`.
+    /// The guard of the lock `acquired`, which `refresher` keeps from now on; its token
+    /// is a child of `parent`.
     pub(crate) fn start<B: Backend>(
         acquired: Acquired<B>,
         parent: Option<CancellationToken>,
-        spawner: &Spawner,
+        refresher: &Refresher<B>,
     ) -> Self {
         let Acquired {
             lease,
             sent,
             token: fencing_token,
         } = acquired;
-        let token = match &parent {
-            Some(parent) => parent.child_token(),
-            None => CancellationToken::new(),
-        };
-        let liveness = Arc::new(Liveness::new(parent, sent, sent + lease.validity()));
         let mode = lease.kind.mode();
-        let task = spawner.spawn(keep_alive(
-            Arc::clone(&lease),
-            token.clone(),
-            Arc::clone(&liveness),
-            sent,
-        ));
+        let entry = refresher.keep(lease, sent, parent);
         Self {
-            lease,
+            token: entry.token.clone(),
+            liveness: Arc::clone(&entry.liveness),
+            lease: entry,
             mode,
             fencing_token,
-            token,
-            liveness,
-            role: Role::Owner {
-                task,
-                spawner: spawner.clone(),
-                registration: None,
-            },
+            role: Role::Owner { registration: None },
         }
     }
 

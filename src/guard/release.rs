@@ -5,7 +5,6 @@ use std::sync::Arc;
 use super::{Guard, Role};
 use crate::error::Error;
 use crate::lease::AnyLease;
-use crate::spawner::Spawner;
 
 impl Guard {
     /// Releases the lock and reports whether it was still held: `Ok(true)` when this id
@@ -40,22 +39,20 @@ impl Guard {
     ///
     /// Cancel safe: dropping this future before the release is answered hands the
     /// release to a background task, as dropping the guard does.
-    pub async fn unlock(mut self) -> Result<bool, Error> {
-        let Role::Owner { task, spawner, .. } = &mut self.role else {
+    pub async fn unlock(self) -> Result<bool, Error> {
+        let Role::Owner { .. } = &self.role else {
             let held = self.liveness.outer_held();
             self.token.cancel();
             return Ok(held);
         };
         if !self.liveness.claim_end() {
-            // The background task ended the lock first (or is ending it): its result.
+            // The refresher ended the lock first (or is ending it): what it found.
             self.token.cancel();
-            return task.await.unwrap_or(Err(Error::Cancelled));
+            return self.lease.ended().await;
         }
         self.token.cancel();
-        // Sent from here rather than from the background task: one task switch less.
         let pending = ReleaseOnDrop {
             lease: Some(Arc::clone(&self.lease)),
-            spawner: spawner.clone(),
         };
         let released = self.lease.release().await;
         pending.disarm();
@@ -65,15 +62,18 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        // The background task sees the token and releases the lock.
         self.token.cancel();
+        if let Role::Owner { .. } = self.role {
+            // The refresher releases the lock, unless `unlock` or the refresher has
+            // claimed its end.
+            Arc::clone(&self.lease).dropped();
+        }
     }
 }
 
-/// Sends the release from a background task if `unlock` is dropped before its reply.
+/// Has the refresher send the release if `unlock` is dropped before its reply.
 struct ReleaseOnDrop {
     lease: Option<Arc<dyn AnyLease>>,
-    spawner: Spawner,
 }
 
 impl ReleaseOnDrop {
@@ -85,14 +85,7 @@ impl ReleaseOnDrop {
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
         if let Some(lease) = self.lease.take() {
-            self.spawner.spawn(async move {
-                if let Err(err) = lease.release().await {
-                    tracing::warn!(
-                        key = %lease.key(), id = %lease.id(), error = %crate::error::chain(&err),
-                        "release after a dropped unlock failed; the lock expires by its TTL"
-                    );
-                }
-            });
+            lease.release_later();
         }
     }
 }

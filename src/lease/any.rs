@@ -1,14 +1,12 @@
-//! A lease seen without its backend type: what a guard needs of it.
+//! A held lease seen without its backend type: what a guard needs of it.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::Lease;
-use crate::backend::Backend;
 use crate::error::Error;
 use crate::mode::Mode;
-use crate::protocol::calls::Leftovers;
 
 /// The boxed future of a call through [`AnyLease`].
 pub(crate) type Reply<'a> = Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + 'a>>;
@@ -20,36 +18,20 @@ pub(crate) trait AnyLease: Send + Sync {
     /// The mode the lock is held in now: the acquired one, or [`Mode::Read`] after a
     /// downgrade.
     fn mode(&self) -> Mode;
-    /// [`Lease::validity`].
+    /// [`Lease::validity`](super::Lease::validity).
     fn validity(&self) -> Duration;
-    /// [`Lease::release`] of a held lock: nothing left over.
+    /// [`Lease::release`](super::Lease::release) of a held lock: nothing left over.
     fn release(&self) -> Reply<'_>;
-    /// [`Lease::downgrade`].
+    /// [`Lease::downgrade`](super::Lease::downgrade).
     fn downgrade(&self) -> Reply<'_>;
-}
-
-impl<B: Backend> AnyLease for Lease<B> {
-    fn key(&self) -> &str {
-        Lease::key(self)
-    }
-
-    fn id(&self) -> &str {
-        Lease::id(self)
-    }
-
-    fn mode(&self) -> Mode {
-        self.form.mode(self.kind.mode())
-    }
-
-    fn validity(&self) -> Duration {
-        Lease::validity(self)
-    }
-
-    fn release(&self) -> Reply<'_> {
-        Box::pin(Lease::release(self, Leftovers::NONE))
-    }
-
-    fn downgrade(&self) -> Reply<'_> {
-        Box::pin(Lease::downgrade(self))
-    }
+    /// The guard is dropped: if nobody has claimed the lock's end yet, claims it and has
+    /// the refresher release the lock.
+    fn dropped(self: Arc<Self>);
+    /// Has the refresher release the lock, whose end the caller has claimed (an `unlock`
+    /// dropped before its reply).
+    fn release_later(self: Arc<Self>);
+    /// What the refresher's end of the lock found: the release's result, `Ok(false)`
+    /// when it was lost, [`Error::Cancelled`] when the release was dropped (the runtime
+    /// shut down). Only for a lock whose end the refresher claimed.
+    fn ended(&self) -> Reply<'_>;
 }

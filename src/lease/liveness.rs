@@ -84,6 +84,11 @@ impl Liveness {
         })
     }
 
+    /// When the acquiring request was sent.
+    pub(crate) fn sent(&self) -> Instant {
+        self.base
+    }
+
     /// Claims the end of the lock: true for the first caller only, who then releases it
     /// (or knows it lost).
     pub(crate) fn claim_end(&self) -> bool {

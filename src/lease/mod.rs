@@ -6,8 +6,8 @@
 pub(crate) mod any;
 pub(crate) mod cleanup;
 mod form;
-pub(crate) mod keep_alive;
 pub(crate) mod liveness;
+pub(crate) mod refresher;
 pub(crate) mod registry;
 
 use std::sync::Arc;
@@ -22,7 +22,7 @@ pub(crate) use form::Form;
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::mode::{Kind, Mode};
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Retake};
+use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::Attempt;
 
 /// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
@@ -73,17 +73,6 @@ impl<B> Lease<B> {
         self.ttl.saturating_sub(drift)
     }
 
-    /// When to refresh after a successful acquire or refresh: half the TTL, as in Go.
-    pub(crate) fn refresh_interval(&self) -> Duration {
-        self.ttl / 2
-    }
-
-    /// When to try again after a refresh failed: an eighth of the TTL, so a refresh sent
-    /// at half the TTL gets three more tries before the validity ends.
-    pub(crate) fn refresh_retry(&self) -> Duration {
-        self.ttl / 8
-    }
-
     /// What this lease's id holds at the lock key when it holds it in `mode`.
     fn hold_as(&self, mode: Mode) -> Hold {
         match (self.kind, mode) {
@@ -100,16 +89,13 @@ impl<B: Backend> Lease<B> {
         self.backend.attempt(&self.call, ask).await
     }
 
-    /// Extends the lock; false when this id no longer holds it. A node of a quorum that
-    /// lost the lock may take it back before `valid_until` and while `live` (the guard's
-    /// token) has not fired, in the form the id holds (not while a downgrade is in
-    /// flight, nor for a permit).
-    pub(crate) async fn refresh(
-        &self,
-        valid_until: Instant,
-        live: &CancellationToken,
-    ) -> Result<bool, Error> {
-        let retake = match (self.kind, self.form.settled(self.kind.mode())) {
+    /// This lease's part of a batched renewal. A node of a quorum that lost the lock may
+    /// take it back before `valid_until` and while `live` (the guard's token) has not
+    /// fired, in the form the id holds (not while a downgrade is in flight, nor for a
+    /// permit).
+    pub(crate) fn renewal(&self, valid_until: Instant, live: &CancellationToken) -> Renewal<'_> {
+        let settled = self.form.settled(self.kind.mode());
+        let retake = match (self.kind, settled) {
             (Kind::Permit(_), _) | (_, None) => None,
             (_, Some(mode)) => Some(Retake {
                 hold: self.hold_as(mode),
@@ -117,7 +103,11 @@ impl<B: Backend> Lease<B> {
                 live: live.clone(),
             }),
         };
-        self.backend.refresh(&self.call, retake).await
+        Renewal {
+            call: &self.call,
+            writer: self.kind == Kind::Write && settled == Some(Mode::Write),
+            retake,
+        }
     }
 
     /// Turns this writer's lock into a read lock held by the same id, in one step; waiters
@@ -205,14 +195,6 @@ mod tests {
         assert_eq!(lease(4000).validity(), Duration::from_millis(3958));
         assert_eq!(lease(400).validity(), Duration::from_millis(394));
         assert_eq!(lease(10).validity(), Duration::from_micros(7900));
-    }
-
-    #[test]
-    fn refresh_comes_at_half_the_ttl_with_retries_before_the_validity_ends() {
-        let lease = lease(400);
-        assert_eq!(lease.refresh_interval(), Duration::from_millis(200));
-        let third_retry = lease.refresh_interval() + lease.refresh_retry() * 3;
-        assert!(third_retry < lease.validity(), "{third_retry:?}");
     }
 
     #[test]

@@ -182,6 +182,11 @@ mod tests {
         fn downgrade(&self) -> crate::lease::any::Reply<'_> {
             Box::pin(async { Ok(true) })
         }
+        fn dropped(self: Arc<Self>) {}
+        fn release_later(self: Arc<Self>) {}
+        fn ended(&self) -> crate::lease::any::Reply<'_> {
+            Box::pin(async { Ok(true) })
+        }
     }
 
     fn outer(token: &CancellationToken) -> Holding {

@@ -183,6 +183,17 @@ pub(crate) struct Retake {
     pub(crate) live: tokio_util::sync::CancellationToken,
 }
 
+/// One lease's part of a batched renewal ([`renew`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Renewal<'a> {
+    pub(crate) call: &'a Call,
+    /// The id holds the lock as a writer (as far as the lease knows): `renew.lua` reads
+    /// the key with `GET` first.
+    pub(crate) writer: bool,
+    /// How a backend over several nodes may take the lock back on a node that lost it.
+    pub(crate) retake: Option<Retake>,
+}
+
 /// What a release removes besides the id at the lock key: what an acquire that did not
 /// finish may have left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -315,6 +326,43 @@ pub(crate) async fn refresh<C: ConnectionLike>(conn: &mut C, call: &Call) -> Res
         .await
         .map_err(|err| Error::redis(key, err))?;
     Ok(held == 1)
+}
+
+/// Runs `renew.lua`: whether each call's id still holds its lock key, in `batch`'s order;
+/// those that do now have a TTL of at least the calls' (every call of one batch has the
+/// same TTL: the batches come from one mutex's refresher). On a cluster every lock key of
+/// the batch must share a slot. A failed request fails the whole batch, named after its
+/// first key.
+pub(crate) async fn renew<C: ConnectionLike>(
+    conn: &mut C,
+    batch: &[Renewal<'_>],
+) -> Result<Vec<bool>, Error> {
+    let Some(first) = batch.first() else {
+        return Ok(Vec::new());
+    };
+    let key = &first.call.keys.lock;
+    let writers: String = batch
+        .iter()
+        .map(|item| if item.writer { 'w' } else { '-' })
+        .collect();
+    let held: Vec<i64> = SCRIPTS
+        .renew
+        .run(conn, batch.len(), |cmd| {
+            for item in batch {
+                cmd.arg(&item.call.keys.lock);
+            }
+            cmd.arg(first.call.ttl_ms).arg(&writers);
+            for item in batch {
+                cmd.arg(&item.call.id);
+            }
+        })
+        .await
+        .map_err(|err| Error::redis(key, err))?;
+    if held.len() != batch.len() {
+        let reply = redis::Value::SimpleString(format!("{held:?}"));
+        return Err(super::replies::unexpected(&reply, key));
+    }
+    Ok(held.into_iter().map(|held| held == 1).collect())
 }
 
 /// Runs `unlock.lua`: remove the call's id (held as `hold`) from the lock, delete the

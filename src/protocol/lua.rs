@@ -20,10 +20,11 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 7] = [
+pub(crate) const SCRIPT_FILES: [&str; 8] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
+    "renew.lua",
     "unlock.lua",
     "semaphore.lua",
     "downgrade.lua",
@@ -93,6 +94,7 @@ pub(crate) struct Scripts {
     pub(crate) lock: Lua,
     pub(crate) rlock: Lua,
     pub(crate) refresh: Lua,
+    pub(crate) renew: Lua,
     pub(crate) unlock: Lua,
     pub(crate) semaphore: Lua,
     pub(crate) downgrade: Lua,
@@ -100,11 +102,12 @@ pub(crate) struct Scripts {
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, unlock, semaphore, downgrade, fence] = SCRIPT_FILES.map(load);
+    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence] = SCRIPT_FILES.map(load);
     Scripts {
         lock,
         rlock,
         refresh,
+        renew,
         unlock,
         semaphore,
         downgrade,
@@ -163,6 +166,7 @@ mod tests {
             &SCRIPTS.lock,
             &SCRIPTS.rlock,
             &SCRIPTS.refresh,
+            &SCRIPTS.renew,
             &SCRIPTS.unlock,
             &SCRIPTS.semaphore,
             &SCRIPTS.downgrade,

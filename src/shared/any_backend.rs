@@ -12,6 +12,7 @@ use crate::acquire::{self, Job, Patience};
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::guard::Guard;
+use crate::lease::refresher::Refresher;
 use crate::lease::Lease;
 use crate::mode::Kind;
 use crate::protocol::calls::{Call, Queueing, Turns};
@@ -38,21 +39,26 @@ pub(crate) struct Order<'a> {
 pub(crate) type Acquiring<'a> =
     Pin<Box<dyn Future<Output = Result<Option<Guard>, Error>> + Send + 'a>>;
 
-/// A [`Backend`] of any type, as a handle holds it.
+/// A [`Backend`] of any type, with the refresher of the handle's locks, as a handle holds
+/// it.
 pub(crate) trait AnyBackend: Send + Sync {
     /// Takes the lock `order` asks for under a fresh id, through this backend, and makes
     /// its guard. `Ok(None)` only with [`Patience::Once`].
     fn acquire<'a>(self: Arc<Self>, order: Order<'a>) -> Acquiring<'a>;
 }
 
-impl<B: Backend> AnyBackend for B {
+impl<B: Backend> AnyBackend for Refresher<B> {
     fn acquire<'a>(self: Arc<Self>, order: Order<'a>) -> Acquiring<'a> {
         Box::pin(acquire_on(self, order))
     }
 }
 
-/// Makes the lease of `order` on `backend`, runs the engine, and starts the guard.
-async fn acquire_on<B: Backend>(backend: Arc<B>, order: Order<'_>) -> Result<Option<Guard>, Error> {
+/// Makes the lease of `order` on the refresher's backend, runs the engine, and hands the
+/// lock to the refresher in a guard.
+async fn acquire_on<B: Backend>(
+    refresher: Arc<Refresher<B>>,
+    order: Order<'_>,
+) -> Result<Option<Guard>, Error> {
     let Order {
         settings,
         fences,
@@ -70,6 +76,7 @@ async fn acquire_on<B: Backend>(backend: Arc<B>, order: Order<'_>) -> Result<Opt
         queue: Queueing::new(settings.fair, matches!(patience, Patience::Wait(_))),
         turns: Turns::default(),
     };
+    let backend = Arc::clone(refresher.backend());
     let lease = Arc::new(Lease::new(backend, call, kind, settings.ttl));
     let spawner = Spawner::current(settings.tracker.clone());
     let acquired = acquire::run(Job {
@@ -82,5 +89,5 @@ async fn acquire_on<B: Backend>(backend: Arc<B>, order: Order<'_>) -> Result<Opt
         spawner: &spawner,
     })
     .await?;
-    Ok(acquired.map(|acquired| Guard::start(acquired, parent, &spawner)))
+    Ok(acquired.map(|acquired| Guard::start(acquired, parent, &refresher)))
 }

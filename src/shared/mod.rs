@@ -13,6 +13,7 @@ pub(crate) use any_backend::{AnyBackend, Order};
 pub use deployment::Deployment;
 
 use crate::backend::{Connection, Majority, Quorum};
+use crate::lease::refresher::Refresher;
 use crate::lease::registry::Registry;
 use crate::protocol::fences::Fences;
 use crate::settings::Settings;
@@ -60,7 +61,8 @@ where
             .as_ref()
             .map(|notifier| Arc::clone(&notifier.hub));
         let backend = Connection::new(conn.clone(), settings.cluster, hub);
-        Self::new(conn, settings, Arc::new(backend))
+        let refresher = Refresher::new(Arc::new(backend), settings.ttl, settings.tracker.clone());
+        Self::new(conn, settings, Arc::new(refresher))
     }
 }
 
@@ -77,7 +79,8 @@ where
             .as_ref()
             .map(|notifier| Arc::clone(&notifier.hub));
         let backend = Majority::new(&quorum, hub, settings.tracker.clone());
-        Self::new(quorum, settings, Arc::new(backend))
+        let refresher = Refresher::new(Arc::new(backend), settings.ttl, settings.tracker.clone());
+        Self::new(quorum, settings, Arc::new(refresher))
     }
 }
 

@@ -149,6 +149,22 @@ pub mod raw {
         }
     }
 
+    /// How many times the server ran `command` (also from scripts) and how many of those
+    /// failed, from `INFO commandstats`.
+    pub async fn calls(conn: &MultiplexedConnection, command: &str) -> (u64, u64) {
+        let info: String = cmd(conn, "INFO", &["commandstats"]).await;
+        let prefix = format!("cmdstat_{command}:");
+        let Some(line) = info.lines().find_map(|line| line.strip_prefix(&prefix)) else {
+            return (0, 0);
+        };
+        let field = |name: &str| {
+            line.split(',')
+                .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+                .map_or(0, |n| n.parse().unwrap())
+        };
+        (field("calls"), field("failed_calls"))
+    }
+
     pub async fn pttl(conn: &MultiplexedConnection, key: &str) -> i64 {
         cmd(conn, "PTTL", &[key]).await
     }

@@ -23,7 +23,7 @@ use super::direct::Node;
 use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Retake};
+use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::spawner::Spawner;
 
@@ -211,6 +211,15 @@ where
 
     async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {
         self.refresh_all(call, retake).await
+    }
+
+    /// One quorum round per lease, all at once: each lease's refresh may retake nodes of
+    /// its own, so they are not merged into one script per node.
+    async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
+        let rounds = batch
+            .iter()
+            .map(|item| self.refresh_all(item.call, item.retake.clone()));
+        futures_util::future::join_all(rounds).await
     }
 
     async fn release(

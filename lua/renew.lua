@@ -1,0 +1,64 @@
+-- renew.lua: extend many locks at once, each exactly as refresh.lua extends one.
+--
+-- KEYS[1..n] the lock keys, each as refresh.lua's KEYS[1] (on a cluster, all in one slot)
+-- ARGV[1]    TTL in milliseconds (positive integer), the same for every key
+-- ARGV[2]    one character per key: `w` when the lock id is a writer's (its key is
+--            read with GET first, two calls instead of three), anything else otherwise
+-- ARGV[2+i]  the lock id that should hold KEYS[i]: 32 lowercase hex characters
+--
+-- Sent after base.lua, as one script. The refresher of a mutex sends it with up to a few
+-- hundred keys, so one round trip renews that many locks.
+--
+-- Replies:
+--   an array with one integer per key, in KEYS order: what refresh.lua would reply for
+--   KEYS[i], ARGV[2+i] and ARGV[1] (1 held and extended, 0 not held, nothing changed).
+
+local ttl = tonumber(ARGV[1])
+local writers = ARGV[2]
+
+-- refresh.lua for one key; `writer` when the id is likely the string at the key.
+local function renew(key, id, writer)
+    if writer then
+        -- A pcall: the key may hold another type (another holder's set).
+        local value = redis.pcall('GET', key)
+        if value == id then
+            redis.call('PEXPIRE', key, ttl)
+            return 1
+        end
+        if type(value) ~= 'table' then
+            return 0
+        end
+    end
+    local lock_type = redis.call('TYPE', key)['ok']
+    local held = false
+    if lock_type == 'string' then
+        if redis.call('GET', key) == id then
+            redis.call('PEXPIRE', key, ttl)
+            return 1
+        end
+    elseif lock_type == 'set' then
+        held = redis.call('SISMEMBER', key, id) == 1
+    elseif lock_type == 'zset' then
+        local deadline = redis.call('ZSCORE', key, id)
+        if deadline then
+            local now = now_ms()
+            held = tonumber(deadline) > now
+            if held then
+                redis.call('ZADD', key, now + ttl, id)
+            else
+                redis.call('ZREM', key, id)
+            end
+        end
+    end
+    if held then
+        pttl_at_least(key, ttl)
+        return 1
+    end
+    return 0
+end
+
+local replies = {}
+for i, key in ipairs(KEYS) do
+    replies[i] = renew(key, ARGV[i + 2], string.sub(writers, i, i) == 'w')
+end
+return replies

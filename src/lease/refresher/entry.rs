@@ -1,0 +1,164 @@
+//! One held lock as its mutex's refresher keeps it: the lease, the guard's token and
+//! liveness, and what the refresher's release of it found.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
+
+use super::Core;
+use crate::backend::Backend;
+use crate::error::{chain, Error};
+use crate::lease::any::{AnyLease, Reply};
+use crate::lease::liveness::Liveness;
+use crate::lease::Lease;
+use crate::mode::Mode;
+use crate::protocol::calls::Leftovers;
+use crate::reason::CancelReason;
+use crate::util;
+
+/// A held lock: what its guard and its refresher share. The guard holds it while it
+/// lives; the refresher holds it weakly while it waits to renew it, and strongly while a
+/// renewal or its release is in flight.
+pub(crate) struct Entry<B: Backend> {
+    pub(crate) lease: Arc<Lease<B>>,
+    pub(crate) token: CancellationToken,
+    pub(crate) liveness: Arc<Liveness>,
+    core: Arc<Core<B>>,
+    /// What the refresher's release found, once the refresher has ended the lock (for an
+    /// `unlock` that comes after): taken by the first look.
+    outcome: Mutex<Option<Box<Result<bool, Error>>>>,
+    /// Counts the lock on the mutex's task tracker until its release is done.
+    _tracked: Option<TaskTrackerToken>,
+}
+
+impl<B: Backend> Entry<B> {
+    pub(super) fn new(
+        lease: Arc<Lease<B>>,
+        token: CancellationToken,
+        liveness: Arc<Liveness>,
+        core: Arc<Core<B>>,
+    ) -> Self {
+        let tracked = core.tracker.as_ref().map(|tracker| tracker.token());
+        Self {
+            lease,
+            token,
+            liveness,
+            core,
+            outcome: Mutex::new(None),
+            _tracked: tracked,
+        }
+    }
+
+    /// Whether the lock's end has come: its token fired (or its deadline passed, which
+    /// fires it).
+    pub(super) fn ending(&self) -> bool {
+        self.liveness.check(&self.token)
+    }
+
+    /// Records what ending the lock found and wakes an `unlock` that waits for it.
+    pub(super) fn finish(&self, outcome: Result<bool, Error>) {
+        *util::lock(&self.outcome) = Some(Box::new(outcome));
+        self.core.ended.notify_waiters();
+    }
+
+    /// A refresh found the lock gone: the end is claimed (nothing is sent) and the token
+    /// fires with [`CancelReason::Lost`].
+    pub(super) fn lost(&self) {
+        tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock lost: refresh found it no longer held");
+        if self.liveness.claim_end() {
+            self.finish(Ok(false));
+        }
+        self.liveness.cancel(&self.token, CancelReason::Lost);
+    }
+
+    /// The deadline passed with no renewal answered: the token fires with
+    /// [`CancelReason::Expired`]; the refresher then releases the lock, which may still
+    /// be held.
+    pub(super) fn expired(&self) {
+        tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock expired: no refresh succeeded in time");
+        self.liveness.cancel(&self.token, CancelReason::Expired);
+    }
+}
+
+/// The release the refresher sends for a lock whose end it claimed: records what it
+/// found for a later `unlock`, and [`Error::Cancelled`] if it is dropped first (the
+/// runtime shut down).
+pub(super) async fn release<B: Backend>(entry: Arc<Entry<B>>) {
+    let mut pending = Pending(Some(Arc::clone(&entry)));
+    let reason = entry.liveness.reason(&entry.token);
+    let (key, id) = (entry.lease.key(), entry.lease.id());
+    let released = entry.lease.release(Leftovers::NONE).await;
+    match &released {
+        Ok(held) => tracing::debug!(%key, %id, ?reason, held, "lock released"),
+        Err(err) => tracing::warn!(
+            %key, %id, ?reason, error = %chain(err),
+            "release failed; the lock expires by its TTL"
+        ),
+    }
+    pending.0 = None;
+    entry.finish(released);
+}
+
+/// A release in flight; dropped before its reply, it records [`Error::Cancelled`].
+struct Pending<B: Backend>(Option<Arc<Entry<B>>>);
+
+impl<B: Backend> Drop for Pending<B> {
+    fn drop(&mut self) {
+        if let Some(entry) = self.0.take() {
+            entry.finish(Err(Error::Cancelled));
+        }
+    }
+}
+
+impl<B: Backend> AnyLease for Entry<B> {
+    fn key(&self) -> &str {
+        self.lease.key()
+    }
+
+    fn id(&self) -> &str {
+        self.lease.id()
+    }
+
+    fn mode(&self) -> Mode {
+        self.lease.form.mode(self.lease.kind.mode())
+    }
+
+    fn validity(&self) -> Duration {
+        self.lease.validity()
+    }
+
+    fn release(&self) -> Reply<'_> {
+        Box::pin(self.lease.release(Leftovers::NONE))
+    }
+
+    fn downgrade(&self) -> Reply<'_> {
+        Box::pin(self.lease.downgrade())
+    }
+
+    fn dropped(self: Arc<Self>) {
+        if self.liveness.claim_end() {
+            self.release_later();
+        }
+    }
+
+    fn release_later(self: Arc<Self>) {
+        let core = Arc::clone(&self.core);
+        core.hand_over(self);
+    }
+
+    fn ended(&self) -> Reply<'_> {
+        Box::pin(async move {
+            loop {
+                let notified = self.core.ended.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if let Some(outcome) = util::lock(&self.outcome).take() {
+                    return *outcome;
+                }
+                notified.await;
+            }
+        })
+    }
+}

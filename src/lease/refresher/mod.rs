@@ -1,0 +1,231 @@
+//! The refresher: one task per mutex (and runtime) that keeps every lock the mutex holds.
+//!
+//! A guard holds an [`Entry`], not a task. The refresher renews the locks that come due
+//! in batches ([`Backend::renew`]: one `renew.lua` per server, per hash tag on a cluster),
+//! fires a lock's token at its validity deadline when no renewal was answered in time,
+//! fires it as lost when a renewal finds the lock gone, and releases the locks whose
+//! tokens fired or whose guards were dropped.
+//!
+//! A lock's token can be cancelled from outside (its parent, or a clone of it), so the
+//! refresher watches every token; it starts watching a lock [`WATCH_AFTER`] after the
+//! acquire, so a lock held shorter than that (the usual `write` → `unlock`) costs the
+//! refresher nothing but a slot in a queue.
+
+mod entry;
+mod run;
+mod schedule;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub(crate) use entry::Entry;
+
+use super::liveness::Liveness;
+use super::Lease;
+use crate::backend::Backend;
+use crate::util;
+
+/// How long after its acquire the refresher starts watching a lock's token (tokio's timer
+/// has millisecond resolution). A token cancelled from outside before then has its lock
+/// released when the watch starts, at most about this much later; a dropped guard or an
+/// `unlock` releases at once.
+const WATCH_AFTER: Duration = Duration::from_millis(1);
+
+/// The most locks renewed by one script: a few hundred microseconds of server time.
+const BATCH_MAX: usize = 128;
+
+/// How long an idle refresher waits for a new lock before its task ends.
+const IDLE_LINGER: Duration = Duration::from_secs(5);
+
+/// The refresher of one mutex or semaphore (and its clones): one [`Core`] per runtime
+/// that has held one of its locks, so that each runtime's locks are kept by a task on
+/// that runtime.
+pub(crate) struct Refresher<B: Backend> {
+    backend: Arc<B>,
+    timing: Timing,
+    tracker: Option<TaskTracker>,
+    cores: Mutex<Vec<Arc<Core<B>>>>,
+}
+
+/// The renewal times of one mutex's locks, from its TTL.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    /// ttl/2, as in Go.
+    interval: Duration,
+    /// ttl/8 after a failed renewal.
+    retry: Duration,
+}
+
+impl Timing {
+    fn new(ttl: Duration) -> Self {
+        Self {
+            interval: ttl / 2,
+            retry: ttl / 8,
+        }
+    }
+}
+
+impl<B: Backend> Refresher<B> {
+    /// The refresher of a mutex on `backend` whose locks live `ttl` without a renewal;
+    /// each lock counts on `tracker` until its release is done.
+    pub(crate) fn new(backend: Arc<B>, ttl: Duration, tracker: Option<TaskTracker>) -> Self {
+        Self {
+            backend,
+            timing: Timing::new(ttl),
+            tracker,
+            cores: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn backend(&self) -> &Arc<B> {
+        &self.backend
+    }
+
+    /// Keeps the lock `lease` took by a request sent at `sent`, until its guard goes: its
+    /// token is a child of `parent`, and it is surely held until `sent` plus the lease's
+    /// validity. Must run inside a Tokio runtime, whose refresher task keeps it.
+    pub(crate) fn keep(
+        &self,
+        lease: Arc<Lease<B>>,
+        sent: Instant,
+        parent: Option<CancellationToken>,
+    ) -> Arc<Entry<B>> {
+        let token = match &parent {
+            Some(parent) => parent.child_token(),
+            None => CancellationToken::new(),
+        };
+        let liveness = Arc::new(Liveness::new(parent, sent, sent + lease.validity()));
+        let core = self.core();
+        let entry = Arc::new(Entry::new(lease, token, liveness, Arc::clone(&core)));
+        core.register(&entry);
+        entry
+    }
+
+    /// The core of the current runtime, made on first use.
+    fn core(&self) -> Arc<Core<B>> {
+        let handle = Handle::current();
+        let runtime = handle.id();
+        let mut cores = util::lock(&self.cores);
+        if let Some(core) = cores.iter().find(|core| core.runtime == runtime) {
+            return Arc::clone(core);
+        }
+        // The cores of runtimes that have shut down are idle: drop them.
+        cores.retain(|core| !core.idle());
+        let core = Arc::new(Core {
+            runtime,
+            handle,
+            timing: self.timing,
+            tracker: self.tracker.clone(),
+            inbox: Mutex::new(Inbox {
+                young: VecDeque::new(),
+                released: Vec::new(),
+                running: false,
+            }),
+            wake: Notify::new(),
+            ended: Notify::new(),
+        });
+        cores.push(Arc::clone(&core));
+        core
+    }
+}
+
+impl<B: Backend> fmt::Debug for Refresher<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Refresher")
+            .field("timing", &self.timing)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The refresher of one runtime: its task's inbox, and how to start the task.
+pub(crate) struct Core<B: Backend> {
+    runtime: tokio::runtime::Id,
+    handle: Handle,
+    timing: Timing,
+    tracker: Option<TaskTracker>,
+    inbox: Mutex<Inbox<B>>,
+    /// New work for a running task: a lock whose watch comes sooner than the task looks
+    /// next, or a release.
+    wake: Notify,
+    /// A release sent by the task has ended (or was dropped): an `unlock` waiting for
+    /// what it found looks again.
+    ended: Notify,
+}
+
+/// What the guards hand the task, and whether it runs.
+struct Inbox<B: Backend> {
+    /// Locks not watched yet, with the time their watch starts, in that order.
+    young: VecDeque<(Instant, Weak<Entry<B>>)>,
+    /// Locks whose end their guard claimed without sending the release (a drop, an
+    /// `unlock` dropped before its reply).
+    released: Vec<Arc<Entry<B>>>,
+    running: bool,
+}
+
+impl<B: Backend> Core<B> {
+    /// A new lock, watched from [`WATCH_AFTER`] on.
+    fn register(self: &Arc<Self>, entry: &Arc<Entry<B>>) {
+        let mut inbox = util::lock(&self.inbox);
+        let first = inbox.young.is_empty();
+        inbox
+            .young
+            .push_back((Instant::now() + WATCH_AFTER, Arc::downgrade(entry)));
+        self.start_or_wake(inbox, first);
+    }
+
+    /// Releases `entry`, whose end its guard claimed, from the task.
+    fn hand_over(self: Arc<Self>, entry: Arc<Entry<B>>) {
+        let mut inbox = util::lock(&self.inbox);
+        inbox.released.push(entry);
+        self.start_or_wake(inbox, true);
+    }
+
+    /// Starts the task if it is not running, or wakes it when `wake`.
+    fn start_or_wake(self: &Arc<Self>, mut inbox: std::sync::MutexGuard<'_, Inbox<B>>, wake: bool) {
+        if inbox.running {
+            drop(inbox);
+            if wake {
+                self.wake.notify_one();
+            }
+            return;
+        }
+        inbox.running = true;
+        drop(inbox);
+        // Outside a runtime that has shut down, the task is dropped at once: its
+        // releases then record `Error::Cancelled`.
+        self.handle.spawn(run::run(Arc::clone(self)));
+    }
+
+    /// Whether the task has ended and nothing waits for it.
+    fn idle(&self) -> bool {
+        let inbox = util::lock(&self.inbox);
+        !inbox.running && inbox.young.is_empty() && inbox.released.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_renewal_has_three_retries_before_the_validity_ends() {
+        // From about 21 ms on: below that the 2 ms of the drift margin leave less room.
+        for ttl_ms in [25, 400, 4_000, 30_000] {
+            let ttl = Duration::from_millis(ttl_ms);
+            let timing = Timing::new(ttl);
+            assert_eq!(timing.interval, ttl / 2);
+            // Lease::validity: the TTL minus 1% and 2 ms.
+            let validity = ttl - ttl / 100 - Duration::from_millis(2);
+            let third_retry = timing.interval + timing.retry * 3;
+            assert!(third_retry < validity, "{ttl:?}: {third_retry:?}");
+        }
+    }
+}

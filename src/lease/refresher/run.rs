@@ -1,0 +1,270 @@
+//! The refresher's task: takes new locks and releases from the inbox, renews the locks
+//! that come due in batches, and ends the locks whose tokens fire.
+
+use std::future::Future;
+use std::mem;
+use std::sync::{Arc, Weak};
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::time::{sleep_until, Instant};
+
+use super::entry::{release, Entry};
+use super::schedule::Schedule;
+use super::{Core, BATCH_MAX, IDLE_LINGER};
+use crate::backend::Backend;
+use crate::error::{chain, Error};
+use crate::util;
+
+/// Runs until the refresher has had nothing to keep for [`IDLE_LINGER`].
+pub(super) async fn run<B: Backend>(core: Arc<Core<B>>) {
+    let mut task = Task {
+        schedule: Schedule::new(),
+        core,
+    };
+    task.run().await;
+}
+
+/// The task's own state; dropped (the runtime shut down, or the task ended), it lets the
+/// next lock start a new task.
+struct Task<B: Backend> {
+    core: Arc<Core<B>>,
+    schedule: Schedule<Weak<Entry<B>>>,
+}
+
+/// One batch's renewals: the locks, when it was sent, and one result per lock (`None`
+/// when every lock's token fired before the reply, and the request was dropped).
+struct Renewed<B: Backend> {
+    entries: Vec<Arc<Entry<B>>>,
+    sent: Instant,
+    results: Option<Vec<Result<bool, Error>>>,
+}
+
+impl<B: Backend> Task<B> {
+    async fn run(&mut self) {
+        let mut watches = FuturesUnordered::new();
+        let mut releases = FuturesUnordered::new();
+        let mut batches = FuturesUnordered::new();
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            let now = Instant::now();
+            let Taken {
+                young,
+                released,
+                next_watch,
+            } = self.take_inbox(now);
+            for entry in young {
+                if entry.ending() {
+                    releases.extend(claimed(entry).map(release));
+                    continue;
+                }
+                let due = entry.liveness.sent() + self.core.timing.interval;
+                self.schedule.renew_at(due, Arc::downgrade(&entry));
+                watches.push(watch(entry));
+            }
+            for entry in released {
+                releases.push(release(entry));
+            }
+            let mut batch = Vec::new();
+            for entry in self.schedule.due(now).iter().filter_map(Weak::upgrade) {
+                // A token that fired is the watch's to end.
+                if entry.ending() {
+                    continue;
+                }
+                batch.push(entry);
+                if batch.len() == BATCH_MAX {
+                    batches.push(renew(mem::take(&mut batch)));
+                }
+            }
+            if !batch.is_empty() {
+                batches.push(renew(batch));
+            }
+
+            let busy = !(watches.is_empty()
+                && releases.is_empty()
+                && batches.is_empty()
+                && self.schedule.is_empty()
+                && next_watch.is_none());
+            let wake_at = if busy {
+                idle_since = None;
+                next_watch.into_iter().chain(self.schedule.next()).min()
+            } else {
+                let since = *idle_since.get_or_insert(now);
+                if now >= since + IDLE_LINGER && self.retire() {
+                    return;
+                }
+                Some(since + IDLE_LINGER)
+            };
+            let event = tokio::select! {
+                biased;
+                Some(entry) = watches.next() => Event::Fired(entry),
+                Some(()) = releases.next() => Event::Look,
+                Some(renewed) = batches.next() => Event::Renewed(renewed),
+                () = self.core.wake.notified() => Event::Look,
+                () = sleep_until_some(wake_at) => Event::Look,
+            };
+            match event {
+                Event::Fired(entry) => releases.extend(claimed(entry).map(release)),
+                Event::Renewed(renewed) => self.apply(renewed),
+                Event::Look => {}
+            }
+        }
+    }
+
+    /// Takes the locks whose watch starts by `now` and the releases handed over.
+    fn take_inbox(&self, now: Instant) -> Taken<B> {
+        let mut inbox = util::lock(&self.core.inbox);
+        let mut young = Vec::new();
+        while let Some((at, _)) = inbox.young.front() {
+            if *at > now {
+                break;
+            }
+            if let Some((_, weak)) = inbox.young.pop_front() {
+                // A lock whose guard has gone, released already, costs nothing more.
+                young.extend(weak.upgrade());
+            }
+        }
+        Taken {
+            next_watch: inbox.young.front().map(|(at, _)| *at),
+            young,
+            released: mem::take(&mut inbox.released),
+        }
+    }
+
+    /// Ends the task if the inbox is empty; false when new work came in meanwhile.
+    fn retire(&self) -> bool {
+        let mut inbox = util::lock(&self.core.inbox);
+        if !inbox.young.is_empty() || !inbox.released.is_empty() {
+            return false;
+        }
+        inbox.running = false;
+        true
+    }
+
+    /// What one batch found, lock by lock.
+    fn apply(&mut self, renewed: Renewed<B>) {
+        let Renewed {
+            entries,
+            sent,
+            results,
+        } = renewed;
+        let Some(results) = results else { return };
+        let timing = self.core.timing;
+        for (entry, result) in entries.into_iter().zip(results) {
+            if entry.ending() {
+                continue;
+            }
+            match result {
+                Ok(true) => {
+                    entry.liveness.extend(sent + entry.lease.validity());
+                    self.schedule
+                        .renew_at(sent + timing.interval, Arc::downgrade(&entry));
+                }
+                Ok(false) => entry.lost(),
+                Err(err) => {
+                    tracing::warn!(
+                        key = %entry.lease.key(), id = %entry.lease.id(), error = %chain(&err),
+                        "refresh failed; retrying"
+                    );
+                    let at = (Instant::now() + timing.retry).min(entry.liveness.deadline());
+                    self.schedule.retry_at(at, Arc::downgrade(&entry));
+                }
+            }
+        }
+    }
+}
+
+impl<B: Backend> Drop for Task<B> {
+    fn drop(&mut self) {
+        util::lock(&self.core.inbox).running = false;
+        // Releases dropped with the task have recorded `Error::Cancelled`.
+        self.core.ended.notify_waiters();
+    }
+}
+
+/// Completes when `entry`'s token fires.
+async fn watch<B: Backend>(entry: Arc<Entry<B>>) -> Arc<Entry<B>> {
+    entry.token.cancelled().await;
+    entry
+}
+
+/// `entry`, for the task to release, if nobody had claimed its end (its guard's `unlock`
+/// or drop, or a renewal that found it lost).
+fn claimed<B: Backend>(entry: Arc<Entry<B>>) -> Option<Arc<Entry<B>>> {
+    entry.liveness.claim_end().then_some(entry)
+}
+
+/// What the task took from the inbox.
+struct Taken<B: Backend> {
+    /// The locks to watch from now on.
+    young: Vec<Arc<Entry<B>>>,
+    /// The locks to release.
+    released: Vec<Arc<Entry<B>>>,
+    /// When the next lock's watch starts.
+    next_watch: Option<Instant>,
+}
+
+/// What woke the task.
+enum Event<B: Backend> {
+    /// A watched token fired.
+    Fired(Arc<Entry<B>>),
+    Renewed(Renewed<B>),
+    /// A release ended, new work came in, or a time came: look again.
+    Look,
+}
+
+/// Renews `entries` in one call to the backend; fires the token of each whose validity
+/// deadline passes before the reply ([`CancelReason::Expired`](crate::CancelReason)),
+/// and drops the call once every token has fired.
+async fn renew<B: Backend>(entries: Vec<Arc<Entry<B>>>) -> Renewed<B> {
+    let sent = Instant::now();
+    let results = {
+        let items: Vec<_> = entries
+            .iter()
+            .map(|entry| entry.lease.renewal(entry.liveness.deadline(), &entry.token))
+            .collect();
+        let backend = Arc::clone(&entries[0].lease.backend);
+        let call = backend.renew(&items);
+        expire_while(&entries, call).await
+    };
+    Renewed {
+        entries,
+        sent,
+        results,
+    }
+}
+
+/// Awaits `call`, firing each lock's token as its deadline passes; `None` once every
+/// token has fired first.
+async fn expire_while<B: Backend, T>(
+    entries: &[Arc<Entry<B>>],
+    call: impl Future<Output = T>,
+) -> Option<T> {
+    tokio::pin!(call);
+    loop {
+        let first = entries
+            .iter()
+            .filter(|entry| !entry.token.is_cancelled())
+            .map(|entry| entry.liveness.deadline())
+            .min()?;
+        tokio::select! {
+            biased;
+            results = &mut call => return Some(results),
+            () = sleep_until(first) => {
+                let now = Instant::now();
+                for entry in entries {
+                    if !entry.token.is_cancelled() && now >= entry.liveness.deadline() {
+                        entry.expired();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps until `at`, or forever when `None`.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
