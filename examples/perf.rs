@@ -2,10 +2,27 @@
 //! redis-rs baseline measured in the same run, printed as one markdown table.
 //!
 //! Run with `cargo run --release --example perf`. It starts its own `redis-server`s
-//! from PATH on free loopback ports (a fresh one for each row that counts commands, and
-//! three for the quorum rows 10–13) and re-executes itself as the second process of the
-//! cross-process hand-offs and for each idle-guard count. It takes about 100 s;
-//! `cargo run --release --example perf -- quorum` runs rows 10–13 alone (about 30 s).
+//! from PATH on free loopback ports (a fresh one for each row that counts commands or
+//! memory, and three for the quorum rows 10–13) and re-executes itself as the second
+//! process of the cross-process hand-offs and for each idle-guard run. It takes about
+//! 2 minutes on 2 cores. Modes that run alone:
+//! - `cargo run --release --example perf -- quorum`: rows 10–13 (about 30 s);
+//! - `cargo run --release --example perf -- million`: row 15, one child process holding
+//!   1,000,000 write guards with a TTL of 30 s on a server of its own, with no
+//!   `maxmemory` (the server needs about 350 MB, and the client about 1.5 GB at 1.4 KB a
+//!   guard); 1–3 minutes.
+//!
+//! Rows: 1 one task's write and read cycles; 2–5 32 tasks (own keys; readers on one
+//! key; the fenced floor, with no library; the crate's scripts as bare EVALSHA), row 2
+//! also as a ratio to the fenced floor of row 4; 6 the hand-off across two processes; 7
+//! eight workers on one key; 8 one waiter behind a live holder; 9 idle guards (10k and
+//! 100k at a TTL of 4 s, 100k at 12 s: client and server memory and CPU, renewals, lock
+//! keys left once dropped, see `perf_rows/guards.rs`); 10–13 quorum mode (below); 14
+//! heap allocations per cycle (`perf_rows/allocations.rs`; the runner's global
+//! allocator counts them, `benches/support/counting.rs`); 15 (`-- million`) as row 9
+//! for a million guards. The counting allocator is this program's for every row: its
+//! atomic additions on each allocation are paid by the library and the raw baselines
+//! alike.
 //!
 //! Raw baselines:
 //! - a raw write cycle is `SET key id NX PX ttl`, then a compare-and-delete script sent
@@ -40,6 +57,23 @@ mod server;
 #[allow(dead_code, unreachable_pub)]
 mod raw;
 
+#[path = "../benches/support/counting.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod counting;
+
+#[path = "../benches/support/cycles.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod cycles;
+
+#[path = "perf_rows/proc.rs"]
+mod proc;
+
+#[path = "perf_rows/guards.rs"]
+mod guards;
+
+#[path = "perf_rows/allocations.rs"]
+mod allocations;
+
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +82,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::stream::{select_all, SelectAll};
 use futures_util::{FutureExt, Stream, StreamExt};
+use proc::Process;
 use raw::{
     raw_id, raw_majority, raw_quorum_acquire, raw_quorum_release, raw_set, RELEASE, RELEASE_PUBLISH,
 };
@@ -63,11 +98,41 @@ type Result<T, E = BoxError> = std::result::Result<T, E>;
 
 /// The first argument that makes this program a child process: `--peer handoff MODE
 /// URLS KEY` is the waiting process B of rows 6 and 12 (URLS comma-separated: one
-/// server, or a quorum's), `--peer guards N` measures row 9 for N guards in a process of
-/// its own (so no memory freed by earlier rows is reused).
+/// server, or a quorum's), `--peer guards N TTL_MS IN_FLIGHT` measures one run of rows 9
+/// and 15 in a process of its own (so no memory freed by earlier rows is reused).
 const PEER_ARG: &str = "--peer";
-/// The argument that runs the quorum rows (10–13) alone.
-const QUORUM_ARG: &str = "quorum";
+
+/// Which rows a run prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Rows 1–14.
+    All,
+    /// Rows 10–13 alone (`-- quorum`).
+    Quorum,
+    /// Row 15 alone (`-- million`).
+    Million,
+}
+
+impl Mode {
+    /// The mode of the runner's first argument.
+    fn parse(arg: Option<&str>) -> Result<Self> {
+        match arg {
+            None => Ok(Self::All),
+            Some("quorum") => Ok(Self::Quorum),
+            Some("million") => Ok(Self::Million),
+            Some(other) => Err(format!("unknown argument {other:?}").into()),
+        }
+    }
+
+    /// The arguments that reproduce the run.
+    fn args(self) -> &'static str {
+        match self {
+            Self::All => "",
+            Self::Quorum => " -- quorum",
+            Self::Million => " -- million",
+        }
+    }
+}
 
 /// The lock TTL everywhere (the library's default), and the PX of raw locks.
 const TTL: Duration = Duration::from_secs(4);
@@ -92,18 +157,6 @@ const CONTENDED_FOR: Duration = Duration::from_secs(3);
 /// Row 8: how long the waiter waits, and how often the raw holder renews its key.
 const IDLE_WAIT: Duration = Duration::from_secs(2);
 const HOLDER_RENEW: Duration = Duration::from_millis(500);
-/// Row 9: (row, guards held, their mutex's TTL); a 4 s TTL asks 100k guards for 50k
-/// refreshes a second, so 100k also runs with a longer one. Guards are acquired this
-/// many at a time, and refreshes counted over this many ttl/2 windows.
-const GUARD_RUNS: [(&str, usize, Duration); 3] = [
-    ("9a", 10_000, Duration::from_secs(4)),
-    ("9b", 100_000, Duration::from_secs(4)),
-    ("9c", 100_000, Duration::from_secs(12)),
-];
-const GUARD_BATCH: usize = 500;
-const GUARD_WINDOWS: u32 = 2;
-const GUARD_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-
 /// The crate's own scripts, sent bare in row 5, after `base.lua` (and `shared.lua`) as the
 /// crate sends them.
 static LOCK_LUA: LazyLock<Script> = LazyLock::new(|| {
@@ -225,19 +278,13 @@ fn main() -> std::process::ExitCode {
     let run = || -> Result<()> {
         let runtime = tokio::runtime::Runtime::new()?;
         if args.get(1).map(String::as_str) != Some(PEER_ARG) {
-            let only_quorum = match args.get(1).map(String::as_str) {
-                None => false,
-                Some(QUORUM_ARG) => true,
-                Some(other) => return Err(format!("unknown argument {other:?}").into()),
-            };
-            return runtime.block_on(run(only_quorum));
+            let mode = Mode::parse(args.get(1).map(String::as_str))?;
+            return runtime.block_on(run(mode));
         }
         let [role, a, b, c] = [2, 3, 4, 5].map(|i| args.get(i).cloned().unwrap_or_default());
         match role.as_str() {
             "handoff" => runtime.block_on(peer(&a, &b, &c)),
-            "guards" => {
-                runtime.block_on(guards_peer(a.parse()?, Duration::from_millis(b.parse()?)))
-            }
+            guards::ROLE => runtime.block_on(guards::peer(&args[3..])),
             _ => Err(format!("unknown peer role {role:?}").into()),
         }
     };
@@ -294,15 +341,22 @@ fn push_rows(rows: &mut Vec<Row>, id: &'static str, what: &str, made: Result<Vec
     }
 }
 
-async fn run(only_quorum: bool) -> Result<()> {
+async fn run(mode: Mode) -> Result<()> {
     let header = header();
     eprintln!("{header}");
     let mut rows = Vec::new();
     let mut notes = Vec::new();
-    if !only_quorum {
-        single_server_rows(&mut rows, &mut notes).await?;
+    match mode {
+        Mode::All => {
+            single_server_rows(&mut rows, &mut notes).await?;
+            quorum_rows(&mut rows, &mut notes).await;
+            eprintln!("row 14: allocations per cycle ...");
+            let made = allocations::row().await.map(|row| vec![row]);
+            push_rows(&mut rows, "14", "allocations per cycle", made);
+        }
+        Mode::Quorum => quorum_rows(&mut rows, &mut notes).await,
+        Mode::Million => guards::rows(&[guards::MILLION], &mut rows, &mut notes).await,
     }
-    quorum_rows(&mut rows, &mut notes).await;
 
     println!("{header}");
     println!();
@@ -319,8 +373,10 @@ async fn run(only_quorum: bool) -> Result<()> {
         println!("- {note}");
     }
     println!();
-    let only = if only_quorum { " -- quorum" } else { "" };
-    println!("Reproduce: `cargo run --release --example perf{only}`");
+    println!(
+        "Reproduce: `cargo run --release --example perf{}`",
+        mode.args()
+    );
     Ok(())
 }
 
@@ -341,8 +397,7 @@ async fn single_server_rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Res
     eprintln!("row 8: one waiter behind a live holder ...");
     let made = idle_waiter_rows(notes).await;
     push_rows(rows, "8", "one waiter behind a live holder", made);
-    eprintln!("row 9: idle guards ...");
-    idle_guard_rows(rows, notes).await;
+    guards::rows(&guards::ROW_9, rows, notes).await;
     Ok(())
 }
 
@@ -578,6 +633,26 @@ fn rate_row(
     Row::new(id, what, show(library), show(raw), ratio)
 }
 
+/// The fenced floor's share that the library must reach in row 2.
+const FLOOR_TARGET: f64 = 0.95;
+
+/// `row` with the ratio of `library` to the fenced floor `fenced` added to its ratio.
+fn floor_row(mut row: Row, library: &Result<f64, String>, fenced: &Result<f64, String>) -> Row {
+    if let (Ok(library), Ok(fenced)) = (library, fenced) {
+        let share = library / fenced;
+        let verdict = if share >= FLOOR_TARGET {
+            "met"
+        } else {
+            "missed"
+        };
+        row.ratio = format!(
+            "{} of raw; {share:.2} of the fenced floor (target ≥ {FLOOR_TARGET}: {verdict})",
+            row.ratio
+        );
+    }
+    row
+}
+
 fn per_s(rate: f64) -> String {
     format!("{} /s", thousands(rate))
 }
@@ -628,11 +703,18 @@ async fn throughput_rows(server: &RedisServer) -> Result<Vec<Row>> {
             read1,
             raw1,
         ),
-        rate_row(
-            "2",
-            format!("{TASKS} tasks, own keys, one shared connection: write cycles/s"),
+        floor_row(
+            rate_row(
+                "2",
+                format!(
+                    "{TASKS} tasks, own keys, one shared connection: write cycles/s (ratio \
+                     to raw, and to the fenced floor of row 4, same phases)"
+                ),
+                write,
+                raw,
+            ),
             write,
-            raw,
+            fenced,
         ),
         rate_row(
             "3",
@@ -1264,87 +1346,19 @@ async fn idle_waiter_rows(notes: &mut Vec<String>) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-// ---------------------------------------------------------------- row 9: idle guards
+// ---------------------------------------------------------------- releasing guards
 
-/// What `/proc/self/stat`-style files need: a value of `getconf`, or `default`.
-fn getconf(name: &str, default: u64) -> u64 {
-    std::process::Command::new("getconf")
-        .arg(name)
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
-        .unwrap_or(default)
-}
+/// Guards unlocked at a time by [`release_guards`].
+const UNLOCK_BATCH: usize = 500;
 
-/// This process's resident memory in bytes, from `/proc/self/statm`.
-fn rss_bytes() -> Result<u64> {
-    static PAGE: LazyLock<u64> = LazyLock::new(|| getconf("PAGESIZE", 4096));
-    let statm = std::fs::read_to_string("/proc/self/statm")?;
-    let resident: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .ok_or("no resident field in /proc/self/statm")?
-        .parse()?;
-    Ok(resident * *PAGE)
-}
-
-/// CPU time (user + system) this process has used, from `/proc/self/stat`.
-fn cpu_time() -> Result<Duration> {
-    static TICK: LazyLock<u64> = LazyLock::new(|| getconf("CLK_TCK", 100));
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    // The fields after the command name: state is field 3, utime 14, stime 15.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .ok_or("no command name in /proc/self/stat")?
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks = |field: usize| -> Result<u64> {
-        Ok(fields
-            .get(field - 3)
-            .ok_or("short /proc/self/stat")?
-            .parse()?)
-    };
-    let ticks = ticks(14)? + ticks(15)?;
-    Ok(Duration::from_secs_f64(ticks as f64 / *TICK as f64))
-}
-
-/// `n` write guards on distinct keys, acquired [`GUARD_BATCH`] at a time.
-async fn acquire_guards(mx: &RwMutex<MultiplexedConnection>, n: usize) -> Result<Vec<Guard>> {
-    let started = Instant::now();
-    let mut guards = Vec::with_capacity(n);
-    for batch in (0..n).step_by(GUARD_BATCH) {
-        let mut set = JoinSet::new();
-        for i in batch..(batch + GUARD_BATCH).min(n) {
-            let request = mx.write().key(i.to_string());
-            set.spawn(async move { request.await });
-        }
-        while let Some(done) = set.join_next().await {
-            match done? {
-                Ok(guard) => guards.push(guard),
-                Err(err) => {
-                    return Err(format!(
-                        "acquire failed after {} guards in {:.1} s: {}",
-                        guards.len(),
-                        started.elapsed().as_secs_f64(),
-                        chain(&err)
-                    )
-                    .into())
-                }
-            }
-        }
-    }
-    Ok(guards)
-}
-
-/// Unlocks every guard, [`GUARD_BATCH`] at a time: how many had been lost meanwhile,
+/// Unlocks every guard, [`UNLOCK_BATCH`] at a time: how many had been lost meanwhile,
 /// and how many unlocks failed (those locks expire by their TTL).
 async fn release_guards(guards: Vec<Guard>) -> Result<(usize, usize)> {
     let mut guards = guards.into_iter();
     let (mut lost, mut failed) = (0, 0);
     loop {
         let mut set = JoinSet::new();
-        for guard in guards.by_ref().take(GUARD_BATCH) {
+        for guard in guards.by_ref().take(UNLOCK_BATCH) {
             set.spawn(guard.unlock());
         }
         if set.is_empty() {
@@ -1357,153 +1371,6 @@ async fn release_guards(guards: Vec<Guard>) -> Result<(usize, usize)> {
                 Err(_) => failed += 1,
             }
         }
-    }
-}
-
-/// One row-9 measurement, made in a process of its own.
-struct IdleGuards {
-    bytes: f64,
-    raw_bytes: f64,
-    refreshes: f64,
-    cpu_per_s: f64,
-    cpu_per_refresh: Duration,
-    cancelled: usize,
-    lost: usize,
-    unlock_errors: usize,
-    acquired_in: f64,
-    calls: String,
-}
-
-/// Row 9 for `n` guards with `ttl`, in this process (a child of the runner): prints
-/// `guards` and the fields of [`IdleGuards`] on one tab-separated line.
-async fn guards_peer(n: usize, ttl: Duration) -> Result<()> {
-    let server = RedisServer::try_start()?;
-    let mut info = server.conn().await;
-    // This row counts bytes and refreshes, not latency: a slow reply while the server
-    // catches up must not fail an acquire.
-    let config =
-        redis::AsyncConnectionConfig::new().set_response_timeout(Some(GUARD_RESPONSE_TIMEOUT));
-    let conn = server
-        .client()
-        .get_multiplexed_async_connection_with_config(&config)
-        .await?;
-    let mx = RwMutex::builder(conn, "perf-guards").ttl(ttl).build()?;
-
-    let rss0 = rss_bytes()?;
-    let started = Instant::now();
-    let guards = acquire_guards(&mx, n).await?;
-    let acquired_in = started.elapsed().as_secs_f64();
-    let bytes = rss_bytes()?.saturating_sub(rss0) as f64 / n as f64;
-
-    // Each guard refreshes every ttl/2; count them over GUARD_WINDOWS such windows.
-    let before = commandstats(&mut info).await?;
-    let (cpu0, wall0) = (cpu_time()?, Instant::now());
-    tokio::time::sleep(ttl / 2 * GUARD_WINDOWS).await;
-    let (cpu, wall) = (cpu_time()? - cpu0, wall0.elapsed());
-    let after = commandstats(&mut info).await?;
-    let calls = calls_between(&before, &after);
-    let refreshes = evals(&calls);
-    let cancelled = guards.iter().filter(|guard| guard.is_cancelled()).count();
-
-    // Raw: the least a client keeps per held lock, its key and id; measured while the
-    // guards are still held, so it cannot reuse memory they free.
-    let rss0 = rss_bytes()?;
-    let raw_locks: Vec<(String, String)> = (0..n)
-        .map(|i| (format!("perf-guards:{i}"), raw_id(i)))
-        .collect();
-    let raw_bytes = rss_bytes()?.saturating_sub(rss0) as f64 / n as f64;
-    drop(raw_locks);
-
-    let (lost, unlock_errors) = release_guards(guards).await?;
-    let windows = n as f64 * f64::from(GUARD_WINDOWS);
-    println!(
-        "guards\t{bytes}\t{raw_bytes}\t{}\t{}\t{}\t{cancelled}\t{lost}\t{unlock_errors}\t{acquired_in}\t{}",
-        refreshes as f64 / windows,
-        cpu.as_secs_f64() / wall.as_secs_f64(),
-        cpu.as_secs_f64() / refreshes.max(1) as f64,
-        breakdown(&calls, windows)
-    );
-    Ok(())
-}
-
-/// Runs [`guards_peer`] in a child process.
-async fn idle_guards(n: usize, ttl: Duration) -> Result<IdleGuards> {
-    let out = tokio::process::Command::new(std::env::current_exe()?)
-        .args([
-            PEER_ARG,
-            "guards",
-            &n.to_string(),
-            &ttl.as_millis().to_string(),
-        ])
-        .kill_on_drop(true)
-        .output()
-        .await?;
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    let fields: Vec<&str> = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("guards\t"))
-        .ok_or_else(|| format!("{} ({})", stderr.trim(), out.status))?
-        .split('\t')
-        .collect();
-    let [bytes, raw_bytes, refreshes, cpu_per_s, cpu_per_refresh, cancelled, lost, unlock_errors, acquired_in, calls] =
-        fields[..]
-    else {
-        return Err(format!("the {n}-guard process said {stdout:?}").into());
-    };
-    Ok(IdleGuards {
-        bytes: bytes.parse()?,
-        raw_bytes: raw_bytes.parse()?,
-        refreshes: refreshes.parse()?,
-        cpu_per_s: cpu_per_s.parse()?,
-        cpu_per_refresh: Duration::from_secs_f64(cpu_per_refresh.parse()?),
-        cancelled: cancelled.parse()?,
-        lost: lost.parse()?,
-        unlock_errors: unlock_errors.parse()?,
-        acquired_in: acquired_in.parse()?,
-        calls: calls.to_string(),
-    })
-}
-
-async fn idle_guard_rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) {
-    for (id, n, ttl) in GUARD_RUNS {
-        let what = format!(
-            "{n} idle write guards on distinct keys, ttl {} s: client RSS per guard; \
-             EVALSHA refreshes per guard per ttl/2; client CPU while idle",
-            ttl.as_secs()
-        );
-        let made = idle_guards(n, ttl).await.map(|run| {
-            notes.push(format!(
-                "row {id} ({n} guards, ttl {} s, own process): acquired in {:.1} s; \
-                 {} cancelled during the windows, {} found lost at unlock, {} unlocks \
-                 failed; commands per guard per ttl/2: {}",
-                ttl.as_secs(),
-                run.acquired_in,
-                run.cancelled,
-                run.lost,
-                run.unlock_errors,
-                run.calls
-            ));
-            vec![Row::new(
-                id,
-                what.clone(),
-                format!(
-                    "{:.0} B/guard; {:.2} refreshes; CPU {:.0}% of a core ({:.0} µs/refresh)",
-                    run.bytes,
-                    run.refreshes,
-                    run.cpu_per_s * 100.0,
-                    run.cpu_per_refresh.as_secs_f64() * 1e6
-                ),
-                format!(
-                    "{:.0} B/lock (key + id strings); 1 PEXPIRE (ideal, not measured)",
-                    run.raw_bytes
-                ),
-                format!("memory {:.1}× raw", run.bytes / run.raw_bytes.max(1.0)),
-            )]
-        });
-        push_rows(rows, id, &what, made);
     }
 }
 
@@ -1582,11 +1449,11 @@ async fn quorum_calls(
         infos.push(info);
     }
     let mut conn = bench.conn.clone();
-    let (cpu, wall) = (cpu_time()?, Instant::now());
+    let (cpu, wall) = (Process::Me.cpu_time()?, Instant::now());
     for _ in 0..COUNTED_CYCLES {
         workload.cycle(bench, &mut conn, 0).await?;
     }
-    let (cpu, wall) = (cpu_time()? - cpu, wall.elapsed());
+    let (cpu, wall) = (Process::Me.cpu_time()? - cpu, wall.elapsed());
     let mut calls = BTreeMap::new();
     for (info, before) in infos.iter_mut().zip(&before) {
         let after = commandstats(info).await?;
