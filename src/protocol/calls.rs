@@ -332,13 +332,15 @@ pub(crate) async fn refresh<C: ConnectionLike>(conn: &mut C, call: &Call) -> Res
 /// those that do now have a TTL of at least the calls' (every call of one batch has the
 /// same TTL: the batches come from one mutex's refresher). On a cluster every lock key of
 /// the batch must share a slot. A failed request fails the whole batch, named after its
-/// first key.
+/// first key. A batch of one is sent as `refresh.lua`, as the Go package sends it.
 pub(crate) async fn renew<C: ConnectionLike>(
     conn: &mut C,
     batch: &[Renewal<'_>],
 ) -> Result<Vec<bool>, Error> {
-    let Some(first) = batch.first() else {
-        return Ok(Vec::new());
+    let first = match batch {
+        [] => return Ok(Vec::new()),
+        [one] => return Ok(vec![refresh(conn, one.call).await?]),
+        [first, ..] => first,
     };
     let key = &first.call.keys.lock;
     let writers: String = batch
