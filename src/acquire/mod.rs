@@ -176,8 +176,8 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             self.job.patience.waits(),
             lease.call.queue.is_fair(),
         ) {
-            if hub.has_waiters(&lease.call.keys.channel) {
-                let waiter = hub.join(&lease.call.keys.channel, self.wake_as);
+            if hub.has_waiters(lease.call.keys.channel()) {
+                let waiter = hub.join(&lease.call.keys, self.wake_as);
                 self.notified = waiter.notifies();
                 self.waiter = Some(waiter);
                 return Next::Sleep(lease.ttl);
@@ -289,7 +289,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
     async fn subscribe(&mut self) {
         let lease = &self.job.lease;
         if let Some(hub) = lease.backend.hub() {
-            let mut joined = hub.join(&lease.call.keys.channel, self.wake_as);
+            let mut joined = hub.join(&lease.call.keys, self.wake_as);
             joined.subscribed_within(SUBSCRIBE_WAIT).await;
             self.waiter = Some(joined);
         }

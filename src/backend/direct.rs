@@ -116,7 +116,7 @@ where
         let mut groups: Vec<Vec<usize>> = Vec::new();
         let mut tags: Vec<Option<&str>> = Vec::new();
         for (at, item) in batch.iter().enumerate() {
-            let tag = hash_tag(&item.call.keys.lock);
+            let tag = hash_tag(item.call.keys.lock());
             match tags.iter().position(|known| *known == tag) {
                 Some(group) => groups[group].push(at),
                 None => {
@@ -177,7 +177,7 @@ fn spread<'a>(
     match renewed {
         Ok(held) => held.into_iter().map(Ok).collect(),
         Err(err) => items
-            .map(|item| Err(err.for_key(&item.call.keys.lock)))
+            .map(|item| Err(err.for_key(item.call.keys.lock())))
             .collect(),
     }
 }

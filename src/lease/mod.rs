@@ -58,12 +58,12 @@ impl<B> Lease<B> {
 
     /// The lock key.
     pub(crate) fn key(&self) -> &str {
-        &self.call.keys.lock
+        self.call.keys.lock()
     }
 
     /// The lease's id: 32 lowercase hex characters.
     pub(crate) fn id(&self) -> &str {
-        &self.call.id
+        self.call.id.as_str()
     }
 
     /// How long after an acquire or refresh request was sent the lock is surely still
@@ -161,7 +161,7 @@ impl<B: Backend> Lease<B> {
     /// This process published a release of the lock: its own waiters are woken now.
     fn released_here(&self) {
         if let Some(hub) = self.backend.hub() {
-            hub.released(&self.call.keys.channel, &self.call.id);
+            hub.released(self.call.keys.channel(), &self.call.id);
         }
     }
 }
@@ -170,12 +170,13 @@ impl<B: Backend> Lease<B> {
 mod tests {
     use super::*;
     use crate::protocol::calls::Queueing;
+    use crate::protocol::id::Id;
     use crate::protocol::keys::Keys;
 
     fn lease(ttl_ms: u64) -> Lease<()> {
         let call = Call {
-            keys: Keys::new("k".into(), false),
-            id: "0".repeat(32),
+            keys: Keys::new("k", false),
+            id: Id::new(),
             ttl_ms,
             fence_ms: ttl_ms,
             queue: Queueing::Off,

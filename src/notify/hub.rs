@@ -8,8 +8,10 @@
 //! release sets off one script per process (or one per reader, who then share the lock).
 //! A lost connection wakes every waiter, since a release may have been missed.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
@@ -20,6 +22,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::subscriber::{run, Listener, Source};
 use super::waiter::Waiter;
 use crate::mode::Mode;
+use crate::protocol::id::Id;
+use crate::protocol::keys::Keys;
 use crate::util::lock;
 
 /// Releases made in this process whose message is still expected back, per channel: a
@@ -46,9 +50,40 @@ pub(crate) struct Hub {
 
 #[derive(Default)]
 pub(super) struct State {
-    pub(super) channels: HashMap<String, Channel>,
+    pub(super) channels: HashMap<ChannelName, Channel>,
     /// The connection tasks, one per node, once started.
     tasks: Vec<JoinHandle<()>>,
+}
+
+/// The name of a release channel with waiters, as the key of its queue: it shares the
+/// names of the keys of the lock that its first waiter joined for, so that a queue costs
+/// no allocation for its name.
+pub(super) struct ChannelName(Keys);
+
+impl ChannelName {
+    fn as_str(&self) -> &str {
+        self.0.channel()
+    }
+}
+
+impl PartialEq for ChannelName {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for ChannelName {}
+
+impl Hash for ChannelName {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl Borrow<str> for ChannelName {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
 }
 
 /// One node's connection task as the hub sees it: where it connects, and how the hub
@@ -70,7 +105,7 @@ pub(super) struct Channel {
     /// Which nodes' connections have confirmed their subscription.
     confirmed: Vec<bool>,
     /// Ids released in this process whose message has not come back yet.
-    echoes: VecDeque<String>,
+    echoes: VecDeque<Id>,
 }
 
 impl Channel {
@@ -217,9 +252,10 @@ impl Hub {
             .is_some_and(|channel| !channel.waiters.is_empty())
     }
 
-    /// Queues a waiter on `channel`, subscribing to it if nobody here waits on it yet.
-    /// Must be called within a Tokio runtime: it starts the connection task if needed.
-    pub(crate) fn join(self: &Arc<Self>, channel: &str, mode: Mode) -> Waiter {
+    /// Queues a waiter on the release channel of `keys`, subscribing to it if nobody here
+    /// waits on it yet. Must be called within a Tokio runtime: it starts the connection
+    /// task if needed.
+    pub(crate) fn join(self: &Arc<Self>, keys: &Keys, mode: Mode) -> Waiter {
         let slot = Arc::new(Slot {
             mode,
             woken: AtomicBool::new(false),
@@ -235,14 +271,17 @@ impl Hub {
             }
             state.tasks = self.start_tasks();
         }
-        let entry = state.channels.entry(channel.to_owned()).or_insert_with(|| {
-            self.changed();
-            Channel::new(self.nodes.len())
-        });
+        let entry = state
+            .channels
+            .entry(ChannelName(keys.clone()))
+            .or_insert_with(|| {
+                self.changed();
+                Channel::new(self.nodes.len())
+            });
         entry.waiters.push_back(Arc::clone(&slot));
         let subscribed = entry.subscribed.subscribe();
         drop(state);
-        Waiter::new(Arc::clone(self), channel.to_owned(), slot, subscribed)
+        Waiter::new(Arc::clone(self), keys.clone(), slot, subscribed)
     }
 
     /// One connection task per node, reporting through the node's listener.
@@ -262,14 +301,14 @@ impl Hub {
 
     /// A release made in this process published `id` on `channel` (on every node it
     /// held): wake the next local waiters now, and skip the messages when they come back.
-    pub(crate) fn released(&self, channel: &str, id: &str) {
+    pub(crate) fn released(&self, channel: &str, id: &Id) {
         let mut state = lock(&self.state);
         if let Some(channel) = state.channels.get_mut(channel) {
             for _ in 0..channel.listening() {
                 if channel.echoes.len() == MAX_ECHOES {
                     channel.echoes.pop_front();
                 }
-                channel.echoes.push_back(id.to_owned());
+                channel.echoes.push_back(*id);
             }
             channel.wake_next();
         }
@@ -293,19 +332,19 @@ impl Hub {
     fn diff(&self, node: usize, subscribed: &HashSet<String>) -> (Vec<String>, Vec<String>) {
         let mut state = lock(&self.state);
         for (name, channel) in &mut state.channels {
-            if subscribed.contains(name) {
+            if subscribed.contains(name.as_str()) {
                 channel.confirm(node, true, self.needed);
             }
         }
         let wanted = state
             .channels
             .keys()
-            .filter(|channel| !subscribed.contains(*channel))
-            .cloned()
+            .filter(|channel| !subscribed.contains(channel.as_str()))
+            .map(|channel| channel.as_str().to_owned())
             .collect();
         let unwanted = subscribed
             .iter()
-            .filter(|channel| !state.channels.contains_key(*channel))
+            .filter(|channel| !state.channels.contains_key(channel.as_str()))
             .cloned()
             .collect();
         (wanted, unwanted)
@@ -317,7 +356,7 @@ impl Hub {
     fn confirmed(&self, node: usize, channels: &[String]) {
         let mut state = lock(&self.state);
         for name in channels {
-            if let Some(channel) = state.channels.get_mut(name) {
+            if let Some(channel) = state.channels.get_mut(name.as_str()) {
                 channel.confirm(node, true, self.needed);
             }
         }

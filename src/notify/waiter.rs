@@ -8,13 +8,15 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::hub::{Hub, Slot};
+use crate::protocol::keys::Keys;
 use crate::util::lock;
 
 /// A request's place in its channel's queue. Dropping it leaves the queue (and passes an
 /// unused wake-up on to the next waiter); the last waiter's drop unsubscribes.
 pub(crate) struct Waiter {
     hub: Arc<Hub>,
-    channel: String,
+    /// The keys of the lock waited for, whose release channel it is.
+    keys: Keys,
     slot: Arc<Slot>,
     subscribed: watch::Receiver<bool>,
     acquired: bool,
@@ -23,13 +25,13 @@ pub(crate) struct Waiter {
 impl Waiter {
     pub(super) fn new(
         hub: Arc<Hub>,
-        channel: String,
+        keys: Keys,
         slot: Arc<Slot>,
         subscribed: watch::Receiver<bool>,
     ) -> Self {
         Self {
             hub,
-            channel,
+            keys,
             slot,
             subscribed,
             acquired: false,
@@ -82,14 +84,14 @@ impl Waiter {
 impl Drop for Waiter {
     fn drop(&mut self) {
         let mut state = lock(&self.hub.state);
-        let Some(channel) = state.channels.get_mut(&self.channel) else {
+        let Some(channel) = state.channels.get_mut(self.keys.channel()) else {
             return;
         };
         channel
             .waiters
             .retain(|slot| !Arc::ptr_eq(slot, &self.slot));
         if channel.waiters.is_empty() {
-            state.channels.remove(&self.channel);
+            state.channels.remove(self.keys.channel());
             self.hub.changed();
         } else if !self.acquired && self.slot.woken.load(Ordering::Acquire) {
             // Woken but giving up: the release it was woken for goes to the next.
@@ -101,7 +103,7 @@ impl Drop for Waiter {
 impl fmt::Debug for Waiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Waiter")
-            .field("channel", &self.channel)
+            .field("channel", &self.keys.channel())
             .field("mode", &self.slot.mode)
             .finish_non_exhaustive()
     }

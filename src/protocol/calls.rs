@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use redis::aio::ConnectionLike;
 use redis::Cmd;
 
+use super::id::Id;
 use super::keys::Keys;
 use super::lua::SCRIPTS;
 use super::replies::{Attempt, Downgraded, Unlocked};
@@ -18,8 +19,8 @@ use crate::error::Error;
 #[derive(Debug, Clone)]
 pub(crate) struct Call {
     pub(crate) keys: Keys,
-    /// 32 lowercase hex characters ([`new_id`](super::id::new_id)).
-    pub(crate) id: String,
+    /// 32 lowercase hex characters ([`Id::new`]).
+    pub(crate) id: Id,
     /// The TTL in whole milliseconds: the `PX`/`PEXPIRE` of the lock key.
     pub(crate) ttl_ms: u64,
     /// The fence retention in whole milliseconds: the `PX` of the fence key.
@@ -99,8 +100,8 @@ impl Queueing {
 
     /// Adds the queue keys after the other keys of a fair request.
     fn keys(self, cmd: &mut Cmd, keys: &Keys) {
-        if let (Some(queue), true) = (&keys.queue, self.is_fair()) {
-            cmd.arg(&queue.order).arg(&queue.deadline);
+        if let (Some(queue), true) = (keys.queue(), self.is_fair()) {
+            cmd.arg(queue.order).arg(queue.deadline);
         }
     }
 
@@ -248,10 +249,10 @@ async fn lock<C: ConnectionLike>(
     let (keys, queue) = (&call.keys, call.queue);
     SCRIPTS
         .lock
-        .attempt(conn, queue.numkeys(3), &keys.lock, |cmd| {
-            cmd.arg(&keys.lock).arg(&keys.intent).arg(&keys.fence);
+        .attempt(conn, keys, queue.numkeys(3), |cmd| {
+            cmd.arg(keys.lock()).arg(keys.intent()).arg(keys.fence());
             queue.keys(cmd, keys);
-            cmd.arg(&call.id)
+            cmd.arg(call.id)
                 .arg(call.ttl_ms)
                 .arg(flag(set_intent))
                 .arg(call.fence_ms);
@@ -276,10 +277,10 @@ async fn rlock<C: ConnectionLike>(
     let counting = fence_checked && !queue.is_fair();
     SCRIPTS
         .rlock
-        .attempt(conn, queue.numkeys(3), &keys.lock, |cmd| {
-            cmd.arg(&keys.lock).arg(&keys.intent).arg(&keys.fence);
+        .attempt(conn, keys, queue.numkeys(3), |cmd| {
+            cmd.arg(keys.lock()).arg(keys.intent()).arg(keys.fence());
             queue.keys(cmd, keys);
-            cmd.arg(&call.id)
+            cmd.arg(call.id)
                 .arg(call.ttl_ms)
                 .arg(call.fence_ms)
                 .arg(flag(counting));
@@ -299,10 +300,10 @@ async fn semaphore<C: ConnectionLike>(
     let (keys, queue) = (&call.keys, call.queue);
     SCRIPTS
         .semaphore
-        .attempt(conn, queue.numkeys(2), &keys.lock, |cmd| {
-            cmd.arg(&keys.lock).arg(&keys.fence);
+        .attempt(conn, keys, queue.numkeys(2), |cmd| {
+            cmd.arg(keys.lock()).arg(keys.fence());
             queue.keys(cmd, keys);
-            cmd.arg(&call.id)
+            cmd.arg(call.id)
                 .arg(call.ttl_ms)
                 .arg(permits)
                 .arg(call.fence_ms)
@@ -317,11 +318,11 @@ async fn semaphore<C: ConnectionLike>(
 /// Runs `refresh.lua`: true when the call's id still holds the lock key, whose TTL is now
 /// at least the call's.
 pub(crate) async fn refresh<C: ConnectionLike>(conn: &mut C, call: &Call) -> Result<bool, Error> {
-    let key = &call.keys.lock;
+    let key = call.keys.lock();
     let held: i64 = SCRIPTS
         .refresh
-        .run(conn, 1, |cmd| {
-            cmd.arg(key).arg(&call.id).arg(call.ttl_ms);
+        .run(conn, &call.keys, 1, |cmd| {
+            cmd.arg(key).arg(call.id).arg(call.ttl_ms);
         })
         .await
         .map_err(|err| Error::redis(key, err))?;
@@ -342,20 +343,21 @@ pub(crate) async fn renew<C: ConnectionLike>(
         [one] => return Ok(vec![refresh(conn, one.call).await?]),
         [first, ..] => first,
     };
-    let key = &first.call.keys.lock;
+    let key = first.call.keys.lock();
     let writers: String = batch
         .iter()
         .map(|item| if item.writer { 'w' } else { '-' })
         .collect();
     let held: Vec<i64> = SCRIPTS
         .renew
-        .run(conn, batch.len(), |cmd| {
+        // Sized for one key: a batch's command grows as it is filled.
+        .run(conn, &first.call.keys, batch.len(), |cmd| {
             for item in batch {
-                cmd.arg(&item.call.keys.lock);
+                cmd.arg(item.call.keys.lock());
             }
             cmd.arg(first.call.ttl_ms).arg(&writers);
             for item in batch {
-                cmd.arg(&item.call.id);
+                cmd.arg(item.call.id);
             }
         })
         .await
@@ -379,7 +381,7 @@ pub(crate) async fn unlock<C: ConnectionLike>(
     leftovers: Leftovers,
 ) -> Result<Unlocked, Error> {
     let keys = &call.keys;
-    let queue = keys.queue.as_ref().filter(|_| leftovers.queue_place);
+    let queue = keys.queue().filter(|_| leftovers.queue_place);
     let numkeys = match (queue, leftovers.intent) {
         (Some(_), _) => 4,
         (None, true) => 2,
@@ -387,22 +389,22 @@ pub(crate) async fn unlock<C: ConnectionLike>(
     };
     let reply: i64 = SCRIPTS
         .unlock
-        .run(conn, numkeys, |cmd| {
-            cmd.arg(&keys.lock);
+        .run(conn, keys, numkeys, |cmd| {
+            cmd.arg(keys.lock());
             // Leaving the queue passes the intent too: it is deleted only if it holds the id.
             if numkeys > 1 {
-                cmd.arg(&keys.intent);
+                cmd.arg(keys.intent());
             }
             if let Some(queue) = queue {
-                cmd.arg(&queue.order).arg(&queue.deadline);
+                cmd.arg(queue.order).arg(queue.deadline);
             }
-            cmd.arg(&call.id)
-                .arg(&keys.channel)
+            cmd.arg(call.id)
+                .arg(keys.channel())
                 .arg(hold.arg())
                 .arg(flag(topology.sharded()));
         })
         .await
-        .map_err(|err| Error::redis(&keys.lock, err))?;
+        .map_err(|err| Error::redis(keys.lock(), err))?;
     Ok(Unlocked::from_reply(reply))
 }
 
@@ -417,15 +419,15 @@ pub(crate) async fn downgrade<C: ConnectionLike>(
     let keys = &call.keys;
     let reply: i64 = SCRIPTS
         .downgrade
-        .run(conn, 1, |cmd| {
-            cmd.arg(&keys.lock)
-                .arg(&call.id)
+        .run(conn, keys, 1, |cmd| {
+            cmd.arg(keys.lock())
+                .arg(call.id)
                 .arg(call.ttl_ms)
-                .arg(&keys.channel)
+                .arg(keys.channel())
                 .arg(flag(topology.sharded()));
         })
         .await
-        .map_err(|err| Error::redis(&keys.lock, err))?;
+        .map_err(|err| Error::redis(keys.lock(), err))?;
     Ok(Downgraded::from_reply(reply))
 }
 
@@ -439,15 +441,15 @@ pub(crate) async fn raise_fence<C: ConnectionLike>(
     let keys = &call.keys;
     let reply = SCRIPTS
         .fence
-        .attempt(conn, 1, &keys.lock, |cmd| {
-            cmd.arg(&keys.fence).arg(token).arg(call.fence_ms);
+        .attempt(conn, keys, 1, |cmd| {
+            cmd.arg(keys.fence()).arg(token).arg(call.fence_ms);
         })
         .await?;
     match reply {
         Attempt::Acquired(1) => Ok(()),
         other => Err(super::replies::unexpected(
             &redis::Value::SimpleString(format!("{other:?}")),
-            &keys.lock,
+            keys.lock(),
         )),
     }
 }
@@ -460,8 +462,8 @@ mod tests {
 
     fn call() -> Call {
         Call {
-            keys: Keys::new("k".into(), false),
-            id: "0".repeat(32),
+            keys: Keys::new("k", false),
+            id: Id::new(),
             ttl_ms: 1000,
             fence_ms: 1000,
             queue: Queueing::Off,

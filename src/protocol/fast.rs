@@ -1,11 +1,41 @@
 //! The write fast path: one round trip and no script.
 
 use redis::aio::ConnectionLike;
-use redis::Value;
+use redis::{Cmd, Pipeline, Value};
 
 use super::calls::Call;
 use super::replies::{unexpected, Attempt, CLOCK_TOKEN_MIN, TOKEN_MAX};
 use crate::error::Error;
+
+/// The three commands of [`fast_lock`], each sized for its arguments so that none grows
+/// while it is written.
+fn pipeline(call: &Call) -> Pipeline {
+    let keys = &call.keys;
+    let mut set = Cmd::with_capacity(6, keys.lock().len() + ID_AND_NUMBERS);
+    set.arg("SET")
+        .arg(keys.lock())
+        .arg(call.id)
+        .arg("NX")
+        .arg("PX")
+        .arg(call.ttl_ms);
+    let mut counter = Cmd::with_capacity(6, keys.fence().len() + ID_AND_NUMBERS);
+    counter
+        .arg("SET")
+        .arg(keys.fence())
+        .arg(1)
+        .arg("NX")
+        .arg("PX")
+        .arg(call.fence_ms);
+    let mut incr = Cmd::with_capacity(2, keys.fence().len() + "INCR".len());
+    incr.arg("INCR").arg(keys.fence());
+    let mut pipe = Pipeline::with_capacity(3);
+    pipe.add_command(set).add_command(counter).add_command(incr);
+    pipe
+}
+
+/// Room for an id and the rest of a `SET` command's arguments but its key, in bytes:
+/// `SET`, 32 characters, `NX`, `PX` and up to 20 digits.
+const ID_AND_NUMBERS: usize = 64;
 
 /// `SET lock id NX PX ttl`, then `SET fence 1 NX PX retention` (so a counter that is gone
 /// restarts with a TTL) and `INCR fence`, in one pipeline. Only for a lock key whose
@@ -24,31 +54,18 @@ pub(crate) async fn fast_lock<C: ConnectionLike>(
     call: &Call,
 ) -> Result<Attempt, Error> {
     let keys = &call.keys;
-    let mut pipe = redis::pipe();
+    let mut pipe = pipeline(call);
     pipe.ignore_errors();
-    pipe.cmd("SET")
-        .arg(&keys.lock)
-        .arg(&call.id)
-        .arg("NX")
-        .arg("PX")
-        .arg(call.ttl_ms);
-    pipe.cmd("SET")
-        .arg(&keys.fence)
-        .arg(1)
-        .arg("NX")
-        .arg("PX")
-        .arg(call.fence_ms)
-        .ignore();
-    pipe.cmd("INCR").arg(&keys.fence);
-    let (set, token): (Value, Value) = pipe
+    // The counter's `SET NX` replies nothing of use.
+    let (set, _, token): (Value, Value, Value) = pipe
         .query_async(conn)
         .await
-        .map_err(|err| Error::redis(&keys.lock, err))?;
+        .map_err(|err| Error::redis(keys.lock(), err))?;
     match set {
         Value::Okay => {}
         Value::Nil => return Ok(Attempt::Busy),
-        Value::ServerError(err) => return Err(Error::redis(&keys.lock, err.into())),
-        other => return Err(unexpected(&other, &keys.lock)),
+        Value::ServerError(err) => return Err(Error::redis(keys.lock(), err.into())),
+        other => return Err(unexpected(&other, keys.lock())),
     }
     Ok(match token {
         Value::Int(token) if (CLOCK_TOKEN_MIN..=TOKEN_MAX as i64).contains(&token) => {
@@ -56,4 +73,51 @@ pub(crate) async fn fast_lock<C: ConnectionLike>(
         }
         _ => Attempt::TakenWithoutToken,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::calls::{Queueing, Turns};
+    use crate::protocol::id::Id;
+    use crate::protocol::keys::Keys;
+
+    #[test]
+    fn the_pipeline_sends_the_commands_as_written_out() {
+        for lock in ["k", "orders:{42}", "ключ", ""] {
+            let call = Call {
+                keys: Keys::new(lock, false),
+                id: Id::new(),
+                ttl_ms: u64::MAX,
+                fence_ms: 3_600_000,
+                queue: Queueing::Off,
+                turns: Turns::default(),
+            };
+            let (id, fence) = (call.id.as_str(), format!("{lock}:fence"));
+            let mut written = redis::pipe();
+            written
+                .cmd("SET")
+                .arg(lock)
+                .arg(id)
+                .arg("NX")
+                .arg("PX")
+                .arg(u64::MAX)
+                .cmd("SET")
+                .arg(&fence)
+                .arg(1)
+                .arg("NX")
+                .arg("PX")
+                .arg(3_600_000)
+                .ignore()
+                .cmd("INCR")
+                .arg(&fence);
+            let packed = pipeline(&call).get_packed_pipeline();
+            assert_eq!(packed, written.get_packed_pipeline(), "{lock}");
+            let text = String::from_utf8(packed).unwrap();
+            assert!(text.starts_with(&format!(
+                "*6\r\n$3\r\nSET\r\n${}\r\n{lock}\r\n$32\r\n{id}\r\n",
+                lock.len()
+            )));
+        }
+    }
 }

@@ -1,43 +1,183 @@
 //! The keys of one lock or semaphore in Redis, and which lock keys are usable.
 
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::Arc;
+
 use crate::error::{Error, Preview};
 
 /// The three keys of one lock, `<lock key>`, `<lock key>:lock-intent` and
 /// `<lock key>:fence`, its release channel `<lock key>:released`, and in fair mode its
 /// queue `<lock key>:queue` and `<lock key>:queue-deadline`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Every name is in one shared allocation, one after the other:
+/// `<lock key>:lock-intent<lock key>:fence<lock key>:released`, then in fair mode
+/// `<lock key>:queue<lock key>:queue-deadline`. The lock key is the start of the intent
+/// key, so it is not stored apart. A clone (a quorum round works on a clone of the call,
+/// a waiter keeps one) shares the names and allocates nothing.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Keys {
-    pub(crate) lock: String,
-    pub(crate) intent: String,
-    pub(crate) fence: String,
-    pub(crate) channel: String,
-    /// The fair queue's two keys; `None` when the lock is not fair.
-    pub(crate) queue: Option<Queue>,
+    /// Every name, back to back, as above.
+    names: Arc<str>,
+    /// The length of the lock key in bytes.
+    lock: usize,
 }
 
 /// The two keys of a fair queue (`lua/shared.lua`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Queue {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Queue<'a> {
     /// `<lock key>:queue`: waiters by arrival.
-    pub(crate) order: String,
+    pub(crate) order: &'a str,
     /// `<lock key>:queue-deadline`: waiters by the deadline of their next attempt.
-    pub(crate) deadline: String,
+    pub(crate) deadline: &'a str,
 }
 
 impl Keys {
     /// The keys of the lock at `lock`, with its queue's keys when `fair`.
-    pub(crate) fn new(lock: String, fair: bool) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(lock: &str, fair: bool) -> Self {
+        with_scratch(|names| {
+            names.push_str(lock);
+            Self::complete(names, fair)
+        })
+    }
+
+    /// The keys of the lock that a request for `key` (or none) on mutex `name` takes (its
+    /// lock key is [`lock_key`]'s), with its queue's keys when `fair`, once `check` has
+    /// accepted the lock key. The names are written in a buffer this thread keeps, so
+    /// that the one allocation they take is the one the keys hold.
+    pub(crate) fn of_request(
+        name: &str,
+        key: Option<&str>,
+        tag_key: bool,
+        fair: bool,
+        check: impl Fn(&str) -> Result<(), Error>,
+    ) -> Result<Self, Error> {
+        with_scratch(|names| {
+            write_lock_key(names, name, key, tag_key);
+            check(names)?;
+            Ok(Self::complete(names, fair))
+        })
+    }
+
+    /// Appends the other names after the lock key, which is all `names` holds, and copies
+    /// them into the keys' allocation.
+    fn complete(names: &mut String, fair: bool) -> Self {
+        let lock = names.len();
+        let count = if fair { SUFFIXES.len() } else { PLAIN_NAMES };
+        for (at, suffix) in SUFFIXES[..count].iter().enumerate() {
+            if at > 0 {
+                names.extend_from_within(..lock);
+            }
+            names.push(':');
+            names.push_str(suffix);
+        }
         Self {
-            intent: format!("{lock}:{INTENT_SUFFIX}"),
-            fence: format!("{lock}:{FENCE_SUFFIX}"),
-            channel: format!("{lock}:{CHANNEL_SUFFIX}"),
-            queue: fair.then(|| Queue {
-                order: format!("{lock}:{QUEUE_SUFFIX}"),
-                deadline: format!("{lock}:{DEADLINE_SUFFIX}"),
-            }),
+            names: Arc::from(names.as_str()),
             lock,
         }
     }
+
+    /// Where the name with the `nth` of [`SUFFIXES`] starts in the names, and the one
+    /// before it ends.
+    fn start(&self, nth: usize) -> usize {
+        SUFFIXES[..nth]
+            .iter()
+            .map(|suffix| self.lock + 1 + suffix.len())
+            .sum()
+    }
+
+    /// The name with the `nth` of [`SUFFIXES`].
+    fn name(&self, nth: usize) -> &str {
+        &self.names[self.start(nth)..self.start(nth + 1)]
+    }
+
+    /// How many bytes every name but the lock key takes: the lock key is the start of
+    /// the first.
+    pub(crate) fn names_len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// The lock key: `<lock key>`.
+    pub(crate) fn lock(&self) -> &str {
+        &self.names[..self.lock]
+    }
+
+    /// The lock-intent key: `<lock key>:lock-intent`.
+    pub(crate) fn intent(&self) -> &str {
+        self.name(0)
+    }
+
+    /// The fence key: `<lock key>:fence`.
+    pub(crate) fn fence(&self) -> &str {
+        self.name(1)
+    }
+
+    /// The release channel: `<lock key>:released`.
+    pub(crate) fn channel(&self) -> &str {
+        self.name(2)
+    }
+
+    /// The fair queue's two keys; `None` when the lock is not fair.
+    pub(crate) fn queue(&self) -> Option<Queue<'_>> {
+        (self.names.len() > self.start(PLAIN_NAMES)).then(|| Queue {
+            order: self.name(3),
+            deadline: self.name(4),
+        })
+    }
+}
+
+/// What follows `<lock key>:` in each name of [`Keys`] after the lock key, in the order
+/// the names are kept; the queue's two come only in fair mode.
+const SUFFIXES: [&str; 5] = [
+    INTENT_SUFFIX,
+    FENCE_SUFFIX,
+    CHANNEL_SUFFIX,
+    QUEUE_SUFFIX,
+    DEADLINE_SUFFIX,
+];
+
+/// How many of [`SUFFIXES`] a lock that is not fair has names for.
+const PLAIN_NAMES: usize = 3;
+
+impl fmt::Debug for Keys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keys")
+            .field("lock", &self.lock())
+            .field("intent", &self.intent())
+            .field("fence", &self.fence())
+            .field("channel", &self.channel())
+            .field("queue", &self.queue())
+            .finish()
+    }
+}
+
+/// The longest buffer [`with_scratch`] keeps for the next keys of its thread; a longer
+/// one (a lock key of some kilobytes) is freed after use.
+const SCRATCH_KEPT: usize = 4096;
+
+thread_local! {
+    /// Where this thread writes the names of a lock before they are copied into their
+    /// allocation.
+    static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Runs `write` on this thread's empty scratch buffer, or on a new one when that is not
+/// available (the thread is ending).
+fn with_scratch<R>(mut write: impl FnMut(&mut String) -> R) -> R {
+    SCRATCH
+        .try_with(|scratch| {
+            let mut buf = scratch.try_borrow_mut().ok()?;
+            buf.clear();
+            let out = write(&mut buf);
+            if buf.capacity() > SCRATCH_KEPT {
+                *buf = String::new();
+            }
+            Some(out)
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| write(&mut String::new()))
 }
 
 /// What follows `<lock key>:` in the lock-intent key, as in the Go package.
@@ -77,16 +217,36 @@ pub(crate) fn hash_tag(key: &str) -> Option<&str> {
 /// without a key, so that its keys share one slot while each key of the mutex may land
 /// in a slot of its own.
 pub(crate) fn lock_key(name: &str, key: Option<&str>, tag_key: bool) -> String {
-    let plain = match key {
-        None | Some("") => name.to_owned(),
-        Some(key) => format!("{name}:{key}"),
-    };
-    if !tag_key || hash_tag(&plain).is_some() {
-        return plain;
+    // Room for the name, the key, a `:` and a hash tag's braces.
+    let mut lock = String::with_capacity(name.len() + key.map_or(0, str::len) + 3);
+    write_lock_key(&mut lock, name, key, tag_key);
+    lock
+}
+
+/// Writes [`lock_key`] into the empty `buf`.
+fn write_lock_key(buf: &mut String, name: &str, key: Option<&str>, tag_key: bool) {
+    let key = key.filter(|key| !key.is_empty());
+    buf.push_str(name);
+    if let Some(key) = key {
+        buf.push(':');
+        buf.push_str(key);
     }
+    if !tag_key || hash_tag(buf).is_some() {
+        return;
+    }
+    buf.clear();
     match key {
-        None | Some("") => format!("{{{name}}}"),
-        Some(key) => format!("{name}:{{{key}}}"),
+        None => {
+            buf.push('{');
+            buf.push_str(name);
+            buf.push('}');
+        }
+        Some(key) => {
+            buf.push_str(name);
+            buf.push_str(":{");
+            buf.push_str(key);
+            buf.push('}');
+        }
     }
 }
 
@@ -141,6 +301,165 @@ pub(crate) fn check_key(key: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names of the lock at `lock` as they were first written, one `format!` each:
+    /// what Redis and the Go package see.
+    fn formatted(lock: &str, fair: bool) -> Vec<String> {
+        let mut names = vec![
+            lock.to_owned(),
+            format!("{lock}:lock-intent"),
+            format!("{lock}:fence"),
+            format!("{lock}:released"),
+        ];
+        if fair {
+            names.push(format!("{lock}:queue"));
+            names.push(format!("{lock}:queue-deadline"));
+        }
+        names
+    }
+
+    fn names(keys: &Keys) -> Vec<String> {
+        let mut names = vec![keys.lock(), keys.intent(), keys.fence(), keys.channel()];
+        if let Some(queue) = keys.queue() {
+            names.push(queue.order);
+            names.push(queue.deadline);
+        }
+        names.into_iter().map(str::to_owned).collect()
+    }
+
+    /// Lock keys of every shape: empty, made of separators or of suffixes, with
+    /// control characters, with multi-byte characters at either end, and the longest (of
+    /// one-byte characters, and as long as two-byte characters make it).
+    fn odd_locks() -> Vec<String> {
+        let mut locks: Vec<String> = [
+            "",
+            "k",
+            "orders:42",
+            "{orders}:42",
+            "orders:{42}",
+            ":",
+            "::",
+            "a:",
+            "lock-intent",
+            "fence:queue",
+            "with space\r\n\t\0nul",
+            "ключ",
+            "日本語:🔒",
+            "é",
+            "🔒",
+            "\u{10FFFF}",
+            "{}",
+        ]
+        .map(str::to_owned)
+        .into();
+        locks.push("k".repeat(MAX_KEY_BYTES));
+        locks.push("é".repeat(MAX_KEY_BYTES / 2));
+        locks
+    }
+
+    #[test]
+    fn every_name_is_the_lock_key_and_its_suffix() {
+        for lock in odd_locks() {
+            for fair in [false, true] {
+                let keys = Keys::new(&lock, fair);
+                assert!(names(&keys) == formatted(&lock, fair), "{}", Preview(&lock));
+                assert_eq!(keys.queue().is_some(), fair);
+                // One allocation holds them all, the lock key only once.
+                let all: usize = formatted(&lock, fair)[1..].iter().map(String::len).sum();
+                assert_eq!(keys.names_len(), all);
+            }
+        }
+        // The longest lock key's names all fit in a bulk string of the smallest limit.
+        let longest = Keys::new(&"k".repeat(MAX_KEY_BYTES), true);
+        let deadline = longest.queue().unwrap().deadline;
+        assert_eq!(deadline.len(), 1024 * 1024);
+        assert_eq!(deadline.len(), MAX_KEY_BYTES + ":queue-deadline".len());
+    }
+
+    #[test]
+    fn keys_are_small_and_their_clones_share_the_names() {
+        assert!(std::mem::size_of::<Keys>() <= 3 * std::mem::size_of::<usize>());
+        let keys = Keys::new("orders:42", true);
+        let clone = keys.clone();
+        assert!(Arc::ptr_eq(&keys.names, &clone.names));
+        assert_eq!(names(&keys), names(&clone));
+        assert_eq!(keys, clone);
+        assert_ne!(keys, Keys::new("orders:42", false));
+        assert_ne!(keys, Keys::new("orders:43", true));
+        let debug = format!("{keys:?}");
+        assert!(
+            debug.contains("\"orders:42\"") && debug.contains("\"orders:42:queue-deadline\""),
+            "{debug}"
+        );
+    }
+
+    #[test]
+    fn a_request_builds_its_lock_key_and_the_other_names_at_once() {
+        let accept = |_: &str| Ok(());
+        for (name, key) in [
+            ("orders", None),
+            ("orders", Some("")),
+            ("orders", Some("42")),
+            ("{orders}", Some("42")),
+            ("orders", Some("{42}")),
+            ("a{}b", Some("42")),
+            ("日本", Some("🔒")),
+            ("", None),
+        ] {
+            for (tag, fair) in [(false, false), (true, false), (false, true), (true, true)] {
+                let lock = lock_key(name, key, tag);
+                let keys = Keys::of_request(name, key, tag, fair, accept).unwrap();
+                assert_eq!(names(&keys), formatted(&lock, fair), "{name} {key:?} {tag}");
+            }
+        }
+        // The check sees the lock key alone, and its error is the request's.
+        let seen = std::cell::RefCell::new(Vec::new());
+        let keys = Keys::of_request("orders", Some("42"), true, false, |lock| {
+            seen.borrow_mut().push(lock.to_owned());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen.into_inner(), ["orders:{42}"]);
+        assert_eq!(keys.lock(), "orders:{42}");
+        let refuse = |lock: &str| {
+            check_key(lock)?;
+            check_slot(lock)
+        };
+        let err = Keys::of_request("orders", Some("42"), false, false, refuse).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidKey { ref key, .. } if key == "orders:42"),
+            "{err}"
+        );
+        let err = Keys::of_request("orders", Some("a:fence"), false, true, check_key).unwrap_err();
+        assert!(matches!(err, Error::InvalidKey { ref key, .. } if key == "orders:a:fence"));
+        let long = "k".repeat(MAX_KEY_BYTES - "orders:".len() + 1);
+        let err = Keys::of_request("orders", Some(&long), false, false, check_key).unwrap_err();
+        assert!(matches!(err, Error::InvalidKey { ref key, .. } if key.len() == MAX_KEY_BYTES + 1));
+        // A failed request leaves nothing behind for the next.
+        let next = Keys::of_request("orders", Some("43"), false, false, accept).unwrap();
+        assert_eq!(names(&next), formatted("orders:43", false));
+    }
+
+    #[test]
+    fn the_scratch_buffer_is_kept_small_and_reused() {
+        let first = Keys::new("orders:42", true);
+        let kept = SCRATCH.with_borrow(String::capacity);
+        assert!(kept > 0 && kept <= SCRATCH_KEPT, "{kept}");
+        let _second = Keys::new("orders:43", true);
+        assert_eq!(
+            SCRATCH.with_borrow(String::capacity),
+            kept,
+            "reused as it was"
+        );
+        let _long = Keys::new(&"k".repeat(SCRATCH_KEPT), false);
+        assert!(
+            SCRATCH.with_borrow(String::capacity) <= SCRATCH_KEPT,
+            "freed when large"
+        );
+        // A thread whose buffer is taken (as it would be while it is written) makes one.
+        let keys = SCRATCH.with_borrow_mut(|_| Keys::new("orders:42", true));
+        assert_eq!(keys, first);
+    }
 
     #[test]
     fn lock_keys_fit_the_bulk_limit_and_never_name_another_locks_keys() {

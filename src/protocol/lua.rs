@@ -13,6 +13,7 @@ use include_dir::{include_dir, Dir};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, Value};
 
+use super::keys::Keys;
 use super::replies::{parse_attempt, Attempt};
 use crate::error::Error;
 
@@ -46,11 +47,12 @@ pub(crate) struct Lua {
 }
 
 impl Lua {
-    /// Runs the script with `numkeys` keys, which `fill` adds to the command with the
-    /// arguments after them.
+    /// Runs the script with `numkeys` of the lock's `keys`, which `fill` adds to the
+    /// command with the arguments after them.
     pub(crate) async fn run<C, T>(
         &self,
         conn: &mut C,
+        keys: &Keys,
         numkeys: usize,
         fill: impl Fn(&mut Cmd),
     ) -> RedisResult<T>
@@ -58,13 +60,11 @@ impl Lua {
         C: ConnectionLike,
         T: FromRedisValue,
     {
-        let mut evalsha = redis::cmd("EVALSHA");
-        evalsha.arg(&self.sha).arg(numkeys);
+        let mut evalsha = command("EVALSHA", &self.sha, keys, numkeys);
         fill(&mut evalsha);
         match evalsha.query_async(conn).await {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                let mut eval = redis::cmd("EVAL");
-                eval.arg(&self.code).arg(numkeys);
+                let mut eval = command("EVAL", &self.code, keys, numkeys);
                 fill(&mut eval);
                 eval.query_async(conn).await
             }
@@ -73,20 +73,40 @@ impl Lua {
     }
 
     /// Runs a script that takes a lock or a permit (`lock.lua`, `rlock.lua`,
-    /// `semaphore.lua`) for the lock key `key`, and reads its reply.
+    /// `semaphore.lua`), or raises a fence counter (`fence.lua`), on the lock's `keys`,
+    /// and reads its reply.
     pub(crate) async fn attempt<C: ConnectionLike>(
         &self,
         conn: &mut C,
+        keys: &Keys,
         numkeys: usize,
-        key: &str,
         fill: impl Fn(&mut Cmd),
     ) -> Result<Attempt, Error> {
+        let key = keys.lock();
         let reply: Value = self
-            .run(conn, numkeys, fill)
+            .run(conn, keys, numkeys, fill)
             .await
             .map_err(|err| Error::redis(key, err))?;
         parse_attempt(reply, key)
     }
+}
+
+/// The most arguments a script call has (`lock.lua` in fair mode): the command, the
+/// script, the number of keys, 5 keys and 6 more.
+const MAX_ARGS: usize = 14;
+
+/// Room for every argument of a script call but its script and names, in bytes: the
+/// command, the number of keys, an id, and numbers and flags.
+const OTHER_BYTES: usize = 128;
+
+/// `EVALSHA` or `EVAL` (`name`) of `script` with `numkeys` keys, sized for the arguments
+/// a call of the lock's `keys` adds, so that it does not grow while they are written: no
+/// call sends more names than the lock key and every name of [`Keys`].
+fn command(name: &str, script: &str, keys: &Keys, numkeys: usize) -> Cmd {
+    let bytes = script.len() + keys.lock().len() + keys.names_len() + OTHER_BYTES;
+    let mut cmd = Cmd::with_capacity(MAX_ARGS, bytes);
+    cmd.arg(name).arg(script).arg(numkeys);
+    cmd
 }
 
 /// Every script the crate runs, loaded once.

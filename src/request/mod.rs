@@ -23,7 +23,7 @@ use crate::acquire::Patience;
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::mode::Kind;
-use crate::protocol::keys::{check_key, check_slot, lock_key};
+use crate::protocol::keys::{check_key, check_slot, lock_key, Keys};
 use crate::shared::{Order, Shared};
 
 /// The future of an [`Acquire`]: a [`Guard`], or with `G` = [`Permit`](crate::Permit) a
@@ -78,7 +78,7 @@ impl<C> Request<C> {
     pub(super) async fn acquire(self, patience: Patience) -> Result<Option<Guard>, Error> {
         let shared = &*self.shared;
         let settings = &shared.settings;
-        settings.check()?;
+        shared.check_settings()?;
         if self
             .parent
             .as_ref()
@@ -86,16 +86,25 @@ impl<C> Request<C> {
         {
             return Err(Error::Cancelled);
         }
-        let key = self.lock_key();
-        check_key(&key)?;
-        if settings.cluster || settings.hash_tag_keys {
-            check_slot(&key)?;
-        }
+        let one_slot = settings.cluster || settings.hash_tag_keys;
+        let keys = Keys::of_request(
+            &settings.name,
+            self.key.as_deref(),
+            settings.hash_tag_keys,
+            settings.fair,
+            |lock| {
+                check_key(lock)?;
+                if one_slot {
+                    check_slot(lock)?;
+                }
+                Ok(())
+            },
+        )?;
         let order = Order {
             settings,
             fences: &shared.fences,
             kind: self.kind,
-            key,
+            keys,
             parent: self.parent,
             patience,
         };

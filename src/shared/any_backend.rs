@@ -17,7 +17,7 @@ use crate::lease::Lease;
 use crate::mode::Kind;
 use crate::protocol::calls::{Call, Queueing, Turns};
 use crate::protocol::fences::Fences;
-use crate::protocol::id::new_id;
+use crate::protocol::id::Id;
 use crate::protocol::keys::Keys;
 use crate::settings::Settings;
 use crate::spawner::Spawner;
@@ -29,8 +29,8 @@ pub(crate) struct Order<'a> {
     pub(crate) settings: &'a Settings,
     pub(crate) fences: &'a Fences,
     pub(crate) kind: Kind,
-    /// The lock key, checked.
-    pub(crate) key: String,
+    /// The keys of the lock, whose lock key is checked.
+    pub(crate) keys: Keys,
     pub(crate) parent: Option<CancellationToken>,
     pub(crate) patience: Patience,
 }
@@ -63,13 +63,13 @@ async fn acquire_on<B: Backend>(
         settings,
         fences,
         kind,
-        key,
+        keys,
         parent,
         patience,
     } = order;
     let call = Call {
-        keys: Keys::new(key, settings.fair),
-        id: new_id(),
+        keys,
+        id: Id::new(),
         ttl_ms: settings.ttl_ms(),
         fence_ms: settings.fence_ms(),
         // Fairness is decided here, once: a fair wait queues, a fair try never does.

@@ -13,6 +13,7 @@ pub(crate) use any_backend::{AnyBackend, Order};
 pub use deployment::Deployment;
 
 use crate::backend::{Connection, Majority, Quorum};
+use crate::error::Error;
 use crate::lease::refresher::Refresher;
 use crate::lease::registry::Registry;
 use crate::protocol::fences::Fences;
@@ -32,6 +33,8 @@ pub(crate) struct Shared<C> {
     /// Which task holds which lock, for [`Builder::reentrant`](crate::Builder::reentrant);
     /// empty when it is off.
     pub(crate) registry: Arc<Registry>,
+    /// Whether the settings passed [`Settings::check`] when the handle was made.
+    settings_valid: bool,
 }
 
 impl<C> Shared<C> {
@@ -41,10 +44,20 @@ impl<C> Shared<C> {
         Self {
             conn,
             backend,
+            settings_valid: settings.check().is_ok(),
             settings,
             fences: Fences::default(),
             registry: Arc::default(),
         }
+    }
+
+    /// [`Settings::check`]: the settings never change, so they are checked again (for
+    /// the error) only when they did not pass when the handle was made.
+    pub(crate) fn check_settings(&self) -> Result<(), Error> {
+        if self.settings_valid {
+            return Ok(());
+        }
+        self.settings.check()
     }
 }
 

@@ -51,7 +51,7 @@ where
             // fewer answers the lock may be free on the nodes that did not answer.
             return match shortest_block(&taken) {
                 Some(pttl) if tally.answered() >= tally.needed() => Ok(Attempt::Blocked(pttl)),
-                _ => Err(no_quorum(&call.keys.lock, taken)),
+                _ => Err(no_quorum(call.keys.lock(), taken)),
             };
         }
         let token = largest_token(&taken);
@@ -72,7 +72,7 @@ where
             return Ok(Attempt::Acquired(token));
         }
         self.release_attempt(&shared, ask, &[]).await;
-        Err(no_quorum(&call.keys.lock, raised))
+        Err(no_quorum(call.keys.lock(), raised))
     }
 
     /// Releases what a failed attempt `ask` may have taken, on every node but those whose
@@ -87,7 +87,7 @@ where
             Ask::Permit(_) => Hold::Permit,
             Ask::FastWrite | Ask::Write { .. } => Hold::Write,
         };
-        let (key, id) = (call.keys.lock.clone(), call.id.clone());
+        let (keys, id) = (call.keys.clone(), call.id);
         // A node's release may wait for the attempt there, which has a bound of its own.
         self.send(
             call,
@@ -101,7 +101,7 @@ where
                 (!blocked).then_some(async move { node.release(&call, hold, Leftovers::NONE).await })
             },
             move |unanswered| {
-                tracing::debug!(%key, %id, unanswered,
+                tracing::debug!(key = %keys.lock(), %id, unanswered,
                     "a failed attempt's release got no answer from some nodes; what it took there expires by its TTL");
             },
         )

@@ -58,7 +58,7 @@ where
             .await;
             Ok(false)
         } else {
-            Err(no_quorum(&call.keys.lock, kept))
+            Err(no_quorum(call.keys.lock(), kept))
         }
     }
 
@@ -88,7 +88,7 @@ where
             .await;
         let tally = Tally::of(&released, |unlocked| unlocked.held);
         if !tally.won() && !tally.refused() {
-            return Err(no_quorum(&call.keys.lock, released));
+            return Err(no_quorum(call.keys.lock(), released));
         }
         Ok(Unlocked {
             held: tally.won(),
@@ -117,7 +117,7 @@ where
             .await;
         let tally = Tally::of(&turned, |done| done.held);
         if !tally.won() && !tally.refused() {
-            return Err(no_quorum(&call.keys.lock, turned));
+            return Err(no_quorum(call.keys.lock(), turned));
         }
         Ok(Downgraded {
             held: tally.won(),
@@ -155,7 +155,7 @@ where
     };
     let taken = node.attempt(call, ask).await?;
     if matches!(taken, Attempt::Acquired(_)) {
-        tracing::debug!(key = %call.keys.lock, id = %call.id, "lock taken back on a node that had lost it");
+        tracing::debug!(key = %call.keys.lock(), id = %call.id, "lock taken back on a node that had lost it");
     }
     Ok(matches!(taken, Attempt::Acquired(_)))
 }
