@@ -145,6 +145,14 @@ where
         results.into_iter().flatten().collect()
     }
 
+    fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str> {
+        if P::TOPOLOGY.sharded() {
+            hash_tag(call.keys.lock())
+        } else {
+            None
+        }
+    }
+
     async fn release(
         &self,
         call: &Call,

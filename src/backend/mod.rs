@@ -68,6 +68,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn renew(&self, batch: &[Renewal<'_>])
         -> impl Future<Output = Vec<Result<bool, Error>>> + Send;
 
+    /// Which renewals may share one [`renew`](Backend::renew): those with the same tag.
+    /// On a cluster it is the lock key's hash tag, so that one master's silence holds up
+    /// no renewal on another; `None` (all together) elsewhere.
+    fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str>;
+
     /// Removes the id, held as `hold`, and the `leftovers` of an unfinished acquire.
     fn release(
         &self,
@@ -131,6 +136,10 @@ where
 
     async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
         each!(self, backend => backend.renew(batch).await)
+    }
+
+    fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str> {
+        each!(self, backend => backend.batch_tag(call))
     }
 
     async fn release(

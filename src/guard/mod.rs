@@ -86,7 +86,7 @@ enum Role {
     /// its token fires.
     Owner {
         /// Its entry in a reentrant mutex's registry, removed with the guard.
-        registration: Option<Registration>,
+        registration: Option<Box<Registration>>,
     },
     /// Shares the lock of an outer guard of the same task; its liveness follows the
     /// outer guard's.
@@ -138,7 +138,7 @@ impl Guard {
     /// Keeps this guard's entry in its mutex's reentrancy registry until it goes.
     pub(crate) fn registered(&mut self, entry: Registration) {
         if let Role::Owner { registration, .. } = &mut self.role {
-            *registration = Some(entry);
+            *registration = Some(Box::new(entry));
         }
     }
 
@@ -204,6 +204,10 @@ impl Guard {
     /// deadline, but that task may run a little late after the process was frozen: right
     /// before a write, ask [`is_cancelled`](Self::is_cancelled) rather than a token.
     pub fn token(&self) -> &CancellationToken {
+        if matches!(self.role, Role::Owner { .. }) && !self.lease.handed_out() {
+            // Anyone may cancel it from now on: the refresher watches it.
+            Arc::clone(&self.lease).hand_out();
+        }
         self.liveness.check(&self.token);
         &self.token
     }

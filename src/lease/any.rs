@@ -27,6 +27,12 @@ pub(crate) trait AnyLease: Send + Sync {
     /// The guard is dropped: if nobody has claimed the lock's end yet, claims it and has
     /// the refresher release the lock.
     fn dropped(self: Arc<Self>);
+    /// Whether the token may be cancelled by someone else (it has a parent, or was handed
+    /// out), so the refresher watches it.
+    fn handed_out(&self) -> bool;
+    /// The token is handed out: from now on the refresher watches it, so that a cancel
+    /// from outside releases the lock.
+    fn hand_out(self: Arc<Self>);
     /// Has the refresher release the lock, whose end the caller has claimed (an `unlock`
     /// dropped before its reply).
     fn release_later(self: Arc<Self>);

@@ -183,6 +183,10 @@ mod tests {
             Box::pin(async { Ok(true) })
         }
         fn dropped(self: Arc<Self>) {}
+        fn handed_out(&self) -> bool {
+            true
+        }
+        fn hand_out(self: Arc<Self>) {}
         fn release_later(self: Arc<Self>) {}
         fn ended(&self) -> crate::lease::any::Reply<'_> {
             Box::pin(async { Ok(true) })

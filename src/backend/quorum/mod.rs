@@ -222,6 +222,10 @@ where
         futures_util::future::join_all(rounds).await
     }
 
+    fn batch_tag<'c>(&self, _call: &'c Call) -> Option<&'c str> {
+        None
+    }
+
     async fn release(
         &self,
         call: &Call,

@@ -1,6 +1,7 @@
 //! One held lock as its mutex's refresher keeps it: the lease, the guard's token and
 //! liveness, and what the refresher's release of it found.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,16 +30,29 @@ pub(crate) struct Entry<B: Backend> {
     /// What the refresher's release found, once the refresher has ended the lock (for an
     /// `unlock` that comes after): taken by the first look.
     outcome: Mutex<Option<Box<Result<bool, Error>>>>,
+    /// Whether the refresher watches the token: [`UNWATCHED`], [`TO_WATCH`] or
+    /// [`WATCHED`].
+    watch: AtomicU8,
     /// Counts the lock on the mutex's task tracker until its release is done.
     _tracked: Option<TaskTrackerToken>,
 }
 
+/// Only this crate can cancel the token (no parent, never handed out): nothing to watch.
+const UNWATCHED: u8 = 0;
+/// Someone else may cancel the token: the refresher is to watch it.
+const TO_WATCH: u8 = 1;
+/// The refresher watches the token.
+const WATCHED: u8 = 2;
+
 impl<B: Backend> Entry<B> {
+    /// The entry of a lock whose token is watched from the start when `watch` (it has a
+    /// parent).
     pub(super) fn new(
         lease: Arc<Lease<B>>,
         token: CancellationToken,
         liveness: Arc<Liveness>,
         core: Arc<Core<B>>,
+        watch: bool,
     ) -> Self {
         let tracked = core.tracker.as_ref().map(|tracker| tracker.token());
         Self {
@@ -47,6 +61,7 @@ impl<B: Backend> Entry<B> {
             liveness,
             core,
             outcome: Mutex::new(None),
+            watch: AtomicU8::new(if watch { TO_WATCH } else { UNWATCHED }),
             _tracked: tracked,
         }
     }
@@ -55,6 +70,14 @@ impl<B: Backend> Entry<B> {
     /// fires it).
     pub(super) fn ending(&self) -> bool {
         self.liveness.check(&self.token)
+    }
+
+    /// Whether the refresher is to start watching the token now: true once, for the
+    /// first caller after the token may be cancelled by someone else.
+    pub(super) fn start_watch(&self) -> bool {
+        self.watch
+            .compare_exchange(TO_WATCH, WATCHED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Records what ending the lock found and wakes an `unlock` that waits for it.
@@ -140,6 +163,21 @@ impl<B: Backend> AnyLease for Entry<B> {
     fn dropped(self: Arc<Self>) {
         if self.liveness.claim_end() {
             self.release_later();
+        }
+    }
+
+    fn handed_out(&self) -> bool {
+        self.watch.load(Ordering::Acquire) != UNWATCHED
+    }
+
+    fn hand_out(self: Arc<Self>) {
+        let first = self
+            .watch
+            .compare_exchange(UNWATCHED, TO_WATCH, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if first {
+            let core = Arc::clone(&self.core);
+            core.watch(self);
         }
     }
 

@@ -6,10 +6,11 @@
 //! fires it as lost when a renewal finds the lock gone, and releases the locks whose
 //! tokens fired or whose guards were dropped.
 //!
-//! A lock's token can be cancelled from outside (its parent, or a clone of it), so the
-//! refresher watches every token; it starts watching a lock [`WATCH_AFTER`] after the
-//! acquire, so a lock held shorter than that (the usual `write` → `unlock`) costs the
-//! refresher nothing but a slot in a queue.
+//! A lock's token can be cancelled from outside once it has a parent or was handed out
+//! (`Guard::token`), so the refresher then watches it. The task takes a new lock
+//! [`WATCH_AFTER`] after the acquire, so a lock held shorter than that (the usual `write`
+//! → `unlock`) costs the refresher nothing but a slot in a queue; a lock nobody else can
+//! cancel costs no watch at all.
 
 mod entry;
 mod run;
@@ -33,10 +34,11 @@ use super::Lease;
 use crate::backend::Backend;
 use crate::util;
 
-/// How long after its acquire the refresher starts watching a lock's token (tokio's timer
-/// has millisecond resolution). A token cancelled from outside before then has its lock
-/// released when the watch starts, at most about this much later; a dropped guard or an
-/// `unlock` releases at once.
+/// How long after its acquire the refresher takes a new lock, and starts watching its
+/// token if it has a parent (tokio's timer has millisecond resolution). A parent
+/// cancelled before then has the lock released when the watch starts, at most about this
+/// much later; a dropped guard or an `unlock` releases at once, and a token handed out by
+/// `Guard::token` is watched at once.
 const WATCH_AFTER: Duration = Duration::from_millis(1);
 
 /// The most locks renewed by one script: a few hundred microseconds of server time.
@@ -102,9 +104,10 @@ impl<B: Backend> Refresher<B> {
             Some(parent) => parent.child_token(),
             None => CancellationToken::new(),
         };
+        let watch = parent.is_some();
         let liveness = Arc::new(Liveness::new(parent, sent, sent + lease.validity()));
         let core = self.core();
-        let entry = Arc::new(Entry::new(lease, token, liveness, Arc::clone(&core)));
+        let entry = Arc::new(Entry::new(lease, token, liveness, Arc::clone(&core), watch));
         core.register(&entry);
         entry
     }
@@ -126,6 +129,7 @@ impl<B: Backend> Refresher<B> {
             tracker: self.tracker.clone(),
             inbox: Mutex::new(Inbox {
                 young: VecDeque::new(),
+                watch: Vec::new(),
                 released: Vec::new(),
                 running: false,
             }),
@@ -162,8 +166,11 @@ pub(crate) struct Core<B: Backend> {
 
 /// What the guards hand the task, and whether it runs.
 struct Inbox<B: Backend> {
-    /// Locks not watched yet, with the time their watch starts, in that order.
+    /// New locks, with the time the task takes them (and watches their tokens, if
+    /// anyone else may cancel them), in that order.
     young: VecDeque<(Instant, Weak<Entry<B>>)>,
+    /// Locks whose tokens were handed out after the task took them: to watch now.
+    watch: Vec<Arc<Entry<B>>>,
     /// Locks whose end their guard claimed without sending the release (a drop, an
     /// `unlock` dropped before its reply).
     released: Vec<Arc<Entry<B>>>,
@@ -179,6 +186,13 @@ impl<B: Backend> Core<B> {
             .young
             .push_back((Instant::now() + WATCH_AFTER, Arc::downgrade(entry)));
         self.start_or_wake(inbox, first);
+    }
+
+    /// Watches `entry`'s token from now on.
+    fn watch(self: Arc<Self>, entry: Arc<Entry<B>>) {
+        let mut inbox = util::lock(&self.inbox);
+        inbox.watch.push(entry);
+        self.start_or_wake(inbox, true);
     }
 
     /// Releases `entry`, whose end its guard claimed, from the task.
@@ -207,7 +221,10 @@ impl<B: Backend> Core<B> {
     /// Whether the task has ended and nothing waits for it.
     fn idle(&self) -> bool {
         let inbox = util::lock(&self.inbox);
-        !inbox.running && inbox.young.is_empty() && inbox.released.is_empty()
+        !inbox.running
+            && inbox.young.is_empty()
+            && inbox.watch.is_empty()
+            && inbox.released.is_empty()
     }
 }
 

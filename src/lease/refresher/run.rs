@@ -49,6 +49,7 @@ impl<B: Backend> Task<B> {
             let now = Instant::now();
             let Taken {
                 young,
+                to_watch,
                 released,
                 next_watch,
             } = self.take_inbox(now);
@@ -59,23 +60,19 @@ impl<B: Backend> Task<B> {
                 }
                 let due = entry.liveness.sent() + self.core.timing.interval;
                 self.schedule.renew_at(due, Arc::downgrade(&entry));
-                watches.push(watch(entry));
+                if entry.start_watch() {
+                    watches.push(watch(entry));
+                }
+            }
+            for entry in to_watch {
+                if entry.start_watch() {
+                    watches.push(watch(entry));
+                }
             }
             for entry in released {
                 releases.push(release(entry));
             }
-            let mut batch = Vec::new();
-            for entry in self.schedule.due(now).iter().filter_map(Weak::upgrade) {
-                // A token that fired is the watch's to end.
-                if entry.ending() {
-                    continue;
-                }
-                batch.push(entry);
-                if batch.len() == BATCH_MAX {
-                    batches.push(renew(mem::take(&mut batch)));
-                }
-            }
-            if !batch.is_empty() {
+            for batch in batches_of(self.schedule.due(now)) {
                 batches.push(renew(batch));
             }
 
@@ -126,6 +123,7 @@ impl<B: Backend> Task<B> {
         Taken {
             next_watch: inbox.young.front().map(|(at, _)| *at),
             young,
+            to_watch: mem::take(&mut inbox.watch),
             released: mem::take(&mut inbox.released),
         }
     }
@@ -133,7 +131,7 @@ impl<B: Backend> Task<B> {
     /// Ends the task if the inbox is empty; false when new work came in meanwhile.
     fn retire(&self) -> bool {
         let mut inbox = util::lock(&self.core.inbox);
-        if !inbox.young.is_empty() || !inbox.released.is_empty() {
+        if !inbox.young.is_empty() || !inbox.watch.is_empty() || !inbox.released.is_empty() {
             return false;
         }
         inbox.running = false;
@@ -187,6 +185,34 @@ async fn watch<B: Backend>(entry: Arc<Entry<B>>) -> Arc<Entry<B>> {
     entry
 }
 
+/// The locks of `due` still held, in batches of at most [`BATCH_MAX`] that share a
+/// [`batch_tag`](Backend::batch_tag). A lock whose token fired is left to its watch (or
+/// to whoever fired it).
+fn batches_of<B: Backend>(due: Vec<Weak<Entry<B>>>) -> Vec<Vec<Arc<Entry<B>>>> {
+    let mut live: Vec<Arc<Entry<B>>> = due
+        .iter()
+        .filter_map(Weak::upgrade)
+        .filter(|entry| !entry.ending())
+        .collect();
+    let tag = |entry: &Arc<Entry<B>>| {
+        let lease = &entry.lease;
+        lease.backend.batch_tag(&lease.call).map(str::to_owned)
+    };
+    if live.iter().any(|entry| tag(entry).is_some()) {
+        live.sort_by_cached_key(tag);
+    }
+    let mut batches: Vec<Vec<Arc<Entry<B>>>> = Vec::new();
+    for entry in live {
+        match batches.last_mut() {
+            Some(batch) if batch.len() < BATCH_MAX && tag(&batch[0]) == tag(&entry) => {
+                batch.push(entry);
+            }
+            _ => batches.push(vec![entry]),
+        }
+    }
+    batches
+}
+
 /// `entry`, for the task to release, if nobody had claimed its end (its guard's `unlock`
 /// or drop, or a renewal that found it lost).
 fn claimed<B: Backend>(entry: Arc<Entry<B>>) -> Option<Arc<Entry<B>>> {
@@ -195,8 +221,10 @@ fn claimed<B: Backend>(entry: Arc<Entry<B>>) -> Option<Arc<Entry<B>>> {
 
 /// What the task took from the inbox.
 struct Taken<B: Backend> {
-    /// The locks to watch from now on.
+    /// The new locks, to renew (and watch, if anyone else may cancel them).
     young: Vec<Arc<Entry<B>>>,
+    /// The locks whose tokens were handed out since.
+    to_watch: Vec<Arc<Entry<B>>>,
     /// The locks to release.
     released: Vec<Arc<Entry<B>>>,
     /// When the next lock's watch starts.
