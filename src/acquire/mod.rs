@@ -180,7 +180,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
                 let waiter = hub.join(&lease.call.keys, self.wake_as);
                 self.notified = waiter.notifies();
                 self.waiter = Some(waiter);
-                return Next::Sleep(lease.ttl);
+                return Next::Sleep(lease.ttl());
             }
         }
         self.fast = self.fast_ok();
@@ -299,7 +299,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
     async fn sleep(&mut self, blocked_for: Duration) -> bool {
         let lease = &self.job.lease;
         let notified = self.notified && self.waiter.is_some();
-        let pause = pause(blocked_for, notified, lease.ttl, || self.backoff.next());
+        let pause = pause(blocked_for, notified, lease.ttl(), || self.backoff.next());
         tracing::trace!(key = %lease.key(), id = %lease.id(), ?pause, notified, "lock busy; waiting");
         match &self.waiter {
             Some(waiter) => waiter.sleep(pause).await,

@@ -68,6 +68,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn renew(&self, batch: &[Renewal<'_>])
         -> impl Future<Output = Vec<Result<bool, Error>>> + Send;
 
+    /// Whether [`renew`](Backend::renew) may take a lock back on a node that lost it
+    /// ([`Retake`]): only a backend over several nodes does.
+    fn retakes(&self) -> bool {
+        false
+    }
+
     /// Which renewals may share one [`renew`](Backend::renew): those with the same tag.
     /// On a cluster it is the lock key's hash tag, so that one master's silence holds up
     /// no renewal on another; `None` (all together) elsewhere.

@@ -82,7 +82,7 @@ impl Guard {
         let not_held = |guard: &Self| Error::NotHeld {
             key: guard.key().to_owned(),
         };
-        if self.liveness.check(&self.token) {
+        if self.liveness.check() {
             return Err(not_held(&self));
         }
         let sent = Instant::now();
@@ -95,11 +95,11 @@ impl Guard {
             // Not ours any more (or, if the release has begun, the token has fired).
             if self.liveness.claim_end() {
                 tracing::warn!(key = %self.key(), id = %self.id(), "lock lost: downgrade found it no longer held");
-                self.liveness.cancel(&self.token, CancelReason::Lost);
+                self.liveness.cancel(CancelReason::Lost);
             }
             return Err(not_held(&self));
         }
-        if self.liveness.check(&self.token) {
+        if self.liveness.check() {
             // Fired meanwhile: the background task releases the reader's id.
             return Err(not_held(&self));
         }

@@ -75,7 +75,6 @@ pub struct Guard {
     /// [`Mode::Read`] after a downgrade.
     mode: Mode,
     fencing_token: u64,
-    token: CancellationToken,
     liveness: Arc<Liveness>,
     role: Role,
 }
@@ -109,7 +108,6 @@ impl Guard {
         let mode = lease.kind.mode();
         let entry = refresher.keep(lease, sent, parent);
         Self {
-            token: entry.token.clone(),
             liveness: Arc::clone(&entry.liveness),
             lease: entry,
             mode,
@@ -130,7 +128,6 @@ impl Guard {
             lease: Arc::clone(&self.lease),
             mode: self.mode,
             fencing_token: self.fencing_token,
-            token: self.token.clone(),
             liveness: Arc::clone(&self.liveness),
         }
     }
@@ -208,8 +205,9 @@ impl Guard {
             // Anyone may cancel it from now on: the refresher watches it.
             Arc::clone(&self.lease).hand_out();
         }
-        self.liveness.check(&self.token);
-        &self.token
+        let token = self.liveness.token();
+        self.liveness.check();
+        token
     }
 
     /// Completes when the token fires or the validity deadline passes (which fires the
@@ -219,21 +217,21 @@ impl Guard {
     ///
     /// Cancel safe: dropping the future has no effect on the lock.
     pub fn cancelled(&self) -> impl Future<Output = ()> + Send + '_ {
-        self.liveness.cancelled(&self.token)
+        self.liveness.cancelled()
     }
 
     /// Whether the lock must be taken as not held: the token has fired, or the validity
     /// deadline has passed (which fires the token with [`CancelReason::Expired`] now).
     /// Call it right before each write the lock protects.
     pub fn is_cancelled(&self) -> bool {
-        self.liveness.check(&self.token)
+        self.liveness.check()
     }
 
     /// Why the token fired, or `None` while it has not. Like
     /// [`is_cancelled`](Self::is_cancelled), it fires the token with
     /// [`CancelReason::Expired`] first if the validity deadline has passed.
     pub fn cancel_reason(&self) -> Option<CancelReason> {
-        self.liveness.reason(&self.token)
+        self.liveness.reason()
     }
 
     /// The validity deadline: the send time of the last successful acquire or refresh

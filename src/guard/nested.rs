@@ -20,8 +20,9 @@ impl Guard {
         parent: Option<CancellationToken>,
         spawner: Option<Spawner>,
     ) -> Self {
-        let token = outer.token.child_token();
+        let liveness = Liveness::nested(parent.clone(), Arc::clone(&outer.liveness));
         if let (Some(parent), Some(spawner)) = (&parent, spawner) {
+            let token = liveness.token();
             let (parent, token) = (parent.clone(), token.clone());
             // Ends with the nested token at the latest, which fires with the outer one.
             drop(spawner.spawn(async move {
@@ -32,12 +33,10 @@ impl Guard {
                 }
             }));
         }
-        let liveness = Liveness::nested(parent, Arc::clone(&outer.liveness), outer.token.clone());
         Self {
             lease: Arc::clone(&outer.lease),
             mode,
             fencing_token: outer.fencing_token,
-            token,
             liveness: Arc::new(liveness),
             role: Role::Nested,
         }

@@ -42,15 +42,15 @@ impl Guard {
     pub async fn unlock(self) -> Result<bool, Error> {
         let Role::Owner { .. } = &self.role else {
             let held = self.liveness.outer_held();
-            self.token.cancel();
+            self.liveness.fire();
             return Ok(held);
         };
         if !self.liveness.claim_end() {
             // The refresher ended the lock first (or is ending it): what it found.
-            self.token.cancel();
+            self.liveness.fire();
             return self.lease.ended().await;
         }
-        self.token.cancel();
+        self.liveness.fire();
         let pending = ReleaseOnDrop {
             lease: Some(Arc::clone(&self.lease)),
         };
@@ -62,7 +62,7 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.token.cancel();
+        self.liveness.fire();
         if let Role::Owner { .. } = self.role {
             // The refresher releases the lock, unless `unlock` or the refresher has
             // claimed its end.

@@ -1,7 +1,7 @@
-//! A lease's liveness, which a guard and its background task share: why the token fired,
-//! and until when the lock is surely held.
+//! A lease's liveness, which a guard and its refresher share: why the token fired, and
+//! until when the lock is surely held.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -10,41 +10,48 @@ use tokio_util::sync::CancellationToken;
 
 use crate::reason::CancelReason;
 
-/// The first reason set wins. The validity deadline only moves forward; every look at the
-/// token through [`Liveness::check`] compares the clock with it, so no caller can see a
-/// lock as held after its deadline, even when the background task has not run yet (after
-/// the process was frozen, say).
+/// The first reason set wins. The validity deadline only moves forward; every look
+/// through [`Liveness::check`] compares the clock with it, so no caller can see a lock as
+/// held after its deadline, even when the refresher has not run yet (after the process
+/// was frozen, say).
+///
+/// The lock's [`CancellationToken`] is made on first use ([`Liveness::token`]) unless
+/// the lock has a parent token (then it is the parent's child from the start): a guard
+/// that nobody asks for its token costs no token. Until it exists, firing is recorded
+/// here, and a token made later is cancelled at once.
 #[derive(Debug)]
 pub(crate) struct Liveness {
     reason: OnceLock<CancelReason>,
+    /// The token was fired with no reason recorded (an `unlock` or a drop): the reason
+    /// is given on first look, as for a token cancelled from outside.
+    fired: AtomicBool,
+    token: OnceLock<CancellationToken>,
     parent: Option<CancellationToken>,
     /// When the acquiring request was sent; the deadline is stored relative to it.
     base: Instant,
     /// The validity deadline, in nanoseconds after `base`.
     deadline_ns: AtomicU64,
-    /// Whoever ends the lock (`unlock`, or the background task) has claimed it, so that
+    /// Whoever ends the lock (`unlock`, a drop, or the refresher) has claimed it, so that
     /// exactly one of them releases it.
     ended: AtomicBool,
     /// For a nested guard ([`Builder::reentrant`](crate::Builder::reentrant)): the
-    /// outermost guard whose lock it shares, whose deadline it reads and whose liveness
-    /// it never writes.
-    owner: Option<Owner>,
-}
-
-/// The outermost guard, owner of the lock in Redis, whose liveness a nested guard's
-/// follows.
-#[derive(Debug)]
-struct Owner {
-    liveness: Arc<Liveness>,
-    token: CancellationToken,
+    /// liveness of the outermost guard whose lock it shares, whose deadline it reads and
+    /// which it never writes.
+    owner: Option<Arc<Liveness>>,
 }
 
 impl Liveness {
     /// The liveness of a lock acquired by a request sent at `sent`, surely held until
-    /// `deadline`.
+    /// `deadline`; its token is a child of `parent`.
     pub(crate) fn new(parent: Option<CancellationToken>, sent: Instant, deadline: Instant) -> Self {
+        let token = OnceLock::new();
+        if let Some(parent) = &parent {
+            let _ = token.set(parent.child_token());
+        }
         let liveness = Self {
             reason: OnceLock::new(),
+            fired: AtomicBool::new(false),
+            token,
             parent,
             base: sent,
             deadline_ns: AtomicU64::new(0),
@@ -55,44 +62,69 @@ impl Liveness {
         liveness
     }
 
-    /// The liveness of a nested guard sharing the lock of the owner whose liveness and
-    /// token are given: its deadline is the outer's, its reason its own. There is nothing
-    /// for it to release, so its end is claimed already.
-    pub(crate) fn nested(
-        parent: Option<CancellationToken>,
-        owner: Arc<Liveness>,
-        owner_token: CancellationToken,
-    ) -> Self {
+    /// The liveness of a nested guard sharing the lock whose liveness `owner` is: its
+    /// deadline is the outer's, its reason its own, and its token a child of the outer's
+    /// (cancelled also by `parent`, which the caller watches). There is nothing for it to
+    /// release, so its end is claimed already.
+    pub(crate) fn nested(parent: Option<CancellationToken>, owner: Arc<Liveness>) -> Self {
+        let token = OnceLock::new();
+        let _ = token.set(owner.token().child_token());
         Self {
             reason: OnceLock::new(),
+            fired: AtomicBool::new(false),
+            token,
             parent,
             base: owner.base,
             deadline_ns: AtomicU64::new(0),
             ended: AtomicBool::new(true),
-            owner: Some(Owner {
-                liveness: owner,
-                token: owner_token,
-            }),
+            owner: Some(owner),
         }
+    }
+
+    /// The lock's token, made now if nobody asked for it before (and then cancelled at
+    /// once if the lock has already ended).
+    pub(crate) fn token(&self) -> &CancellationToken {
+        if let Some(token) = self.token.get() {
+            return token;
+        }
+        let token = self.token.get_or_init(CancellationToken::new);
+        // Paired with the fence in `fire`: either that sees this token, or this sees
+        // what it recorded.
+        fence(Ordering::SeqCst);
+        if self.reason.get().is_some() || self.fired.load(Ordering::Acquire) {
+            token.cancel();
+        }
+        token
+    }
+
+    /// Whether the lock's token has fired (or would have, had it been made), without
+    /// looking at the clock.
+    pub(crate) fn is_fired(&self) -> bool {
+        self.reason.get().is_some()
+            || self.fired.load(Ordering::Acquire)
+            || self
+                .token
+                .get()
+                .is_some_and(CancellationToken::is_cancelled)
     }
 
     /// For a nested guard, whether the outer guard's lock is still held: its token has
     /// not fired and its deadline has not passed. Looks only; fires nothing.
     pub(crate) fn outer_held(&self) -> bool {
-        self.owner.as_ref().is_some_and(|outer| {
-            !outer.token.is_cancelled() && Instant::now() < outer.liveness.deadline()
-        })
-    }
-
-    /// When the acquiring request was sent.
-    pub(crate) fn sent(&self) -> Instant {
-        self.base
+        self.owner
+            .as_ref()
+            .is_some_and(|outer| !outer.is_fired() && Instant::now() < outer.deadline())
     }
 
     /// Claims the end of the lock: true for the first caller only, who then releases it
     /// (or knows it lost).
     pub(crate) fn claim_end(&self) -> bool {
         !self.ended.swap(true, Ordering::AcqRel)
+    }
+
+    /// When the acquiring request was sent.
+    pub(crate) fn sent(&self) -> Instant {
+        self.base
     }
 
     /// Moves the validity deadline to `deadline`, unless it is already later.
@@ -106,49 +138,57 @@ impl Liveness {
     /// deadline).
     pub(crate) fn deadline(&self) -> Instant {
         if let Some(outer) = &self.owner {
-            return outer.liveness.deadline();
+            return outer.deadline();
         }
         self.base + Duration::from_nanos(self.deadline_ns.load(Ordering::Acquire))
     }
 
-    /// Fires `token` with [`CancelReason::Expired`] if the deadline has passed, and
-    /// reports whether `token` has fired.
-    pub(crate) fn check(&self, token: &CancellationToken) -> bool {
-        if token.is_cancelled() {
+    /// Fires the token with [`CancelReason::Expired`] if the deadline has passed, and
+    /// reports whether the token has fired.
+    pub(crate) fn check(&self) -> bool {
+        if self.is_fired() {
             return true;
         }
         if Instant::now() >= self.deadline() {
-            self.cancel(token, CancelReason::Expired);
+            self.cancel(CancelReason::Expired);
             return true;
         }
         false
     }
 
-    /// Records `reason` unless one is recorded already, then cancels `token`.
-    pub(crate) fn cancel(&self, token: &CancellationToken, reason: CancelReason) {
+    /// Records `reason` unless one is recorded already, then fires the token.
+    pub(crate) fn cancel(&self, reason: CancelReason) {
         let _ = self.reason.set(reason);
-        token.cancel();
+        self.fire();
     }
 
-    /// The reason `token` fired, or `None` while it has not (checking the deadline
-    /// first). A token cancelled from outside (its parent, or a clone of it) is
-    /// attributed on first look; a nested guard's token fired by the end of the outer
-    /// lock takes the outer guard's reason, read without recording anything there.
-    pub(crate) fn reason(&self, token: &CancellationToken) -> Option<CancelReason> {
-        if !self.check(token) {
+    /// Fires the token; the reason is given on first look ([`Liveness::reason`]).
+    pub(crate) fn fire(&self) {
+        self.fired.store(true, Ordering::Release);
+        fence(Ordering::SeqCst);
+        if let Some(token) = self.token.get() {
+            token.cancel();
+        }
+    }
+
+    /// The reason the token fired, or `None` while it has not (checking the deadline
+    /// first). A token fired with no reason (by an `unlock`, a drop, its parent, or a
+    /// clone of it) is attributed on first look; a nested guard's token fired by the end
+    /// of the outer lock takes the outer guard's reason, read without recording anything
+    /// there.
+    pub(crate) fn reason(&self) -> Option<CancelReason> {
+        if !self.check() {
             return None;
         }
         let cause = match &self.owner {
-            Some(outer) if !self.parent_cancelled() && outer.token.is_cancelled() => {
-                outer.liveness.attributed()
-            }
+            Some(outer) if !self.parent_cancelled() && outer.is_fired() => outer.attributed(),
             _ if self.parent_cancelled() => CancelReason::ParentCancelled,
             _ => CancelReason::Cancelled,
         };
         Some(*self.reason.get_or_init(|| cause))
     }
 
-    /// The reason recorded, or else the one a token cancelled from outside would get;
+    /// The reason recorded, or else the one a token fired from outside would get;
     /// records nothing.
     fn attributed(&self) -> CancelReason {
         match self.reason.get() {
@@ -170,13 +210,13 @@ impl Liveness {
         self.reason.get().copied()
     }
 
-    /// Completes when `token` fires or the deadline passes (firing it with
+    /// Completes when the token fires or the deadline passes (firing it with
     /// [`CancelReason::Expired`]), whichever comes first.
-    pub(crate) async fn cancelled(&self, token: &CancellationToken) {
-        while !self.check(token) {
+    pub(crate) async fn cancelled(&self) {
+        while !self.check() {
             tokio::select! {
                 biased;
-                () = token.cancelled() => return,
+                () = self.token().cancelled() => return,
                 () = tokio::time::sleep_until(self.deadline()) => {}
             }
         }
@@ -191,8 +231,7 @@ mod tests {
     async fn a_look_after_the_deadline_fires_expired_without_the_task() {
         let now = Instant::now();
         let liveness = Liveness::new(None, now, now + Duration::from_millis(100));
-        let token = CancellationToken::new();
-        assert!(!liveness.check(&token));
+        assert!(!liveness.check());
         liveness.extend(now + Duration::from_millis(50));
         assert_eq!(
             liveness.deadline(),
@@ -200,49 +239,71 @@ mod tests {
             "never moves back"
         );
         tokio::time::advance(Duration::from_millis(100)).await;
-        assert_eq!(liveness.reason(&token), Some(CancelReason::Expired));
-        assert!(token.is_cancelled());
+        assert_eq!(liveness.reason(), Some(CancelReason::Expired));
+        assert!(
+            liveness.token().is_cancelled(),
+            "a token made after the end is cancelled"
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_nested_liveness_reads_the_outer_deadline_and_keeps_its_own_reason() {
         let now = Instant::now();
         let outer = Arc::new(Liveness::new(None, now, now + Duration::from_millis(100)));
-        let outer_token = CancellationToken::new();
-        let nested = Liveness::nested(None, Arc::clone(&outer), outer_token.clone());
-        let token = outer_token.child_token();
+        let nested = Liveness::nested(None, Arc::clone(&outer));
         outer.extend(now + Duration::from_millis(300));
         assert_eq!(nested.deadline(), now + Duration::from_millis(300));
         tokio::time::advance(Duration::from_millis(200)).await;
-        assert!(!nested.check(&token) && nested.outer_held());
+        assert!(!nested.check() && nested.outer_held());
         assert!(!nested.claim_end(), "a nested guard has nothing to release");
 
-        nested.cancel(&token, CancelReason::Cancelled);
-        assert_eq!(nested.reason(&token), Some(CancelReason::Cancelled));
+        nested.cancel(CancelReason::Cancelled);
+        assert_eq!(nested.reason(), Some(CancelReason::Cancelled));
         assert_eq!(
             outer.recorded(),
             None,
             "nothing recorded in the outer liveness"
         );
-        assert!(!outer_token.is_cancelled() && nested.outer_held());
+        assert!(!outer.is_fired() && nested.outer_held());
 
-        let second = outer_token.child_token();
-        let nested = Liveness::nested(None, Arc::clone(&outer), outer_token.clone());
-        outer.cancel(&outer_token, CancelReason::Lost);
-        assert_eq!(nested.reason(&second), Some(CancelReason::Lost));
-        assert!(!nested.outer_held());
+        let second = Liveness::nested(None, Arc::clone(&outer));
+        outer.cancel(CancelReason::Lost);
+        assert!(second.token().is_cancelled(), "a child of the outer token");
+        assert_eq!(second.reason(), Some(CancelReason::Lost));
+        assert!(!second.outer_held());
+    }
+
+    #[test]
+    fn a_token_made_after_the_lock_fired_is_cancelled_and_one_made_before_is_fired() {
+        let now = Instant::now();
+        let later = Liveness::new(None, now, now + Duration::from_secs(60));
+        later.fire();
+        assert!(later.is_fired());
+        assert!(later.token().is_cancelled());
+        assert_eq!(later.reason(), Some(CancelReason::Cancelled));
+
+        let before = Liveness::new(None, now, now + Duration::from_secs(60));
+        let token = before.token().clone();
+        assert!(!before.is_fired());
+        before.cancel(CancelReason::Lost);
+        assert!(token.is_cancelled());
+
+        let parent = CancellationToken::new();
+        let child = Liveness::new(Some(parent.clone()), now, now + Duration::from_secs(60));
+        parent.cancel();
+        assert!(child.is_fired());
+        assert_eq!(child.reason(), Some(CancelReason::ParentCancelled));
     }
 
     #[tokio::test(start_paused = true)]
     async fn cancelled_follows_an_extended_deadline() {
         let now = Instant::now();
         let liveness = Liveness::new(None, now, now + Duration::from_millis(100));
-        let token = CancellationToken::new();
         liveness.extend(now + Duration::from_millis(300));
-        let waited = tokio::time::timeout(Duration::from_millis(250), liveness.cancelled(&token));
+        let waited = tokio::time::timeout(Duration::from_millis(250), liveness.cancelled());
         assert!(waited.await.is_err(), "fired before the extended deadline");
-        liveness.cancelled(&token).await;
-        assert_eq!(liveness.reason(&token), Some(CancelReason::Expired));
+        liveness.cancelled().await;
+        assert_eq!(liveness.reason(), Some(CancelReason::Expired));
         assert!(Instant::now() >= now + Duration::from_millis(300));
     }
 }

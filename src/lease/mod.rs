@@ -13,12 +13,10 @@ pub(crate) mod registry;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-
 pub(crate) use any::AnyLease;
 pub(crate) use form::Form;
 
+use self::liveness::Liveness;
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::mode::{Kind, Mode};
@@ -41,19 +39,23 @@ pub(crate) struct Lease<B> {
     /// which form the release must remove.
     pub(crate) kind: Kind,
     pub(crate) form: Form,
-    pub(crate) ttl: Duration,
 }
 
 impl<B> Lease<B> {
-    /// A lease of `kind` for `call`, which lives `ttl` in Redis without a refresh.
-    pub(crate) fn new(backend: Arc<B>, call: Call, kind: Kind, ttl: Duration) -> Self {
+    /// A lease of `kind` for `call`.
+    pub(crate) fn new(backend: Arc<B>, call: Call, kind: Kind) -> Self {
         Self {
             backend,
             call,
             kind,
             form: Form::default(),
-            ttl,
         }
+    }
+
+    /// How long the lock lives in Redis without a refresh: the call's TTL in whole
+    /// milliseconds, the `PX` its scripts set.
+    pub(crate) fn ttl(&self) -> Duration {
+        Duration::from_millis(self.call.ttl_ms)
     }
 
     /// The lock key.
@@ -69,8 +71,9 @@ impl<B> Lease<B> {
     /// How long after an acquire or refresh request was sent the lock is surely still
     /// held: the TTL minus Redlock's drift margin (1% of the TTL + 2 ms).
     pub(crate) fn validity(&self) -> Duration {
-        let drift = self.ttl * DRIFT_FACTOR_PERCENT / 100 + DRIFT_FIXED;
-        self.ttl.saturating_sub(drift)
+        let ttl = self.ttl();
+        let drift = ttl * DRIFT_FACTOR_PERCENT / 100 + DRIFT_FIXED;
+        ttl.saturating_sub(drift)
     }
 
     /// What this lease's id holds at the lock key when it holds it in `mode`.
@@ -89,18 +92,19 @@ impl<B: Backend> Lease<B> {
         self.backend.attempt(&self.call, ask).await
     }
 
-    /// This lease's part of a batched renewal. A node of a quorum that lost the lock may
-    /// take it back before `valid_until` and while `live` (the guard's token) has not
-    /// fired, in the form the id holds (not while a downgrade is in flight, nor for a
-    /// permit).
-    pub(crate) fn renewal(&self, valid_until: Instant, live: &CancellationToken) -> Renewal<'_> {
+    /// This lease's part of a batched renewal, for the lock whose liveness is `liveness`.
+    /// On a backend that retakes (a quorum), a node that lost the lock may take it back
+    /// before the validity deadline and while the guard's token has not fired, in the
+    /// form the id holds (not while a downgrade is in flight, nor for a permit).
+    pub(crate) fn renewal(&self, liveness: &Liveness) -> Renewal<'_> {
         let settled = self.form.settled(self.kind.mode());
         let retake = match (self.kind, settled) {
+            _ if !self.backend.retakes() => None,
             (Kind::Permit(_), _) | (_, None) => None,
             (_, Some(mode)) => Some(Retake {
                 hold: self.hold_as(mode),
-                until: valid_until,
-                live: live.clone(),
+                until: liveness.deadline(),
+                live: liveness.token().clone(),
             }),
         };
         Renewal {
@@ -149,7 +153,7 @@ impl<B: Backend> Lease<B> {
             }
             Ok((held, published))
         };
-        let (held, published) = tokio::time::timeout(self.ttl, unlock)
+        let (held, published) = tokio::time::timeout(self.ttl(), unlock)
             .await
             .unwrap_or(Err(Error::Timeout))?;
         if published {
@@ -182,12 +186,7 @@ mod tests {
             queue: Queueing::Off,
             turns: Default::default(),
         };
-        Lease::new(
-            Arc::new(()),
-            call,
-            Kind::Write,
-            Duration::from_millis(ttl_ms),
-        )
+        Lease::new(Arc::new(()), call, Kind::Write)
     }
 
     #[test]

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::ThreadId;
 
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::liveness::Liveness;
 use super::AnyLease;
@@ -41,7 +40,6 @@ pub(crate) struct Holding {
     pub(crate) lease: Arc<dyn AnyLease>,
     pub(crate) mode: Mode,
     pub(crate) fencing_token: u64,
-    pub(crate) token: CancellationToken,
     pub(crate) liveness: Arc<Liveness>,
 }
 
@@ -49,7 +47,7 @@ impl Holding {
     /// Whether its lock may still be held: its token has not fired and its deadline has
     /// not passed. Looks only; fires nothing.
     fn live(&self) -> bool {
-        !self.token.is_cancelled() && Instant::now() < self.liveness.deadline()
+        !self.liveness.is_fired() && Instant::now() < self.liveness.deadline()
     }
 }
 
@@ -193,22 +191,25 @@ mod tests {
         }
     }
 
-    fn outer(token: &CancellationToken) -> Holding {
-        let now = Instant::now();
+    fn outer(liveness: &Arc<Liveness>) -> Holding {
         Holding {
             lease: Arc::new(Fake),
             mode: Mode::Write,
             fencing_token: 7,
-            token: token.clone(),
-            liveness: Arc::new(Liveness::new(None, now, now + Duration::from_secs(60))),
+            liveness: Arc::clone(liveness),
         }
+    }
+
+    fn liveness() -> Arc<Liveness> {
+        let now = Instant::now();
+        Arc::new(Liveness::new(None, now, now + Duration::from_secs(60)))
     }
 
     #[tokio::test]
     async fn entries_go_with_their_registration_and_never_take_a_newer_one_along() {
         let registry = Arc::new(Registry::default());
         let me = Holder::current();
-        let (old, new) = (CancellationToken::new(), CancellationToken::new());
+        let (old, new) = (liveness(), liveness());
         let first = registry.register("k".into(), me, outer(&old));
         assert!(registry.find("k".into(), me).1.is_some());
         assert!(
@@ -221,7 +222,7 @@ mod tests {
             "keyed by holder"
         );
 
-        old.cancel();
+        old.fire();
         assert!(registry.find("k".into(), me).1.is_none(), "a fired token");
         assert_eq!(registry.len(), 0, "a fired entry is dropped when seen");
         let second = registry.register("k".into(), me, outer(&new));

@@ -77,7 +77,7 @@ async fn acquire_on<B: Backend>(
         turns: Turns::default(),
     };
     let backend = Arc::clone(refresher.backend());
-    let lease = Arc::new(Lease::new(backend, call, kind, settings.ttl));
+    let lease = Arc::new(Lease::new(backend, call, kind));
     let spawner = Spawner::current(settings.tracker.clone());
     let acquired = acquire::run(Job {
         lease,

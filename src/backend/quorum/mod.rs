@@ -222,6 +222,10 @@ where
         futures_util::future::join_all(rounds).await
     }
 
+    fn retakes(&self) -> bool {
+        true
+    }
+
     fn batch_tag<'c>(&self, _call: &'c Call) -> Option<&'c str> {
         None
     }

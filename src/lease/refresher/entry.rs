@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::Core;
@@ -24,7 +23,6 @@ use crate::util;
 /// renewal or its release is in flight.
 pub(crate) struct Entry<B: Backend> {
     pub(crate) lease: Arc<Lease<B>>,
-    pub(crate) token: CancellationToken,
     pub(crate) liveness: Arc<Liveness>,
     core: Arc<Core<B>>,
     /// What the refresher's release found, once the refresher has ended the lock (for an
@@ -49,7 +47,6 @@ impl<B: Backend> Entry<B> {
     /// parent).
     pub(super) fn new(
         lease: Arc<Lease<B>>,
-        token: CancellationToken,
         liveness: Arc<Liveness>,
         core: Arc<Core<B>>,
         watch: bool,
@@ -57,7 +54,6 @@ impl<B: Backend> Entry<B> {
         let tracked = core.tracker.as_ref().map(|tracker| tracker.token());
         Self {
             lease,
-            token,
             liveness,
             core,
             outcome: Mutex::new(None),
@@ -69,7 +65,7 @@ impl<B: Backend> Entry<B> {
     /// Whether the lock's end has come: its token fired (or its deadline passed, which
     /// fires it).
     pub(super) fn ending(&self) -> bool {
-        self.liveness.check(&self.token)
+        self.liveness.check()
     }
 
     /// Whether the refresher is to start watching the token now: true once, for the
@@ -93,7 +89,7 @@ impl<B: Backend> Entry<B> {
         if self.liveness.claim_end() {
             self.finish(Ok(false));
         }
-        self.liveness.cancel(&self.token, CancelReason::Lost);
+        self.liveness.cancel(CancelReason::Lost);
     }
 
     /// The deadline passed with no renewal answered: the token fires with
@@ -101,7 +97,7 @@ impl<B: Backend> Entry<B> {
     /// be held.
     pub(super) fn expired(&self) {
         tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock expired: no refresh succeeded in time");
-        self.liveness.cancel(&self.token, CancelReason::Expired);
+        self.liveness.cancel(CancelReason::Expired);
     }
 }
 
@@ -110,7 +106,7 @@ impl<B: Backend> Entry<B> {
 /// runtime shut down).
 pub(super) async fn release<B: Backend>(entry: Arc<Entry<B>>) {
     let mut pending = Pending(Some(Arc::clone(&entry)));
-    let reason = entry.liveness.reason(&entry.token);
+    let reason = entry.liveness.reason();
     let (key, id) = (entry.lease.key(), entry.lease.id());
     let released = entry.lease.release(Leftovers::NONE).await;
     match &released {

@@ -100,14 +100,10 @@ impl<B: Backend> Refresher<B> {
         sent: Instant,
         parent: Option<CancellationToken>,
     ) -> Arc<Entry<B>> {
-        let token = match &parent {
-            Some(parent) => parent.child_token(),
-            None => CancellationToken::new(),
-        };
         let watch = parent.is_some();
         let liveness = Arc::new(Liveness::new(parent, sent, sent + lease.validity()));
         let core = self.core();
-        let entry = Arc::new(Entry::new(lease, token, liveness, Arc::clone(&core), watch));
+        let entry = Arc::new(Entry::new(lease, liveness, Arc::clone(&core), watch));
         core.register(&entry);
         entry
     }

@@ -181,7 +181,7 @@ impl<B: Backend> Drop for Task<B> {
 
 /// Completes when `entry`'s token fires.
 async fn watch<B: Backend>(entry: Arc<Entry<B>>) -> Arc<Entry<B>> {
-    entry.token.cancelled().await;
+    entry.liveness.token().cancelled().await;
     entry
 }
 
@@ -248,7 +248,7 @@ async fn renew<B: Backend>(entries: Vec<Arc<Entry<B>>>) -> Renewed<B> {
     let results = {
         let items: Vec<_> = entries
             .iter()
-            .map(|entry| entry.lease.renewal(entry.liveness.deadline(), &entry.token))
+            .map(|entry| entry.lease.renewal(&entry.liveness))
             .collect();
         let backend = Arc::clone(&entries[0].lease.backend);
         let call = backend.renew(&items);
@@ -271,7 +271,7 @@ async fn expire_while<B: Backend, T>(
     loop {
         let first = entries
             .iter()
-            .filter(|entry| !entry.token.is_cancelled())
+            .filter(|entry| !entry.liveness.is_fired())
             .map(|entry| entry.liveness.deadline())
             .min()?;
         tokio::select! {
@@ -280,7 +280,7 @@ async fn expire_while<B: Backend, T>(
             () = sleep_until(first) => {
                 let now = Instant::now();
                 for entry in entries {
-                    if !entry.token.is_cancelled() && now >= entry.liveness.deadline() {
+                    if !entry.liveness.is_fired() && now >= entry.liveness.deadline() {
                         entry.expired();
                     }
                 }
