@@ -44,6 +44,11 @@ const WATCH_AFTER: Duration = Duration::from_millis(1);
 /// The most locks renewed by one script: a few hundred microseconds of server time.
 const BATCH_MAX: usize = 128;
 
+/// The most releases one refresher has in flight; the others wait their turn in the
+/// task rather than in the connection, where a response timeout would run out while they
+/// queue (a process dropping a hundred thousand guards at once).
+const RELEASES_IN_FLIGHT: usize = 1_024;
+
 /// How long an idle refresher waits for a new lock before its task ends.
 const IDLE_LINGER: Duration = Duration::from_secs(5);
 

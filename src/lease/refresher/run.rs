@@ -1,16 +1,18 @@
 //! The refresher's task: takes new locks and releases from the inbox, renews the locks
 //! that come due in batches, and ends the locks whose tokens fire.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::mem;
 use std::sync::{Arc, Weak};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use tokio::time::{sleep_until, Instant};
 
 use super::entry::{release, Entry};
 use super::schedule::Schedule;
-use super::{Core, BATCH_MAX, IDLE_LINGER};
+use super::{Core, BATCH_MAX, IDLE_LINGER, RELEASES_IN_FLIGHT};
 use crate::backend::Backend;
 use crate::error::{chain, Error};
 use crate::util;
@@ -19,6 +21,7 @@ use crate::util;
 pub(super) async fn run<B: Backend>(core: Arc<Core<B>>) {
     let mut task = Task {
         schedule: Schedule::new(),
+        to_release: VecDeque::new(),
         core,
     };
     task.run().await;
@@ -29,6 +32,8 @@ pub(super) async fn run<B: Backend>(core: Arc<Core<B>>) {
 struct Task<B: Backend> {
     core: Arc<Core<B>>,
     schedule: Schedule<Weak<Entry<B>>>,
+    /// Locks to release once fewer than [`RELEASES_IN_FLIGHT`] releases are in flight.
+    to_release: VecDeque<Arc<Entry<B>>>,
 }
 
 /// One batch's renewals: the locks, when it was sent, and one result per lock (`None`
@@ -55,7 +60,7 @@ impl<B: Backend> Task<B> {
             } = self.take_inbox(now);
             for entry in young {
                 if entry.ending() {
-                    releases.extend(claimed(entry).map(release));
+                    self.to_release.extend(claimed(entry));
                     continue;
                 }
                 let due = entry.liveness.sent() + self.core.timing.interval;
@@ -69,11 +74,16 @@ impl<B: Backend> Task<B> {
                     watches.push(watch(entry));
                 }
             }
-            for entry in released {
-                releases.push(release(entry));
-            }
+            self.to_release.extend(released);
             for batch in batches_of(self.schedule.due(now)) {
                 batches.push(renew(batch));
+            }
+
+            while releases.len() < RELEASES_IN_FLIGHT {
+                let Some(entry) = self.to_release.pop_front() else {
+                    break;
+                };
+                releases.push(release(entry));
             }
 
             let busy = !(watches.is_empty()
@@ -100,9 +110,18 @@ impl<B: Backend> Task<B> {
                 () = sleep_until_some(wake_at) => Event::Look,
             };
             match event {
-                Event::Fired(entry) => releases.extend(claimed(entry).map(release)),
+                Event::Fired(entry) => self.to_release.extend(claimed(entry)),
                 Event::Renewed(renewed) => self.apply(renewed),
                 Event::Look => {}
+            }
+            // Whatever else is ready is taken now, not one look per event: a process
+            // dropping many guards at once has many releases ending together.
+            while let Some(Some(entry)) = watches.next().now_or_never() {
+                self.to_release.extend(claimed(entry));
+            }
+            while let Some(Some(())) = releases.next().now_or_never() {}
+            while let Some(Some(renewed)) = batches.next().now_or_never() {
+                self.apply(renewed);
             }
         }
     }
