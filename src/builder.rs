@@ -150,9 +150,11 @@ impl<C, T> Builder<C, T> {
         self
     }
 
-    /// Spawns every background task (refresh, release after drop or cancel, and clean-up
-    /// after giving up) on `tracker`, so a service can `tracker.close()` and
-    /// `tracker.wait().await` for pending releases before it exits.
+    /// Counts every held lock on `tracker` until its release is done, and spawns the
+    /// other background tasks (clean-up after giving up, a quorum's calls past the
+    /// majority) on it, so a service can `tracker.close()` and `tracker.wait().await` for
+    /// pending releases before it exits. The mutex's refresher task itself is not on the
+    /// tracker: it ends by itself 5 s after its last lock.
     pub fn task_tracker(mut self, tracker: TaskTracker) -> Self {
         self.settings.tracker = Some(tracker);
         self

@@ -35,12 +35,12 @@ impl Guard {
     /// # Errors
     ///
     /// [`Error::NotHeld`] when the token had already fired (nothing is sent then; the
-    /// background task releases the lock as for any fired token), or when Redis no longer
+    /// refresher releases the lock as for any fired token), or when Redis no longer
     /// had this id at the lock key: the token then fires with [`CancelReason::Lost`] and
     /// nothing is released. [`Error::Refused`] when Redis refuses the script,
     /// [`Error::Redis`] when the request fails otherwise, and [`Error::Timeout`] when
     /// Redis does not answer before the validity deadline ([`valid_until`]). After these
-    /// three the guard is dropped, so its background task releases the lock, removing
+    /// three the guard is dropped, so its refresher releases the lock, removing
     /// the id whether it is still a writer's or already a reader's. Over a
     /// [`Quorum`](crate::Quorum), it needs a majority of the nodes to turn the lock:
     /// [`Error::NoQuorum`] (and the guard dropped, as above) when too few answered;
@@ -100,7 +100,7 @@ impl Guard {
             return Err(not_held(&self));
         }
         if self.liveness.check() {
-            // Fired meanwhile: the background task releases the reader's id.
+            // Fired meanwhile: the refresher releases the reader's id.
             return Err(not_held(&self));
         }
         self.liveness.extend(sent + self.lease.validity());

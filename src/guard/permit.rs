@@ -13,15 +13,15 @@ use crate::reason::CancelReason;
 /// One permit of a [`Semaphore`](crate::Semaphore), and the cancellation token that says
 /// whether it is still held.
 ///
-/// It behaves as a [`Guard`] does: a background task refreshes the permit every `ttl / 2`
-/// while it lives; the token fires when the permit is returned ([`unlock`](Self::unlock)
+/// It behaves as a [`Guard`] does: its semaphore's refresher renews the permit every
+/// `ttl / 2` while it lives; the token fires when the permit is returned ([`unlock`](Self::unlock)
 /// or drop), when the [`parent`](crate::Acquire::parent) token or the permit's own token
 /// is cancelled, when a refresh finds the permit gone (its deadline passed by the
 /// server's clock, so others may have taken it), or when no refresh succeeds within the
 /// TTL minus the Redlock drift margin. Every look through the permit compares the clock
 /// with the validity deadline first, as [`Guard::is_cancelled`] does.
 ///
-/// Dropping the permit cancels its token and returns the permit from the background task.
+/// Dropping the permit cancels its token and returns the permit from the refresher.
 #[must_use = "dropping the permit returns it at once"]
 #[clippy::has_significant_drop]
 pub struct Permit {
@@ -97,12 +97,12 @@ impl Permit {
     ///
     /// As [`Guard::unlock`]: [`Error::Refused`], [`Error::Redis`], [`Error::Timeout`]
     /// after one TTL without a reply (the permit then runs out by its deadline), and
-    /// [`Error::Cancelled`] when the background task was stopped first.
+    /// [`Error::Cancelled`] when the refresher's task was stopped first.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: dropping this future before the reply hands the release to a
-    /// background task, as dropping the permit does.
+    /// Cancel safe: dropping this future before the reply hands the release to the
+    /// refresher, as dropping the permit does.
     pub async fn unlock(self) -> Result<bool, Error> {
         self.guard.unlock().await
     }

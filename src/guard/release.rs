@@ -15,7 +15,7 @@ impl Guard {
     /// returns `Ok(true)` while the outer guard's lock is still held, `Ok(false)` once
     /// it is not.
     ///
-    /// If the token had already fired for another reason, the background task has
+    /// If the token had already fired for another reason, the mutex's refresher has
     /// already released the lock (unless it was [lost](crate::CancelReason::Lost)), and this
     /// returns what that release found.
     ///
@@ -24,8 +24,8 @@ impl Guard {
     /// [`Error::Refused`] when Redis refuses the release (busy with a script, no ACL
     /// permission, ...), [`Error::Redis`] when the request fails otherwise, and
     /// [`Error::Timeout`] when Redis does not answer within one TTL; the lock then
-    /// expires by its TTL, since refresh has stopped. [`Error::Cancelled`] when the background task was stopped before it could
-    /// release, for example by runtime shutdown.
+    /// expires by its TTL, since refresh has stopped. [`Error::Cancelled`] when the refresher's task was
+    /// stopped before it could release, for example by runtime shutdown.
     ///
     /// Over a [`Quorum`](crate::Quorum) the release goes to every node at once and this
     /// returns once a majority has said whether it held the lock (`Ok(false)` only when a
@@ -38,7 +38,7 @@ impl Guard {
     /// # Cancel safety
     ///
     /// Cancel safe: dropping this future before the release is answered hands the
-    /// release to a background task, as dropping the guard does.
+    /// release to the refresher, as dropping the guard does.
     pub async fn unlock(self) -> Result<bool, Error> {
         let Role::Owner { .. } = &self.role else {
             let held = self.liveness.outer_held();

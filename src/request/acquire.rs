@@ -122,7 +122,7 @@ impl<C, G> Acquire<C, G> {
     ///
     /// Cancelling `token` while waiting ends the wait with [`Error::Cancelled`]. Once the
     /// lock is held, the guard's token is a child of `token`: cancelling `token` cancels
-    /// the guard, whose background task then releases the lock. Cancelling the guard does
+    /// the guard, whose refresher then releases the lock. Cancelling the guard does
     /// not cancel `token`.
     pub fn parent(mut self, token: CancellationToken) -> Self {
         self.request.parent = Some(token);
