@@ -3,37 +3,12 @@
 
 mod common;
 
-use std::future::{Future, IntoFuture};
+use std::future::IntoFuture;
 use std::time::Duration;
 
-use common::{eventually, raw, RedisServer, LIVENESS};
+use common::{eventually, on_a_stopped_clock, raw, RedisServer, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redismutex::{CancelReason, RwMutex};
-
-/// Runs `body` on a runtime of its own whose clock stands still unless advanced (the
-/// pending blocking task keeps tokio from advancing it while the runtime waits for Redis).
-fn on_a_stopped_clock<F, Fut, T>(body: F) -> std::thread::JoinHandle<T>
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = T>,
-    T: Send + 'static,
-{
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let (release, inhibit) = std::sync::mpsc::channel::<()>();
-            let inhibitor = tokio::task::spawn_blocking(move || inhibit.recv());
-            let out = body().await;
-            drop(release);
-            let _ = inhibitor.await;
-            out
-        })
-    })
-}
 
 /// Script round trips that ran (`EVALSHA`, and `EVAL` after a `NOSCRIPT`), with the
 /// failed `EVALSHA`s left out.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::lone_worker::LoneWorker;
 use common::raw::subscribers;
 use common::wrong_type::assert_wrong_type;
-use common::{at_once, eventually, join_within, raw, RedisServer, LIVENESS};
+use common::{at_once, eventually, join_within, on_a_stopped_clock, raw, RedisServer, LIVENESS};
 use rand::RngExt;
 use redis::aio::MultiplexedConnection;
 use redismutex::{CancelReason, Error, Permit, RwMutex, Semaphore};
@@ -257,34 +257,6 @@ async fn a_killed_holders_permit_frees_by_its_ttl_and_never_while_it_refreshes()
     assert!(!staying.is_cancelled(), "{:?}", staying.cancel_reason());
     assert!(permit.unlock().await.unwrap());
     assert!(staying.unlock().await.unwrap());
-}
-
-/// Runs `body` on a thread of its own, in a current-thread runtime whose clock is paused
-/// and never moves unless `body` calls `tokio::time::advance`: a blocking task in flight
-/// keeps a paused clock from auto-advancing while the runtime idles (tokio's `pause`
-/// docs). Guards made there measure their validity and schedule their refreshes by that
-/// clock.
-fn on_a_stopped_clock<F, Fut, T>(body: F) -> std::thread::JoinHandle<T>
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = T>,
-    T: Send + 'static,
-{
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let (release, inhibit) = std::sync::mpsc::channel::<()>();
-            let inhibitor = tokio::task::spawn_blocking(move || inhibit.recv());
-            let out = body().await;
-            drop(release);
-            let _ = inhibitor.await;
-            out
-        })
-    })
 }
 
 /// A holder whose clock stands still never refreshes and never sees its permit expire;

@@ -31,6 +31,32 @@ use std::time::Duration;
 
 pub use server::RedisServer;
 
+/// Runs `body` on a current-thread runtime of its own, on a thread of its own, whose
+/// clock stands still unless the body advances it: a pending blocking task keeps tokio
+/// from advancing the paused clock by itself while the runtime waits for Redis.
+pub fn on_a_stopped_clock<F, Fut, T>(body: F) -> std::thread::JoinHandle<T>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T>,
+    T: Send + 'static,
+{
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread runtime");
+        runtime.block_on(async move {
+            let (release, inhibit) = std::sync::mpsc::channel::<()>();
+            let inhibitor = tokio::task::spawn_blocking(move || inhibit.recv());
+            let out = body().await;
+            drop(release);
+            let _ = inhibitor.await;
+            out
+        })
+    })
+}
+
 /// Generous bound for liveness assertions: "happens within 5 s".
 pub const LIVENESS: Duration = Duration::from_secs(5);
 
