@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::VecDeque;
-use std::future::Future;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
