@@ -231,3 +231,32 @@ async fn a_runtime_shutting_down_leaves_the_other_runtimes_guards_kept() {
     assert!(!guard.is_cancelled(), "{:?}", guard.cancel_reason());
     assert!(guard.unlock().await.unwrap());
 }
+
+/// The refresher's task runs while its mutex holds locks and ends by itself a few seconds
+/// after the last one goes; the next lock starts it again.
+#[tokio::test]
+async fn the_refresher_task_ends_when_nothing_is_held_and_comes_back() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let mx = common::mutex(&conn, "idle", Duration::from_secs(2));
+    let before = alive();
+    let guard = mx.write().await.unwrap();
+    assert_eq!(alive(), before + 1, "one refresher task");
+    let second = mx.write().key("b").await.unwrap();
+    assert_eq!(alive(), before + 1, "still one for two guards");
+    assert!(guard.unlock().await.unwrap() && second.unlock().await.unwrap());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        eventually(|| async { alive() == before }).await,
+        "{} tasks alive, {before} before",
+        alive()
+    );
+    let again = mx.write().await.unwrap();
+    assert_eq!(alive(), before + 1, "started again");
+    assert!(again.unlock().await.unwrap());
+}
