@@ -15,6 +15,8 @@
 mod entry;
 mod run;
 mod schedule;
+#[cfg(test)]
+mod task_tests;
 
 use std::collections::VecDeque;
 use std::fmt;

@@ -75,7 +75,10 @@ impl<B: Backend> Task<B> {
                 }
             }
             self.to_release.extend(released);
-            for batch in batches_of(self.schedule.due(now)) {
+            let (due, ended) = due_entries(self.schedule.due(now));
+            self.to_release
+                .extend(ended.into_iter().filter_map(claimed));
+            for batch in batches_of(due) {
                 batches.push(renew(batch));
             }
 
@@ -164,10 +167,16 @@ impl<B: Backend> Task<B> {
             sent,
             results,
         } = renewed;
-        let Some(results) = results else { return };
         let timing = self.core.timing;
+        let Some(results) = results else {
+            // Every token fired before the reply.
+            self.to_release
+                .extend(entries.into_iter().filter_map(claimed));
+            return;
+        };
         for (entry, result) in entries.into_iter().zip(results) {
             if entry.ending() {
+                self.to_release.extend(claimed(entry));
                 continue;
             }
             match result {
@@ -204,15 +213,21 @@ async fn watch<B: Backend>(entry: Arc<Entry<B>>) -> Arc<Entry<B>> {
     entry
 }
 
-/// The locks of `due` still held, in batches of at most [`BATCH_MAX`] that share a
-/// [`batch_tag`](Backend::batch_tag). A lock whose token fired is left to its watch (or
-/// to whoever fired it).
-fn batches_of<B: Backend>(due: Vec<Weak<Entry<B>>>) -> Vec<Vec<Arc<Entry<B>>>> {
-    let mut live: Vec<Arc<Entry<B>>> = due
-        .iter()
+/// Locks, as the task handles them.
+type Entries<B> = Vec<Arc<Entry<B>>>;
+
+/// The locks of `due` whose guards are still there: those to renew, and those whose
+/// tokens have fired (or fire now, their deadline passed), to release unless someone
+/// else has claimed their end.
+fn due_entries<B: Backend>(due: Vec<Weak<Entry<B>>>) -> (Entries<B>, Entries<B>) {
+    due.iter()
         .filter_map(Weak::upgrade)
-        .filter(|entry| !entry.ending())
-        .collect();
+        .partition(|entry| !entry.ending())
+}
+
+/// `live` in batches of at most [`BATCH_MAX`] that share a
+/// [`batch_tag`](Backend::batch_tag).
+fn batches_of<B: Backend>(mut live: Vec<Arc<Entry<B>>>) -> Vec<Vec<Arc<Entry<B>>>> {
     let tag = |entry: &Arc<Entry<B>>| {
         let lease = &entry.lease;
         lease.backend.batch_tag(&lease.call).map(str::to_owned)

@@ -1,0 +1,137 @@
+//! The refresher's task against a backend of this file's own, on a paused clock: what it
+//! sends, and when, for one lock.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Refresher;
+use crate::backend::Backend;
+use crate::error::Error;
+use crate::lease::any::AnyLease;
+use crate::lease::Lease;
+use crate::mode::Kind;
+use crate::notify::hub::Hub;
+use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Queueing, Renewal, Retake};
+use crate::protocol::id::Id;
+use crate::protocol::keys::Keys;
+use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::reason::CancelReason;
+
+/// Renewals fail (or succeed) as told, and releases are counted.
+#[derive(Default)]
+struct Scripted {
+    renewals_fail: AtomicBool,
+    renewals: AtomicUsize,
+    releases: AtomicUsize,
+}
+
+impl Backend for Scripted {
+    async fn attempt(&self, _: &Call, _: Ask) -> Result<Attempt, Error> {
+        Ok(Attempt::Acquired(1))
+    }
+
+    async fn refresh(&self, _: &Call, _: Option<Retake>) -> Result<bool, Error> {
+        Ok(true)
+    }
+
+    async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
+        self.renewals.fetch_add(batch.len(), Ordering::SeqCst);
+        let fail = self.renewals_fail.load(Ordering::SeqCst);
+        batch
+            .iter()
+            .map(|_| if fail { Err(Error::Timeout) } else { Ok(true) })
+            .collect()
+    }
+
+    fn batch_tag<'c>(&self, _: &'c Call) -> Option<&'c str> {
+        None
+    }
+
+    async fn release(&self, _: &Call, _: Hold, _: Leftovers) -> Result<Unlocked, Error> {
+        self.releases.fetch_add(1, Ordering::SeqCst);
+        Ok(Unlocked::from_reply(1))
+    }
+
+    async fn downgrade(&self, _: &Call) -> Result<Downgraded, Error> {
+        Ok(Downgraded::from_reply(3))
+    }
+
+    fn hub(&self) -> Option<&Arc<Hub>> {
+        None
+    }
+
+    fn fast_path(&self) -> bool {
+        false
+    }
+}
+
+const TTL: Duration = Duration::from_millis(400);
+
+fn lease(backend: &Arc<Scripted>) -> Arc<Lease<Scripted>> {
+    let call = Call {
+        keys: Keys::new("k", false),
+        id: Id::new(),
+        ttl_ms: 400,
+        fence_ms: 400,
+        queue: Queueing::Off,
+        turns: Default::default(),
+    };
+    Arc::new(Lease::new(Arc::clone(backend), call, Kind::Write))
+}
+
+#[tokio::test(start_paused = true)]
+async fn renewals_come_every_half_ttl_and_a_dropped_guard_is_released_at_once() {
+    let backend = Arc::new(Scripted::default());
+    let refresher = Refresher::new(Arc::clone(&backend), TTL, None);
+    let entry = refresher.keep(lease(&backend), Instant::now(), None);
+    tokio::time::sleep(TTL / 2 - Duration::from_millis(5)).await;
+    assert_eq!(
+        backend.renewals.load(Ordering::SeqCst),
+        0,
+        "not before ttl/2"
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(backend.renewals.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(TTL * 2).await;
+    assert_eq!(backend.renewals.load(Ordering::SeqCst), 5, "one per ttl/2");
+    assert!(!entry.liveness.check());
+
+    entry.liveness.fire();
+    Arc::clone(&entry).dropped();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(backend.releases.load(Ordering::SeqCst), 1);
+    assert_eq!(entry.ended().await.unwrap(), true, "what the release found");
+    tokio::time::sleep(TTL * 2).await;
+    assert_eq!(
+        backend.renewals.load(Ordering::SeqCst),
+        5,
+        "none after the end"
+    );
+}
+
+/// A lock nobody else can cancel (no parent, its token never handed out) whose renewals
+/// fail fires `Expired` at its deadline, and the refresher then releases it, as it may
+/// still be held.
+#[tokio::test(start_paused = true)]
+async fn an_unwatched_lock_that_expires_is_released_by_the_refresher() {
+    let backend = Arc::new(Scripted::default());
+    backend.renewals_fail.store(true, Ordering::SeqCst);
+    let refresher = Refresher::new(Arc::clone(&backend), TTL, None);
+    let entry = refresher.keep(lease(&backend), Instant::now(), None);
+    assert!(!entry.handed_out(), "nothing to watch");
+    let deadline = entry.liveness.deadline();
+    tokio::time::sleep_until(deadline - Duration::from_millis(1)).await;
+    assert!(!entry.liveness.is_fired());
+    assert_eq!(
+        backend.renewals.load(Ordering::SeqCst),
+        4,
+        "at ttl/2, then three retries at ttl/8"
+    );
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    assert_eq!(entry.liveness.recorded(), Some(CancelReason::Expired));
+    assert_eq!(backend.releases.load(Ordering::SeqCst), 1, "released");
+    assert!(!entry.liveness.claim_end(), "the refresher claimed the end");
+}
