@@ -52,33 +52,11 @@ impl<B: Backend> Task<B> {
         let mut idle_since: Option<Instant> = None;
         loop {
             let now = Instant::now();
-            let Taken {
-                young,
-                to_watch,
-                released,
-                next_watch,
-            } = self.take_inbox(now);
-            for entry in young {
-                if entry.ending() {
-                    self.to_release.extend(claimed(entry));
-                    continue;
-                }
-                let due = entry.liveness.sent() + self.core.timing.interval;
-                self.schedule.renew_at(due, Arc::downgrade(&entry));
-                if entry.start_watch() {
-                    watches.push(watch(entry));
-                }
-            }
+            let (to_watch, next_watch) = self.admit(now);
             for entry in to_watch {
-                if entry.start_watch() {
-                    watches.push(watch(entry));
-                }
+                watches.push(watch(entry));
             }
-            self.to_release.extend(released);
-            let (due, ended) = due_entries(self.schedule.due(now));
-            self.to_release
-                .extend(ended.into_iter().filter_map(claimed));
-            for batch in batches_of(due) {
+            for batch in self.due(now) {
                 batches.push(renew(batch));
             }
 
@@ -127,6 +105,42 @@ impl<B: Backend> Task<B> {
                 self.apply(renewed);
             }
         }
+    }
+
+    /// Takes what the inbox holds by `now`: new locks go into the schedule, released
+    /// ones into the release queue. Returns the locks whose tokens are to be watched from
+    /// now on, and when the next new lock is due to be taken.
+    fn admit(&mut self, now: Instant) -> (Entries<B>, Option<Instant>) {
+        let Taken {
+            young,
+            to_watch,
+            released,
+            next_watch,
+        } = self.take_inbox(now);
+        let mut watch = Vec::new();
+        for entry in young {
+            if entry.ending() {
+                self.to_release.extend(claimed(entry));
+                continue;
+            }
+            let due = entry.liveness.sent() + self.core.timing.interval;
+            self.schedule.renew_at(due, Arc::downgrade(&entry));
+            if entry.start_watch() {
+                watch.push(entry);
+            }
+        }
+        watch.extend(to_watch.into_iter().filter(|entry| entry.start_watch()));
+        self.to_release.extend(released);
+        (watch, next_watch)
+    }
+
+    /// The locks due by `now`, in batches to renew; those whose tokens have fired go to
+    /// the release queue unless someone else has claimed their end.
+    fn due(&mut self, now: Instant) -> Vec<Entries<B>> {
+        let (due, ended) = due_entries(self.schedule.due(now));
+        self.to_release
+            .extend(ended.into_iter().filter_map(claimed));
+        batches_of(due)
     }
 
     /// Takes the locks whose watch starts by `now` and the releases handed over.
