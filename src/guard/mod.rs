@@ -42,11 +42,11 @@ use crate::reason::CancelReason;
 /// [`token`](Self::token)) compares the clock with the validity deadline itself and fires
 /// the token with [`CancelReason::Expired`] on the spot once it has passed, so no call
 /// reports the lock held after its deadline, even right after the process was frozen and
-/// before the background task has run. A pause between such a check and the work it
+/// before the refresher has run. A pause between such a check and the work it
 /// guards can still cross the deadline: only a [fencing token](Self::fencing_token)
 /// checked by the protected resource closes that gap.
 ///
-/// Dropping the guard cancels its token and releases the lock from the background task:
+/// Dropping the guard cancels its token and has its mutex's refresher release the lock:
 /// `Drop` never blocks and never needs Redis to answer.
 ///
 /// # Nested guards
@@ -197,8 +197,8 @@ impl Guard {
     /// [`child_token`](CancellationToken::child_token)s to work that must not release it.
     ///
     /// This checks the validity deadline first and fires the token if it has passed.
-    /// The token and its children are also fired by the guard's background task at the
-    /// deadline, but that task may run a little late after the process was frozen: right
+    /// The token and its children are also fired by the mutex's refresher at the
+    /// deadline, but its task may run a little late after the process was frozen: right
     /// before a write, ask [`is_cancelled`](Self::is_cancelled) rather than a token.
     pub fn token(&self) -> &CancellationToken {
         if matches!(self.role, Role::Owner { .. }) && !self.lease.handed_out() {

@@ -242,12 +242,11 @@ fn due_entries<B: Backend>(due: Vec<Weak<Entry<B>>>) -> (Entries<B>, Entries<B>)
 /// `live` in batches of at most [`BATCH_MAX`] that share a
 /// [`batch_tag`](Backend::batch_tag).
 fn batches_of<B: Backend>(mut live: Vec<Arc<Entry<B>>>) -> Vec<Vec<Arc<Entry<B>>>> {
-    let tag = |entry: &Arc<Entry<B>>| {
-        let lease = &entry.lease;
-        lease.backend.batch_tag(&lease.call).map(str::to_owned)
-    };
+    fn tag<B: Backend>(entry: &Entry<B>) -> Option<&str> {
+        entry.lease.backend.batch_tag(&entry.lease.call)
+    }
     if live.iter().any(|entry| tag(entry).is_some()) {
-        live.sort_by_cached_key(tag);
+        live.sort_by(|a, b| tag(a).cmp(&tag(b)));
     }
     let mut batches: Vec<Vec<Arc<Entry<B>>>> = Vec::new();
     for entry in live {
