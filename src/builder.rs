@@ -226,6 +226,21 @@ impl<C, T> Builder<C, T> {
         self.settings.fair = on;
         self
     }
+
+    /// Adds the label `name` = this handle's name (the `name` given to
+    /// [`RwMutex::builder`](crate::RwMutex::builder) or
+    /// [`Semaphore::builder`](crate::Semaphore::builder)) to every metric it records
+    /// (default off; feature `metrics`), so that a dashboard can tell mutexes apart.
+    ///
+    /// Only for names from a small fixed set: each name is a series of its own in the
+    /// exporter. The lock key (the name with the request's [`key`](crate::Acquire::key))
+    /// is never a label. The metrics are in README, "Metrics".
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn name_label(mut self, on: bool) -> Self {
+        self.settings.name_label = on;
+        self
+    }
 }
 
 impl<C, T> fmt::Debug for Builder<C, T> {
@@ -242,6 +257,7 @@ impl<C, T> fmt::Debug for Builder<C, T> {
             .field("notifier", &self.settings.notifier.is_some())
             .field("hash_tag_keys", &self.settings.hash_tag_keys)
             .field("cluster", &self.settings.cluster)
+            .field("name_label", &self.settings.name_label)
             .finish_non_exhaustive()
     }
 }

@@ -11,6 +11,8 @@ mod reason;
 mod spawner;
 mod util;
 
+mod observe;
+
 mod protocol;
 
 mod notify;
@@ -40,6 +42,8 @@ pub use guard::{Guard, Permit};
 pub use mode::Mode;
 pub use mutex::RwMutex;
 pub use notify::Notifier;
+#[cfg(feature = "metrics")]
+pub use observe::describe as describe_metrics;
 pub use protocol::keys::MAX_KEY_BYTES;
 pub use reason::CancelReason;
 pub use request::{Acquire, AcquireFuture, Granted, TryAcquire, TryAcquireFuture};

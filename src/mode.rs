@@ -23,6 +23,15 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// The name of the kind in the metrics' `kind` label and the request's span.
+    pub(crate) const fn label(self) -> &'static str {
+        match self {
+            Kind::Write => "write",
+            Kind::Read => "read",
+            Kind::Permit(_) => "permit",
+        }
+    }
+
     /// The mode a guard of this kind reports, and in which this process's queue of
     /// waiters wakes it: a permit is woken as a writer is, one per release.
     pub(crate) fn mode(self) -> Mode {

@@ -46,6 +46,8 @@ pub(crate) struct Settings {
     pub(crate) permits: Option<u32>,
     /// How many nodes the quorum has, in quorum mode.
     pub(crate) quorum: Option<usize>,
+    /// The metrics carry the label `name` = the handle's name (feature `metrics`).
+    pub(crate) name_label: bool,
 }
 
 impl Settings {
@@ -63,6 +65,7 @@ impl Settings {
             fair: false,
             permits: None,
             quorum: None,
+            name_label: false,
         }
     }
 

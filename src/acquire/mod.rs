@@ -41,7 +41,8 @@ pub(crate) enum Patience {
 }
 
 impl Patience {
-    fn waits(self) -> bool {
+    /// Whether the request waits (`write`, `read`, `acquire`) rather than trying once.
+    pub(crate) fn waits(self) -> bool {
         matches!(self, Self::Wait(_))
     }
 }

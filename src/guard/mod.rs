@@ -10,6 +10,7 @@ mod release;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -77,6 +78,8 @@ pub struct Guard {
     fencing_token: u64,
     liveness: Arc<Liveness>,
     role: Role,
+    /// When the request that gave the guard completed, by the system clock.
+    acquired_at: SystemTime,
 }
 
 /// Whether a guard holds the lock in Redis or shares another guard's.
@@ -113,6 +116,7 @@ impl Guard {
             mode,
             fencing_token,
             role: Role::Owner { registration: None },
+            acquired_at: SystemTime::now(),
         }
     }
 
@@ -241,6 +245,22 @@ impl Guard {
     /// for both. A [`tokio::time::Instant`], so it follows a paused test clock.
     pub fn valid_until(&self) -> Instant {
         self.liveness.deadline()
+    }
+
+    /// When this guard was acquired: the moment its request completed, by the system
+    /// clock (a [`SystemTime`], to log next to the [`fencing_token`](Self::fencing_token)
+    /// and compare with other machines' logs). A [nested guard](Self#nested-guards) gives
+    /// its own request's time, not the outer guard's.
+    pub fn acquired_at(&self) -> SystemTime {
+        self.acquired_at
+    }
+
+    /// How many times the lock's TTL has been renewed since it was acquired: one per
+    /// successful refresh (every `ttl / 2` while the lock lives), counted when the reply
+    /// arrives; 0 for a lock held less than `ttl / 2`. A [nested
+    /// guard](Self#nested-guards) gives the outer guard's count.
+    pub fn refreshes(&self) -> u64 {
+        self.liveness.renewals()
     }
 }
 

@@ -1,6 +1,7 @@
 //! The nested guards of a reentrant mutex: a second guard on a lock its task holds.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use tokio_util::sync::CancellationToken;
 
@@ -39,6 +40,7 @@ impl Guard {
             fencing_token: outer.fencing_token,
             liveness: Arc::new(liveness),
             role: Role::Nested,
+            acquired_at: SystemTime::now(),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::time::SystemTime;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -87,6 +88,17 @@ impl Permit {
     /// [`Guard::valid_until`].
     pub fn valid_until(&self) -> Instant {
         self.guard.valid_until()
+    }
+
+    /// When this permit was acquired, by the system clock; see [`Guard::acquired_at`].
+    pub fn acquired_at(&self) -> SystemTime {
+        self.guard.acquired_at()
+    }
+
+    /// How many times the permit's TTL has been renewed since it was acquired; see
+    /// [`Guard::refreshes`].
+    pub fn refreshes(&self) -> u64 {
+        self.guard.refreshes()
     }
 
     /// Returns the permit and reports whether it was still held: `Ok(true)` when this id

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::observe::Held;
 use crate::reason::CancelReason;
 
 /// The first reason set wins. The validity deadline only moves forward; every look
@@ -38,12 +39,22 @@ pub(crate) struct Liveness {
     /// liveness of the outermost guard whose lock it shares, whose deadline it reads and
     /// which it never writes.
     owner: Option<Arc<Liveness>>,
+    /// How many renewals of the lock succeeded.
+    renewals: AtomicU64,
+    /// The lock in the metrics (feature `metrics`): ended by whoever claims its end.
+    held: Held,
 }
 
 impl Liveness {
     /// The liveness of a lock acquired by a request sent at `sent`, surely held until
-    /// `deadline`; its token is a child of `parent`.
-    pub(crate) fn new(parent: Option<CancellationToken>, sent: Instant, deadline: Instant) -> Self {
+    /// `deadline`; its token is a child of `parent`, and `held` counts it in the metrics
+    /// until its end.
+    pub(crate) fn new(
+        parent: Option<CancellationToken>,
+        sent: Instant,
+        deadline: Instant,
+        held: Held,
+    ) -> Self {
         let token = OnceLock::new();
         if let Some(parent) = &parent {
             let _ = token.set(parent.child_token());
@@ -57,6 +68,8 @@ impl Liveness {
             deadline_ns: AtomicU64::new(0),
             ended: AtomicBool::new(false),
             owner: None,
+            renewals: AtomicU64::new(0),
+            held,
         };
         liveness.extend(deadline);
         liveness
@@ -78,6 +91,8 @@ impl Liveness {
             deadline_ns: AtomicU64::new(0),
             ended: AtomicBool::new(true),
             owner: Some(owner),
+            renewals: AtomicU64::new(0),
+            held: Held::default(),
         }
     }
 
@@ -119,7 +134,11 @@ impl Liveness {
     /// Claims the end of the lock: true for the first caller only, who then releases it
     /// (or knows it lost).
     pub(crate) fn claim_end(&self) -> bool {
-        !self.ended.swap(true, Ordering::AcqRel)
+        let first = !self.ended.swap(true, Ordering::AcqRel);
+        if first {
+            self.held.end();
+        }
+        first
     }
 
     /// When the acquiring request was sent.
@@ -132,6 +151,21 @@ impl Liveness {
         let ns = deadline.saturating_duration_since(self.base).as_nanos();
         let ns = u64::try_from(ns).unwrap_or(u64::MAX);
         self.deadline_ns.fetch_max(ns, Ordering::AcqRel);
+    }
+
+    /// A renewal sent at `sent` succeeded: the deadline moves to `deadline`.
+    pub(crate) fn renewed(&self, deadline: Instant) {
+        self.extend(deadline);
+        self.renewals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many renewals of the lock have succeeded (for a nested guard, of the outer
+    /// guard's lock).
+    pub(crate) fn renewals(&self) -> u64 {
+        match &self.owner {
+            Some(outer) => outer.renewals(),
+            None => self.renewals.load(Ordering::Relaxed),
+        }
     }
 
     /// Until when the lock is surely held (for a nested guard, the outer guard's
@@ -158,7 +192,9 @@ impl Liveness {
 
     /// Records `reason` unless one is recorded already, then fires the token.
     pub(crate) fn cancel(&self, reason: CancelReason) {
-        let _ = self.reason.set(reason);
+        if self.reason.set(reason).is_ok() {
+            self.held.lost(reason);
+        }
         self.fire();
     }
 
@@ -223,6 +259,13 @@ impl Liveness {
     }
 }
 
+impl Drop for Liveness {
+    fn drop(&mut self) {
+        // A lock whose end nobody claimed (its guard was never made) leaves the metrics.
+        self.claim_end();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,7 +273,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_look_after_the_deadline_fires_expired_without_the_task() {
         let now = Instant::now();
-        let liveness = Liveness::new(None, now, now + Duration::from_millis(100));
+        let liveness = Liveness::new(None, now, now + Duration::from_millis(100), Held::default());
         assert!(!liveness.check());
         liveness.extend(now + Duration::from_millis(50));
         assert_eq!(
@@ -249,7 +292,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_nested_liveness_reads_the_outer_deadline_and_keeps_its_own_reason() {
         let now = Instant::now();
-        let outer = Arc::new(Liveness::new(None, now, now + Duration::from_millis(100)));
+        let outer = Arc::new(Liveness::new(
+            None,
+            now,
+            now + Duration::from_millis(100),
+            Held::default(),
+        ));
         let nested = Liveness::nested(None, Arc::clone(&outer));
         outer.extend(now + Duration::from_millis(300));
         assert_eq!(nested.deadline(), now + Duration::from_millis(300));
@@ -276,20 +324,25 @@ mod tests {
     #[test]
     fn a_token_made_after_the_lock_fired_is_cancelled_and_one_made_before_is_fired() {
         let now = Instant::now();
-        let later = Liveness::new(None, now, now + Duration::from_secs(60));
+        let later = Liveness::new(None, now, now + Duration::from_secs(60), Held::default());
         later.fire();
         assert!(later.is_fired());
         assert!(later.token().is_cancelled());
         assert_eq!(later.reason(), Some(CancelReason::Cancelled));
 
-        let before = Liveness::new(None, now, now + Duration::from_secs(60));
+        let before = Liveness::new(None, now, now + Duration::from_secs(60), Held::default());
         let token = before.token().clone();
         assert!(!before.is_fired());
         before.cancel(CancelReason::Lost);
         assert!(token.is_cancelled());
 
         let parent = CancellationToken::new();
-        let child = Liveness::new(Some(parent.clone()), now, now + Duration::from_secs(60));
+        let child = Liveness::new(
+            Some(parent.clone()),
+            now,
+            now + Duration::from_secs(60),
+            Held::default(),
+        );
         parent.cancel();
         assert!(child.is_fired());
         assert_eq!(child.reason(), Some(CancelReason::ParentCancelled));
@@ -298,7 +351,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn cancelled_follows_an_extended_deadline() {
         let now = Instant::now();
-        let liveness = Liveness::new(None, now, now + Duration::from_millis(100));
+        let liveness = Liveness::new(None, now, now + Duration::from_millis(100), Held::default());
         liveness.extend(now + Duration::from_millis(300));
         let waited = tokio::time::timeout(Duration::from_millis(250), liveness.cancelled());
         assert!(waited.await.is_err(), "fired before the extended deadline");

@@ -202,7 +202,12 @@ mod tests {
 
     fn liveness() -> Arc<Liveness> {
         let now = Instant::now();
-        Arc::new(Liveness::new(None, now, now + Duration::from_secs(60)))
+        Arc::new(Liveness::new(
+            None,
+            now,
+            now + Duration::from_secs(60),
+            Default::default(),
+        ))
     }
 
     #[tokio::test]

@@ -15,6 +15,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 pub use self::acquire::Acquire;
 pub use self::granted::Granted;
@@ -23,6 +25,8 @@ use crate::acquire::Patience;
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::mode::Kind;
+use crate::observe::Outcome;
+use crate::protocol::id::Id;
 use crate::protocol::keys::{check_key, check_slot, lock_key, Keys};
 use crate::shared::{Order, Shared};
 
@@ -66,16 +70,49 @@ impl<C> Request<C> {
 impl<C> Request<C> {
     /// Takes what the request asks for: a nested guard or a new lock on a reentrant
     /// mutex, a new lock otherwise. `Ok(None)` only with [`Patience::Once`].
+    ///
+    /// The request runs in a span `acquire` (fields `kind`, `key`, `id`, and at its end
+    /// `outcome` and `fencing_token`), and is timed in the handle's meters.
     pub(crate) async fn run(self, patience: Patience) -> Result<Option<Guard>, Error> {
-        if self.shared.settings.reentrant {
-            return reentrant::run(self, patience).await;
-        }
-        self.acquire(patience).await
+        let span = tracing::info_span!(
+            "acquire",
+            kind = self.kind.label(),
+            key = Empty,
+            id = Empty,
+            outcome = Empty,
+            fencing_token = Empty,
+        );
+        let timed = self.shared.meters.request(self.kind, patience.waits());
+        let result = if self.shared.settings.reentrant {
+            let run = reentrant::run(self, patience, &span);
+            run.instrument(span.clone()).await
+        } else {
+            let run = self.acquire(patience, &span);
+            run.instrument(span.clone()).await
+        };
+        let outcome = match &result {
+            Ok(Some(guard)) => {
+                span.record("fencing_token", guard.fencing_token());
+                Outcome::Acquired
+            }
+            Ok(None) if patience.waits() => Outcome::Timeout,
+            Ok(None) => Outcome::Busy,
+            Err(Error::Timeout) => Outcome::Timeout,
+            Err(Error::Cancelled) => Outcome::Cancelled,
+            Err(_) => Outcome::Error,
+        };
+        span.record("outcome", outcome.label());
+        timed.finish(outcome);
+        result
     }
 
     /// Checks the options and the key, then takes a new lock under a fresh id through
-    /// the handle's backend.
-    pub(super) async fn acquire(self, patience: Patience) -> Result<Option<Guard>, Error> {
+    /// the handle's backend; the key and the id go in `span`.
+    pub(super) async fn acquire(
+        self,
+        patience: Patience,
+        span: &Span,
+    ) -> Result<Option<Guard>, Error> {
         let shared = &*self.shared;
         let settings = &shared.settings;
         shared.check_settings()?;
@@ -100,11 +137,15 @@ impl<C> Request<C> {
                 Ok(())
             },
         )?;
+        let id = Id::new();
+        span.record("key", keys.lock());
+        span.record("id", id.as_str());
         let order = Order {
             settings,
             fences: &shared.fences,
             kind: self.kind,
             keys,
+            id,
             parent: self.parent,
             patience,
         };

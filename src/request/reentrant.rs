@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Span;
 
 use super::Request;
 use crate::acquire::Patience;
@@ -15,13 +16,17 @@ use crate::spawner::Spawner;
 
 /// A nested guard when the running task holds a live lock on the request's key (an error
 /// for a write inside a read), else [`Request::acquire`], recording the guard it gives.
+/// A nested guard's key and id (the outer guard's) go in `span`.
 pub(super) async fn run<C>(
     request: Request<C>,
     patience: Patience,
+    span: &Span,
 ) -> Result<Option<Guard>, Error> {
     let registry = Arc::clone(&request.shared.registry);
     let (key, outer) = registry.find(request.lock_key(), Holder::current());
     if let Some(outer) = outer {
+        span.record("key", key.as_str());
+        span.record("id", outer.lease.id());
         // The lock's mode now: an outer write guard may have been downgraded since.
         if outer.lease.mode() == Mode::Read && request.kind == Kind::Write {
             return Err(Error::WouldDeadlock { key });
@@ -40,7 +45,7 @@ pub(super) async fn run<C>(
             spawner,
         )));
     }
-    let Some(mut guard) = request.acquire(patience).await? else {
+    let Some(mut guard) = request.acquire(patience, span).await? else {
         return Ok(None);
     };
     // The task that completed the request: the one that awaited it.

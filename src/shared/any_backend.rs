@@ -31,6 +31,8 @@ pub(crate) struct Order<'a> {
     pub(crate) kind: Kind,
     /// The keys of the lock, whose lock key is checked.
     pub(crate) keys: Keys,
+    /// The fresh id the lock is taken under.
+    pub(crate) id: Id,
     pub(crate) parent: Option<CancellationToken>,
     pub(crate) patience: Patience,
 }
@@ -64,12 +66,13 @@ async fn acquire_on<B: Backend>(
         fences,
         kind,
         keys,
+        id,
         parent,
         patience,
     } = order;
     let call = Call {
         keys,
-        id: Id::new(),
+        id,
         ttl_ms: settings.ttl_ms(),
         fence_ms: settings.fence_ms(),
         // Fairness is decided here, once: a fair wait queues, a fair try never does.

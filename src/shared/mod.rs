@@ -16,6 +16,7 @@ use crate::backend::{Connection, Majority, Quorum};
 use crate::error::Error;
 use crate::lease::refresher::Refresher;
 use crate::lease::registry::Registry;
+use crate::observe::Meters;
 use crate::protocol::fences::Fences;
 use crate::settings::Settings;
 
@@ -33,17 +34,25 @@ pub(crate) struct Shared<C> {
     /// Which task holds which lock, for [`Builder::reentrant`](crate::Builder::reentrant);
     /// empty when it is off.
     pub(crate) registry: Arc<Registry>,
+    /// Where the handle's requests, locks and renewals are counted (feature `metrics`).
+    pub(crate) meters: Meters,
     /// Whether the settings passed [`Settings::check`] when the handle was made.
     settings_valid: bool,
 }
 
 impl<C> Shared<C> {
     /// What a handle made with `settings` on `conn` shares, taking its locks through
-    /// `backend`.
-    pub(crate) fn new(conn: C, settings: Settings, backend: Arc<dyn AnyBackend>) -> Self {
+    /// `backend` and counting them in `meters`.
+    pub(crate) fn new(
+        conn: C,
+        settings: Settings,
+        backend: Arc<dyn AnyBackend>,
+        meters: Meters,
+    ) -> Self {
         Self {
             conn,
             backend,
+            meters,
             settings_valid: settings.check().is_ok(),
             settings,
             fences: Fences::default(),
@@ -74,8 +83,14 @@ where
             .as_ref()
             .map(|notifier| Arc::clone(&notifier.hub));
         let backend = Connection::new(conn.clone(), settings.cluster, hub);
-        let refresher = Refresher::new(Arc::new(backend), settings.ttl, settings.tracker.clone());
-        Self::new(conn, settings, Arc::new(refresher))
+        let meters = meters_of(&settings);
+        let refresher = Refresher::new(
+            Arc::new(backend),
+            settings.ttl,
+            settings.tracker.clone(),
+            meters.clone(),
+        );
+        Self::new(conn, settings, Arc::new(refresher), meters)
     }
 }
 
@@ -91,10 +106,21 @@ where
             .notifier
             .as_ref()
             .map(|notifier| Arc::clone(&notifier.hub));
-        let backend = Majority::new(&quorum, hub, settings.tracker.clone());
-        let refresher = Refresher::new(Arc::new(backend), settings.ttl, settings.tracker.clone());
-        Self::new(quorum, settings, Arc::new(refresher))
+        let meters = meters_of(&settings);
+        let backend = Majority::new(&quorum, hub, settings.tracker.clone(), meters.clone());
+        let refresher = Refresher::new(
+            Arc::new(backend),
+            settings.ttl,
+            settings.tracker.clone(),
+            meters.clone(),
+        );
+        Self::new(quorum, settings, Arc::new(refresher), meters)
     }
+}
+
+/// The meters of a handle made with `settings`: labelled with its name if it asked.
+fn meters_of(settings: &Settings) -> Meters {
+    Meters::new(settings.name_label.then_some(settings.name.as_str()))
 }
 
 impl<C> fmt::Debug for Shared<C> {

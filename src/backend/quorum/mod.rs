@@ -23,6 +23,7 @@ use super::direct::Node;
 use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
+use crate::observe::Meters;
 use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::spawner::Spawner;
@@ -111,21 +112,26 @@ pub(crate) struct Majority<C> {
     hub: Option<Arc<Hub>>,
     /// Where the nodes' calls run: each in a task of its own.
     tracker: Option<TaskTracker>,
+    /// Where the nodes' errors are counted.
+    meters: Meters,
 }
 
 impl<C: Clone> Majority<C> {
     /// The backend over `quorum`'s nodes, whose waiters wait on `hub` when there is one
     /// (a hub fed by one subscriber per node), and whose calls to each node run in tasks
-    /// of `tracker` when there is one.
+    /// of `tracker` when there is one; a node's failed or unanswered call is counted in
+    /// `meters`.
     pub(crate) fn new(
         quorum: &Quorum<C>,
         hub: Option<Arc<Hub>>,
         tracker: Option<TaskTracker>,
+        meters: Meters,
     ) -> Self {
         Self {
             conns: quorum.nodes.clone(),
             hub,
             tracker,
+            meters,
         }
     }
 }
@@ -157,7 +163,7 @@ where
     {
         let spawner = Spawner::current(self.tracker.clone());
         let in_turn = |at, node| Some(in_turn(call, at, each(at, node)?));
-        round::round(&spawner, self.nodes(), bound, in_turn, done).await
+        round::round(&spawner, &self.meters, self.nodes(), bound, in_turn, done).await
     }
 
     /// `each` on every node at once, each in the lease's turn on its node and bounded by
@@ -175,7 +181,15 @@ where
     {
         let spawner = Spawner::current(self.tracker.clone());
         let in_turn = |at, node| Some(in_turn(call, at, each(at, node)?));
-        round::send(&spawner, self.nodes(), bound, in_turn, unanswered).await;
+        round::send(
+            &spawner,
+            &self.meters,
+            self.nodes(),
+            bound,
+            in_turn,
+            unanswered,
+        )
+        .await;
     }
 
     /// A backend on each node's connection.

@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::error::Error;
+use crate::observe::Meters;
 use crate::spawner::Spawner;
 
 /// What one node said in a round.
@@ -35,9 +36,11 @@ pub(super) type Answers<T> = Vec<Option<Answer<T>>>;
 /// (redis-rs does not send a request whose future is dropped before its turn, so the
 /// calls are never simply dropped.) Every call is polled once before the first answer is
 /// awaited, which puts its request on its node's connection: a later call to that node
-/// runs after it.
+/// runs after it. A call that fails or gets no answer in time is counted in `meters`,
+/// in the round or after it.
 pub(super) async fn round<N, T, Fut>(
     spawner: &Spawner,
+    meters: &Meters,
     nodes: Vec<N>,
     bound: Duration,
     mut each: impl FnMut(usize, N) -> Option<Fut>,
@@ -53,7 +56,14 @@ where
         .enumerate()
         .filter_map(|(at, node)| {
             let call = tokio::time::timeout(bound, each(at, node)?);
-            Some(async move { (at, call.await) })
+            let meters = meters.clone();
+            Some(async move {
+                let outcome = call.await;
+                if !matches!(outcome, Ok(Ok(_))) {
+                    meters.node_error(at);
+                }
+                (at, outcome)
+            })
         })
         .collect();
     while let Some((at, outcome)) = calls.next().await {
@@ -74,9 +84,10 @@ where
 /// bounded by `bound`, and returns once every request is on its node's connection,
 /// without waiting for an answer: a later call to a node runs after it. The answers are
 /// awaited in a background task; `unanswered` is called with the count of nodes that
-/// failed or gave no answer in time, if any.
+/// failed or gave no answer in time, if any, and each such node is counted in `meters`.
 pub(super) async fn send<N, T, Fut>(
     spawner: &Spawner,
+    meters: &Meters,
     nodes: Vec<N>,
     bound: Duration,
     mut each: impl FnMut(usize, N) -> Option<Fut>,
@@ -88,7 +99,17 @@ pub(super) async fn send<N, T, Fut>(
     let mut calls: FuturesUnordered<_> = nodes
         .into_iter()
         .enumerate()
-        .filter_map(|(at, node)| Some(tokio::time::timeout(bound, each(at, node)?)))
+        .filter_map(|(at, node)| {
+            let call = tokio::time::timeout(bound, each(at, node)?);
+            let meters = meters.clone();
+            Some(async move {
+                let outcome = call.await;
+                if !matches!(outcome, Ok(Ok(_))) {
+                    meters.node_error(at);
+                }
+                outcome
+            })
+        })
         .collect();
     // Polls every call once: each puts its request on its connection.
     let mut failed = 0;
@@ -258,6 +279,7 @@ mod tests {
         let delays = vec![0_u64, 0, 50];
         let answers = round(
             &spawner,
+            &Meters::default(),
             delays,
             Duration::from_secs(5),
             |_, delay| {
@@ -291,6 +313,7 @@ mod tests {
         let counted = Arc::clone(&unanswered);
         send(
             &spawner,
+            &Meters::default(),
             vec![30_u64, 30, 1000],
             Duration::from_millis(100),
             |_, delay| {
@@ -323,6 +346,7 @@ mod tests {
         let spawner = Spawner::current(None);
         let answers = round(
             &spawner,
+            &Meters::default(),
             vec![0_u64, 1000, 0],
             Duration::from_millis(20),
             |at, delay| {

@@ -34,6 +34,7 @@ pub(crate) use entry::Entry;
 use super::liveness::Liveness;
 use super::Lease;
 use crate::backend::Backend;
+use crate::observe::Meters;
 use crate::util;
 
 /// How long after its acquire the refresher takes a new lock, and starts watching its
@@ -61,6 +62,7 @@ pub(crate) struct Refresher<B: Backend> {
     backend: Arc<B>,
     timing: Timing,
     tracker: Option<TaskTracker>,
+    meters: Meters,
     cores: Mutex<Vec<Arc<Core<B>>>>,
 }
 
@@ -84,12 +86,19 @@ impl Timing {
 
 impl<B: Backend> Refresher<B> {
     /// The refresher of a mutex on `backend` whose locks live `ttl` without a renewal;
-    /// each lock counts on `tracker` until its release is done.
-    pub(crate) fn new(backend: Arc<B>, ttl: Duration, tracker: Option<TaskTracker>) -> Self {
+    /// each lock counts on `tracker` until its release is done, and in `meters` until
+    /// its end.
+    pub(crate) fn new(
+        backend: Arc<B>,
+        ttl: Duration,
+        tracker: Option<TaskTracker>,
+        meters: Meters,
+    ) -> Self {
         Self {
             backend,
             timing: Timing::new(ttl),
             tracker,
+            meters,
             cores: Mutex::new(Vec::new()),
         }
     }
@@ -108,7 +117,8 @@ impl<B: Backend> Refresher<B> {
         parent: Option<CancellationToken>,
     ) -> Arc<Entry<B>> {
         let watch = parent.is_some();
-        let liveness = Arc::new(Liveness::new(parent, sent, sent + lease.validity()));
+        let held = self.meters.held(lease.kind);
+        let liveness = Arc::new(Liveness::new(parent, sent, sent + lease.validity(), held));
         let core = self.core();
         let entry = Arc::new(Entry::new(lease, liveness, Arc::clone(&core), watch));
         core.register(&entry);
@@ -130,6 +140,7 @@ impl<B: Backend> Refresher<B> {
             handle,
             timing: self.timing,
             tracker: self.tracker.clone(),
+            meters: self.meters.clone(),
             inbox: Mutex::new(Inbox {
                 young: VecDeque::new(),
                 watch: Vec::new(),
@@ -158,6 +169,8 @@ pub(crate) struct Core<B: Backend> {
     handle: Handle,
     timing: Timing,
     tracker: Option<TaskTracker>,
+    /// Where renewals are counted.
+    meters: Meters,
     inbox: Mutex<Inbox<B>>,
     /// New work for a running task: a lock whose watch comes sooner than the task looks
     /// next, or a release.

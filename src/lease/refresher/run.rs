@@ -15,6 +15,7 @@ use super::schedule::Schedule;
 use super::{Core, BATCH_MAX, IDLE_LINGER, RELEASES_IN_FLIGHT};
 use crate::backend::Backend;
 use crate::error::{chain, Error};
+use crate::observe::Refreshed;
 use crate::util;
 
 /// Runs until the refresher has had nothing to keep for [`IDLE_LINGER`].
@@ -195,12 +196,17 @@ impl<B: Backend> Task<B> {
             }
             match result {
                 Ok(true) => {
-                    entry.liveness.extend(sent + entry.lease.validity());
+                    self.core.meters.renewed(Refreshed::Ok);
+                    entry.liveness.renewed(sent + entry.lease.validity());
                     self.schedule
                         .renew_at(sent + timing.interval, Arc::downgrade(&entry));
                 }
-                Ok(false) => entry.lost(),
+                Ok(false) => {
+                    self.core.meters.renewed(Refreshed::Lost);
+                    entry.lost();
+                }
                 Err(err) => {
+                    self.core.meters.renewed(Refreshed::Error);
                     tracing::warn!(
                         key = %entry.lease.key(), id = %entry.lease.id(), error = %chain(&err),
                         "refresh failed; retrying"

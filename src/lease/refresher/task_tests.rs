@@ -85,7 +85,7 @@ fn lease(backend: &Arc<Scripted>) -> Arc<Lease<Scripted>> {
 #[tokio::test(start_paused = true)]
 async fn renewals_come_every_half_ttl_and_a_dropped_guard_is_released_at_once() {
     let backend = Arc::new(Scripted::default());
-    let refresher = Refresher::new(Arc::clone(&backend), TTL, None);
+    let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
     let entry = refresher.keep(lease(&backend), Instant::now(), None);
     tokio::time::sleep(TTL / 2 - Duration::from_millis(5)).await;
     assert_eq!(
@@ -119,7 +119,7 @@ async fn renewals_come_every_half_ttl_and_a_dropped_guard_is_released_at_once() 
 async fn an_unwatched_lock_that_expires_is_released_by_the_refresher() {
     let backend = Arc::new(Scripted::default());
     backend.renewals_fail.store(true, Ordering::SeqCst);
-    let refresher = Refresher::new(Arc::clone(&backend), TTL, None);
+    let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
     let entry = refresher.keep(lease(&backend), Instant::now(), None);
     assert!(!entry.handed_out(), "nothing to watch");
     let deadline = entry.liveness.deadline();

@@ -1,0 +1,45 @@
+//! [`Meters`] without the feature `metrics`: nothing, and every call does nothing.
+
+use super::{Outcome, Refreshed};
+use crate::mode::Kind;
+use crate::reason::CancelReason;
+
+/// A handle's meters: empty without the feature `metrics`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Meters;
+
+impl Meters {
+    pub(crate) fn new(_name: Option<&str>) -> Self {
+        Meters
+    }
+
+    pub(crate) fn request(&self, _kind: Kind, _waits: bool) -> Timed {
+        Timed
+    }
+
+    pub(crate) fn held(&self, _kind: Kind) -> Held {
+        Held
+    }
+
+    pub(crate) fn renewed(&self, _renewed: Refreshed) {}
+
+    pub(crate) fn node_error(&self, _node: usize) {}
+}
+
+/// A request in progress: nothing to time.
+#[derive(Debug)]
+pub(crate) struct Timed;
+
+impl Timed {
+    pub(crate) fn finish(self, _outcome: Outcome) {}
+}
+
+/// A held lock: nothing to count.
+#[derive(Debug, Default)]
+pub(crate) struct Held;
+
+impl Held {
+    pub(crate) fn end(&self) {}
+
+    pub(crate) fn lost(&self, _reason: CancelReason) {}
+}
