@@ -6,19 +6,19 @@ use crate::reason::CancelReason;
 
 /// A handle's meters: empty without the feature `metrics`.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Meters;
+pub(crate) struct Meters {}
 
 impl Meters {
     pub(crate) fn new(_name: Option<&str>) -> Self {
-        Meters
+        Meters {}
     }
 
     pub(crate) fn request(&self, _kind: Kind, _waits: bool) -> Timed {
-        Timed
+        Timed {}
     }
 
     pub(crate) fn held(&self, _kind: Kind) -> Held {
-        Held
+        Held {}
     }
 
     pub(crate) fn renewed(&self, _renewed: Refreshed) {}
@@ -28,7 +28,7 @@ impl Meters {
 
 /// A request in progress: nothing to time.
 #[derive(Debug)]
-pub(crate) struct Timed;
+pub(crate) struct Timed {}
 
 impl Timed {
     pub(crate) fn finish(self, _outcome: Outcome) {}
@@ -36,7 +36,7 @@ impl Timed {
 
 /// A held lock: nothing to count.
 #[derive(Debug, Default)]
-pub(crate) struct Held;
+pub(crate) struct Held {}
 
 impl Held {
     pub(crate) fn end(&self) {}

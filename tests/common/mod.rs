@@ -19,6 +19,8 @@ pub mod proxy;
 pub mod quorum;
 pub mod quorum_fleet;
 pub mod record;
+#[cfg(feature = "metrics")]
+pub mod recorded;
 pub mod referee;
 pub mod report;
 pub mod server;
