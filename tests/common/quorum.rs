@@ -216,8 +216,17 @@ pub async fn read_everywhere(conns: &[MultiplexedConnection], key: &str, ids: &[
     let mut ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
     ids.sort();
     let ids = &ids;
-    on_every_node(conns, &format!("{key} = {ids:?}"), |conn| async move {
-        &raw::members(&conn, key).await == ids
+    // A node the downgrade's majority did not wait for may still hold the writer's string.
+    on_every_node(conns, &format!("{key} = {ids:?}"), |mut conn| async move {
+        let members: Option<Vec<String>> = redis::cmd("SMEMBERS")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .ok();
+        members.is_some_and(|mut members| {
+            members.sort();
+            &members == ids
+        })
     })
     .await;
 }
