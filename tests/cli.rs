@@ -580,13 +580,26 @@ async fn status_of_a_free_lock() {
     let url = server.url();
     assert_eq!(
         status_text(&url, "jobs").await,
-        ["jobs: free", "intent: none", "fence: none"]
+        [
+            "jobs: free",
+            "queue: none",
+            "intent: none",
+            "last fencing token: none"
+        ]
     );
+    let mut status = status_json(&url, "jobs").await;
+    let time = status
+        .as_object_mut()
+        .unwrap()
+        .remove("server_time_ms")
+        .unwrap();
+    assert!(time.as_i64().is_some_and(|ms| ms > 0), "{time}");
     assert_eq!(
-        status_json(&url, "jobs").await,
+        status,
         json!({
             "key": "jobs", "state": "free", "type": "none", "writer": null, "readers": [],
             "reader_count": 0, "pttl_ms": null, "intent": null, "fence": null,
+            "last_fencing_token": null, "semaphore": null, "queue": null, "note": null,
         })
     );
 }
@@ -600,16 +613,17 @@ async fn status_of_a_write_lock() {
     let token = guard.fencing_token().to_string();
 
     let text = status_text(&url, "jobs").await;
-    assert_eq!(text.len(), 3, "{text:?}");
+    assert_eq!(text.len(), 4, "{text:?}");
     pttl_in(
         &text[0],
         &format!("jobs: write-locked by {id} (PTTL "),
         30_000,
     );
-    assert_eq!(text[1], "intent: none");
+    assert_eq!(text[1], "queue: none");
+    assert_eq!(text[2], "intent: none");
     pttl_in(
-        &text[2],
-        &format!("fence: {token} (string, PTTL "),
+        &text[3],
+        &format!("last fencing token: {token} (PTTL "),
         i64::MAX,
     );
 
@@ -625,6 +639,7 @@ async fn status_of_a_write_lock() {
     assert_eq!(status["fence"]["key"], "jobs:fence");
     assert_eq!(status["fence"]["type"], "string");
     assert_eq!(status["fence"]["value"], json!(token));
+    assert_eq!(status["last_fencing_token"], guard.fencing_token());
     json_pttl(&status["fence"]["pttl_ms"], i64::MAX);
     assert!(guard.unlock().await.unwrap(), "status changed nothing");
 }
@@ -639,12 +654,16 @@ async fn status_of_a_read_lock_with_two_readers() {
     ids.sort();
 
     let text = status_text(&url, "jobs").await;
-    assert_eq!(text.len(), 5, "{text:?}");
+    assert_eq!(text.len(), 6, "{text:?}");
     pttl_in(&text[0], "jobs: read-locked by 2 reader(s) (PTTL ", 30_000);
     assert_eq!(text[1], format!("  reader {}", ids[0]));
     assert_eq!(text[2], format!("  reader {}", ids[1]));
-    assert_eq!(text[3], "intent: none");
-    assert!(text[4].starts_with("fence: "), "{text:?}");
+    assert_eq!(text[3], "queue: none");
+    assert_eq!(text[4], "intent: none");
+    assert!(
+        text[5].starts_with(&format!("last fencing token: {} ", b.fencing_token())),
+        "{text:?}"
+    );
 
     let status = status_json(&url, "jobs").await;
     assert_eq!(status["state"], "read");
@@ -682,13 +701,13 @@ async fn status_shows_a_waiting_writers_intent() {
     let intent = raw::get(&conn, "jobs:lock-intent").await.unwrap();
 
     let text = status_text(&url, "jobs").await;
-    assert_eq!(text.len(), 5, "{text:?}");
+    assert_eq!(text.len(), 6, "{text:?}");
     assert!(
         text[0].starts_with("jobs: read-locked by 2 reader(s)"),
         "{text:?}"
     );
     // The waiter's ttl is the default 4 s.
-    pttl_in(&text[3], &format!("intent: {intent} (string, PTTL "), 4_000);
+    pttl_in(&text[4], &format!("intent: {intent} (string, PTTL "), 4_000);
 
     let status = status_json(&url, "jobs").await;
     assert_eq!(status["state"], "read");
@@ -718,8 +737,9 @@ async fn status_of_a_foreign_key_reports_it_and_leaves_it_untouched() {
         status_text(&url, "jobs").await,
         [
             "jobs: holds a hash, not a lock (left untouched)",
+            "queue: none",
             "intent: none",
-            "fence: none"
+            "last fencing token: none"
         ]
     );
     let status = status_json(&url, "jobs").await;
@@ -760,6 +780,7 @@ async fn a_go_holder_is_seen_by_status_and_keeps_lock_out() {
     assert_eq!(status["state"], "write");
     assert_eq!(status["writer"], json!(go_id));
     assert_eq!(status["fence"], Value::Null, "Go mints no token");
+    assert_eq!(status["last_fencing_token"], Value::Null);
     let text = status_text(&url, "jobs").await;
     pttl_in(
         &text[0],

@@ -1,7 +1,8 @@
 //! The `redismutex` command with several `--url`s (quorum mode), run as a real process
-//! against three throwaway `redis-server`s: `status` side by side (text and JSON) on a
-//! free lock, a lock held in quorum mode, a minority holder, readers, a node killed and
-//! all nodes killed; `lock` running a command while a majority of the nodes holds the
+//! against three throwaway `redis-server`s: `status` side by side (a table with a column
+//! per node, and JSON) on a free lock, a lock held in quorum mode, a minority holder,
+//! readers, a node that differs (a semaphore with a real permit where the others hold
+//! the lock), a node killed and all nodes killed; `lock` running a command while a majority of the nodes holds the
 //! lock, excluding a second run, going on without a node that is down, refusing when a
 //! majority is down, and leaving no lock keys behind; a server named twice.
 #![cfg(feature = "cli")]
@@ -105,17 +106,50 @@ async fn release(child: Child) {
     assert_eq!(out.code, Some(0), "{out:?}");
 }
 
-/// The lines of a node's block in `status` text: `node I URL`, then its view indented.
-fn block(text: &[String], header: &str) -> Vec<String> {
-    let start = text
+/// The cell of row `label` in the column of node `node` (from 1) of the side-by-side
+/// table of `status` text, a line per entry; the column is found by its header,
+/// `node <node> URL`, in the first line.
+fn cell(text: &[String], label: &str, node: usize) -> Vec<String> {
+    let header = &text[0];
+    let start = header
+        .find(&format!("node {node} "))
+        .unwrap_or_else(|| panic!("no column for node {node} in {text:?}"));
+    let end = header.find(&format!("node {} ", node + 1));
+    let row = text
         .iter()
-        .position(|line| line == header)
-        .unwrap_or_else(|| panic!("no {header:?} in {text:?}"));
-    text[start + 1..]
-        .iter()
-        .take_while(|line| line.starts_with("  "))
-        .cloned()
+        .position(|line| {
+            line.strip_prefix(label)
+                .is_some_and(|rest| rest.starts_with("  "))
+        })
+        .unwrap_or_else(|| panic!("no row {label:?} in {text:?}"));
+    let lines = std::iter::once(&text[row]).chain(
+        text[row + 1..]
+            .iter()
+            .take_while(|line| line.starts_with(' ')),
+    );
+    lines
+        .map(|line| {
+            let end = end.unwrap_or(line.len()).min(line.len());
+            line.get(start.min(end)..end)
+                .unwrap_or("")
+                .trim()
+                .to_owned()
+        })
+        .filter(|part| !part.is_empty())
         .collect()
+}
+
+/// The header of the side-by-side table: `node I URL` for each node, in order.
+fn assert_header(text: &[String], nodes: &Nodes) {
+    let columns: Vec<&str> = text[0]
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let expected: Vec<String> = (0..3)
+        .map(|i| format!("node {} {}", i + 1, nodes.shown(i)))
+        .collect();
+    assert_eq!(columns, expected, "{text:?}");
 }
 
 /// After a run: no lock key and no intent on any node (the fencing counter stays, as
@@ -134,13 +168,30 @@ async fn assert_no_lock_keys(nodes: &Nodes) {
 async fn status_of_a_free_lock_shows_every_node_and_the_quorum() {
     let nodes = Nodes::start().await;
     let urls = nodes.urls();
-    let mut expected = Vec::new();
-    for i in 0..3 {
-        expected.push(format!("node {} {}", i + 1, nodes.shown(i)));
-        expected.extend(["  jobs: free", "  intent: none", "  fence: none"].map(String::from));
+    let text = status_text(&urls, "jobs").await;
+    assert_header(&text, &nodes);
+    let labels = [
+        "state",
+        "writer",
+        "readers",
+        "holders",
+        "in use",
+        "queue",
+        "intent",
+        "last fencing token",
+        "PTTL",
+    ];
+    assert_eq!(text.len(), 1 + labels.len() + 1, "{text:?}");
+    for (line, label) in text[1..].iter().zip(labels) {
+        assert!(line.starts_with(label), "{label}: {text:?}");
     }
-    expected.push("quorum: free on 3 of 3 nodes".into());
-    assert_eq!(status_text(&urls, "jobs").await, expected);
+    for node in 1..=3 {
+        assert_eq!(cell(&text, "state", node), ["free"], "{text:?}");
+        for label in &labels[1..] {
+            assert_eq!(cell(&text, label, node), ["-"], "{label}: {text:?}");
+        }
+    }
+    assert_eq!(text.last().unwrap(), "quorum: free on 3 of 3 nodes");
 
     let status = status_json(&urls, "jobs").await;
     assert_eq!(status["key"], "jobs");
@@ -180,19 +231,24 @@ async fn status_of_a_lock_held_in_quorum_mode() {
     );
 
     let text = status_text(&urls, "jobs").await;
-    assert_eq!(text.len(), 3 * 4 + 1, "{text:?}");
+    assert_eq!(text.len(), 1 + 9 + 1, "{text:?}");
     let on = held.iter().filter(|v| v.as_deref() == Some(&*id)).count();
     assert_eq!(
         text.last().unwrap(),
         &format!("quorum: write held by {id} on {on} of 3 nodes")
     );
     for (i, value) in held.iter().enumerate() {
-        let view = block(&text, &format!("node {} {}", i + 1, nodes.shown(i)));
-        let expected = match value {
-            Some(_) => format!("  jobs: write-locked by {id} (PTTL "),
-            None => "  jobs: free".to_owned(),
+        let (state, writer) = match value {
+            Some(_) => ("write", id.as_str()),
+            None => ("free", "-"),
         };
-        assert!(view[0].starts_with(&expected), "{view:?}");
+        assert_eq!(cell(&text, "state", i + 1), [state], "{text:?}");
+        assert_eq!(cell(&text, "writer", i + 1), [writer], "{text:?}");
+        let pttl = &cell(&text, "PTTL", i + 1)[0];
+        assert!(
+            (value.is_some() && pttl.ends_with(" ms")) || pttl == "-",
+            "{text:?}"
+        );
     }
 
     let status = status_json(&urls, "jobs").await;
@@ -228,11 +284,9 @@ async fn a_writer_on_a_minority_is_no_quorum_and_on_a_majority_is() {
     };
     set(1).await;
     let text = status_text(&urls, "jobs").await;
-    assert!(
-        block(&text, &format!("node 2 {}", nodes.shown(1)))[0]
-            .starts_with("  jobs: write-locked by stray (PTTL "),
-        "{text:?}"
-    );
+    assert_eq!(cell(&text, "state", 2), ["write"], "{text:?}");
+    assert_eq!(cell(&text, "writer", 2), ["stray"], "{text:?}");
+    assert_eq!(cell(&text, "writer", 1), ["-"], "{text:?}");
     assert_eq!(text.last().unwrap(), "quorum: free on 2 of 3 nodes");
 
     set(2).await;
@@ -282,6 +336,87 @@ async fn readers_in_quorum_mode_are_listed_with_their_nodes() {
     assert_no_lock_keys(&nodes).await;
 }
 
+/// One node differs: it holds a semaphore with a real permit under the lock's name, so
+/// the lock is taken on the other two only. Side by side, each column shows its node:
+/// the writer on nodes 1 and 2, the permit and its deadline on node 3; the verdict is
+/// the majority's.
+#[tokio::test]
+async fn status_side_by_side_shows_the_node_that_differs() {
+    let nodes = Nodes::start().await;
+    let urls = nodes.urls();
+    let semaphore = redismutex::Semaphore::builder(nodes.conns[2].clone(), "jobs", 2)
+        .ttl(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let permit = semaphore.acquire().await.unwrap();
+    let (holder, id) = hold(&urls, &["--ttl", "30s"]).await;
+    for conn in &nodes.conns[..2] {
+        assert_eq!(raw::get(conn, "jobs").await, Some(id.clone()));
+    }
+    let tokens = nodes.get("jobs:fence").await;
+
+    let out = run(&urls, &["status", "jobs", "--permits", "2"]).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let text: Vec<String> = out.stdout.lines().map(str::to_owned).collect();
+    assert_header(&text, &nodes);
+    assert_eq!(
+        (1..=3).map(|n| cell(&text, "state", n)).collect::<Vec<_>>(),
+        [["write"], ["write"], ["semaphore"]],
+        "{text:?}"
+    );
+    assert_eq!(
+        (1..=3)
+            .map(|n| cell(&text, "writer", n))
+            .collect::<Vec<_>>(),
+        [[id.as_str()], [id.as_str()], ["-"]],
+        "{text:?}"
+    );
+    assert_eq!(cell(&text, "holders", 1), ["-"], "{text:?}");
+    let holders = cell(&text, "holders", 3);
+    assert_eq!(holders.len(), 1, "{text:?}");
+    let left: i64 = holders[0]
+        .strip_prefix(&format!("{} (", permit.id()))
+        .and_then(|rest| rest.strip_suffix(" ms)"))
+        .unwrap_or_else(|| panic!("{holders:?}"))
+        .parse()
+        .unwrap();
+    assert!((1..=30_000).contains(&left), "{holders:?}");
+    assert_eq!(cell(&text, "in use", 3), ["1 of 2"], "{text:?}");
+    assert_eq!(cell(&text, "in use", 1), ["-"], "{text:?}");
+    for (node, token) in (1..=3).zip(&tokens) {
+        let token = token.as_deref().expect("a fence on every node");
+        assert_eq!(cell(&text, "last fencing token", node), [token], "{text:?}");
+        assert!(cell(&text, "PTTL", node)[0].ends_with(" ms"), "{text:?}");
+    }
+    assert_eq!(
+        text.last().unwrap(),
+        &format!("quorum: write held by {id} on 2 of 3 nodes")
+    );
+
+    let status = status_json(&urls, "jobs").await;
+    let third = &status["nodes"][2];
+    assert_eq!(third["state"], "semaphore", "{status}");
+    assert_eq!(third["type"], "zset", "{status}");
+    assert_eq!(third["semaphore"]["in_use"], 1, "{status}");
+    assert_eq!(
+        third["semaphore"]["holders"][0]["id"],
+        permit.id(),
+        "{status}"
+    );
+    assert_eq!(status["nodes"][0]["semaphore"], Value::Null, "{status}");
+    assert_eq!(status["nodes"][0]["writer"], json!(id), "{status}");
+    assert_eq!(
+        status["nodes"][0]["last_fencing_token"].to_string(),
+        tokens[0].clone().unwrap(),
+        "{status}"
+    );
+    assert_eq!(status["quorum"]["state"], "write", "{status}");
+    assert_eq!(status["quorum"]["on"], 2, "{status}");
+
+    release(holder).await;
+    assert!(permit.unlock().await.unwrap(), "status changed nothing");
+}
+
 #[tokio::test]
 async fn status_with_a_node_killed_shows_it_unreachable_and_the_rest() {
     let mut nodes = Nodes::start().await;
@@ -298,15 +433,15 @@ async fn status_with_a_node_killed_shows_it_unreachable_and_the_rest() {
     nodes.servers[down].stop();
 
     let text = status_text(&urls, "jobs").await;
-    let view = block(&text, &format!("node {} {}", down + 1, nodes.shown(down)));
-    assert_eq!(view.len(), 1, "{text:?}");
-    assert!(view[0].starts_with("  unreachable: "), "{text:?}");
+    assert_header(&text, &nodes);
+    assert_eq!(cell(&text, "state", down + 1), ["unreachable"], "{text:?}");
+    assert_eq!(cell(&text, "writer", down + 1), ["-"], "{text:?}");
+    let error = cell(&text, "error", down + 1);
+    assert!(error.len() == 1 && error[0] != "-", "{text:?}");
     for &i in &up {
-        let view = block(&text, &format!("node {} {}", i + 1, nodes.shown(i)));
-        assert!(
-            view[0].starts_with(&format!("  jobs: write-locked by {id} ")),
-            "{text:?}"
-        );
+        assert_eq!(cell(&text, "state", i + 1), ["write"], "{text:?}");
+        assert_eq!(cell(&text, "writer", i + 1), [id.as_str()], "{text:?}");
+        assert_eq!(cell(&text, "error", i + 1), ["-"], "{text:?}");
     }
     assert_eq!(
         text.last().unwrap(),
@@ -352,16 +487,18 @@ async fn passwords_in_node_urls_are_used_and_never_printed() {
     urls.extend(others.iter().map(RedisServer::url));
     let status = run(&urls, &["status", "jobs"]).await;
     assert_eq!(status.code, Some(0), "{status:?}");
+    let text: Vec<String> = status.stdout.lines().map(str::to_owned).collect();
     assert!(
-        status
-            .stdout
-            .starts_with(&format!("node 1 redis://127.0.0.1:{port}\n  jobs: free\n")),
+        text[0]
+            .trim_start()
+            .starts_with(&format!("node 1 redis://127.0.0.1:{port}  ")),
         "{status:?}"
     );
+    assert_eq!(cell(&text, "state", 1), ["free"], "{status:?}");
 
     urls[0] = format!("redis://:wrong-pw@127.0.0.1:{port}/");
     for (args, down) in [
-        (&["status", "jobs"][..], "  unreachable: "),
+        (&["status", "jobs"][..], "  unreachable"),
         (&["status", "jobs", "--json"], r#""reachable":false"#),
     ] {
         let out = run(&urls, args).await;

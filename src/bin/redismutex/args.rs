@@ -72,9 +72,11 @@ pub(crate) enum Command {
         not found/not runnable; 128+N a signal N ended the wait; 2 bad arguments."
     )]
     Lock(LockArgs),
-    /// Show who holds the lock NAME: the writer, or the readers; its PTTL; a waiting
-    /// writer's intent; the fencing counter. With several --url, each node's view and
-    /// whether a majority of the nodes holds the lock the same way.
+    /// Show who holds the lock or semaphore NAME: the writer, the readers, or a
+    /// semaphore's holders and their deadlines (by the server's clock); its PTTL; the
+    /// waiters of its fair queue in order; a waiting writer's intent; the last fencing
+    /// token. With several --url, each node's view side by side and whether a majority
+    /// of the nodes holds the lock the same way. Reads only.
     Status(StatusArgs),
 }
 
@@ -124,6 +126,10 @@ pub(crate) struct StatusArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+    /// A semaphore's permit count, to show "in use: N of M" (Redis does not store it:
+    /// each client gives its own).
+    #[arg(long, value_name = "M", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) permits: Option<u32>,
     #[command(flatten)]
     pub(crate) urls: Urls,
 }

@@ -1,10 +1,19 @@
-//! `redismutex status`: who holds a lock, read without changing anything.
+//! `redismutex status`: who holds a lock or a semaphore, who waits in its fair queue, and
+//! its last fencing token, read without changing anything (`TIME`, `TYPE`, `PTTL`, `GET`,
+//! `SMEMBERS` and sorted-set reads only).
 
+mod cells;
+mod member;
+mod queue;
 mod quorum;
+mod read;
+mod semaphore;
+mod table;
+mod text;
 mod verdict;
 
 use redis::aio::MultiplexedConnection;
-use redis::{RedisResult, Value};
+use redis::RedisResult;
 use serde::Serialize;
 
 use crate::args::StatusArgs;
@@ -14,34 +23,65 @@ use crate::nodes::Nodes;
 /// What `status` reports about one lock key.
 #[derive(Debug, Serialize)]
 struct Status {
+    /// The lock key (or semaphore key).
     key: String,
-    /// `free`, `write`, `read`, or `foreign` (a key of another type).
+    /// `free`, `write`, `read`, `semaphore`, or `foreign` (a key of another type, or a
+    /// sorted set that is no semaphore: left untouched).
     state: &'static str,
     /// The Redis `TYPE` of the lock key (`none` when free).
     #[serde(rename = "type")]
     kind: String,
+    /// The writer's id (`write`).
     writer: Option<String>,
+    /// The readers' ids, sorted (`read`).
     readers: Vec<String>,
+    /// How many readers.
     reader_count: usize,
     /// The lock key's PTTL in milliseconds (-1: no TTL); absent when free.
     pttl_ms: Option<i64>,
     /// `<key>:lock-intent`: a waiting writer's id (`1` from Go).
     intent: Option<Part>,
-    /// `<key>:fence`: the last fencing token.
+    /// `<key>:fence`: the fencing counter.
     fence: Option<Part>,
+    /// The server clock (`TIME`) in milliseconds when the key was read: every deadline
+    /// score is compared with it.
+    server_time_ms: i64,
+    /// The last fencing token minted for the key: `fence`'s value when it is one.
+    last_fencing_token: Option<u64>,
+    /// A semaphore's holders and permits in use (`semaphore`).
+    semaphore: Option<semaphore::Holders>,
+    /// The fair queue, when `<key>:queue` or `<key>:queue-deadline` exists.
+    queue: Option<queue::Queue>,
+    /// Why the key is `foreign` when its type does not say it alone (a sorted set that
+    /// is no semaphore).
+    note: Option<String>,
 }
 
 /// A sub-key of the lock that exists.
 #[derive(Debug, Serialize)]
 struct Part {
+    /// The key.
     key: String,
+    /// Its Redis `TYPE`.
     #[serde(rename = "type")]
     kind: String,
     /// Its value when it is a string.
     value: Option<String>,
+    /// Its PTTL in milliseconds (-1: no TTL).
     pttl_ms: i64,
 }
 
+impl Part {
+    /// The fencing token it holds, when it is a string as the scripts write a token: a
+    /// positive decimal integer with no sign or leading zero.
+    fn token(&self) -> Option<u64> {
+        let value = self.value.as_deref().filter(|_| self.kind == "string")?;
+        let token: u64 = value.parse().ok()?;
+        (token > 0 && token.to_string() == value).then_some(token)
+    }
+}
+
+/// Runs `status`: on one server, or on the nodes of a quorum; gives the exit code.
 pub(crate) async fn run(urls: &[String], args: StatusArgs) -> u8 {
     let key = args.lock_key();
     let nodes = match Nodes::open(urls, &key) {
@@ -49,11 +89,11 @@ pub(crate) async fn run(urls: &[String], args: StatusArgs) -> u8 {
         Err(code) => return code,
     };
     let [node] = nodes.list() else {
-        return quorum::run(&nodes, &key, args.json).await;
+        return quorum::run(&nodes, &key, &args).await;
     };
     let status = async {
         let mut conn = node.client.get_multiplexed_async_connection().await?;
-        read(&mut conn, &key).await
+        read(&mut conn, &key, args.permits).await
     };
     let status = match status.await {
         Ok(status) => status,
@@ -62,7 +102,7 @@ pub(crate) async fn run(urls: &[String], args: StatusArgs) -> u8 {
     if args.json {
         print_json(&status)
     } else {
-        print!("{}", text(&status));
+        print!("{}", text::status(&status));
         0
     }
 }
@@ -81,9 +121,16 @@ fn print_json(value: &impl Serialize) -> u8 {
     }
 }
 
-/// Reads the lock key and its intent and fence keys (TYPE, PTTL, GET, SMEMBERS only).
-async fn read(conn: &mut MultiplexedConnection, key: &str) -> RedisResult<Status> {
-    let (kind, pttl) = kind_and_pttl(conn, key).await?;
+/// Reads the lock key, its intent, fence and queue keys, at the server's `TIME`;
+/// `permits` is the semaphore's permit count if known (`--permits`).
+async fn read(
+    conn: &mut MultiplexedConnection,
+    key: &str,
+    permits: Option<u32>,
+) -> RedisResult<Status> {
+    let now = read::server_time_ms(conn).await?;
+    let (kind, pttl) = read::kind_and_pttl(conn, key).await?;
+    let fence = part(conn, &format!("{key}:fence")).await?;
     let mut status = Status {
         key: key.to_owned(),
         state: "free",
@@ -93,52 +140,45 @@ async fn read(conn: &mut MultiplexedConnection, key: &str) -> RedisResult<Status
         reader_count: 0,
         pttl_ms: (kind != "none").then_some(pttl),
         intent: part(conn, &format!("{key}:lock-intent")).await?,
-        fence: part(conn, &format!("{key}:fence")).await?,
+        last_fencing_token: fence.as_ref().and_then(Part::token),
+        fence,
+        server_time_ms: now,
+        semaphore: None,
+        queue: queue::read(conn, key, now).await?,
+        note: None,
     };
     match kind.as_str() {
         "none" => {}
         "string" => {
             status.state = "write";
-            status.writer = redis::cmd("GET").arg(key).query_async(conn).await?;
+            status.writer = read::get(conn, key).await?;
         }
         "set" => {
             status.state = "read";
-            let mut readers: Vec<String> =
-                redis::cmd("SMEMBERS").arg(key).query_async(conn).await?;
-            readers.sort();
+            let readers = read::members(conn, key).await?;
             status.reader_count = readers.len();
             status.readers = readers;
         }
+        "zset" => match semaphore::read(conn, key, now, permits).await? {
+            Ok(holders) => {
+                status.state = "semaphore";
+                status.semaphore = Some(holders);
+            }
+            Err(note) => (status.state, status.note) = ("foreign", Some(note)),
+        },
         _ => status.state = "foreign",
     }
     Ok(status)
 }
 
-async fn kind_and_pttl(conn: &mut MultiplexedConnection, key: &str) -> RedisResult<(String, i64)> {
-    let (kind, pttl): (Value, i64) = redis::pipe()
-        .cmd("TYPE")
-        .arg(key)
-        .cmd("PTTL")
-        .arg(key)
-        .query_async(conn)
-        .await?;
-    let kind = match kind {
-        Value::SimpleString(kind) => kind,
-        Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        _ => "unknown".to_owned(),
-    };
-    Ok((kind, pttl))
-}
-
 /// The sub-key `key` if it exists.
 async fn part(conn: &mut MultiplexedConnection, key: &str) -> RedisResult<Option<Part>> {
-    let (kind, pttl_ms) = kind_and_pttl(conn, key).await?;
+    let (kind, pttl_ms) = read::kind_and_pttl(conn, key).await?;
     if kind == "none" {
         return Ok(None);
     }
     let value = if kind == "string" {
-        let bytes: Vec<u8> = redis::cmd("GET").arg(key).query_async(conn).await?;
-        Some(String::from_utf8_lossy(&bytes).into_owned())
+        read::get(conn, key).await?
     } else {
         None
     };
@@ -148,51 +188,4 @@ async fn part(conn: &mut MultiplexedConnection, key: &str) -> RedisResult<Option
         value,
         pttl_ms,
     }))
-}
-
-fn text(status: &Status) -> String {
-    let pttl = status.pttl_ms.map(ms).unwrap_or_default();
-    let mut out = match status.state {
-        "free" => format!("{}: free\n", status.key),
-        "write" => format!(
-            "{}: write-locked by {} ({pttl})\n",
-            status.key,
-            status.writer.as_deref().unwrap_or("?")
-        ),
-        "read" => {
-            let mut out = format!(
-                "{}: read-locked by {} reader(s) ({pttl})\n",
-                status.key, status.reader_count
-            );
-            for reader in &status.readers {
-                out.push_str(&format!("  reader {reader}\n"));
-            }
-            out
-        }
-        _ => format!(
-            "{}: holds a {}, not a lock (left untouched)\n",
-            status.key, status.kind
-        ),
-    };
-    for (label, part) in [("intent", &status.intent), ("fence", &status.fence)] {
-        match part {
-            None => out.push_str(&format!("{label}: none\n")),
-            Some(part) => out.push_str(&format!(
-                "{label}: {} ({}, {})\n",
-                part.value.as_deref().unwrap_or("-"),
-                part.kind,
-                ms(part.pttl_ms)
-            )),
-        }
-    }
-    out
-}
-
-/// A PTTL as text: `PTTL 3512 ms`, or `no TTL`.
-fn ms(pttl: i64) -> String {
-    if pttl < 0 {
-        "no TTL".to_owned()
-    } else {
-        format!("PTTL {pttl} ms")
-    }
 }

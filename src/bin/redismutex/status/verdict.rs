@@ -9,17 +9,18 @@ use super::Status;
 /// What a majority of the nodes shows, if anything.
 #[derive(Debug, PartialEq, Serialize)]
 pub(super) struct Verdict {
-    /// `write`, `read` or `free` when a majority of the nodes shows it (`foreign` when a
-    /// majority holds a key of another type); `none` when the nodes that answered are a
-    /// majority but agree on nothing (no holder on a majority: nobody holds the lock);
-    /// `unknown` when fewer than a majority answered.
+    /// `write`, `read` or `free` when a majority of the nodes shows it (`semaphore` when a
+    /// majority holds a semaphore, which has no quorum mode: each node's holders are its
+    /// own; `foreign` when a majority holds a key of another type); `none` when the nodes
+    /// that answered are a majority but agree on nothing (no holder on a majority: nobody
+    /// holds the lock); `unknown` when fewer than a majority answered.
     state: &'static str,
     /// The writer that holds the lock on a majority.
     writer: Option<String>,
     /// The readers that each hold a read lock on a majority, by id.
     readers: Vec<Holder>,
     /// On how many nodes: the writer holds the lock; one of `readers` holds it; it is
-    /// free; it is another type. 0 for `none` and `unknown`.
+    /// free; it is a semaphore; it is another type. 0 for `none` and `unknown`.
     on: usize,
     /// How many nodes answered.
     answered: usize,
@@ -84,7 +85,7 @@ pub(super) fn verdict(views: &[Option<&Status>]) -> Verdict {
             .count();
         return verdict;
     }
-    for state in ["free", "foreign"] {
+    for state in ["free", "semaphore", "foreign"] {
         if on(state) >= majority {
             verdict.state = state;
             verdict.on = on(state);
@@ -130,6 +131,11 @@ pub(super) fn text(verdict: &Verdict) -> String {
             out
         }
         "free" => format!("quorum: free on {} of {n} nodes\n", verdict.on),
+        "semaphore" => format!(
+            "quorum: semaphore on {} of {n} nodes (a semaphore has no quorum mode: each \
+             node's holders are its own)\n",
+            verdict.on
+        ),
         "foreign" => format!(
             "quorum: not a lock on {} of {n} nodes (left untouched)\n",
             verdict.on
@@ -160,6 +166,11 @@ mod tests {
             pttl_ms: None,
             intent: None,
             fence: None,
+            server_time_ms: 1_000_000,
+            last_fencing_token: None,
+            semaphore: None,
+            queue: None,
+            note: None,
         }
     }
 
@@ -235,6 +246,23 @@ mod tests {
         assert_eq!(
             text(&v),
             "quorum: unknown: 1 of 3 nodes answered, 2 needed\n"
+        );
+    }
+
+    #[test]
+    fn a_semaphore_on_a_majority_is_named_and_holds_no_lock() {
+        let semaphore = || Status {
+            state: "semaphore",
+            kind: "zset".into(),
+            pttl_ms: Some(4000),
+            ..free()
+        };
+        let v = of(&[Some(semaphore()), Some(semaphore()), Some(write("a"))]);
+        assert_eq!((v.state, v.on, v.writer.as_deref()), ("semaphore", 2, None));
+        assert!(
+            text(&v).starts_with("quorum: semaphore on 2 of 3 nodes (a semaphore has no quorum"),
+            "{}",
+            text(&v)
         );
     }
 
