@@ -231,8 +231,6 @@ fn a_request_that_gives_up_says_why() {
 }
 
 #[test]
-#[ignore = "a dropped request's span closes with no outcome: Request::run (src/request/mod.rs) \
-            records it only when the request returns (the metric's Timed records cancelled)"]
 fn a_dropped_request_says_cancelled() {
     traced(|conn, spans| async move {
         let mx = RwMutex::new(conn, "spans-dropped");

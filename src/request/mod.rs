@@ -83,6 +83,7 @@ impl<C> Request<C> {
             fencing_token = Empty,
         );
         let timed = self.shared.meters.request(self.kind, patience.waits());
+        let mut unfinished = Unfinished(Some(&span));
         let result = if self.shared.settings.reentrant {
             let run = reentrant::run(self, patience, &span);
             run.instrument(span.clone()).await
@@ -101,6 +102,7 @@ impl<C> Request<C> {
             Err(Error::Cancelled) => Outcome::Cancelled,
             Err(_) => Outcome::Error,
         };
+        unfinished.0 = None;
         span.record("outcome", outcome.label());
         timed.finish(outcome);
         result
@@ -150,6 +152,19 @@ impl<C> Request<C> {
             patience,
         };
         Arc::clone(&shared.backend).acquire(order).await
+    }
+}
+
+/// A request's span while the request runs: a request whose future is dropped first (an
+/// aborted or panicking task, a `select!` or a timeout around it) ends with `outcome` =
+/// `cancelled`, as its metric does.
+struct Unfinished<'a>(Option<&'a Span>);
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some(span) = self.0 {
+            span.record("outcome", Outcome::Cancelled.label());
+        }
     }
 }
 
