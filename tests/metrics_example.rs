@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -46,7 +45,7 @@ impl Drop for Killed {
 async fn the_example_serves_every_series_on_metrics() {
     let server = common::RedisServer::start();
     let port = free_port();
-    let child = Command::new(example())
+    let child = Command::new(common::worker_bin::example("metrics"))
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--redis", &server.url(), "--seconds", "60"])
         .stdout(Stdio::null())
@@ -88,7 +87,6 @@ async fn the_example_serves_every_series_on_metrics() {
         1.0 <= held && held <= acquired,
         "{held} held, {acquired} acquired:\n{page}"
     );
-    save_sample(&page);
     drop(child);
     drop(server);
 }
@@ -128,82 +126,4 @@ async fn scrape(port: u16) -> Option<String> {
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("its address").port()
-}
-
-/// Writes 10–25 lines of `page` covering every metric to /tmp/sample_scrape.txt: each
-/// family's `# HELP` and `# TYPE` lines and its first series; for a histogram, that
-/// series' `+Inf` bucket, `_sum` and `_count` too.
-fn save_sample(page: &str) {
-    let mut sample = Vec::new();
-    for family in page
-        .split("\n\n")
-        .filter(|family| family.starts_with("# HELP"))
-    {
-        let mut lines = family.lines();
-        sample.extend(lines.by_ref().take(3));
-        // A histogram's first line is a bucket: `<name>_bucket{<labels>,le="…"} n`.
-        let Some((bucket, _)) = sample.last().and_then(|line| line.split_once("le=")) else {
-            continue;
-        };
-        let infinity = format!("{bucket}le=\"+Inf\"");
-        let series = bucket.trim_end_matches(',');
-        let ends = ["_sum{", "_count{"].map(|end| series.replacen("_bucket{", end, 1) + "}");
-        sample.extend(lines.filter(|line| {
-            line.starts_with(&infinity) || ends.iter().any(|end| line.starts_with(end.as_str()))
-        }));
-    }
-    let _ = std::fs::write("/tmp/sample_scrape.txt", sample.join("\n") + "\n");
-}
-
-/// The example binary, built with this test's features for its profile and target
-/// directory (`cargo test --test metrics_example` builds no example by itself).
-fn example() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("<target>/<profile>/deps");
-    let target_dir = profile_dir.parent().expect("a target directory");
-    let mut features = vec!["metrics"];
-    features.extend(cfg!(feature = "cluster").then_some("cluster"));
-    features.extend(cfg!(feature = "cli").then_some("cli"));
-    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    // What cargo set for this test, not for a build: a build script that reads one of
-    // these (ring's reads CARGO_MANIFEST_DIR) would see it changed and rebuild.
-    let set_for_the_test = [
-        "CARGO_PKG_",
-        "CARGO_MANIFEST_",
-        "CARGO_CRATE_",
-        "CARGO_BIN_",
-    ];
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if set_for_the_test
-            .iter()
-            .any(|prefix| name.starts_with(prefix))
-            || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR"].contains(&&*name)
-        {
-            command.env_remove(&*name);
-        }
-    }
-    command
-        .args(["build", "--quiet", "--example", "metrics", "--features"])
-        .arg(features.join(","))
-        .arg("--manifest-path")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(target_dir);
-    match profile_dir.file_name().and_then(|name| name.to_str()) {
-        Some("debug") => {}
-        Some("release") => {
-            command.arg("--release");
-        }
-        Some(other) => {
-            command.args(["--profile", other]);
-        }
-        None => panic!("no profile in {profile_dir:?}"),
-    }
-    let status = command.status().expect("run cargo build");
-    assert!(status.success(), "cargo build --example metrics: {status}");
-    profile_dir.join("examples").join("metrics")
 }

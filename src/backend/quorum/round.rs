@@ -7,6 +7,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::time::error::Elapsed;
 
 use crate::error::Error;
 use crate::observe::Meters;
@@ -55,15 +56,8 @@ where
         .into_iter()
         .enumerate()
         .filter_map(|(at, node)| {
-            let call = tokio::time::timeout(bound, each(at, node)?);
-            let meters = meters.clone();
-            Some(async move {
-                let outcome = call.await;
-                if !matches!(outcome, Ok(Ok(_))) {
-                    meters.node_error(at);
-                }
-                (at, outcome)
-            })
+            let call = bounded(meters.clone(), at, bound, each(at, node)?);
+            Some(async move { (at, call.await) })
         })
         .collect();
     while let Some((at, outcome)) = calls.next().await {
@@ -99,17 +93,7 @@ pub(super) async fn send<N, T, Fut>(
     let mut calls: FuturesUnordered<_> = nodes
         .into_iter()
         .enumerate()
-        .filter_map(|(at, node)| {
-            let call = tokio::time::timeout(bound, each(at, node)?);
-            let meters = meters.clone();
-            Some(async move {
-                let outcome = call.await;
-                if !matches!(outcome, Ok(Ok(_))) {
-                    meters.node_error(at);
-                }
-                outcome
-            })
-        })
+        .filter_map(|(at, node)| Some(bounded(meters.clone(), at, bound, each(at, node)?)))
         .collect();
     // Polls every call once: each puts its request on its connection.
     let mut failed = 0;
@@ -131,6 +115,21 @@ pub(super) async fn send<N, T, Fut>(
             unanswered(failed);
         }
     });
+}
+
+/// `call` to node `at`, bounded by `bound`; a failure or no answer in time is counted
+/// against the node in `meters`.
+async fn bounded<T>(
+    meters: Meters,
+    at: usize,
+    bound: Duration,
+    call: impl Future<Output = Result<T, Error>>,
+) -> Result<Result<T, Error>, Elapsed> {
+    let outcome = tokio::time::timeout(bound, call).await;
+    if !matches!(outcome, Ok(Ok(_))) {
+        meters.node_error(at);
+    }
+    outcome
 }
 
 /// Drives the calls of a decided round to their end in a task of their own.
