@@ -234,7 +234,7 @@ impl<C, T> Builder<C, T> {
     ///
     /// Only for names from a small fixed set: each name is a series of its own in the
     /// exporter. The lock key (the name with the request's [`key`](crate::Acquire::key))
-    /// is never a label. The metrics are in README, "Metrics".
+    /// is never a label. The metrics are in README, "Metrics and tracing".
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn name_label(mut self, on: bool) -> Self {

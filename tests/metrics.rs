@@ -220,6 +220,11 @@ async fn the_held_gauge_returns_to_0_however_a_guard_ends() {
     server.resume();
     assert_eq!(guard.cancel_reason(), Some(CancelReason::Expired));
     assert!(expired, "expired while the server is frozen");
+    let unanswered = recorded.counter(REFRESH, &[("outcome", "error")]);
+    assert!(
+        unanswered >= 1,
+        "a renewal with no reply before the deadline"
+    );
     assert_eq!(
         recorded.counter(LOST, &[("kind", "write"), ("reason", "expired")]),
         1
@@ -418,4 +423,94 @@ async fn describe_metrics_gives_each_metric_its_unit() {
         Some((Some(metrics::Unit::Seconds), true))
     );
     assert_eq!(unit_of(HELD), Some((Some(metrics::Unit::Count), true)));
+}
+
+#[tokio::test]
+async fn permits_downgrades_nested_guards_tries_and_refusals_leave_the_gauges_at_0() {
+    let mut server = RedisServer::start();
+    let conn = server.conn().await;
+    let recorder = DebuggingRecorder::new();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let mut recorded = Recorded::of(&recorder);
+
+    // Only tries: they are timed, and never counted as waiting.
+    let mx = RwMutex::builder(conn.clone(), "kinds")
+        .reentrant(true)
+        .build()
+        .unwrap();
+    let held = mx.try_write().await.unwrap().unwrap();
+    let busy = tokio::spawn(mx.try_read().into_future()).await.unwrap();
+    assert!(busy.unwrap().is_none());
+    assert!(recorded.series().iter().all(|(name, _)| name != WAITING));
+    let busy = recorded.histogram(ACQUIRE, &[("kind", "read"), ("outcome", "busy")]);
+    assert_eq!(busy.len(), 1);
+
+    // Nested guards hold no lock of their own; a write inside a read is refused.
+    let nested = mx.read().await.unwrap();
+    assert_eq!(recorded.gauge(HELD, &[("kind", "write")]), 1.0);
+    assert_eq!(
+        recorded.gauge_total(HELD),
+        1.0,
+        "the nested read is not counted"
+    );
+    drop(nested);
+    assert_eq!(recorded.gauge_total(HELD), 1.0);
+    drop(held);
+    assert_idle(&mut recorded, "the outer guard");
+    let reader = mx.read().await.unwrap();
+    assert!(matches!(mx.write().await, Err(Error::WouldDeadlock { .. })));
+    drop(reader);
+    let refused = recorded.histogram(ACQUIRE, &[("kind", "write"), ("outcome", "error")]);
+    assert_eq!(refused.len(), 1, "WouldDeadlock");
+    assert_idle(&mut recorded, "a refused nested write");
+
+    // A downgraded lock stays `write` until it ends.
+    let plain = mutex(&conn, "downgraded", Duration::from_secs(10));
+    let reader = plain.write().await.unwrap().downgrade().await.unwrap();
+    assert_eq!(recorded.gauge(HELD, &[("kind", "write")]), 1.0);
+    assert_eq!(recorded.gauge(HELD, &[("kind", "read")]), 0.0);
+    assert!(reader.unlock().await.unwrap());
+    assert_idle(&mut recorded, "a downgraded lock's unlock");
+
+    // An unlock that finds its lock taken over counts it lost.
+    let guard = plain.write().await.unwrap();
+    let _: () = raw::cmd(&conn, "SET", &["downgraded", "someone-else", "PX", "10000"]).await;
+    assert!(!guard.unlock().await.unwrap());
+    let lost = [("kind", "write"), ("reason", "lost")];
+    assert_eq!(recorded.counter(LOST, &lost), 1, "found gone at the unlock");
+
+    // Permits end as locks do: lost, cancelled, expired.
+    let sem = Semaphore::builder(conn.clone(), "permits", 2)
+        .ttl(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let permit = [("kind", "permit")];
+    let lost_permit = sem.acquire().await.unwrap();
+    let _: i64 = raw::cmd(&conn, "ZREM", &["permits", lost_permit.id()]).await;
+    lost_permit.cancelled().await;
+    assert_eq!(lost_permit.cancel_reason(), Some(CancelReason::Lost));
+    assert_eq!(recorded.gauge(HELD, &permit), 0.0, "a lost permit");
+    let cancelled = sem.acquire().await.unwrap();
+    cancelled.token().cancel();
+    assert!(
+        until(&mut recorded, |recorded| recorded.gauge(HELD, &permit)
+            == 0.0)
+        .await
+    );
+    let expiring = sem.acquire().await.unwrap();
+    server.stop();
+    expiring.cancelled().await;
+    assert_eq!(expiring.cancel_reason(), Some(CancelReason::Expired));
+    assert!(
+        until(&mut recorded, |recorded| recorded.gauge(HELD, &permit)
+            == 0.0)
+        .await
+    );
+    drop((lost_permit, cancelled, expiring));
+    for reason in ["lost", "expired"] {
+        let labels = [("kind", "permit"), ("reason", reason)];
+        assert_eq!(recorded.counter(LOST, &labels), 1, "{reason}");
+    }
+    assert_eq!(recorded.histogram(HELD_DURATION, &permit).len(), 3);
+    assert_idle(&mut recorded, "every permit");
 }

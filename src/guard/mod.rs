@@ -257,8 +257,9 @@ impl Guard {
 
     /// How many times the lock's TTL has been renewed since it was acquired: one per
     /// successful refresh (every `ttl / 2` while the lock lives), counted when the reply
-    /// arrives; 0 for a lock held less than `ttl / 2`. A [nested
-    /// guard](Self#nested-guards) gives the outer guard's count.
+    /// arrives; 0 for a lock held less than `ttl / 2`. A [downgrade](Self::downgrade),
+    /// which also resets the TTL, is not counted. A [nested guard](Self#nested-guards)
+    /// gives the outer guard's count.
     pub fn refreshes(&self) -> u64 {
         self.liveness.renewals()
     }

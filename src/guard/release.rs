@@ -56,6 +56,9 @@ impl Guard {
         };
         let released = self.lease.release().await;
         pending.disarm();
+        if let Ok(false) = released {
+            self.liveness.found_gone();
+        }
         released
     }
 }

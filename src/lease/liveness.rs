@@ -198,6 +198,17 @@ impl Liveness {
         self.fire();
     }
 
+    /// The release found the lock no longer held by this id: counted as lost in the
+    /// metrics, unless its token already fired as lost or expired (counted then).
+    pub(crate) fn found_gone(&self) {
+        if !matches!(
+            self.reason.get(),
+            Some(CancelReason::Lost | CancelReason::Expired)
+        ) {
+            self.held.lost(CancelReason::Lost);
+        }
+    }
+
     /// Fires the token; the reason is given on first look ([`Liveness::reason`]).
     pub(crate) fn fire(&self) {
         self.fired.store(true, Ordering::Release);

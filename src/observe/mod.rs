@@ -3,7 +3,7 @@
 //! lock's time and end, each renewal, and a quorum's node errors. Without the feature
 //! [`Meters`] is empty and every call compiles to nothing.
 //!
-//! The metric names and labels are fixed (README, "Metrics"), so that dashboards can rely
+//! The metric names and labels are fixed (README, "Metrics and tracing"), so that dashboards can rely
 //! on them; the lock key is never a label, since its values are unbounded.
 
 #[cfg(feature = "metrics")]

@@ -57,9 +57,11 @@ const RENEWALS: [&str; 3] = ["ok", "lost", "error"];
 /// Where every record says it comes from (a recorder may filter on it).
 static METADATA: Metadata<'static> = Metadata::new("redismutex", Level::INFO, Some("redismutex"));
 
-/// Describes every metric of the crate to the recorder installed now: its unit and what
-/// it counts, which an exporter shows (Prometheus's `# HELP` lines). Optional: the
-/// metrics are recorded without it. Call it after installing the recorder.
+/// Describes every metric of the crate to the recorder installed now (the thread's local
+/// recorder if one is set, else the global one): its unit and what it counts, which an
+/// exporter shows (Prometheus's `# HELP` lines). Optional: the metrics are recorded
+/// without it. Call it after installing the recorder; README, "Metrics and tracing",
+/// lists the metrics.
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub fn describe() {
     metrics::with_recorder(|recorder| {

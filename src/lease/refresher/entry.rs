@@ -110,7 +110,12 @@ pub(super) async fn release<B: Backend>(entry: Arc<Entry<B>>) {
     let (key, id) = (entry.lease.key(), entry.lease.id());
     let released = entry.lease.release(Leftovers::NONE).await;
     match &released {
-        Ok(held) => tracing::debug!(%key, %id, ?reason, held, "lock released"),
+        Ok(held) => {
+            tracing::debug!(%key, %id, ?reason, held, "lock released");
+            if !held {
+                entry.liveness.found_gone();
+            }
+        }
         Err(err) => tracing::warn!(
             %key, %id, ?reason, error = %chain(err),
             "release failed; the lock expires by its TTL"

@@ -184,29 +184,32 @@ impl<B: Backend> Task<B> {
         } = renewed;
         let timing = self.core.timing;
         let Some(results) = results else {
-            // Every token fired before the reply.
+            // Every token fired before the reply: no renewal was answered in time.
+            for _ in &entries {
+                self.core.meters.renewed(Refreshed::Error);
+            }
             self.to_release
                 .extend(entries.into_iter().filter_map(claimed));
             return;
         };
         for (entry, result) in entries.into_iter().zip(results) {
+            self.core.meters.renewed(match &result {
+                Ok(true) => Refreshed::Ok,
+                Ok(false) => Refreshed::Lost,
+                Err(_) => Refreshed::Error,
+            });
             if entry.ending() {
                 self.to_release.extend(claimed(entry));
                 continue;
             }
             match result {
                 Ok(true) => {
-                    self.core.meters.renewed(Refreshed::Ok);
                     entry.liveness.renewed(sent + entry.lease.validity());
                     self.schedule
                         .renew_at(sent + timing.interval, Arc::downgrade(&entry));
                 }
-                Ok(false) => {
-                    self.core.meters.renewed(Refreshed::Lost);
-                    entry.lost();
-                }
+                Ok(false) => entry.lost(),
                 Err(err) => {
-                    self.core.meters.renewed(Refreshed::Error);
                     tracing::warn!(
                         key = %entry.lease.key(), id = %entry.lease.id(), error = %chain(&err),
                         "refresh failed; retrying"

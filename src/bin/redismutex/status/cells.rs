@@ -1,7 +1,7 @@
 //! One node's view as the cells of the side-by-side table of a quorum's `status`: a row
 //! per field, in Redis terms, `-` where the field does not apply.
 
-use super::member::preview;
+use super::member::{preview, shown};
 use super::queue::{Queue, Waiter};
 use super::semaphore::Holders;
 use super::table::Row;
@@ -19,13 +19,18 @@ type Field = (&'static str, fn(&Status) -> Vec<String>);
 pub(super) fn rows(columns: &[Column<'_>]) -> Vec<Row> {
     let fields: [Field; 9] = [
         ("state", state),
-        ("writer", |s| one(s.writer.clone())),
-        ("readers", |s| many(s.readers.clone())),
+        ("writer", |s| one(s.writer.as_deref().map(shown))),
+        ("readers", |s| {
+            many(s.readers.iter().map(|r| shown(r)).collect())
+        }),
         ("holders", holders),
         ("in use", |s| one(s.semaphore.as_ref().map(in_use_cell))),
         ("queue", |s| s.queue.as_ref().map_or_else(dash, queue)),
         ("intent", |s| {
-            one(s.intent.as_ref().and_then(|i| i.value.clone()))
+            one(s
+                .intent
+                .as_ref()
+                .and_then(|i| i.value.as_deref().map(shown)))
         }),
         ("last fencing token", fence),
         ("PTTL", |s| one(s.pttl_ms.map(pttl))),

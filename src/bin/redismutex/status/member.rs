@@ -36,6 +36,18 @@ pub(super) fn preview(text: &str) -> String {
     format!("{head:?}{more}")
 }
 
+/// `text` as it is when it is short printable ASCII with no space (an id, Go's `1`), else
+/// its [`preview`]: a value written by someone else must not break a line or a table, nor
+/// reach the terminal as an escape sequence.
+pub(super) fn shown(text: &str) -> String {
+    if text.len() <= PREVIEW_CHARS && !text.is_empty() && text.chars().all(|c| c.is_ascii_graphic())
+    {
+        text.to_owned()
+    } else {
+        preview(text)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +85,15 @@ mod tests {
         ] {
             assert_eq!(waiter(bad), ("unknown", None), "{bad}");
         }
+    }
+
+    #[test]
+    fn odd_values_are_shown_quoted_and_ids_as_they_are() {
+        assert_eq!(shown(ID), ID);
+        assert_eq!(shown("1"), "1");
+        assert_eq!(shown("a\nb"), "\"a\\nb\"");
+        assert_eq!(shown("\u{1b}[2J"), "\"\\u{1b}[2J\"");
+        assert_eq!(shown(""), "\"\"");
     }
 
     #[test]

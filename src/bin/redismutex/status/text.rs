@@ -1,7 +1,7 @@
 //! `status` on one server as text: the key's state and holders, its fair queue, the lock
 //! intent and the last fencing token, one line each (holders and waiters indented below).
 
-use super::member::preview;
+use super::member::{preview, shown};
 use super::queue::{Queue, Waiter};
 use super::semaphore::Holders;
 use super::{Part, Status};
@@ -14,7 +14,7 @@ pub(super) fn status(status: &Status) -> String {
         None => "intent: none\n".to_owned(),
         Some(part) => format!(
             "intent: {} ({}, {})\n",
-            part.value.as_deref().unwrap_or("-"),
+            part.value.as_deref().map_or_else(|| "-".to_owned(), shown),
             part.kind,
             ms(part.pttl_ms)
         ),
@@ -31,7 +31,10 @@ fn state(status: &Status) -> String {
         ("free", _) => format!("{key}: free\n"),
         ("write", _) => format!(
             "{key}: write-locked by {} ({pttl})\n",
-            status.writer.as_deref().unwrap_or("?")
+            status
+                .writer
+                .as_deref()
+                .map_or_else(|| "?".to_owned(), shown)
         ),
         ("read", _) => {
             let mut out = format!(
@@ -39,7 +42,7 @@ fn state(status: &Status) -> String {
                 status.reader_count
             );
             for reader in &status.readers {
-                out.push_str(&format!("  reader {reader}\n"));
+                out.push_str(&format!("  reader {}\n", shown(reader)));
             }
             out
         }
