@@ -9,6 +9,7 @@ use tokio_util::task::TaskTracker;
 use crate::error::Error;
 use crate::mutex::RwMutex;
 use crate::notify::Notifier;
+use crate::protocol::acks::Acks;
 use crate::semaphore::Semaphore;
 use crate::settings::Settings;
 use crate::shared::Deployment;
@@ -25,6 +26,7 @@ use crate::shared::Deployment;
 /// - `lock_intent`: off (mutex only)
 /// - `reentrant`: off (mutex only)
 /// - `fence_retention`: 24 h
+/// - `replicas`: off (nothing waits for replicas)
 /// - `task_tracker`: none (background tasks are spawned with `tokio::spawn`)
 /// - `notifier`: none (waiters poll)
 /// - `hash_tag_keys`: off (the Go package's key layout)
@@ -227,6 +229,39 @@ impl<C, T> Builder<C, T> {
         self
     }
 
+    /// Counts an acquisition, and each refresh, only once `n` replicas have acknowledged
+    /// its writes (Redis `WAIT n timeout`, on the same connection right after them)
+    /// within `timeout` (default off).
+    ///
+    /// An acquisition the replicas do not acknowledge in time is released: a `try_*`
+    /// request fails with [`Error::NotReplicated`], a waiting request tries again until
+    /// its timeout. A refresh that is not acknowledged counts as failed: it is retried
+    /// every `ttl / 8`, and the guard's token fires [`Expired`](crate::CancelReason::Expired)
+    /// at its deadline if none succeeds.
+    ///
+    /// What it buys: a lock that was acknowledged is on `n` replicas, so a failover to
+    /// one of them keeps it. What it does not: replication stays asynchronous, and `WAIT`
+    /// is not consensus. A failover may still pick a replica that had not acknowledged,
+    /// and a lock can still be lost between a refresh and its acknowledgement. Quorum
+    /// mode ([`Quorum`](crate::Quorum)) or [fencing tokens](crate::Guard::fencing_token)
+    /// give the guarantees (README, "Replica acknowledgement").
+    ///
+    /// `WAIT` blocks the connection it is sent on until the replicas answer or the
+    /// timeout passes, so while a replica lags, every request on a shared multiplexed
+    /// connection waits behind it.
+    ///
+    /// [`build`](Self::build) refuses it (`Error::InvalidOptions`) with `n` = 0, a
+    /// `timeout` below 1 ms or above a quarter of the TTL (a renewal and its wait leave
+    /// room for a retry within the validity), over a [`Quorum`](crate::Quorum), and on a
+    /// Redis Cluster.
+    pub fn replicas(mut self, n: usize, timeout: Duration) -> Self {
+        self.settings.replicas = Some(Acks {
+            replicas: n,
+            timeout,
+        });
+        self
+    }
+
     /// Adds the label `name` = this handle's name (the `name` given to
     /// [`RwMutex::builder`](crate::RwMutex::builder) or
     /// [`Semaphore::builder`](crate::Semaphore::builder)) to every metric it records
@@ -258,6 +293,7 @@ impl<C, T> fmt::Debug for Builder<C, T> {
             .field("hash_tag_keys", &self.settings.hash_tag_keys)
             .field("cluster", &self.settings.cluster)
             .field("name_label", &self.settings.name_label)
+            .field("replicas", &self.settings.replicas)
             .finish_non_exhaustive()
     }
 }

@@ -121,6 +121,24 @@ pub enum Error {
         source: Option<Box<Error>>,
     },
 
+    /// [`Builder::replicas`](crate::Builder::replicas): fewer than `wanted` replicas
+    /// acknowledged (`WAIT`) the writes of an acquire or a renewal of lock key `key`
+    /// within the timeout; `acked` did. An acquire is released (a waiting request tries
+    /// again until its timeout, a try reports it); a renewal counts as failed, and is
+    /// retried until the guard's deadline.
+    #[error(
+        "only {acked} of {wanted} replicas acknowledged lock key {} in time",
+        Preview(key)
+    )]
+    NotReplicated {
+        /// The lock key the request was for.
+        key: String,
+        /// How many replicas acknowledged within the timeout.
+        acked: usize,
+        /// How many must: the `n` of `Builder::replicas`.
+        wanted: usize,
+    },
+
     /// The guard's lock was no longer held (its token had fired, or Redis no longer had
     /// this id at `key`), so it could not be
     /// [downgraded](crate::Guard::downgrade). The guard is gone, and so is the lock.
@@ -210,6 +228,11 @@ impl Error {
             Self::Redis { source, .. } | Self::Refused { source, .. } => {
                 Self::redis(key, source.clone())
             }
+            Self::NotReplicated { acked, wanted, .. } => Self::NotReplicated {
+                key: key.to_owned(),
+                acked: *acked,
+                wanted: *wanted,
+            },
             other => Self::redis(
                 key,
                 redis::RedisError::from((
@@ -222,9 +245,10 @@ impl Error {
     }
 
     /// Whether a waiting request tries again after this error rather than failing: a
-    /// quorum that could not be reached may be reachable on the next attempt.
+    /// quorum that could not be reached may be reachable on the next attempt, and
+    /// replicas that did not acknowledge in time may on the next.
     pub(crate) fn passing(&self) -> bool {
-        matches!(self, Self::NoQuorum { .. })
+        matches!(self, Self::NoQuorum { .. } | Self::NotReplicated { .. })
     }
 
     /// Whether this is an answer from Redis that says the request changed nothing: a
@@ -247,7 +271,8 @@ impl Error {
             | Self::InvalidKey { key, .. }
             | Self::WouldDeadlock { key }
             | Self::NotHeld { key }
-            | Self::NoQuorum { key, .. } => Some(key),
+            | Self::NoQuorum { key, .. }
+            | Self::NotReplicated { key, .. } => Some(key),
             Self::Timeout | Self::Cancelled | Self::InvalidOptions(_) => None,
         }
     }

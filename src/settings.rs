@@ -6,6 +6,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Preview};
 use crate::notify::Notifier;
+use crate::protocol::acks::Acks;
 use crate::protocol::keys::{check_key, check_slot, lock_key};
 use crate::protocol::topology::is_cluster;
 
@@ -48,6 +49,8 @@ pub(crate) struct Settings {
     pub(crate) quorum: Option<usize>,
     /// The metrics carry the label `name` = the handle's name (feature `metrics`).
     pub(crate) name_label: bool,
+    /// How many replicas must acknowledge an acquire or a renewal, and within how long.
+    pub(crate) replicas: Option<Acks>,
 }
 
 impl Settings {
@@ -66,6 +69,7 @@ impl Settings {
             permits: None,
             quorum: None,
             name_label: false,
+            replicas: None,
         }
     }
 
@@ -128,7 +132,38 @@ impl Settings {
         }
         self.check_slots()?;
         self.check_quorum()?;
+        self.check_replicas()?;
         self.check_notifier()
+    }
+
+    /// Replica acknowledgement ([`Builder::replicas`](crate::Builder::replicas)) needs
+    /// one server with replicas: at least one replica, a timeout of at least 1 ms and at
+    /// most a quarter of the TTL (a renewal and its wait leave room for a retry within
+    /// the validity), and neither a cluster nor a quorum.
+    fn check_replicas(&self) -> Result<(), Error> {
+        let Some(acks) = self.replicas else {
+            return Ok(());
+        };
+        let refusal = if acks.replicas == 0 {
+            "0 replicas: leave the option off instead".to_owned()
+        } else if acks.timeout < Duration::from_millis(1) || acks.timeout > self.ttl / 4 {
+            format!(
+                "its timeout {:?} is outside 1ms..={:?} (a quarter of the ttl)",
+                acks.timeout,
+                self.ttl / 4
+            )
+        } else if self.quorum.is_some() {
+            "it is over a quorum, whose majority of masters gives more than replicas do".to_owned()
+        } else if self.cluster {
+            "it is on a Redis Cluster, which is not supported yet".to_owned()
+        } else {
+            return Ok(());
+        };
+        Err(Error::InvalidOptions(format!(
+            "{} {} asks for replica acknowledgement, but {refusal}",
+            self.what(),
+            Preview(&self.name),
+        )))
     }
 
     /// On a cluster, or with [`hash_tag_keys`](Self::hash_tag_keys), every lock of the

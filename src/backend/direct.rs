@@ -12,6 +12,7 @@ use redis::aio::ConnectionLike;
 use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
+use crate::protocol::acks::{self, Acks};
 use crate::protocol::calls::{self, Ask, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::keys::hash_tag;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
@@ -67,6 +68,8 @@ pub(crate) type Node<C> = Direct<C, QuorumNode>;
 pub(crate) struct Direct<C, P> {
     conn: C,
     hub: Option<Arc<Hub>>,
+    /// How many replicas must acknowledge an acquire or a renewal, if any must.
+    acks: Option<Acks>,
     place: PhantomData<fn() -> P>,
 }
 
@@ -76,8 +79,16 @@ impl<C, P> Direct<C, P> {
         Self {
             conn,
             hub,
+            acks: None,
             place: PhantomData,
         }
+    }
+
+    /// The backend whose acquires and renewals count only once `acks` says the
+    /// replicas have them (`WAIT` on the same connection, after the writes).
+    pub(crate) fn acknowledged(mut self, acks: Option<Acks>) -> Self {
+        self.acks = acks;
+        self
     }
 }
 
@@ -99,17 +110,36 @@ where
             Ask::FastWrite if !self.fast_path() => Ask::Write { set_intent: false },
             other => other,
         };
-        calls::attempt(&mut self.conn.clone(), call, P::TOPOLOGY, ask).await
+        let mut conn = self.conn.clone();
+        let attempt = calls::attempt(&mut conn, call, P::TOPOLOGY, ask).await?;
+        if let (Attempt::Acquired(_), Some(acks)) = (&attempt, self.acks) {
+            // Not acknowledged: the engine releases the lock, or attempts again.
+            acks::wait(&mut conn, call.keys.lock(), acks).await?;
+        }
+        Ok(attempt)
     }
 
     async fn refresh(&self, call: &Call, _retake: Option<Retake>) -> Result<bool, Error> {
-        calls::refresh(&mut self.conn.clone(), call).await
+        let mut conn = self.conn.clone();
+        let held = calls::refresh(&mut conn, call).await?;
+        if let (true, Some(acks)) = (held, self.acks) {
+            acks::wait(&mut conn, call.keys.lock(), acks).await?;
+        }
+        Ok(held)
     }
 
     async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
         if !P::TOPOLOGY.sharded() {
-            let renewed = calls::renew(&mut self.conn.clone(), batch).await;
-            return spread(batch.iter(), renewed);
+            let mut conn = self.conn.clone();
+            let renewed = spread(batch.iter(), calls::renew(&mut conn, batch).await);
+            return match self.acks {
+                Some(acks) if renewed.iter().any(|held| matches!(held, Ok(true))) => {
+                    let key = batch.first().map_or("", |item| item.call.keys.lock());
+                    let acked = acks::wait(&mut conn, key, acks).await;
+                    unacknowledged(batch.iter(), renewed, acked)
+                }
+                _ => renewed,
+            };
         }
         // A script's keys must share a slot: one script per hash tag (every lock key on a
         // cluster has one), sent at once.
@@ -190,11 +220,32 @@ fn spread<'a>(
     }
 }
 
+/// A batch's renewals once the replicas answered `acked`: when they did not acknowledge,
+/// each renewal that held fails with that error, named after its own lock key; a lock
+/// found lost stays lost.
+fn unacknowledged<'a>(
+    items: impl Iterator<Item = &'a Renewal<'a>>,
+    renewed: Vec<Result<bool, Error>>,
+    acked: Result<(), Error>,
+) -> Vec<Result<bool, Error>> {
+    let Err(err) = acked else {
+        return renewed;
+    };
+    items
+        .zip(renewed)
+        .map(|(item, held)| match held {
+            Ok(true) => Err(err.for_key(item.call.keys.lock())),
+            other => other,
+        })
+        .collect()
+}
+
 impl<C, P> fmt::Debug for Direct<C, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Direct")
             .field("place", &std::any::type_name::<P>())
             .field("notified", &self.hub.is_some())
+            .field("acks", &self.acks)
             .finish_non_exhaustive()
     }
 }

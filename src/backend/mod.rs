@@ -43,6 +43,7 @@ pub use quorum::Quorum;
 
 use crate::error::Error;
 use crate::notify::hub::Hub;
+use crate::protocol::acks::Acks;
 use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 
@@ -108,12 +109,12 @@ pub(crate) enum Connection<C> {
 
 impl<C> Connection<C> {
     /// The backend on `conn`, a cluster connection when `cluster`, waking waiters through
-    /// `hub`.
-    pub(crate) fn new(conn: C, cluster: bool, hub: Option<Arc<Hub>>) -> Self {
+    /// `hub`; its acquires and renewals wait for `acks` when given.
+    pub(crate) fn new(conn: C, cluster: bool, hub: Option<Arc<Hub>>, acks: Option<Acks>) -> Self {
         if cluster {
-            Self::Cluster(Cluster::new(conn, hub))
+            Self::Cluster(Cluster::new(conn, hub).acknowledged(acks))
         } else {
-            Self::Single(Single::new(conn, hub))
+            Self::Single(Single::new(conn, hub).acknowledged(acks))
         }
     }
 }

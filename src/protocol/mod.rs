@@ -2,6 +2,7 @@
 //! calls that run them, their replies, and the fencing-token bookkeeping that lets a
 //! writer skip a script. It knows nothing of waiting, guards or handles.
 
+pub(crate) mod acks;
 pub(crate) mod calls;
 pub(crate) mod fast;
 pub(crate) mod fences;

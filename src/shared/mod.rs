@@ -82,7 +82,7 @@ where
             .notifier
             .as_ref()
             .map(|notifier| Arc::clone(&notifier.hub));
-        let backend = Connection::new(conn.clone(), settings.cluster, hub);
+        let backend = Connection::new(conn.clone(), settings.cluster, hub, settings.replicas);
         let meters = meters_of(&settings);
         let refresher = Refresher::new(
             Arc::new(backend),
