@@ -139,6 +139,20 @@ pub enum Error {
         wanted: usize,
     },
 
+    /// Over a `SentinelConnection` (feature `sentinel`): no
+    /// primary could be found for a request on lock key `key` (the Sentinels name none,
+    /// or the one they name does not answer as a primary, as during a failover), within
+    /// 1 s. A waiting request keeps trying until its timeout; a try, an unlock or a
+    /// downgrade reports it; a refresh retries until the guard's deadline.
+    #[error("no Redis primary found for lock key {}", Preview(key))]
+    NoPrimary {
+        /// The lock key the request was for.
+        key: String,
+        /// What finding the primary reported.
+        #[source]
+        source: redis::RedisError,
+    },
+
     /// The guard's lock was no longer held (its token had fired, or Redis no longer had
     /// this id at `key`), so it could not be
     /// [downgraded](crate::Guard::downgrade). The guard is gone, and so is the lock.
@@ -209,6 +223,12 @@ impl Error {
     /// [`Refusal`], else [`Error::Redis`].
     pub(crate) fn redis(key: &str, source: redis::RedisError) -> Self {
         let key = key.to_owned();
+        if matches!(
+            source.kind(),
+            redis::ErrorKind::MasterNameNotFoundBySentinel | redis::ErrorKind::EmptySentinelList
+        ) {
+            return Self::NoPrimary { key, source };
+        }
         match source.code().and_then(Refusal::from_code) {
             Some(refusal) => Self::Refused {
                 key,
@@ -225,9 +245,9 @@ impl Error {
     /// [`Error::Redis`] on `key` that quotes it.
     pub(crate) fn for_key(&self, key: &str) -> Self {
         match self {
-            Self::Redis { source, .. } | Self::Refused { source, .. } => {
-                Self::redis(key, source.clone())
-            }
+            Self::Redis { source, .. }
+            | Self::Refused { source, .. }
+            | Self::NoPrimary { source, .. } => Self::redis(key, source.clone()),
             Self::NotReplicated { acked, wanted, .. } => Self::NotReplicated {
                 key: key.to_owned(),
                 acked: *acked,
@@ -248,7 +268,10 @@ impl Error {
     /// quorum that could not be reached may be reachable on the next attempt, and
     /// replicas that did not acknowledge in time may on the next.
     pub(crate) fn passing(&self) -> bool {
-        matches!(self, Self::NoQuorum { .. } | Self::NotReplicated { .. })
+        matches!(
+            self,
+            Self::NoQuorum { .. } | Self::NotReplicated { .. } | Self::NoPrimary { .. }
+        )
     }
 
     /// Whether this is an answer from Redis that says the request changed nothing: a
@@ -272,7 +295,8 @@ impl Error {
             | Self::WouldDeadlock { key }
             | Self::NotHeld { key }
             | Self::NoQuorum { key, .. }
-            | Self::NotReplicated { key, .. } => Some(key),
+            | Self::NotReplicated { key, .. }
+            | Self::NoPrimary { key, .. } => Some(key),
             Self::Timeout | Self::Cancelled | Self::InvalidOptions(_) => None,
         }
     }

@@ -36,6 +36,8 @@ mod mutex;
 mod semaphore;
 
 pub use backend::Quorum;
+#[cfg(feature = "sentinel")]
+pub use backend::SentinelConnection;
 pub use builder::Builder;
 pub use error::{Error, Refusal};
 pub use guard::{Guard, Permit};

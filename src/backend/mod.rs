@@ -33,6 +33,8 @@
 
 mod direct;
 mod quorum;
+#[cfg(feature = "sentinel")]
+mod sentinel;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -40,6 +42,8 @@ use std::sync::Arc;
 pub(crate) use direct::{Cluster, Single};
 pub(crate) use quorum::Majority;
 pub use quorum::Quorum;
+#[cfg(feature = "sentinel")]
+pub use sentinel::SentinelConnection;
 
 use crate::error::Error;
 use crate::notify::hub::Hub;

@@ -192,6 +192,13 @@ impl Hub {
         Self::new(vec![Source::Cluster(Box::new(client))])
     }
 
+    /// The hub of a primary under Redis Sentinel: its subscriber connects to the primary
+    /// the Sentinels name at each (re)connection.
+    #[cfg(feature = "sentinel")]
+    pub(crate) fn sentinel(client: redis::sentinel::SentinelClient) -> Arc<Self> {
+        Self::new(vec![Source::Sentinel(Arc::new(tokio::sync::Mutex::new(client)))])
+    }
+
     /// A hub of its own for the nodes of a quorum, one client per node, with one
     /// subscriber connection per node.
     pub(crate) fn quorum(clients: Vec<redis::Client>) -> Arc<Self> {

@@ -67,6 +67,23 @@ impl Notifier {
 }
 
 impl Notifier {
+    /// A notifier for a primary under Redis Sentinel (feature `sentinel`), for a mutex
+    /// over a [`SentinelConnection`](crate::SentinelConnection): its subscriber
+    /// connection goes to the primary the Sentinels name each time it (re)connects, so
+    /// after a failover that drops it, it subscribes on the new primary. A failover that
+    /// leaves the old connection open but silent (a frozen primary) is not noticed: its
+    /// waiters then wake by their fallback timer (the blocker's PTTL, at most half the
+    /// TTL). Each call makes a notifier of its own: clone it into every builder.
+    #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
+    pub fn sentinel(client: redis::sentinel::SentinelClient) -> Self {
+        Self {
+            hub: Hub::sentinel(client),
+        }
+    }
+}
+
+impl Notifier {
     /// A notifier for a [`Quorum`](crate::Quorum): one client per node, in the order of
     /// the quorum's connections (a mutex with a notifier for another number of nodes is
     /// refused with [`Error::InvalidOptions`](crate::Error::InvalidOptions)).

@@ -46,6 +46,9 @@ pub(crate) enum Source {
     /// A Redis Cluster: sharded Pub/Sub over a RESP3 cluster connection.
     #[cfg(feature = "cluster")]
     Cluster(Box<redis::cluster::ClusterClient>),
+    /// The primary that Redis Sentinel names at each connection: a Pub/Sub connection.
+    #[cfg(feature = "sentinel")]
+    Sentinel(Arc<tokio::sync::Mutex<redis::sentinel::SentinelClient>>),
 }
 
 impl Source {
@@ -54,6 +57,8 @@ impl Source {
             Self::Server(_) => false,
             #[cfg(feature = "cluster")]
             Self::Cluster(_) => true,
+            #[cfg(feature = "sentinel")]
+            Self::Sentinel(_) => false,
         }
     }
 }
@@ -67,6 +72,8 @@ impl fmt::Debug for Source {
                 .finish(),
             #[cfg(feature = "cluster")]
             Self::Cluster(_) => f.write_str("Cluster"),
+            #[cfg(feature = "sentinel")]
+            Self::Sentinel(_) => f.write_str("Sentinel"),
         }
     }
 }
@@ -123,6 +130,18 @@ async fn connect_and_serve<L: Listener>(
         Source::Cluster(client) => {
             let link = super::sharded::connect(client).await;
             serve(link, hub, changed, stop, backoff).await
+        }
+        #[cfg(feature = "sentinel")]
+        Source::Sentinel(sentinels) => {
+            let link = bounded(
+                async {
+                    let client = sentinels.lock().await.async_get_client().await?;
+                    client.get_async_pubsub().await
+                },
+                "connecting to the primary the Sentinels name",
+            )
+            .await;
+            serve(link.map(ServerLink::new), hub, changed, stop, backoff).await
         }
     }
 }

@@ -1,0 +1,182 @@
+//! [`SentinelConnection`]: a redis-rs connection that follows the primary Redis Sentinel
+//! names, so that a mutex made over it reaches the new primary after a failover.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::sentinel::SentinelClient;
+use redis::{AsyncConnectionConfig, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+
+use crate::util;
+
+/// How long finding the primary (asking the Sentinels, checking its `ROLE`) and
+/// connecting to it may take before a request fails.
+const RESOLVE_BOUND: Duration = Duration::from_secs(1);
+/// The response timeout of the connection to the primary, as redis-rs's default for a
+/// multiplexed connection.
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A connection to the primary that Redis Sentinel names, for a [`RwMutex`] or
+/// [`Semaphore`] over a replicated primary (feature `sentinel`; README, "Sentinel").
+///
+/// It holds one multiplexed connection to the primary, found through the Sentinels of a
+/// [`SentinelClient`] (built for `SentinelServerType::Master`). A request that fails in
+/// a way a failover explains (the connection refused, dropped or timed out; `READONLY`
+/// from a primary that was demoted; `MASTERDOWN`; `LOADING`) drops that connection, and
+/// the next request asks the Sentinels again, so requests, refreshes and releases reach
+/// the new primary without a new mutex. Finding the primary and connecting are bounded
+/// by 1 s; while no primary is known, a request fails with
+/// [`Error::Redis`](crate::Error::Redis) naming its key (a waiting request keeps trying
+/// until its timeout; a refresh retries until the guard's deadline).
+///
+/// Clones share the connection. For releases to wake waiters, give the mutex a
+/// [`Notifier::sentinel`](crate::Notifier::sentinel) of the same Sentinels.
+///
+/// [`RwMutex`]: crate::RwMutex
+/// [`Semaphore`]: crate::Semaphore
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use redis::sentinel::{SentinelClient, SentinelServerType};
+/// use redismutex::{RwMutex, SentinelConnection};
+///
+/// let sentinels = vec!["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/"];
+/// let client = SentinelClient::build(sentinels, "mymaster".to_owned(), None, SentinelServerType::Master)?;
+/// let mx = RwMutex::new(SentinelConnection::new(client), "orders");
+/// let guard = mx.write().await?;
+/// # drop(guard);
+/// # Ok(())
+/// # }
+/// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
+#[derive(Clone)]
+pub struct SentinelConnection {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    sentinels: tokio::sync::Mutex<SentinelClient>,
+    /// The connection to the primary, until a request finds it gone.
+    primary: Mutex<Option<MultiplexedConnection>>,
+}
+
+impl SentinelConnection {
+    /// A connection to the primary `client`'s Sentinels name; nothing is sent until the
+    /// first request.
+    pub fn new(client: SentinelClient) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                sentinels: tokio::sync::Mutex::new(client),
+                primary: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Runs `send` on the connection to the primary; when it fails as a failover would
+    /// make it fail, once more on a connection to the primary the Sentinels name then.
+    /// (Sending again is safe for this crate's requests: each script under the same id
+    /// finds what the first one did.)
+    async fn send<'a, T, F>(&self, send: F) -> Result<T, RedisError>
+    where
+        F: Fn(MultiplexedConnection) -> RedisFuture<'a, T>,
+    {
+        let reply = send(self.primary().await?).await;
+        match &reply {
+            Err(err) if failed_over(err) => {
+                tracing::debug!(error = %err, "the primary may have changed; asking the Sentinels again");
+                *util::lock(&self.shared.primary) = None;
+                send(self.primary().await?).await
+            }
+            _ => reply,
+        }
+    }
+
+    /// The connection to the primary: the one held, or a new one to the primary the
+    /// Sentinels name now; an error of kind `MasterNameNotFoundBySentinel` (which the
+    /// crate reports as `Error::NoPrimary`) when none is found within [`RESOLVE_BOUND`].
+    async fn primary(&self) -> Result<MultiplexedConnection, RedisError> {
+        if let Some(conn) = util::lock(&self.shared.primary).clone() {
+            return Ok(conn);
+        }
+        let mut sentinels = self.shared.sentinels.lock().await;
+        // Another request may have connected while this one waited for the Sentinels.
+        if let Some(conn) = util::lock(&self.shared.primary).clone() {
+            return Ok(conn);
+        }
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(RESOLVE_BOUND))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT));
+        let found = tokio::time::timeout(RESOLVE_BOUND, async {
+            let client = sentinels.async_get_client().await?;
+            client.get_multiplexed_async_connection_with_config(&config).await
+        })
+        .await;
+        let conn = match found {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(err)) => return Err(no_primary(err.to_string())),
+            Err(_) => return Err(no_primary("no answer within 1 s".to_owned())),
+        };
+        *util::lock(&self.shared.primary) = Some(conn.clone());
+        Ok(conn)
+    }
+
+}
+
+/// The error of a request that found no primary, with what finding one reported.
+fn no_primary(detail: String) -> RedisError {
+    RedisError::from((
+        ErrorKind::MasterNameNotFoundBySentinel,
+        "no primary found through the Sentinels",
+        detail,
+    ))
+}
+
+/// Whether `err` is what a client of a primary sees around a failover.
+fn failed_over(err: &RedisError) -> bool {
+    use redis::ServerErrorKind;
+    err.is_io_error()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+        || err.is_timeout()
+        || matches!(
+            err.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown | ServerErrorKind::BusyLoading
+            )
+        )
+}
+
+impl ConnectionLike for SentinelConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(self.send(move |mut conn| {
+            Box::pin(async move { conn.req_packed_command(cmd).await })
+        }))
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(self.send(move |mut conn| {
+            Box::pin(async move { conn.req_packed_commands(pipeline, offset, count).await })
+        }))
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+impl fmt::Debug for SentinelConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SentinelConnection")
+            .field("connected", &util::lock(&self.shared.primary).is_some())
+            .finish_non_exhaustive()
+    }
+}
