@@ -1,5 +1,6 @@
-//! Test support: a throwaway `redis-server` (or Redis Cluster) per test, a
-//! fault-injecting proxy in front of it, and a peer speaking the Go package's protocol.
+//! Test support: a throwaway `redis-server` (or Redis Cluster, or a primary with replicas
+//! under Sentinel) per test, a fault-injecting proxy in front of it, and a peer speaking
+//! the Go package's protocol.
 //! Shared by the integration tests, the benches and the example.
 #![allow(dead_code, unreachable_pub)]
 
@@ -23,6 +24,7 @@ pub mod record;
 pub mod recorded;
 pub mod referee;
 pub mod report;
+pub mod sentinel;
 pub mod server;
 pub mod trap_child;
 pub mod worker_bin;

@@ -80,6 +80,14 @@ impl RedisServer {
             .unwrap_or_else(|err| panic!("restart on port {}: {err}", self.port));
     }
 
+    /// Starts the server again like [`restart`](Self::restart), with `extra` in place of
+    /// its extra arguments from now on: a node of a replicated deployment comes back as a
+    /// replica of whichever node is the primary now, say.
+    pub fn restart_with(&mut self, extra: &[&str]) {
+        self.extra = extra.iter().map(|arg| arg.to_string()).collect();
+        self.restart();
+    }
+
     /// The directory of the server's files (its log, and its append-only files when
     /// started with `--appendonly yes`); it lives as long as the server.
     pub fn dir(&self) -> &Path {
@@ -181,8 +189,8 @@ where
 }
 
 /// Waits until the server on `port` answers PING; fails at once if `child` exits (its
-/// port was taken, say).
-fn wait_ready(child: &mut Child, port: u16) -> Result<(), String> {
+/// port was taken, say). A Sentinel answers PING too.
+pub fn wait_ready(child: &mut Child, port: u16) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if let Ok(Some(status)) = child.try_wait() {

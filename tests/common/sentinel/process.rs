@@ -1,0 +1,137 @@
+//! One Sentinel: `redis-server <its config> --sentinel` on a free loopback port, with its
+//! config file and its log in a temporary directory of its own (Sentinel rewrites the
+//! file as it learns the deployment, so no two Sentinels may share one), killed when
+//! dropped.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use super::super::server::{read_log, wait_ready, INSTALL_HINT};
+
+/// What the Sentinels are told of the master they monitor.
+#[derive(Debug, Clone, Copy)]
+pub struct Monitor {
+    /// The name the master is monitored under (`sentinel monitor <name> ...`).
+    pub name: &'static str,
+    /// The port of the primary on 127.0.0.1 when the Sentinel starts.
+    pub primary_port: u16,
+    /// How many Sentinels must agree the primary is down before a failover.
+    pub quorum: usize,
+    /// `down-after-milliseconds`: how long the primary may not answer before it is
+    /// suspected.
+    pub down_after_ms: u64,
+    /// `failover-timeout`, in ms: bounds each step of a failover, and a failed one is
+    /// tried again no sooner than twice this.
+    pub failover_timeout_ms: u64,
+}
+
+/// A running Sentinel.
+#[derive(Debug)]
+pub struct SentinelProcess {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl SentinelProcess {
+    /// Starts a Sentinel monitoring `monitor`, trying a few free ports in case another
+    /// process takes one first; the error has its log, or is [`INSTALL_HINT`].
+    pub fn start(monitor: &Monitor) -> Result<Self, String> {
+        let mut last = String::new();
+        for _ in 0..5 {
+            match Self::start_once(monitor) {
+                Ok(sentinel) => return Ok(sentinel),
+                Err(err) if err == INSTALL_HINT => return Err(err),
+                Err(err) => last = err,
+            }
+        }
+        Err(last)
+    }
+
+    fn start_once(monitor: &Monitor) -> Result<Self, String> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|err| format!("no free loopback port: {err}"))?
+            .port();
+        let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
+        let config = dir.path().join("sentinel.conf");
+        std::fs::write(&config, config_text(port, dir.path(), monitor))
+            .map_err(|err| format!("cannot write {config:?}: {err}"))?;
+        let mut child = Command::new("redis-server")
+            .arg(&config)
+            .arg("--sentinel")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|err| match err.kind() {
+                std::io::ErrorKind::NotFound => INSTALL_HINT.to_string(),
+                _ => format!("cannot run redis-server --sentinel: {err}"),
+            })?;
+        if let Err(why) = wait_ready(&mut child, port) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "sentinel on port {port} {why}:\n{}",
+                read_log(dir.path())
+            ));
+        }
+        Ok(Self { child, port, dir })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>/`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The Sentinel's log so far, for failure messages.
+    pub fn log(&self) -> String {
+        read_log(self.dir.path())
+    }
+
+    /// Its config file as Sentinel last rewrote it: the replicas and the other
+    /// Sentinels it knows, its epochs.
+    pub fn config(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("sentinel.conf"))
+            .unwrap_or_else(|err| format!("(no config: {err})"))
+    }
+}
+
+/// The config file of a Sentinel on 127.0.0.1:`port` with its files in `dir`. The
+/// addresses are IPs, so neither `resolve-hostnames` nor `announce-ip` is needed: the
+/// Sentinels announce 127.0.0.1, the address they reach the primary from.
+fn config_text(port: u16, dir: &Path, monitor: &Monitor) -> String {
+    let Monitor {
+        name,
+        primary_port,
+        quorum,
+        down_after_ms,
+        failover_timeout_ms,
+    } = monitor;
+    format!(
+        "port {port}\n\
+         bind 127.0.0.1\n\
+         protected-mode no\n\
+         daemonize no\n\
+         dir {dir}\n\
+         logfile {log}\n\
+         sentinel monitor {name} 127.0.0.1 {primary_port} {quorum}\n\
+         sentinel down-after-milliseconds {name} {down_after_ms}\n\
+         sentinel failover-timeout {name} {failover_timeout_ms}\n\
+         sentinel parallel-syncs {name} 2\n",
+        dir = dir.display(),
+        log = dir.join("redis.log").display(),
+    )
+}
+
+impl Drop for SentinelProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
