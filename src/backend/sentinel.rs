@@ -112,7 +112,9 @@ impl SentinelConnection {
             .set_response_timeout(Some(RESPONSE_TIMEOUT));
         let found = tokio::time::timeout(RESOLVE_BOUND, async {
             let client = sentinels.async_get_client().await?;
-            client.get_multiplexed_async_connection_with_config(&config).await
+            client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
         })
         .await;
         let conn = match found {
@@ -123,7 +125,6 @@ impl SentinelConnection {
         *util::lock(&self.shared.primary) = Some(conn.clone());
         Ok(conn)
     }
-
 }
 
 /// The error of a request that found no primary, with what finding one reported.
@@ -145,16 +146,18 @@ fn failed_over(err: &RedisError) -> bool {
         || matches!(
             err.kind(),
             ErrorKind::Server(
-                ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown | ServerErrorKind::BusyLoading
+                ServerErrorKind::ReadOnly
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::BusyLoading
             )
         )
 }
 
 impl ConnectionLike for SentinelConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(self.send(move |mut conn| {
-            Box::pin(async move { conn.req_packed_command(cmd).await })
-        }))
+        Box::pin(
+            self.send(move |mut conn| Box::pin(async move { conn.req_packed_command(cmd).await })),
+        )
     }
 
     fn req_packed_commands<'a>(

@@ -196,7 +196,9 @@ impl Hub {
     /// the Sentinels name at each (re)connection.
     #[cfg(feature = "sentinel")]
     pub(crate) fn sentinel(client: redis::sentinel::SentinelClient) -> Arc<Self> {
-        Self::new(vec![Source::Sentinel(Arc::new(tokio::sync::Mutex::new(client)))])
+        Self::new(vec![Source::Sentinel(Arc::new(tokio::sync::Mutex::new(
+            client,
+        )))])
     }
 
     /// A hub of its own for the nodes of a quorum, one client per node, with one
