@@ -248,7 +248,10 @@ impl<C, T> Builder<C, T> {
     ///
     /// `WAIT` blocks the connection it is sent on until the replicas answer or the
     /// timeout passes, so while a replica lags, every request on a shared multiplexed
-    /// connection waits behind it.
+    /// connection waits behind it. Keep `timeout` below the connection's response
+    /// timeout (redis-rs's default is 500 ms; a `SentinelConnection`'s is 2 s): a `WAIT`
+    /// cut short by it is a failed request ([`Error::Redis`]), not
+    /// [`Error::NotReplicated`].
     ///
     /// [`build`](Self::build) refuses it (`Error::InvalidOptions`) with `n` = 0, a
     /// `timeout` below 1 ms or above a quarter of the TTL (a renewal and its wait leave

@@ -14,9 +14,10 @@ use crate::util;
 /// How long finding the primary (asking the Sentinels, checking its `ROLE`) and
 /// connecting to it may take before a request fails.
 const RESOLVE_BOUND: Duration = Duration::from_secs(1);
-/// The response timeout of the connection to the primary, as redis-rs's default for a
-/// multiplexed connection.
-const RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
+/// The response timeout of the connection to the primary: past it a request counts as
+/// failed over. Above redis-rs's default of 500 ms, so that a `WAIT` of
+/// [`Builder::replicas`](crate::Builder::replicas) up to 2 s is answered.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A connection to the primary that Redis Sentinel names, for a [`RwMutex`] or
 /// [`Semaphore`] over a replicated primary (feature `sentinel`; README, "Sentinel").
@@ -27,7 +28,7 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 /// from a primary that was demoted; `MASTERDOWN`; `LOADING`) drops that connection, and
 /// the next request asks the Sentinels again, so requests, refreshes and releases reach
 /// the new primary without a new mutex. Finding the primary and connecting are bounded
-/// by 1 s; while no primary is known, a request fails with
+/// by 1 s, and each request by a response timeout of 2 s; while no primary is known, a request fails with
 /// [`Error::Redis`](crate::Error::Redis) naming its key (a waiting request keeps trying
 /// until its timeout; a refresh retries until the guard's deadline).
 ///
