@@ -28,6 +28,10 @@
 #[allow(dead_code, unreachable_pub)]
 mod server;
 
+#[path = "../tests/common/blocking.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod blocking;
+
 #[path = "../tests/common/cluster.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod cluster;

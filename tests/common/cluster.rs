@@ -19,6 +19,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
+
+use super::blocking::{connect, poll_until, query};
 use redis::cluster_async::ClusterConnection;
 
 use super::server::{read_log, spawn_redis, INSTALL_HINT};
@@ -34,7 +36,6 @@ pub const SETTLE: Duration = Duration::from_secs(30);
 const NODES: usize = 6;
 const MASTERS: usize = 3;
 const POLL: Duration = Duration::from_millis(20);
-const QUERY_TIMEOUT: Duration = Duration::from_secs(1);
 /// Client ports are drawn from here; the cluster bus port (`port + 10000`) is then in
 /// 22000..32000. Both stay below the ephemeral range (32768..) that port-0 binds and
 /// outgoing connections use.
@@ -145,7 +146,7 @@ impl Cluster {
     /// covering every slot, each with one replica whose link to it is up.
     fn wait_formed(&self) {
         let ports = self.live_ports();
-        if let Err(why) = poll_until(SETTLE, || formed(&ports)) {
+        if let Err(why) = poll_until(SETTLE, POLL, || formed(&ports)) {
             panic!(
                 "the cluster did not form within {SETTLE:?}: {why}\n{}\n{}",
                 self.describe(),
@@ -531,41 +532,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// Calls `check` every [`POLL`] until it succeeds or `bound` has passed; then the last
-/// error.
-fn poll_until<T>(
-    bound: Duration,
-    mut check: impl FnMut() -> Result<T, String>,
-) -> Result<T, String> {
-    let deadline = Instant::now() + bound;
-    loop {
-        match check() {
-            Ok(value) => return Ok(value),
-            Err(why) if Instant::now() >= deadline => return Err(why),
-            Err(_) => std::thread::sleep(POLL),
-        }
-    }
-}
-
-/// One blocking command on the node on `port`, bounded by [`QUERY_TIMEOUT`].
-fn query<T: redis::FromRedisValue>(port: u16, command: &redis::Cmd) -> Result<T, String> {
-    command
-        .query(&mut connect(port)?)
-        .map_err(|err| format!("{port}: {err}"))
-}
-
-/// A blocking connection to the node on `port`, every step bounded by [`QUERY_TIMEOUT`].
-fn connect(port: u16) -> Result<redis::Connection, String> {
-    let client = redis::Client::open(node_url(port)).map_err(|err| err.to_string())?;
-    let conn = client
-        .get_connection_with_timeout(QUERY_TIMEOUT)
-        .map_err(|err| format!("connect to {port}: {err}"))?;
-    conn.set_read_timeout(Some(QUERY_TIMEOUT))
-        .and_then(|()| conn.set_write_timeout(Some(QUERY_TIMEOUT)))
-        .map_err(|err| format!("{port}: {err}"))?;
-    Ok(conn)
 }
 
 /// What one node says about the cluster and itself.

@@ -4,6 +4,7 @@
 //! Shared by the integration tests, the benches and the example.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod blocking;
 #[cfg(feature = "cli")]
 pub mod cli_run;
 #[cfg(feature = "cluster")]

@@ -87,20 +87,13 @@ fn healthy(sentinel: u16, seen: &SeenMaster, layout: &Layout) -> Result<(), Stri
     Ok(())
 }
 
-/// Calls `check` until it succeeds or `bound` has passed, blocking the thread; gives its
-/// last error then.
+/// Calls `check` every [`POLL`] until it succeeds or `bound` has passed, blocking the
+/// thread; gives its last error then.
 pub fn poll_until<T>(
     bound: Duration,
-    mut check: impl FnMut() -> Result<T, String>,
+    check: impl FnMut() -> Result<T, String>,
 ) -> Result<T, String> {
-    let deadline = Instant::now() + bound;
-    loop {
-        match check() {
-            Ok(value) => return Ok(value),
-            Err(why) if Instant::now() >= deadline => return Err(why),
-            Err(_) => std::thread::sleep(POLL),
-        }
-    }
+    crate::common::blocking::poll_until(bound, POLL, check)
 }
 
 /// [`poll_until`] for async code: each check runs on a blocking thread, and the waits
