@@ -20,6 +20,11 @@
 //! made over it, with `Notifier::quorum` on the same URLs; the sections and the events
 //! are the same.
 //!
+//! Sentinel mode (`tests/faults_sentinel.rs`, feature `sentinel`): when `FW_SENTINEL`
+//! names a master, `FW_LOCK_URL` lists the Sentinels, and the mutex is made over a
+//! `SentinelConnection` with `Notifier::sentinel`, and `FW_REPLICAS` replicas must
+//! acknowledge each acquire and renewal (`Builder::replicas`, 300 ms).
+//!
 //! Configured by environment variables only:
 //!
 //! | variable | meaning | default |
@@ -39,6 +44,8 @@
 //! | `FW_NOTIFY` | `1`: wait by release notifications (through the same proxy); `0`: poll | `1` |
 //! | `FW_FAIR` | `1` for fair mode (`Builder::fair`) | `0` |
 //! | `FW_PERMITS` | if set: semaphore mode, permits of semaphore `FW_MUTEX` with this count, each held `FW_HOLD_MS` (default 60 s); the referee is not used; not in quorum mode | unset |
+//! | `FW_SENTINEL` | if set: Sentinel mode, the master name; `FW_LOCK_URL` lists the Sentinels (feature `sentinel`) | unset |
+//! | `FW_REPLICAS` | replicas that must acknowledge (`Builder::replicas`), 0 for none | `0` |
 //! | `FW_LOG` | if set: a `tracing` filter (`redismutex=debug`), the crate's logs on stderr | unset |
 //!
 //! Events, one a line on stdout, `<us>` being microseconds since the UNIX epoch:
@@ -148,6 +155,29 @@ async fn main() {
     event!("START", std::process::id());
 
     let urls: Vec<&str> = lock_url.split(',').map(str::trim).collect();
+    #[cfg(not(feature = "sentinel"))]
+    assert!(
+        std::env::var_os("FW_SENTINEL").is_none(),
+        "FW_SENTINEL needs the feature sentinel"
+    );
+    #[cfg(feature = "sentinel")]
+    if let Ok(master) = std::env::var("FW_SENTINEL") {
+        use redis::sentinel::{SentinelClient, SentinelServerType};
+        let sentinels = || {
+            SentinelClient::build(
+                urls.clone(),
+                master.clone(),
+                None,
+                SentinelServerType::Master,
+            )
+            .expect("FW_LOCK_URL: Sentinel URLs")
+        };
+        let conn = redismutex::SentinelConnection::new(sentinels());
+        let worker = Worker::new(conn, Notifier::sentinel(sentinels()), config, stop).await;
+        worker.run().await;
+        event!("EXIT");
+        return;
+    }
     let mut clients = Vec::new();
     let mut conns = Vec::new();
     for url in &urls {
@@ -202,6 +232,10 @@ impl<C: Deployment> Worker<C> {
             .ttl(Duration::from_millis(num("FW_TTL_MS", 1000)))
             .lock_intent(var("FW_INTENT", "0") == "1")
             .fair(var("FW_FAIR", "0") == "1");
+        let replicas = num("FW_REPLICAS", 0);
+        if replicas > 0 {
+            builder = builder.replicas(replicas as usize, Duration::from_millis(300));
+        }
         if var("FW_NOTIFY", "1") == "1" {
             builder = builder.notifier(notifier);
         }

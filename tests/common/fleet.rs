@@ -239,7 +239,7 @@ impl Drop for Fleet {
 
 /// The command that starts `examples/fault_worker.rs` as worker `name` with `spec`, a
 /// TTL of `ttl_ms` and mutex `mutex`; the caller adds `FW_LOCK_URL` and `FW_REFEREE_URL`.
-pub(super) fn worker_command(name: &str, spec: &Spec, ttl_ms: u64, mutex: &str) -> Command {
+pub(crate) fn worker_command(name: &str, spec: &Spec, ttl_ms: u64, mutex: &str) -> Command {
     let mut command = Command::new(worker_bin::path());
     command
         .env("FW_NAME", name)
@@ -263,7 +263,7 @@ pub(super) fn worker_command(name: &str, spec: &Spec, ttl_ms: u64, mutex: &str) 
 /// Spawns `command` as worker `name`, with a task that parses its events into `log`,
 /// and waits for its `START`: the child, its pid and its stdin (closing it stops the
 /// worker).
-pub(super) async fn launch(
+pub(crate) async fn launch(
     mut command: Command,
     name: &str,
     log: &Log,

@@ -26,6 +26,7 @@ pub mod recorded;
 pub mod referee;
 pub mod report;
 pub mod sentinel;
+pub mod sentinel_fleet;
 pub mod server;
 pub mod trap_child;
 pub mod worker_bin;

@@ -93,5 +93,6 @@ fn features() -> Vec<&'static str> {
     features.extend(cfg!(feature = "cluster").then_some("cluster"));
     features.extend(cfg!(feature = "cli").then_some("cli"));
     features.extend(cfg!(feature = "metrics").then_some("metrics"));
+    features.extend(cfg!(feature = "sentinel").then_some("sentinel"));
     features
 }
