@@ -33,6 +33,19 @@ async fn replicated(n: usize) -> (RedisServer, Vec<RedisServer>) {
     (primary, replicas)
 }
 
+/// A connection to `server` whose response timeout (5 s) outlasts every `WAIT` here:
+/// redis-rs's default 500 ms would cut a slow `WAIT` short on a loaded machine, which is
+/// a failed request, not `NotReplicated` (see `Builder::replicas`).
+async fn patient(server: &RedisServer) -> MultiplexedConnection {
+    let config =
+        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(5)));
+    server
+        .client()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("connect to the primary")
+}
+
 fn acknowledged(
     conn: &MultiplexedConnection,
     name: &str,
@@ -49,7 +62,7 @@ fn acknowledged(
 #[tokio::test]
 async fn an_acknowledged_lock_is_on_the_replica_when_its_request_returns() {
     let (primary, replicas) = replicated(1).await;
-    let (conn, replica) = (primary.conn().await, replicas[0].conn().await);
+    let (conn, replica) = (patient(&primary).await, replicas[0].conn().await);
     // Timeouts generous enough for a loaded machine: these must be acknowledged.
     let mx = acknowledged(
         &conn,
@@ -97,7 +110,7 @@ async fn an_acknowledged_lock_is_on_the_replica_when_its_request_returns() {
 #[tokio::test]
 async fn a_frozen_replica_makes_a_try_fail_within_its_timeout_and_leaves_no_lock() {
     let (primary, replicas) = replicated(1).await;
-    let conn = primary.conn().await;
+    let conn = patient(&primary).await;
     let timeout = Duration::from_millis(200);
     let mx = acknowledged(&conn, "frozen", Duration::from_secs(2), timeout);
     replicas[0].pause();
@@ -143,7 +156,7 @@ async fn a_frozen_replica_makes_a_try_fail_within_its_timeout_and_leaves_no_lock
 #[tokio::test]
 async fn a_waiting_request_gets_the_lock_once_the_replica_thaws() {
     let (primary, replicas) = replicated(1).await;
-    let conn = primary.conn().await;
+    let conn = patient(&primary).await;
     let mx = acknowledged(
         &conn,
         "thaw",
@@ -170,7 +183,7 @@ async fn a_waiting_request_gets_the_lock_once_the_replica_thaws() {
 #[tokio::test]
 async fn a_guard_whose_refreshes_are_not_acknowledged_expires() {
     let (primary, replicas) = replicated(1).await;
-    let conn = primary.conn().await;
+    let conn = patient(&primary).await;
     let mx = acknowledged(
         &conn,
         "unacked",
@@ -189,7 +202,7 @@ async fn a_guard_whose_refreshes_are_not_acknowledged_expires() {
 #[tokio::test]
 async fn more_replicas_than_the_primary_has_never_acknowledge() {
     let (primary, _replicas) = replicated(1).await;
-    let conn = primary.conn().await;
+    let conn = patient(&primary).await;
     let mx = RwMutex::builder(conn.clone(), "two")
         .replicas(2, Duration::from_millis(300))
         .build()
