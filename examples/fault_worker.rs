@@ -45,7 +45,8 @@
 //! | `FW_FAIR` | `1` for fair mode (`Builder::fair`) | `0` |
 //! | `FW_PERMITS` | if set: semaphore mode, permits of semaphore `FW_MUTEX` with this count, each held `FW_HOLD_MS` (default 60 s); the referee is not used; not in quorum mode | unset |
 //! | `FW_SENTINEL` | if set: Sentinel mode, the master name; `FW_LOCK_URL` lists the Sentinels (feature `sentinel`) | unset |
-//! | `FW_REPLICAS` | replicas that must acknowledge (`Builder::replicas`), 0 for none | `0` |
+//! | `FW_REPLICAS` | replicas that must acknowledge (`Builder::replicas`, within the smaller of 300 ms and TTL/4), 0 for none | `0` |
+//! | `FW_MARGIN_MS` | a section acts only with at least this much validity left (`Guard::valid_until`), else it is abandoned with reason `margin` | `0` |
 //! | `FW_LOG` | if set: a `tracing` filter (`redismutex=debug`), the crate's logs on stderr | unset |
 //!
 //! Events, one a line on stdout, `<us>` being microseconds since the UNIX epoch:
@@ -58,7 +59,7 @@
 //! ABANDONED <us> <key> <token> <reason>                 (no write follows)
 //! CHECKED <us> <key> <token>                           (is_cancelled() was false)
 //! ENTERED <us> <key> <token> <ok|overlap>
-//! WROTE <us> <key> <token>
+//! WROTE <us> <key> <token> <left_us>                  (validity left when the write returned; < 0: after the deadline)
 //! FENCED <us> <key> <token> <accepted|rejected> <write|probe>
 //! READ <us> <key> <token>
 //! RELEASED <us> <key> <token> held=<bool>
@@ -115,6 +116,7 @@ struct Config {
     sections: u64,
     hold: Option<Duration>,
     acquire_timeout: Duration,
+    margin: Duration,
 }
 
 struct Worker<C> {
@@ -143,6 +145,7 @@ async fn main() {
             .ok()
             .map(|ms| Duration::from_millis(ms.parse().expect("FW_HOLD_MS"))),
         acquire_timeout: Duration::from_millis(num("FW_ACQUIRE_TIMEOUT_MS", 3000)),
+        margin: Duration::from_millis(num("FW_MARGIN_MS", 0)),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let stdin_stop = Arc::clone(&stop);
@@ -234,7 +237,8 @@ impl<C: Deployment> Worker<C> {
             .fair(var("FW_FAIR", "0") == "1");
         let replicas = num("FW_REPLICAS", 0);
         if replicas > 0 {
-            builder = builder.replicas(replicas as usize, Duration::from_millis(300));
+            let wait = Duration::from_millis((num("FW_TTL_MS", 1000) / 4).min(300));
+            builder = builder.replicas(replicas as usize, wait);
         }
         if var("FW_NOTIFY", "1") == "1" {
             builder = builder.notifier(notifier);
@@ -305,17 +309,21 @@ impl<C: Send + Sync + 'static> Worker<C> {
         };
         tokio::time::sleep(work).await;
 
-        if guard.is_cancelled() {
+        let short = guard
+            .valid_until()
+            .saturating_duration_since(tokio::time::Instant::now())
+            < self.config.margin;
+        if guard.is_cancelled() || short {
             let reason = guard
                 .cancel_reason()
-                .map_or("none".to_string(), |reason| format!("{reason:?}"));
+                .map_or("margin".to_string(), |reason| format!("{reason:?}"));
             event!("ABANDONED", key, token, reason);
             // A probe: a holder that lost its lock tries its fenced write anyway; the
             // resource must reject it if a later holder wrote meanwhile.
             self.fenced(&key, token, &id, "probe").await;
         } else {
             event!("CHECKED", key, token);
-            if let Err(err) = self.act(&key, mode, token, &id).await {
+            if let Err(err) = self.act(&guard, mode, &id).await {
                 event!("ERROR", format!("referee: {err}"));
             }
         }
@@ -340,7 +348,8 @@ impl<C: Send + Sync + 'static> Worker<C> {
     }
 
     /// Registers with the referee, writes or reads, and leaves.
-    async fn act(&self, key: &str, mode: &str, token: u64, id: &str) -> redis::RedisResult<()> {
+    async fn act(&self, guard: &Guard, mode: &str, id: &str) -> redis::RedisResult<()> {
+        let (key, token) = (guard.key(), guard.fencing_token());
         let name = &self.config.name;
         let overlap = self.referee.enter(key, mode, name, token, now_us()).await?;
         event!(
@@ -355,7 +364,7 @@ impl<C: Send + Sync + 'static> Worker<C> {
             let value = self.referee.counter(key).await?;
             tokio::time::sleep(Duration::from_millis(1)).await;
             self.referee.commit(key, value + 1).await?;
-            event!("WROTE", key, token);
+            event!("WROTE", key, token, left_us(guard.valid_until()));
             self.fenced(key, token, id, "write").await;
         } else {
             self.referee.counter(key).await?;
@@ -409,6 +418,16 @@ async fn hold_permits(
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
+    }
+}
+
+/// The time from now to `deadline` in µs, negative once it has passed.
+fn left_us(deadline: tokio::time::Instant) -> i128 {
+    let now = tokio::time::Instant::now();
+    if deadline >= now {
+        (deadline - now).as_micros() as i128
+    } else {
+        -((now - deadline).as_micros() as i128)
     }
 }
 

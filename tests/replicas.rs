@@ -10,7 +10,8 @@ use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
 use common::{eventually, raw, RedisServer, LIVENESS};
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{Cmd, Pipeline, RedisFuture, Value};
 use redismutex::{CancelReason, Error, RwMutex, Semaphore};
 
 /// A primary and `n` replicas of it, each replicating (`master_link_status:up`).
@@ -246,4 +247,78 @@ async fn unusable_acknowledgement_options_are_refused_when_built() {
         .replicas(1, Duration::from_millis(100))
         .build();
     assert!(matches!(built, Err(Error::InvalidOptions(ref why)) if why.contains("quorum")));
+}
+
+/// A connection that sends every request to `first`, but a `WAIT` sent as a request of
+/// its own to `then`: what a reconnecting connection (a connection manager, or one that
+/// follows Sentinel to a new primary and resends) may do between two requests.
+#[derive(Clone)]
+struct Moving {
+    first: MultiplexedConnection,
+    then: MultiplexedConnection,
+}
+
+impl ConnectionLike for Moving {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let wait = cmd.args_iter().next().is_some_and(
+            |arg| matches!(arg, redis::Arg::Simple(name) if name.eq_ignore_ascii_case(b"WAIT")),
+        );
+        if wait {
+            self.then.req_packed_command(cmd)
+        } else {
+            self.first.req_packed_command(cmd)
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.first.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+/// The `WAIT` goes with the writes it is about, in one request: a lock taken on a
+/// primary whose replica is frozen is refused, even by a connection that would send a
+/// `WAIT` of its own to another primary, whose replica has everything that connection
+/// wrote there (nothing).
+#[tokio::test]
+async fn the_wait_reaches_the_server_that_took_the_lock() {
+    let (primary, replicas) = replicated(1).await;
+    let (other, _other_replicas) = replicated(1).await;
+    let conn = Moving {
+        first: patient(&primary).await,
+        then: patient(&other).await,
+    };
+    replicas[0].pause();
+    let timeout = Duration::from_millis(200);
+    let mx = RwMutex::builder(conn, "moved")
+        .ttl(Duration::from_secs(2))
+        .replicas(1, timeout)
+        .build()
+        .unwrap();
+
+    let refused = mx.try_write().await;
+    assert!(
+        matches!(refused, Err(Error::NotReplicated { acked: 0, .. })),
+        "{refused:?}"
+    );
+    let reader = mx.try_read().key("r").await;
+    assert!(
+        matches!(reader, Err(Error::NotReplicated { acked: 0, .. })),
+        "{reader:?}"
+    );
+    // Once the replica answers again, the same lock is acknowledged.
+    replicas[0].resume();
+    let guard = tokio::time::timeout(LIVENESS, mx.write())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(guard.unlock().await.unwrap());
 }

@@ -27,17 +27,12 @@
 
 mod common;
 
-use std::collections::HashMap;
-
 use common::events::now_us;
 use common::fault_checks::{ms, SERIAL};
 use common::fleet::{Fleet, Spec};
-use common::proxy::Fault;
-use common::quorum_fleet::{
-    explained_by_worker_freeze, NodeFault, QuorumFleet, NODES, RESTART_MARGIN,
-};
-use common::record::{FaultKind, Target};
-use rand::RngExt;
+use common::mixes::{between, quorum_fault, single_fault, Roster};
+use common::order::explained_by_worker_freeze;
+use common::quorum_fleet::QuorumFleet;
 
 const TTL_MS: u64 = 1000;
 
@@ -49,115 +44,17 @@ fn soak_secs() -> u64 {
         .unwrap_or(120)
 }
 
-fn between(lo: u64, hi: u64) -> u64 {
-    rand::rng().random_range(lo..=hi)
-}
-
-/// A live worker picked at random.
-fn any_worker(fleet: &Fleet) -> String {
-    let live: Vec<&String> = fleet
-        .workers
-        .iter()
-        .filter(|w| w.alive)
-        .map(|w| &w.name)
-        .collect();
-    live[rand::rng().random_range(0..live.len())].clone()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "runs for SOAK_SECS (default 120 s): cargo test --release --test soak -- --ignored"]
 async fn soak_with_random_faults() {
     let _serial = SERIAL.lock().await;
     let secs = soak_secs();
-    let (quick, slow) = quick_and_slow();
-    let mut specs = HashMap::new();
     let mut fleet = Fleet::start(TTL_MS).await;
-    for n in 0..5 {
-        let (name, spec) = (format!("w{n}"), if n < 3 { &quick } else { &slow });
-        fleet.spawn(&name, spec).await;
-        specs.insert(name, spec.clone());
-    }
-    let mut spawned = 5;
+    let mut roster = Roster::start(&mut fleet, &five_workers()).await;
     let end_us = now_us() + secs * 1_000_000;
     while now_us() < end_us {
         tokio::time::sleep(ms(between(1000, 3000))).await;
-        match between(0, 7) {
-            0 => {
-                let victim = any_worker(&fleet);
-                fleet.kill_worker(&victim).await;
-                let (name, spec) = (format!("w{spawned}"), specs[&victim].clone());
-                fleet.spawn(&name, &spec).await;
-                specs.insert(name, spec);
-                spawned += 1;
-            }
-            1 => {
-                let victim = any_worker(&fleet);
-                let fault = fleet.freeze(&victim);
-                tokio::time::sleep(ms(between(1500, 2500))).await;
-                fleet.thaw(fault);
-            }
-            2 => {
-                let fault = fleet.begin(FaultKind::PauseServer, Target::Server);
-                fleet.lock.pause();
-                tokio::time::sleep(ms(300)).await;
-                fleet.lock.resume();
-                fleet.end(fault);
-            }
-            3 => {
-                fleet.note_held(None).await;
-                let fault = fleet.begin(FaultKind::PauseServerLong, Target::Server);
-                fleet.lock.pause();
-                tokio::time::sleep(ms(2500)).await;
-                fleet.lock.resume();
-                fleet.end(fault);
-            }
-            4 => {
-                // Down for more than a TTL: see tests/faults_server.rs on restarting at once.
-                let fault = fleet.begin(FaultKind::KillServer, Target::Server);
-                fleet.lock.stop();
-                tokio::time::sleep(ms(1200)).await;
-                fleet.lock.restart();
-                fleet.end(fault);
-            }
-            5 => {
-                let victim = any_worker(&fleet);
-                let fault = fleet.proxy_fault(&victim, FaultKind::Blackhole, Fault::Blackhole);
-                fleet.note_held(Some(&victim)).await;
-                tokio::time::sleep(ms(between(1500, 2500))).await;
-                fleet.heal_proxy(fault);
-            }
-            6 => {
-                let delay = Fault::Delay {
-                    base: ms(TTL_MS / 12),
-                    jitter: ms(TTL_MS / 12),
-                };
-                let names: Vec<String> = fleet
-                    .workers
-                    .iter()
-                    .filter(|w| w.alive)
-                    .map(|w| w.name.clone())
-                    .collect();
-                let faults: Vec<usize> = names
-                    .iter()
-                    .map(|name| fleet.proxy_fault(name, FaultKind::Delay, delay))
-                    .collect();
-                tokio::time::sleep(ms(between(2000, 3000))).await;
-                for fault in faults {
-                    fleet.heal_proxy(fault);
-                }
-            }
-            _ => {
-                for _ in 0..between(3, 6) {
-                    if between(0, 2) == 0 {
-                        fleet.client_kill().await;
-                    } else {
-                        let victim = any_worker(&fleet);
-                        fleet.reset(&victim);
-                    }
-                    tokio::time::sleep(ms(200)).await;
-                }
-            }
-        }
+        single_fault(&mut fleet, &mut roster, TTL_MS).await;
     }
     let report = fleet.finish(&format!("soak, {secs} s")).await;
 
@@ -209,12 +106,6 @@ async fn soak_quorum_short() {
     quorum_soak(20).await;
 }
 
-/// A live worker of the quorum fleet, picked at random.
-fn any_member(fleet: &QuorumFleet) -> String {
-    let live = fleet.live();
-    live[rand::rng().random_range(0..live.len())].clone()
-}
-
 /// Five workers (three quick, two slow) on two keys over a quorum of three durable
 /// nodes (`appendonly yes`, `appendfsync always`), and for `secs` seconds a fault at
 /// random every 2.2–3 s after the last one healed: one node partitioned, slowed, cut,
@@ -222,64 +113,12 @@ fn any_member(fleet: &QuorumFleet) -> String {
 /// empty after 1.2–1.9 s down, past the TTL), or a worker killed (and replaced) or
 /// frozen past the TTL.
 async fn quorum_soak(secs: u64) {
-    let (quick, slow) = quick_and_slow();
-    let mut specs = HashMap::new();
     let mut fleet = QuorumFleet::start_aof(TTL_MS).await;
-    for n in 0..5 {
-        let (name, spec) = (format!("w{n}"), if n < 3 { &quick } else { &slow });
-        fleet.spawn(&name, spec).await;
-        specs.insert(name, spec.clone());
-    }
-    let mut spawned = 5;
+    let mut roster = Roster::start(&mut fleet, &five_workers()).await;
     let end_us = now_us() + secs * 1_000_000;
     while now_us() < end_us {
         tokio::time::sleep(ms(between(2200, 3000))).await;
-        let node = usize::try_from(between(0, NODES as u64 - 1)).expect("a node index");
-        match between(0, 6) {
-            0 => {
-                fleet
-                    .inject(node, NodeFault::Partition(ms(between(300, 2500))))
-                    .await
-            }
-            1 => {
-                fleet
-                    .inject(node, NodeFault::Slow(ms(between(500, 2000))))
-                    .await
-            }
-            2 => {
-                fleet
-                    .inject(node, NodeFault::Cut(ms(between(500, 1500))))
-                    .await
-            }
-            3 => {
-                fleet
-                    .inject(node, NodeFault::Freeze(ms(between(200, 2500))))
-                    .await
-            }
-            4 => {
-                // Within quorum mode's preconditions: from the AOF at once, or empty
-                // once every key the node held has expired.
-                let fault = if between(0, 1) == 0 {
-                    NodeFault::RestartFromAof
-                } else {
-                    let least = TTL_MS + RESTART_MARGIN.as_millis() as u64;
-                    NodeFault::RestartEmpty(ms(between(least, least + 700)))
-                };
-                fleet.inject(node, fault).await;
-            }
-            5 => {
-                let victim = any_member(&fleet);
-                fleet.kill_worker(&victim).await;
-                let (name, spec) = (format!("w{spawned}"), specs[&victim].clone());
-                fleet.spawn(&name, &spec).await;
-                specs.insert(name, spec);
-                spawned += 1;
-            }
-            _ => {
-                let victim = any_member(&fleet);
-                fleet.freeze_worker(&victim, ms(between(1500, 2500))).await;
-            }
-        }
+        quorum_fault(&mut fleet, &mut roster, TTL_MS).await;
     }
     let report = fleet.finish(&format!("quorum soak, {secs} s")).await;
 
@@ -350,6 +189,12 @@ async fn quorum_soak(secs: u64) {
     assert!(r.sections > secs, "work stalled: {} sections", r.sections);
 }
 
+/// The soaks' five workers, three quick and two slow.
+fn five_workers() -> Vec<Spec> {
+    let (quick, slow) = quick_and_slow();
+    vec![quick.clone(), quick.clone(), quick, slow.clone(), slow]
+}
+
 /// The soaks' workers: quick ones, and slow ones whose guards outlive pauses and
 /// blackholes, so that tokens fire as Expired and their lead is measured. Both on two
 /// keys, 40 % readers, writers with the lock intent.
@@ -360,6 +205,7 @@ fn quick_and_slow() -> (Spec, Spec) {
         work_ms: (10, 80),
         hold_ms: None,
         intent: true,
+        margin_ms: 0,
     };
     let slow = Spec {
         work_ms: (300, 1500),

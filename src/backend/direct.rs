@@ -12,7 +12,7 @@ use redis::aio::ConnectionLike;
 use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
-use crate::protocol::acks::{self, Acks};
+use crate::protocol::acks::{Acked, Acks};
 use crate::protocol::calls::{self, Ask, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::keys::hash_tag;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
@@ -110,36 +110,40 @@ where
             Ask::FastWrite if !self.fast_path() => Ask::Write { set_intent: false },
             other => other,
         };
-        let mut conn = self.conn.clone();
+        let Some(acks) = self.acks else {
+            return calls::attempt(&mut self.conn.clone(), call, P::TOPOLOGY, ask).await;
+        };
+        let mut conn = Acked::new(self.conn.clone(), acks);
         let attempt = calls::attempt(&mut conn, call, P::TOPOLOGY, ask).await?;
-        if let (Attempt::Acquired(_), Some(acks)) = (&attempt, self.acks) {
+        if let Attempt::Acquired(_) = &attempt {
             // Not acknowledged: the engine releases the lock, or attempts again.
-            acks::wait(&mut conn, call.keys.lock(), acks).await?;
+            conn.acknowledged(call.keys.lock())?;
         }
         Ok(attempt)
     }
 
     async fn refresh(&self, call: &Call, _retake: Option<Retake>) -> Result<bool, Error> {
-        let mut conn = self.conn.clone();
+        let Some(acks) = self.acks else {
+            return calls::refresh(&mut self.conn.clone(), call).await;
+        };
+        let mut conn = Acked::new(self.conn.clone(), acks);
         let held = calls::refresh(&mut conn, call).await?;
-        if let (true, Some(acks)) = (held, self.acks) {
-            acks::wait(&mut conn, call.keys.lock(), acks).await?;
+        if held {
+            conn.acknowledged(call.keys.lock())?;
         }
         Ok(held)
     }
 
     async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
         if !P::TOPOLOGY.sharded() {
-            let mut conn = self.conn.clone();
-            let renewed = spread(batch.iter(), calls::renew(&mut conn, batch).await);
-            return match self.acks {
-                Some(acks) if renewed.iter().any(|held| matches!(held, Ok(true))) => {
-                    let key = batch.first().map_or("", |item| item.call.keys.lock());
-                    let acked = acks::wait(&mut conn, key, acks).await;
-                    unacknowledged(batch.iter(), renewed, acked)
-                }
-                _ => renewed,
+            let Some(acks) = self.acks else {
+                let renewed = calls::renew(&mut self.conn.clone(), batch).await;
+                return spread(batch.iter(), renewed);
             };
+            let mut conn = Acked::new(self.conn.clone(), acks);
+            let renewed = spread(batch.iter(), calls::renew(&mut conn, batch).await);
+            let key = batch.first().map_or("", |item| item.call.keys.lock());
+            return unacknowledged(batch.iter(), renewed, conn.acknowledged(key));
         }
         // A script's keys must share a slot: one script per hash tag (every lock key on a
         // cluster has one), sent at once.

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use crate::error::Error;
 
@@ -26,26 +27,108 @@ impl Acks {
     }
 }
 
-/// Sends `WAIT <replicas> <timeout>` on `conn`, after the writes this connection sent
-/// for the lock at `key`: `Ok` once `acks.replicas` replicas have acknowledged every one
-/// of them, [`Error::NotReplicated`] when fewer did within the timeout.
-pub(crate) async fn wait<C: ConnectionLike>(
-    conn: &mut C,
-    key: &str,
+/// A connection that sends `WAIT <replicas> <timeout>` right behind each command or
+/// pipeline (not a transaction), in the same request, and keeps the reply of the last.
+///
+/// The `WAIT` must reach the server that ran the writes, on the connection that sent
+/// them: `WAIT` counts the replicas that have this connection's last write. Sent as a
+/// request of its own, it could go out on another connection than the script's (a
+/// connection manager reconnecting, or a Sentinel-following connection re-resolving the
+/// primary between the two, and resending the `WAIT` alone to the new one), where the
+/// connection has written nothing and any replica "has it": an acquire on a deposed
+/// primary would count as acknowledged. Found by the long run (`tests/long_run.rs`).
+pub(crate) struct Acked<C> {
+    conn: C,
     acks: Acks,
-) -> Result<(), Error> {
-    let acked: usize = redis::cmd("WAIT")
-        .arg(acks.replicas)
-        .arg(acks.timeout_ms())
-        .query_async(conn)
-        .await
-        .map_err(|err| Error::redis(key, err))?;
-    if acked >= acks.replicas {
-        return Ok(());
+    /// The reply to the last `WAIT`, if one was sent.
+    last: Option<Value>,
+}
+
+impl<C: ConnectionLike> Acked<C> {
+    pub(crate) fn new(conn: C, acks: Acks) -> Self {
+        Self {
+            conn,
+            acks,
+            last: None,
+        }
     }
-    Err(Error::NotReplicated {
-        key: key.to_owned(),
-        acked,
-        wanted: acks.replicas,
-    })
+
+    /// `Ok` when the `WAIT` sent behind the last command counted at least
+    /// `acks.replicas` replicas; [`Error::NotReplicated`] when it counted fewer; the
+    /// `WAIT`'s error (named after `key`) if it failed.
+    pub(crate) fn acknowledged(&self, key: &str) -> Result<(), Error> {
+        let acked = match &self.last {
+            Some(Value::Int(acked)) => usize::try_from(*acked).unwrap_or(0),
+            Some(Value::ServerError(err)) => {
+                return Err(Error::redis(key, redis::RedisError::from(err.clone())))
+            }
+            _ => 0,
+        };
+        if acked >= self.acks.replicas {
+            return Ok(());
+        }
+        Err(Error::NotReplicated {
+            key: key.to_owned(),
+            acked,
+            wanted: self.acks.replicas,
+        })
+    }
+}
+
+impl<C: ConnectionLike + Send> ConnectionLike for Acked<C> {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let mut pipe = redis::pipe();
+            pipe.add_command(cmd.clone())
+                .cmd("WAIT")
+                .arg(self.acks.replicas)
+                .arg(self.acks.timeout_ms());
+            self.last = None;
+            let mut replies = self.conn.req_packed_commands(&pipe, 0, 2).await?;
+            let (Some(wait), Some(reply), true) =
+                (replies.pop(), replies.pop(), replies.is_empty())
+            else {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "a command and its WAIT got other than two replies",
+                )));
+            };
+            self.last = Some(wait);
+            Ok(reply)
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            self.last = None;
+            if pipeline.is_transaction() {
+                return self.conn.req_packed_commands(pipeline, offset, count).await;
+            }
+            let mut pipe = pipeline.clone();
+            pipe.cmd("WAIT")
+                .arg(self.acks.replicas)
+                .arg(self.acks.timeout_ms());
+            let mut replies = self
+                .conn
+                .req_packed_commands(&pipe, offset, count + 1)
+                .await?;
+            if replies.len() != count + 1 {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "a pipeline and its WAIT got another number of replies",
+                )));
+            }
+            self.last = replies.pop();
+            Ok(replies)
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
 }

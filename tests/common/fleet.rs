@@ -27,6 +27,8 @@ pub struct Spec {
     pub work_ms: (u64, u64),
     pub hold_ms: Option<u64>,
     pub intent: bool,
+    /// `FW_MARGIN_MS`: a section acts only with this much validity left, in ms.
+    pub margin_ms: u64,
 }
 
 impl Default for Spec {
@@ -37,6 +39,7 @@ impl Default for Spec {
             work_ms: (10, 40),
             hold_ms: None,
             intent: false,
+            margin_ms: 0,
         }
     }
 }
@@ -250,6 +253,7 @@ pub(crate) fn worker_command(name: &str, spec: &Spec, ttl_ms: u64, mutex: &str) 
         .env("FW_WORK_MIN_MS", spec.work_ms.0.to_string())
         .env("FW_WORK_MAX_MS", spec.work_ms.1.to_string())
         .env("FW_INTENT", if spec.intent { "1" } else { "0" })
+        .env("FW_MARGIN_MS", spec.margin_ms.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

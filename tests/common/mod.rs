@@ -10,6 +10,7 @@ pub mod cli_run;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod events;
+pub mod expiry_watch;
 pub mod fault_checks;
 pub mod fleet;
 pub mod go_peer;
@@ -17,6 +18,8 @@ pub mod hostile;
 pub mod inject;
 pub mod lone_worker;
 pub mod lost_update;
+pub mod mixes;
+pub mod order;
 pub mod proxy;
 pub mod quorum;
 pub mod quorum_fleet;

@@ -21,6 +21,7 @@ use tokio::process::{Child, ChildStdin};
 
 use super::events::{now_us, Event, Log};
 use super::fleet::{launch, signal, worker_command, Spec};
+use super::order::{guard_overlaps, out_of_order};
 use super::proxy::{Fault, Proxy};
 use super::record::{FaultKind, FaultRecord, HeldLock, Target};
 use super::referee::Referee;
@@ -660,89 +661,6 @@ impl fmt::Display for QuorumReport {
     }
 }
 
-/// The acquisitions whose token breaks the order the lock passed in: per key, in the
-/// order of the `ACQUIRED` events, a writer's token must be above every earlier token,
-/// and a reader's above the last writer's (readers that share the lock need no order
-/// among themselves). A holder prints `ACQUIRED` as soon as its acquire returns, so
-/// the print order is the acquisition order unless a worker stalls for about a TTL
-/// between the two.
-fn out_of_order(events: &[Event]) -> Vec<String> {
-    let mut seen: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut out = Vec::new();
-    for e in events.iter().filter(|e| e.is("ACQUIRED")) {
-        let (max, last_writer) = seen.entry(e.key().to_string()).or_default();
-        let mode = e.field(0);
-        let token = e.token();
-        let floor = if mode == "w" { *max } else { *last_writer };
-        if token <= floor {
-            out.push(format!(
-                "{} {} {}/{mode} token {token} not above {floor} (largest before {max}, \
-                 last writer {last_writer})",
-                e.us,
-                e.key(),
-                e.worker
-            ));
-        }
-        *max = (*max).max(token);
-        if mode == "w" {
-            *last_writer = token;
-        }
-    }
-    out
-}
-
-/// The acquisitions made while another guard on the same key (one of the two a writer)
-/// still believed it held the lock: between that guard's `ACQUIRED` and its `FIRED`
-/// (by its own unlock, which prints before the release is sent, or by a loss). A token
-/// fires `Lost` only before its validity deadline, and `Expired` at it, while the keys
-/// on a majority outlive that deadline by the drift margin: so with a sound lock no
-/// acquisition falls inside another guard's span. A worker SIGKILLed prints no `FIRED`:
-/// its span ends at the kill. (A worker frozen prints its `FIRED` late: callers discount
-/// those.)
-fn guard_overlaps(events: &[Event], faults: &[FaultRecord]) -> Vec<String> {
-    let mut out = Vec::new();
-    let acquired: Vec<&Event> = events.iter().filter(|e| e.is("ACQUIRED")).collect();
-    for held in &acquired {
-        let (key, token, worker) = (held.key(), held.token(), &held.worker);
-        let fired = events
-            .iter()
-            .find(|e| e.is("FIRED") && &e.worker == worker && e.key() == key && e.token() == token);
-        let killed = faults
-            .iter()
-            .filter(|f| f.kind == FaultKind::KillWorker && f.hits(worker) && f.start_us > held.us)
-            .map(|f| f.start_us)
-            .min();
-        let (end_us, how) = match (fired, killed) {
-            (Some(fired), Some(kill)) if kill < fired.us => (kill, "killed".to_string()),
-            (Some(fired), _) => (fired.us, fired.last().to_string()),
-            (None, Some(kill)) => (kill, "killed".to_string()),
-            (None, None) => continue,
-        };
-        for other in &acquired {
-            let writer = held.field(0) == "w" || other.field(0) == "w";
-            if other.key() == key
-                && other.token() != token
-                && writer
-                && held.us < other.us
-                && other.us < end_us
-            {
-                out.push(format!(
-                    "{} {key} {}/{} token {} acquired while {worker}/{} token {token} held it \
-                     (acquired {:.1} ms before, ended by {how} {:.1} ms after)",
-                    other.us,
-                    other.worker,
-                    other.field(0),
-                    other.token(),
-                    held.field(0),
-                    (other.us - held.us) as f64 / 1000.0,
-                    (end_us - other.us) as f64 / 1000.0,
-                ));
-            }
-        }
-    }
-    out
-}
-
 /// Sections completed (`RELEASED ... held=true`) while a fault was on, by fault kind.
 fn during_faults(events: &[Event], faults: &[FaultRecord]) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
@@ -759,30 +677,6 @@ fn during_faults(events: &[Event], faults: &[FaultRecord]) -> BTreeMap<String, u
         *out.entry(format!("{:?}", fault.kind)).or_default() += done;
     }
     out
-}
-
-/// Whether a line of [`QuorumReport::out_of_order`] or
-/// [`QuorumReport::guard_overlaps`] (`<us> <key> ...`, naming workers as
-/// `<worker>/<mode>`) involves a worker frozen (SIGSTOP) within two TTLs before it or
-/// a TTL after: a frozen worker prints its `ACQUIRED` or `FIRED` late, so its span or
-/// its place in the order is not what the log shows.
-pub fn explained_by_worker_freeze(line: &str, faults: &[FaultRecord], ttl_ms: u64) -> bool {
-    let at: u64 = line
-        .split_whitespace()
-        .next()
-        .and_then(|us| us.parse().ok())
-        .unwrap_or(0);
-    let workers: Vec<&str> = line
-        .split_whitespace()
-        .filter_map(|word| word.split_once('/').map(|(worker, _)| worker))
-        .collect();
-    let ttl_us = ttl_ms * 1000;
-    faults.iter().any(|f| {
-        f.kind == FaultKind::FreezeWorker
-            && workers.iter().any(|worker| f.hits(worker))
-            && f.start_us <= at + ttl_us
-            && f.end_us + 2 * ttl_us >= at
-    })
 }
 
 /// The checks every quorum run must pass, with the evidence on failure: no overlap (of

@@ -1,8 +1,8 @@
 //! What a fault run records as it goes, for the report: each fault injected (what, at
 //! whom, from when to when) and the locks seen held, with their expiry on the server.
 
-use redis::aio::MultiplexedConnection;
-use redis::Script;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{RedisResult, Script};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FaultKind {
@@ -94,16 +94,25 @@ return out
 impl HeldLock {
     /// Who holds `<mutex>:k0` .. `<mutex>:k<keys-1>` now (one script: one instant).
     pub async fn read(conn: &MultiplexedConnection, mutex: &str, keys: u64) -> Vec<HeldLock> {
+        let names: Vec<String> = (0..keys).map(|k| format!("{mutex}:k{k}")).collect();
+        Self::try_read(&mut conn.clone(), &names)
+            .await
+            .expect("read the lock keys")
+    }
+
+    /// Who holds each of the lock keys `names` now, in one script (so the keys must
+    /// share a slot on a cluster), over any connection.
+    pub async fn try_read<C: ConnectionLike + Send>(
+        conn: &mut C,
+        names: &[String],
+    ) -> RedisResult<Vec<HeldLock>> {
         let read_us = super::events::now_us();
         let script = Script::new(HELD);
         let mut script = script.prepare_invoke();
-        for k in 0..keys {
-            script.key(format!("{mutex}:k{k}"));
+        for name in names {
+            script.key(name);
         }
-        let rows: Vec<Vec<String>> = script
-            .invoke_async(&mut conn.clone())
-            .await
-            .expect("read the lock keys");
+        let rows: Vec<Vec<String>> = script.invoke_async(conn).await?;
         let mut held = Vec::new();
         for row in rows {
             let expiry_ms: u64 = row[1].parse().expect("PEXPIRETIME");
@@ -116,6 +125,6 @@ impl HeldLock {
                 });
             }
         }
-        held
+        Ok(held)
     }
 }

@@ -2,7 +2,7 @@
 //! keys left behind, takeover latency and how far ahead of the server's expiry tokens
 //! fired.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use super::events::{Event, Log};
@@ -45,6 +45,20 @@ pub struct Report {
     pub overlaps_explained: usize,
     /// Fenced writes of a section (not probes) that the referee rejected.
     pub rejected_writes: usize,
+    /// Tokens that fired with Lost or Expired.
+    pub losses: usize,
+    /// Section writes (`WROTE`) that returned after their guard's validity deadline,
+    /// with no freeze of that worker between its check and the write.
+    pub late_writes: Vec<Event>,
+    /// The same, explained by a freeze of the worker between its check and the write.
+    pub late_writes_explained: usize,
+}
+
+/// A guard in the log: its worker, key and fencing token.
+type GuardId<'a> = (&'a str, &'a str, u64);
+
+fn guard_of(event: &Event) -> GuardId<'_> {
+    (&event.worker, event.key(), event.token())
 }
 
 impl Report {
@@ -71,29 +85,16 @@ impl Report {
                 .entry(format!("{:?}", fault.kind))
                 .or_default() += 1;
         }
-        let slack_us = (ttl_ms + 200) * 1000;
-        for fired in events.iter().filter(|e| e.is("FIRED")) {
-            let acquired_us = events
-                .iter()
-                .find(|e| {
-                    e.is("ACQUIRED")
-                        && e.worker == fired.worker
-                        && e.key() == fired.key()
-                        && e.token() == fired.token()
-                })
-                .map_or(0, |e| e.us);
-            if !fired.is_loss() {
-                report.fired_released += 1;
-            } else if fired.last() == "Expired" && fired.us < acquired_us + ttl_ms * 100 {
-                report.fired_on_arrival += 1;
-            } else if faults.iter().any(|f| {
-                f.hits(&fired.worker) && f.start_us <= fired.us && fired.us <= f.end_us + slack_us
-            }) {
-                report.fired_expected += 1;
-            } else {
-                report.fired_spurious.push(fired.clone());
-            }
+        let mut acquired_at: HashMap<GuardId, u64> = HashMap::new();
+        for e in events.iter().filter(|e| e.is("ACQUIRED")) {
+            acquired_at.entry(guard_of(e)).or_insert(e.us);
         }
+        for fired in events.iter().filter(|e| e.is("FIRED")) {
+            let acquired_us = acquired_at.get(&guard_of(fired)).copied().unwrap_or(0);
+            report.classify(fired, acquired_us, faults, ttl_ms);
+        }
+        report.losses = events.iter().filter(|e| e.is_loss()).count();
+        (report.late_writes, report.late_writes_explained) = late_writes(&events, faults);
         report.abandoned = events.iter().filter(|e| e.is("ABANDONED")).count();
         report.rejected_writes = events
             .iter()
@@ -109,6 +110,35 @@ impl Report {
             .count();
         report.referee = referee;
         report
+    }
+
+    /// Counts a FIRED of a guard acquired at `acquired_us`: by unlock, expired on
+    /// arrival, while a fault was aimed at its worker, or spurious.
+    fn classify(&mut self, fired: &Event, acquired_us: u64, faults: &[FaultRecord], ttl_ms: u64) {
+        let slack_us = (ttl_ms + 200) * 1000;
+        if !fired.is_loss() {
+            self.fired_released += 1;
+        } else if fired.last() == "Expired" && fired.us < acquired_us + ttl_ms * 100 {
+            self.fired_on_arrival += 1;
+        } else if faults.iter().any(|f| {
+            f.hits(&fired.worker) && f.start_us <= fired.us && fired.us <= f.end_us + slack_us
+        }) {
+            self.fired_expected += 1;
+        } else {
+            self.fired_spurious.push(fired.clone());
+        }
+    }
+
+    /// The smallest, median and largest fire lead, in ms.
+    pub fn lead_spread_ms(&self) -> Option<(f64, f64, f64)> {
+        let mut leads: Vec<i64> = self.leads.iter().map(|l| l.lead_us).collect();
+        leads.sort_unstable();
+        let ms = |us: i64| us as f64 / 1000.0;
+        Some((
+            ms(*leads.first()?),
+            ms(leads[leads.len() / 2]),
+            ms(*leads.last()?),
+        ))
     }
 
     /// The smallest and largest fire lead, in ms.
@@ -152,20 +182,21 @@ fn takeovers(events: &[Event], faults: &[FaultRecord]) -> Vec<f64> {
 
 /// For each held lock noted: the lead of the first loss FIRED of that guard after it
 /// was noted (using the latest note before the FIRED).
-fn leads(events: &[Event], held: &[HeldLock], ttl_ms: u64) -> Vec<Lead> {
+pub fn leads(events: &[Event], held: &[HeldLock], ttl_ms: u64) -> Vec<Lead> {
+    let mut notes: HashMap<&str, Vec<&HeldLock>> = HashMap::new();
+    for note in held {
+        notes.entry(&note.id).or_default().push(note);
+    }
+    let mut fired: HashMap<GuardId, &Event> = HashMap::new();
+    for loss in events.iter().filter(|e| e.is_loss()) {
+        fired.entry(guard_of(loss)).or_insert(loss);
+    }
     let mut out = Vec::new();
     for acquired in events.iter().filter(|e| e.is("ACQUIRED")) {
-        let notes: Vec<&HeldLock> = held.iter().filter(|h| h.id == acquired.id()).collect();
-        if notes.is_empty() {
+        let (Some(notes), Some(fired)) = (notes.get(acquired.id()), fired.get(&guard_of(acquired)))
+        else {
             continue;
-        }
-        let fired = events.iter().find(|e| {
-            e.is_loss()
-                && e.worker == acquired.worker
-                && e.key() == acquired.key()
-                && e.token() == acquired.token()
-        });
-        let Some(fired) = fired else { continue };
+        };
         let note = notes
             .iter()
             .filter(|h| h.read_us <= fired.us && fired.us <= h.expiry_us + ttl_ms * 1000)
@@ -180,6 +211,36 @@ fn leads(events: &[Event], held: &[HeldLock], ttl_ms: u64) -> Vec<Lead> {
         }
     }
     out
+}
+
+/// The section writes (`WROTE <us> <key> <token> <left_us>`) that returned after their
+/// guard's deadline (`left_us` < 0), not explained by a freeze of the worker between
+/// its `CHECKED` and the write; and how many were.
+fn late_writes(events: &[Event], faults: &[FaultRecord]) -> (Vec<Event>, usize) {
+    let checked: HashMap<GuardId, u64> = events
+        .iter()
+        .filter(|e| e.is("CHECKED"))
+        .map(|e| (guard_of(e), e.us))
+        .collect();
+    let (mut late, mut explained) = (Vec::new(), 0);
+    for wrote in events.iter().filter(|e| e.is("WROTE")) {
+        if !wrote.field(2).parse::<i64>().is_ok_and(|left| left < 0) {
+            continue;
+        }
+        let from = checked.get(&guard_of(wrote)).copied().unwrap_or(0);
+        let frozen = faults.iter().any(|f| {
+            f.kind == FaultKind::FreezeWorker
+                && f.hits(&wrote.worker)
+                && f.start_us <= wrote.us
+                && f.end_us >= from
+        });
+        if frozen {
+            explained += 1;
+        } else {
+            late.push(wrote.clone());
+        }
+    }
+    (late, explained)
 }
 
 /// Whether an overlap (`<us> <key> <worker>/<mode> entered while inside: a/w,b/r`) is
@@ -256,11 +317,22 @@ impl fmt::Display for Report {
         }
         writeln!(f, "   keys left after TTL {:?}", self.keys_left)?;
         writeln!(f, "   takeover latency   {:?} ms", self.takeovers_ms)?;
-        match self.lead_range_ms() {
-            Some((min, max)) => writeln!(
+        writeln!(
+            f,
+            "   writes after deadline {} (after a freeze inside check→write: {})",
+            self.late_writes.len(),
+            self.late_writes_explained
+        )?;
+        for event in &self.late_writes {
+            writeln!(f, "     late write: {event:?}")?;
+        }
+        match self.lead_spread_ms() {
+            Some((min, p50, max)) => writeln!(
                 f,
-                "   fire lead          {} tokens, min {min:.1} ms, max {max:.1} ms",
-                self.leads.len()
+                "   fire lead          {} of {} tokens fired as lost, min {min:.1} ms, \
+                 p50 {p50:.1} ms, max {max:.1} ms",
+                self.leads.len(),
+                self.losses
             ),
             None => writeln!(f, "   fire lead          (none measured)"),
         }

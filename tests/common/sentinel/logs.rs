@@ -6,7 +6,7 @@ use super::settled::Layout;
 use super::{Sentinels, State, MASTER_NAME};
 
 /// The lines of each log a failure message shows.
-const TAIL: usize = 40;
+const TAIL: usize = 400;
 
 impl Sentinels {
     /// The ports that make up the deployment now, for the settle checks.

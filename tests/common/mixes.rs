@@ -1,0 +1,230 @@
+//! The fault mixes of the soaks (`tests/soak.rs`) and the long run
+//! (`tests/long_run.rs`): one random fault per call, always healed before it returns,
+//! for each deployment's fleet. Workers killed are replaced by new ones with the same
+//! [`Spec`] (a [`Roster`]).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use rand::RngExt;
+
+use super::fault_checks::ms;
+use super::fleet::{Fleet, Spec};
+use super::proxy::Fault;
+use super::quorum_fleet::{NodeFault, QuorumFleet, NODES, RESTART_MARGIN};
+use super::record::{FaultKind, Target};
+use super::sentinel_fleet::SentinelFleet;
+
+/// A random number in `lo..=hi`.
+pub fn between(lo: u64, hi: u64) -> u64 {
+    rand::rng().random_range(lo..=hi)
+}
+
+/// What every fleet of worker processes can do to its workers.
+#[allow(async_fn_in_trait)]
+pub trait Crew {
+    /// Starts worker `name` with `spec`.
+    async fn spawn(&mut self, name: &str, spec: &Spec);
+    /// The names of the live workers.
+    fn live(&self) -> Vec<String>;
+    /// SIGKILLs worker `name` (its registrations on the referee removed), recorded.
+    async fn kill_worker(&mut self, name: &str);
+    /// SIGSTOPs worker `name` for `d`, then SIGCONT, recorded.
+    async fn freeze_worker(&mut self, name: &str, d: Duration);
+}
+
+/// The workers of a run and their specs; a killed worker is replaced by `w<n>`, a new
+/// name, with the same spec.
+#[derive(Debug, Default)]
+pub struct Roster {
+    specs: HashMap<String, Spec>,
+    spawned: usize,
+}
+
+impl Roster {
+    /// Starts a worker `w0`, `w1`, ... for each of `specs`.
+    pub async fn start(crew: &mut impl Crew, specs: &[Spec]) -> Roster {
+        let mut roster = Roster::default();
+        for spec in specs {
+            roster.spawn(crew, spec.clone()).await;
+        }
+        roster
+    }
+
+    async fn spawn(&mut self, crew: &mut impl Crew, spec: Spec) {
+        let name = format!("w{}", self.spawned);
+        crew.spawn(&name, &spec).await;
+        self.specs.insert(name, spec);
+        self.spawned += 1;
+    }
+
+    /// A live worker, at random.
+    pub fn any(crew: &impl Crew) -> String {
+        let live = crew.live();
+        live[rand::rng().random_range(0..live.len())].clone()
+    }
+
+    /// Kills a live worker at random and starts another with its spec.
+    pub async fn replace(&mut self, crew: &mut impl Crew) {
+        let victim = Self::any(crew);
+        crew.kill_worker(&victim).await;
+        let spec = self.specs[&victim].clone();
+        self.spawn(crew, spec).await;
+    }
+
+    /// Freezes a live worker at random for 1.5–2.5 s: past the TTL of 1 s.
+    pub async fn freeze_any(crew: &mut impl Crew) {
+        let victim = Self::any(crew);
+        crew.freeze_worker(&victim, ms(between(1500, 2500))).await;
+    }
+}
+
+impl Crew for Fleet {
+    async fn spawn(&mut self, name: &str, spec: &Spec) {
+        Fleet::spawn(self, name, spec).await;
+    }
+    fn live(&self) -> Vec<String> {
+        let live = self.workers.iter().filter(|w| w.alive);
+        live.map(|w| w.name.clone()).collect()
+    }
+    async fn kill_worker(&mut self, name: &str) {
+        Fleet::kill_worker(self, name).await;
+    }
+    async fn freeze_worker(&mut self, name: &str, d: Duration) {
+        let fault = self.freeze(name);
+        tokio::time::sleep(d).await;
+        self.thaw(fault);
+    }
+}
+
+impl Crew for QuorumFleet {
+    async fn spawn(&mut self, name: &str, spec: &Spec) {
+        QuorumFleet::spawn(self, name, spec).await;
+    }
+    fn live(&self) -> Vec<String> {
+        QuorumFleet::live(self)
+    }
+    async fn kill_worker(&mut self, name: &str) {
+        QuorumFleet::kill_worker(self, name).await;
+    }
+    async fn freeze_worker(&mut self, name: &str, d: Duration) {
+        QuorumFleet::freeze_worker(self, name, d).await;
+    }
+}
+
+impl Crew for SentinelFleet {
+    async fn spawn(&mut self, name: &str, spec: &Spec) {
+        SentinelFleet::spawn(self, name, spec, 1).await;
+    }
+    fn live(&self) -> Vec<String> {
+        SentinelFleet::live(self)
+    }
+    async fn kill_worker(&mut self, name: &str) {
+        SentinelFleet::kill_worker(self, name).await;
+    }
+    async fn freeze_worker(&mut self, name: &str, d: Duration) {
+        SentinelFleet::freeze_worker(self, name, d).await;
+    }
+}
+
+/// One fault of the single-server mix, for a TTL of `ttl_ms`: a worker killed (and
+/// replaced) or frozen past the TTL, the server paused shortly or past the TTL, killed
+/// and restarted empty past the TTL, a worker's proxy blackholed, every proxy slowed,
+/// or a burst of connection resets and `CLIENT KILL`s.
+pub async fn single_fault(fleet: &mut Fleet, roster: &mut Roster, ttl_ms: u64) {
+    match between(0, 7) {
+        0 => roster.replace(fleet).await,
+        1 => Roster::freeze_any(fleet).await,
+        2 => pause_server(fleet, ms(300), FaultKind::PauseServer, false).await,
+        3 => pause_server(fleet, ms(2500), FaultKind::PauseServerLong, true).await,
+        4 => {
+            // Down for more than a TTL: see tests/faults_server.rs on restarting at once.
+            let fault = fleet.begin(FaultKind::KillServer, Target::Server);
+            fleet.lock.stop();
+            tokio::time::sleep(ms(ttl_ms + 200)).await;
+            fleet.lock.restart();
+            fleet.end(fault);
+        }
+        5 => {
+            let victim = Roster::any(fleet);
+            let fault = fleet.proxy_fault(&victim, FaultKind::Blackhole, Fault::Blackhole);
+            fleet.note_held(Some(&victim)).await;
+            tokio::time::sleep(ms(between(1500, 2500))).await;
+            fleet.heal_proxy(fault);
+        }
+        6 => {
+            let delay = Fault::Delay {
+                base: ms(ttl_ms / 12),
+                jitter: ms(ttl_ms / 12),
+            };
+            let faults: Vec<usize> = Crew::live(fleet)
+                .iter()
+                .map(|name| fleet.proxy_fault(name, FaultKind::Delay, delay))
+                .collect();
+            tokio::time::sleep(ms(between(2000, 3000))).await;
+            for fault in faults {
+                fleet.heal_proxy(fault);
+            }
+        }
+        _ => {
+            for _ in 0..between(3, 6) {
+                if between(0, 2) == 0 {
+                    fleet.client_kill().await;
+                } else {
+                    let victim = Roster::any(fleet);
+                    fleet.reset(&victim);
+                }
+                tokio::time::sleep(ms(200)).await;
+            }
+        }
+    }
+}
+
+/// SIGSTOPs the lock server for `d`, recorded as `kind`; `note` first notes who holds
+/// what, for the fire lead.
+async fn pause_server(fleet: &mut Fleet, d: Duration, kind: FaultKind, note: bool) {
+    if note {
+        fleet.note_held(None).await;
+    }
+    let fault = fleet.begin(kind, Target::Server);
+    fleet.lock.pause();
+    tokio::time::sleep(d).await;
+    fleet.lock.resume();
+    fleet.end(fault);
+}
+
+/// One fault of the quorum mix, for a TTL of `ttl_ms`: on one node at random, a
+/// partition, a slow link, connections cut again and again, a freeze, or a restart
+/// within quorum mode's preconditions (at once from its AOF, or empty after staying
+/// down past the TTL); or a worker killed (and replaced) or frozen past the TTL.
+pub async fn quorum_fault(fleet: &mut QuorumFleet, roster: &mut Roster, ttl_ms: u64) {
+    let node = usize::try_from(between(0, NODES as u64 - 1)).expect("a node index");
+    let fault = match between(0, 6) {
+        0 => NodeFault::Partition(ms(between(300, 2500))),
+        1 => NodeFault::Slow(ms(between(500, 2000))),
+        2 => NodeFault::Cut(ms(between(500, 1500))),
+        3 => NodeFault::Freeze(ms(between(200, 2500))),
+        4 if between(0, 1) == 0 => NodeFault::RestartFromAof,
+        4 => {
+            let least = ttl_ms + RESTART_MARGIN.as_millis() as u64;
+            NodeFault::RestartEmpty(ms(between(least, least + 700)))
+        }
+        5 => return roster.replace(fleet).await,
+        _ => return Roster::freeze_any(fleet).await,
+    };
+    fleet.inject(node, fault).await;
+}
+
+/// One fault of the Sentinel mix: the primary killed (Sentinel fails over, the old one
+/// comes back as a replica), paused shortly (no failover), or — one time in ten —
+/// frozen until Sentinel has failed over, then thawed while it still takes writes; or a
+/// worker killed (and replaced) or frozen past the TTL.
+pub async fn sentinel_fault(fleet: &mut SentinelFleet, roster: &mut Roster) {
+    match between(0, 9) {
+        0 | 1 => fleet.kill_primary().await,
+        2 | 3 | 4 => fleet.pause_primary(ms(between(200, 600))).await,
+        5 => fleet.freeze_primary_past_failover().await,
+        6 | 7 => roster.replace(fleet).await,
+        _ => Roster::freeze_any(fleet).await,
+    }
+}
