@@ -25,15 +25,22 @@
 //! `SentinelConnection` with `Notifier::sentinel`, and `FW_REPLICAS` replicas must
 //! acknowledge each acquire and renewal (`Builder::replicas`, 300 ms).
 //!
+//! Cluster mode (`tests/faults_cluster.rs`, feature `cluster`): when `FW_CLUSTER` is
+//! `1`, `FW_LOCK_URL` lists the nodes of a Redis Cluster (seeds: any of them will do),
+//! and the mutex is made over a `ClusterConnection` (RESP3, for sharded release
+//! messages) with `hash_tag_keys(true)`, so the lock keys `<mutex>:{k0}`, `<mutex>:{k1}`,
+//! ... spread over the masters, and `Notifier::cluster` on the same client.
+//!
 //! Configured by environment variables only:
 //!
 //! | variable | meaning | default |
 //! | --- | --- | --- |
-//! | `FW_LOCK_URL` | the lock server (the tests give each worker its own proxy); several comma-separated URLs: the nodes of a quorum | required |
+//! | `FW_LOCK_URL` | the lock server (the tests give each worker its own proxy); several comma-separated URLs: the nodes of a quorum (of a cluster with `FW_CLUSTER`, of Sentinels with `FW_SENTINEL`) | required |
 //! | `FW_REFEREE_URL` | the referee server | required, but in semaphore mode |
 //! | `FW_NAME` | this worker's name in events and on the referee | `worker` |
 //! | `FW_MUTEX` | the mutex name | `faults` |
 //! | `FW_KEYS` | how many lock keys (`k0`, `k1`, ...) to pick from at random | `1` |
+//! | `FW_FIRST_KEY` | the first of them: keys `k<first>` .. `k<first + keys - 1>` | `0` |
 //! | `FW_TTL_MS` | lock TTL | `1000` |
 //! | `FW_READ_PCT` | share of sections taken as readers, in % | `0` |
 //! | `FW_WORK_MIN_MS`, `FW_WORK_MAX_MS` | work time inside a section, uniform | `10`, `50` |
@@ -45,6 +52,7 @@
 //! | `FW_FAIR` | `1` for fair mode (`Builder::fair`) | `0` |
 //! | `FW_PERMITS` | if set: semaphore mode, permits of semaphore `FW_MUTEX` with this count, each held `FW_HOLD_MS` (default 60 s); the referee is not used; not in quorum mode | unset |
 //! | `FW_SENTINEL` | if set: Sentinel mode, the master name; `FW_LOCK_URL` lists the Sentinels (feature `sentinel`) | unset |
+//! | `FW_CLUSTER` | `1`: cluster mode; `FW_LOCK_URL` lists the cluster's nodes (feature `cluster`) | `0` |
 //! | `FW_REPLICAS` | replicas that must acknowledge (`Builder::replicas`, within the smaller of 300 ms and TTL/4), 0 for none | `0` |
 //! | `FW_MARGIN_MS` | a section acts only with at least this much validity left (`Guard::valid_until`), else it is abandoned with reason `margin` | `0` |
 //! | `FW_LOG` | if set: a `tracing` filter (`redismutex=debug`), the crate's logs on stderr | unset |
@@ -111,6 +119,7 @@ fn num(name: &str, default: u64) -> u64 {
 struct Config {
     name: String,
     keys: u64,
+    first_key: u64,
     read_pct: u64,
     work: (u64, u64),
     sections: u64,
@@ -138,6 +147,7 @@ async fn main() {
     let config = Config {
         name: var("FW_NAME", "worker"),
         keys: num("FW_KEYS", 1).max(1),
+        first_key: num("FW_FIRST_KEY", 0),
         read_pct: num("FW_READ_PCT", 0),
         work: (num("FW_WORK_MIN_MS", 10), num("FW_WORK_MAX_MS", 50)),
         sections: num("FW_SECTIONS", 0),
@@ -181,6 +191,23 @@ async fn main() {
         event!("EXIT");
         return;
     }
+    #[cfg(not(feature = "cluster"))]
+    assert!(
+        var("FW_CLUSTER", "0") != "1",
+        "FW_CLUSTER needs the feature cluster"
+    );
+    #[cfg(feature = "cluster")]
+    if var("FW_CLUSTER", "0") == "1" {
+        let client = redis::cluster::ClusterClientBuilder::new(urls.clone())
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .build()
+            .expect("FW_LOCK_URL: cluster node URLs");
+        let conn = connect_cluster(&client).await;
+        let worker = Worker::new(conn, Notifier::cluster(client), config, stop).await;
+        worker.run().await;
+        event!("EXIT");
+        return;
+    }
     let mut clients = Vec::new();
     let mut conns = Vec::new();
     for url in &urls {
@@ -219,9 +246,23 @@ async fn connect(client: &redis::Client) -> ConnectionManager {
     }
 }
 
+/// A connection to the cluster of `client`, retried until its nodes answer.
+#[cfg(feature = "cluster")]
+async fn connect_cluster(
+    client: &redis::cluster::ClusterClient,
+) -> redis::cluster_async::ClusterConnection {
+    loop {
+        match client.get_async_connection().await {
+            Ok(conn) => return conn,
+            Err(err) => event!("ERROR", format!("connect cluster: {err}")),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 impl<C: Deployment> Worker<C> {
-    /// Connects to the referee and builds the mutex over `conn` (one server, or a
-    /// quorum), waiting by `notifier` unless `FW_NOTIFY` is `0`.
+    /// Connects to the referee and builds the mutex over `conn` (one server, a quorum,
+    /// Sentinel or a cluster), waiting by `notifier` unless `FW_NOTIFY` is `0`.
     async fn new(conn: C, notifier: Notifier, config: Config, stop: Arc<AtomicBool>) -> Self {
         let referee_url = std::env::var("FW_REFEREE_URL").expect("FW_REFEREE_URL");
         let referee = loop {
@@ -234,7 +275,8 @@ impl<C: Deployment> Worker<C> {
         let mut builder = RwMutex::builder(conn, var("FW_MUTEX", "faults"))
             .ttl(Duration::from_millis(num("FW_TTL_MS", 1000)))
             .lock_intent(var("FW_INTENT", "0") == "1")
-            .fair(var("FW_FAIR", "0") == "1");
+            .fair(var("FW_FAIR", "0") == "1")
+            .hash_tag_keys(var("FW_CLUSTER", "0") == "1");
         let replicas = num("FW_REPLICAS", 0);
         if replicas > 0 {
             let wait = Duration::from_millis((num("FW_TTL_MS", 1000) / 4).min(300));
@@ -279,7 +321,8 @@ impl<C: Send + Sync + 'static> Worker<C> {
 
     fn pick(&self) -> (String, Mode) {
         let mut rng = rand::rng();
-        let key = format!("k{}", rng.random_range(0..self.config.keys));
+        let first = self.config.first_key;
+        let key = format!("k{}", rng.random_range(first..first + self.config.keys));
         let read = self.config.hold.is_none() && rng.random_range(0..100) < self.config.read_pct;
         (key, if read { Mode::Read } else { Mode::Write })
     }

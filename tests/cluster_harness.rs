@@ -1,5 +1,6 @@
 //! The Redis Cluster the tests start: its layout, its slot arithmetic, routing through a
-//! cluster connection, failover after a killed master, frozen nodes, and teardown.
+//! cluster connection, failover after a killed master, a killed node restarted as a
+//! replica, frozen nodes (briefly: no failover), and teardown.
 // The doc comes first: without the feature the crate is empty but still wants one.
 #![cfg(feature = "cluster")]
 
@@ -193,6 +194,58 @@ async fn a_killed_master_is_replaced_by_its_replica_and_its_slots_take_writes() 
     let stored: String = cluster.node_conn(new).await.get(&name).await.unwrap();
     assert_eq!(stored, "after");
     cluster.script_flush_all().await;
+}
+
+/// A killed master started again after its failover rejoins as the replica of the one
+/// that took over and syncs from it; killed in turn, that one is replaced by it.
+#[tokio::test]
+async fn a_restarted_master_rejoins_as_its_successors_replica_and_can_take_over_again() {
+    let cluster = Cluster::start();
+    let name = cluster.name_on_master(0, "restart");
+    let old = cluster.master_of_slot(cluster::slot(&name));
+    cluster.kill(old);
+    let new = cluster.wait_failover(old).await;
+    let mut conn = cluster.conn().await;
+    let () = conn.set(&name, "after the failover").await.unwrap();
+
+    let restarted = Instant::now();
+    assert_eq!(cluster.restart(old).await, new);
+    eprintln!("the restart took {:?}", restarted.elapsed());
+    let node = cluster.nodes().into_iter().find(|node| node.port == old);
+    assert_eq!(
+        node.map(|node| (node.role, node.state)),
+        Some((Role::Replica, State::Running))
+    );
+    let mut on_old = cluster.node_conn(old).await;
+    let () = redis::cmd("READONLY")
+        .query_async(&mut on_old)
+        .await
+        .unwrap();
+    let copied: Option<String> = on_old.get(&name).await.unwrap();
+    assert_eq!(copied.as_deref(), Some("after the failover"));
+
+    cluster.kill(new);
+    assert_eq!(cluster.wait_failover(new).await, old);
+    assert_eq!(cluster.restart(new).await, old);
+    let mut fresh = cluster.conn().await;
+    assert_eq!(
+        fresh.get::<_, String>(&name).await.unwrap(),
+        "after the failover"
+    );
+    cluster.script_flush_all().await;
+}
+
+/// A master frozen for half the node timeout, again and again, is never failed over.
+#[tokio::test]
+async fn a_master_paused_for_half_the_node_timeout_keeps_its_slots() {
+    let cluster = Cluster::start();
+    let d = cluster.node_timeout() / 2;
+    for i in 0..3 {
+        let master = cluster.masters()[i].port;
+        // Panics if a replica took over or an election was held.
+        cluster.pause_for(master, d).await;
+        assert_eq!(cluster.masters()[i].port, master);
+    }
 }
 
 #[tokio::test]

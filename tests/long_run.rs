@@ -4,7 +4,7 @@
 //! Redis Cluster (feature `cluster`), a quorum of three independent nodes, and a primary
 //! with two replicas under three Sentinels (feature `sentinel`, every acquire and
 //! renewal acknowledged by a replica). Each deployment runs for `LONG_RUN_SECS` seconds
-//! (default 200); then one table of what was checked.
+//! (default 120); then one table of what was checked.
 //!
 //! ```sh
 //! cargo test --release --all-features --test long_run -- --ignored --nocapture
@@ -40,25 +40,28 @@ use common::sentinel_fleet::SentinelFleet;
 
 const TTL_MS: u64 = 1000;
 const MUTEX: &str = "faults";
+/// The quick workers' keys, `k0` ..
 const KEYS: u64 = 32;
+/// The slow workers' keys, after the quick workers'.
+const SLOW_KEYS: u64 = 8;
 
-/// `LONG_RUN_SECS`, 200 by default: seconds of work per deployment.
+/// `LONG_RUN_SECS`, 120 by default: seconds of work per deployment.
 fn secs_each() -> u64 {
     std::env::var("LONG_RUN_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(200)
+        .unwrap_or(120)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "runs for 4 × LONG_RUN_SECS (default 200 s): cargo test --release --all-features --test long_run -- --ignored --nocapture"]
+#[ignore = "runs for 4 × LONG_RUN_SECS (default 120 s): cargo test --release --all-features --test long_run -- --ignored --nocapture"]
 async fn long_run() {
     let _serial = SERIAL.lock().await;
     let secs = secs_each();
     let rows = every_deployment(secs).await;
     let total: u64 = rows.iter().map(|row| row.report.referee.sections).sum();
     assert!(
-        total >= 100_000 || secs < 200,
+        total >= 100_000 || secs < 120,
         "{total} sections checked, fewer than 100,000"
     );
 }
@@ -76,6 +79,10 @@ async fn every_deployment(secs: u64) -> Vec<Row> {
     let mut rows = Vec::new();
     if chosen("single") {
         rows.push(single(secs).await);
+    }
+    #[cfg(feature = "cluster")]
+    if chosen("cluster") {
+        rows.push(cluster(secs).await);
     }
     if chosen("quorum") {
         rows.push(quorum(secs).await);
@@ -96,9 +103,11 @@ fn chosen(name: &str) -> bool {
     std::env::var("LONG_RUN_ONLY").map_or(true, |only| only.split(',').any(|n| n.trim() == name))
 }
 
-/// Five quick workers and a slow one, on [`KEYS`] keys, 30 % readers, writers with the
-/// lock intent, each section acting only with 50 ms of validity left. The slow one's
-/// guards outlive the faults, so that tokens fire as lost and their lead is measured.
+/// Seven quick workers on [`KEYS`] keys and three slow ones on [`SLOW_KEYS`] keys of
+/// their own (a quick worker that met a slow holder would wait up to 1.5 s), 30 %
+/// readers, writers with the lock intent, each section acting only with 50 ms of
+/// validity left. The slow workers' guards outlive the faults, so that tokens fire as
+/// lost and their lead is measured.
 fn workers() -> Vec<Spec> {
     let quick = Spec {
         keys: KEYS,
@@ -107,13 +116,16 @@ fn workers() -> Vec<Spec> {
         hold_ms: None,
         intent: true,
         margin_ms: 50,
+        first_key: 0,
     };
     let slow = Spec {
+        keys: SLOW_KEYS,
+        first_key: KEYS,
         work_ms: (300, 1500),
         ..quick.clone()
     };
-    let mut specs = vec![quick; 5];
-    specs.push(slow);
+    let mut specs = vec![quick; 7];
+    specs.extend([slow.clone(), slow.clone(), slow]);
     specs
 }
 
@@ -122,7 +134,7 @@ fn lock_keys(tagged: bool) -> Vec<String> {
         true => format!("{MUTEX}:{{k{k}}}"),
         false => format!("{MUTEX}:k{k}"),
     };
-    (0..KEYS).map(name).collect()
+    (0..KEYS + SLOW_KEYS).map(name).collect()
 }
 
 /// Runs `fault` after a pause of `pace_ms` (uniform) until `secs` have passed.
@@ -139,15 +151,7 @@ async fn for_secs<F: AsyncFnMut()>(secs: u64, pace_ms: (u64, u64), mut fault: F)
 
 async fn single(secs: u64) -> Row {
     let mut fleet = Fleet::start(TTL_MS).await;
-    let watch = ExpiryWatch::one(
-        fleet
-            .lock
-            .client()
-            .get_connection_manager()
-            .await
-            .expect("a connection"),
-        lock_keys(false),
-    );
+    let watch = ExpiryWatch::server(fleet.lock.client(), lock_keys(false));
     let mut roster = Roster::start(&mut fleet, &workers()).await;
     for_secs(secs, (1000, 2500), async || {
         single_fault(&mut fleet, &mut roster, TTL_MS).await;
@@ -164,17 +168,33 @@ async fn single(secs: u64) -> Row {
     .await
 }
 
+#[cfg(feature = "cluster")]
+async fn cluster(secs: u64) -> Row {
+    use common::cluster_fleet::ClusterFleet;
+    use common::mixes::cluster_fault;
+
+    let mut fleet = ClusterFleet::start(TTL_MS).await;
+    let watch = ExpiryWatch::each(fleet.cluster.conn().await, lock_keys(true));
+    let mut roster = Roster::start(&mut fleet, &workers()).await;
+    for_secs(secs, (1500, 2500), async || {
+        cluster_fault(&mut fleet, &mut roster).await;
+    })
+    .await;
+    let mut report = fleet.finish("long run: Redis Cluster").await;
+    let faults = fleet.faults().to_vec();
+    Row::new(
+        "Redis Cluster (3 masters, 3 replicas)",
+        &mut report,
+        &fleet.log,
+        &faults,
+        watch,
+    )
+    .await
+}
+
 async fn quorum(secs: u64) -> Row {
     let mut fleet = QuorumFleet::start_aof(TTL_MS).await;
-    let mut nodes = Vec::new();
-    for node in &fleet.nodes {
-        nodes.push(
-            node.client()
-                .get_connection_manager()
-                .await
-                .expect("a connection"),
-        );
-    }
+    let nodes = fleet.nodes.iter().map(|node| node.client()).collect();
     let watch = ExpiryWatch::majority(nodes, lock_keys(false));
     let mut roster = Roster::start(&mut fleet, &workers()).await;
     for_secs(secs, (1500, 2500), async || {
@@ -241,7 +261,7 @@ impl Row {
         watch: ExpiryWatch,
     ) -> Row {
         let events = log.all();
-        report.leads = leads(&events, &watch.stop().await, TTL_MS);
+        report.leads = leads(&events, &watch.stop().await, faults, TTL_MS);
         let guard_overlaps: Vec<String> = guard_overlaps(&events, faults)
             .into_iter()
             .filter(|line| !explained_by_worker_freeze(line, faults, TTL_MS))
@@ -254,7 +274,7 @@ impl Row {
             guard_overlaps,
             report: report.clone(),
         };
-        if row.broken() {
+        if row.broken() || std::env::var_os("LONG_RUN_DUMP").is_some() {
             let path = std::env::temp_dir().join(format!("long_run-{}.log", now_us()));
             std::fs::write(&path, dump(&events, faults)).expect("write the log");
             eprintln!("{label}: every event and fault in {path:?}");

@@ -206,6 +206,7 @@ fn quick_and_slow() -> (Spec, Spec) {
         hold_ms: None,
         intent: true,
         margin_ms: 0,
+        first_key: 0,
     };
     let slow = Spec {
         work_ms: (300, 1500),

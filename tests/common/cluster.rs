@@ -1,7 +1,8 @@
 //! A Redis Cluster for one test: three masters with one replica each, six
 //! `redis-server` processes on free loopback ports joined by `redis-cli --cluster
 //! create`, each in its own temporary directory, all killed when dropped. Nodes can be
-//! killed or frozen to make the cluster fail over.
+//! killed or frozen to make the cluster fail over, a killed node started again (it
+//! rejoins as a replica), and a node frozen too briefly for a failover.
 //!
 //! The cluster's state is read from `CLUSTER NODES`, not `CLUSTER SLOTS` or `CLUSTER
 //! SHARDS`: those two leave out (or call "loading") a replica whose replication offset
@@ -11,6 +12,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::ops::{Range, RangeInclusive};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -96,6 +98,8 @@ pub struct Cluster {
     procs: Mutex<Vec<Proc>>,
     /// The replicas a node had when it was killed or paused, for [`Cluster::wait_failover`].
     lost_replicas: Mutex<HashMap<u16, Vec<u16>>>,
+    /// The nodes' `cluster-node-timeout`, in ms.
+    node_timeout_ms: u64,
 }
 
 impl Cluster {
@@ -112,6 +116,7 @@ impl Cluster {
         let cluster = Self {
             procs: Mutex::new(spawn_nodes(node_timeout_ms)),
             lost_replicas: Mutex::new(HashMap::new()),
+            node_timeout_ms,
         };
         cluster.create();
         cluster.wait_formed();
@@ -153,6 +158,11 @@ impl Cluster {
                 self.logs()
             );
         }
+    }
+
+    /// The nodes' `cluster-node-timeout`.
+    pub fn node_timeout(&self) -> Duration {
+        Duration::from_millis(self.node_timeout_ms)
     }
 
     /// Every node, in start order, with its role as a live node sees it.
@@ -296,6 +306,103 @@ impl Cluster {
         find(&mut self.procs(), port).resume();
     }
 
+    /// Freezes the node on `port` for `d`, at most half the node timeout, and thaws it;
+    /// then waits until the cluster is formed as before. No failover can start: a node
+    /// is suspected only once a ping to it has gone unanswered for the node timeout, and
+    /// the other half is the margin for a loaded machine. Panics if the masters, their
+    /// slots or the cluster's epoch (which every election raises) changed, or if the
+    /// cluster does not settle within [`SETTLE`].
+    pub async fn pause_for(&self, port: u16, d: Duration) {
+        assert!(
+            d * 2 <= self.node_timeout(),
+            "a {d:?} freeze is not well under the {:?} node timeout",
+            self.node_timeout()
+        );
+        let before = self.settled().await;
+        self.pause(port);
+        tokio::time::sleep(d).await;
+        self.resume(port);
+        let after = self.settled().await;
+        assert!(
+            before == after,
+            "{port} frozen for {d:?}: the cluster changed from {before:?} to {after:?}\n{}",
+            self.describe()
+        );
+    }
+
+    /// Starts the node on `port`, killed by [`kill`](Self::kill), again on the same
+    /// port in the same directory, with its cluster config file (`nodes.conf`): it comes
+    /// back with its node id and its view of the cluster, learns that its slots moved to
+    /// the replica that took over, and rejoins as that replica's replica, empty (no
+    /// persistence) until it has synced. So a killed master may be restarted only after
+    /// [`wait_failover`](Self::wait_failover): this panics if it still serves slots.
+    /// Waits until it is a replica with its link to its master up and the cluster is
+    /// formed again (three masters with one attached replica each, every node healthy);
+    /// returns its master's port. Panics after [`SETTLE`].
+    pub async fn restart(&self, port: u16) -> u16 {
+        if self.masters().iter().any(|master| master.port == port) {
+            panic!(
+                "{port} still serves slots: restarted empty, it would lose them\n{}",
+                self.describe()
+            );
+        }
+        {
+            let mut procs = self.procs();
+            let proc = find(&mut procs, port);
+            assert_eq!(proc.state, State::Killed, "restart of a node not killed");
+            proc.child = start_node(port, proc.dir.path(), self.node_timeout_ms)
+                .unwrap_or_else(|err| panic!("cannot restart {port}: {err}"));
+            proc.state = State::Running;
+        }
+        let live = self.live_ports();
+        let rejoined = self
+            .poll(move || {
+                let masters = formed(&live)?;
+                masters
+                    .iter()
+                    .find(|master| master.replicas.contains(&port))
+                    .map(|master| master.port)
+                    .ok_or_else(|| format!("{port} is no replica: {masters:?}"))
+            })
+            .await;
+        rejoined.unwrap_or_else(|why| {
+            panic!(
+                "{port} did not rejoin as a replica within {SETTLE:?}: {why}\n{}\n{}",
+                self.describe(),
+                self.logs()
+            )
+        })
+    }
+
+    /// Waits until the running nodes form the cluster (see [`restart`](Self::restart));
+    /// its masters and its current epoch. Panics after [`SETTLE`].
+    async fn settled(&self) -> (Vec<Master>, u64) {
+        let live = self.live_ports();
+        let settled = self
+            .poll(move || {
+                let masters = formed(&live)?;
+                Ok((masters, current_epoch(&live)?))
+            })
+            .await;
+        settled.unwrap_or_else(|why| {
+            panic!(
+                "the cluster did not settle within {SETTLE:?}: {why}\n{}",
+                self.describe()
+            )
+        })
+    }
+
+    /// Calls `check` every [`POLL`] until it succeeds, for at most [`SETTLE`], on a
+    /// blocking thread.
+    async fn poll<T: Send + 'static>(
+        &self,
+        check: impl FnMut() -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        tokio::task::spawn_blocking(move || poll_until(SETTLE, POLL, check))
+            .await
+            .expect("the cluster check does not panic")
+    }
+
     /// Waits until a former replica of the master on `old_master` (killed or paused)
     /// serves slots as a master and every running node reports `cluster_state:ok`, all
     /// seeing the same new master; returns its port. Panics after [`SETTLE`].
@@ -432,20 +539,7 @@ impl Proc {
     /// PING; fails at once if it exits (its port was taken).
     fn spawn(port: u16, node_timeout_ms: u64) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
-        let config = dir.path().join("nodes.conf");
-        let node_timeout = node_timeout_ms.to_string();
-        let extra: [&OsStr; 8] = [
-            "--cluster-enabled".as_ref(),
-            "yes".as_ref(),
-            "--cluster-config-file".as_ref(),
-            config.as_ref(),
-            "--cluster-node-timeout".as_ref(),
-            node_timeout.as_ref(),
-            // A replica's first sync would otherwise wait 5 s for more replicas.
-            "--repl-diskless-sync-delay".as_ref(),
-            "0".as_ref(),
-        ];
-        let child = spawn_redis(port, dir.path(), extra)?;
+        let child = start_node(port, dir.path(), node_timeout_ms)?;
         Ok(Self {
             port,
             child,
@@ -477,6 +571,26 @@ impl Drop for Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Starts a cluster node on `port` with its files in `dir`, its cluster config file
+/// `dir/nodes.conf` (new, or kept from an earlier run there), and waits until it answers
+/// PING.
+fn start_node(port: u16, dir: &Path, node_timeout_ms: u64) -> Result<Child, String> {
+    let config = dir.join("nodes.conf");
+    let node_timeout = node_timeout_ms.to_string();
+    let extra: [&OsStr; 8] = [
+        "--cluster-enabled".as_ref(),
+        "yes".as_ref(),
+        "--cluster-config-file".as_ref(),
+        config.as_ref(),
+        "--cluster-node-timeout".as_ref(),
+        node_timeout.as_ref(),
+        // A replica's first sync would otherwise wait 5 s for more replicas.
+        "--repl-diskless-sync-delay".as_ref(),
+        "0".as_ref(),
+    ];
+    spawn_redis(port, dir, extra)
 }
 
 /// Six nodes answering PING, retrying on new ports when one is taken meanwhile.
@@ -613,6 +727,21 @@ fn check_layout(masters: &[Master]) -> Result<(), String> {
         return Err(format!("slots from {next} are not covered"));
     }
     Ok(())
+}
+
+/// The highest `cluster_current_epoch` the nodes on `ports` report.
+fn current_epoch(ports: &[u16]) -> Result<u64, String> {
+    let mut highest = 0;
+    for &port in ports {
+        let info: String = query(port, redis::cmd("CLUSTER").arg("INFO"))?;
+        let epoch = info
+            .lines()
+            .find_map(|line| line.strip_prefix("cluster_current_epoch:"))
+            .and_then(|epoch| epoch.trim().parse().ok())
+            .ok_or_else(|| format!("{port}: no cluster_current_epoch in CLUSTER INFO"))?;
+        highest = highest.max(epoch);
+    }
+    Ok(highest)
 }
 
 /// The port of the one former replica every running node sees serving slots as a

@@ -36,7 +36,18 @@ pub struct ExpiryWatch {
 }
 
 impl ExpiryWatch {
-    /// Watches lock keys `names` on one server (or the primary a Sentinel-following
+    /// Watches lock keys `names` on one server with one script per read, each read on a
+    /// new connection: a connection that reconnects with a backoff after the server was
+    /// killed could stay blind while renewals go through.
+    pub fn server(client: redis::Client, names: Vec<String>) -> Self {
+        let names = Arc::new(names);
+        Self::start(move || {
+            let (client, names) = (client.clone(), Arc::clone(&names));
+            Box::pin(async move { bounded(read_fresh(&client, &names)).await })
+        })
+    }
+
+    /// Watches lock keys `names` over `conn` (the primary a Sentinel-following
     /// connection names) with one script per read.
     pub fn one<C>(conn: C, names: Vec<String>) -> Self
     where
@@ -49,7 +60,8 @@ impl ExpiryWatch {
         })
     }
 
-    /// Watches lock keys `names` on a cluster: one script per key (each key its own slot).
+    /// Watches lock keys `names` on a cluster: one `EVAL` per key (each key its own
+    /// slot; no script cache to load on every master).
     pub fn each<C>(conn: C, names: Vec<String>) -> Self
     where
         C: ConnectionLike + Clone + Send + Sync + 'static,
@@ -61,8 +73,7 @@ impl ExpiryWatch {
                 let mut held = Vec::new();
                 for name in names.iter() {
                     let mut conn = conn.clone();
-                    let one = std::slice::from_ref(name);
-                    held.extend(bounded(HeldLock::try_read(&mut conn, one)).await);
+                    held.extend(bounded(HeldLock::read_key(&mut conn, name)).await);
                 }
                 held
             })
@@ -72,18 +83,14 @@ impl ExpiryWatch {
     /// Watches lock keys `names` on the nodes of a quorum: a lock's expiry is the time
     /// by which fewer than a majority of the nodes hold it (a node that did not answer
     /// counts as not holding it, which keeps the lead a lower bound).
-    pub fn majority<C>(nodes: Vec<C>, names: Vec<String>) -> Self
-    where
-        C: ConnectionLike + Clone + Send + Sync + 'static,
-    {
+    pub fn majority(nodes: Vec<redis::Client>, names: Vec<String>) -> Self {
         let (nodes, names) = (Arc::new(nodes), Arc::new(names));
         Self::start(move || {
             let (nodes, names) = (Arc::clone(&nodes), Arc::clone(&names));
             Box::pin(async move {
                 let mut per_node = Vec::new();
                 for node in nodes.iter() {
-                    let mut conn = node.clone();
-                    per_node.push(bounded(HeldLock::try_read(&mut conn, &names)).await);
+                    per_node.push(bounded(read_fresh(node, &names)).await);
                 }
                 majority_expiry(&per_node, nodes.len() / 2 + 1)
             })
@@ -136,6 +143,12 @@ impl Drop for ExpiryWatch {
             task.abort();
         }
     }
+}
+
+/// Who holds lock keys `names` on `client`'s server, over a new connection.
+async fn read_fresh(client: &redis::Client, names: &[String]) -> RedisResult<Vec<HeldLock>> {
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    HeldLock::try_read(&mut conn, names).await
 }
 
 /// The read's locks, or none if it failed or took longer than [`READ_BOUND`].

@@ -29,6 +29,8 @@ pub struct Spec {
     pub intent: bool,
     /// `FW_MARGIN_MS`: a section acts only with this much validity left, in ms.
     pub margin_ms: u64,
+    /// `FW_FIRST_KEY`: the worker's keys are `k<first_key>` .. `k<first_key + keys - 1>`.
+    pub first_key: u64,
 }
 
 impl Default for Spec {
@@ -40,6 +42,7 @@ impl Default for Spec {
             hold_ms: None,
             intent: false,
             margin_ms: 0,
+            first_key: 0,
         }
     }
 }
@@ -107,7 +110,7 @@ impl Fleet {
 
     /// Starts worker `name` behind a new proxy, and a task that logs its events.
     pub async fn spawn(&mut self, name: &str, spec: &Spec) {
-        self.keys = self.keys.max(spec.keys);
+        self.keys = self.keys.max(spec.first_key + spec.keys);
         let proxy = Proxy::start(self.lock.port()).await;
         let mut command = worker_command(name, spec, self.ttl_ms, &self.mutex);
         command
@@ -254,6 +257,7 @@ pub(crate) fn worker_command(name: &str, spec: &Spec, ttl_ms: u64, mutex: &str) 
         .env("FW_WORK_MAX_MS", spec.work_ms.1.to_string())
         .env("FW_INTENT", if spec.intent { "1" } else { "0" })
         .env("FW_MARGIN_MS", spec.margin_ms.to_string())
+        .env("FW_FIRST_KEY", spec.first_key.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use rand::RngExt;
 
+#[cfg(feature = "cluster")]
+use super::cluster_fleet::ClusterFleet;
 use super::fault_checks::ms;
 use super::fleet::{Fleet, Spec};
 use super::proxy::Fault;
@@ -127,6 +129,22 @@ impl Crew for SentinelFleet {
     }
 }
 
+#[cfg(feature = "cluster")]
+impl Crew for ClusterFleet {
+    async fn spawn(&mut self, name: &str, spec: &Spec) {
+        ClusterFleet::spawn(self, name, spec).await;
+    }
+    fn live(&self) -> Vec<String> {
+        ClusterFleet::live(self)
+    }
+    async fn kill_worker(&mut self, name: &str) {
+        ClusterFleet::kill_worker(self, name).await;
+    }
+    async fn freeze_worker(&mut self, name: &str, d: Duration) {
+        ClusterFleet::freeze_worker(self, name, d).await;
+    }
+}
+
 /// One fault of the single-server mix, for a TTL of `ttl_ms`: a worker killed (and
 /// replaced) or frozen past the TTL, the server paused shortly or past the TTL, killed
 /// and restarted empty past the TTL, a worker's proxy blackholed, every proxy slowed,
@@ -225,6 +243,19 @@ pub async fn sentinel_fault(fleet: &mut SentinelFleet, roster: &mut Roster) {
         2 | 3 | 4 => fleet.pause_primary(ms(between(200, 600))).await,
         5 => fleet.freeze_primary_past_failover().await,
         6 | 7 => roster.replace(fleet).await,
+        _ => Roster::freeze_any(fleet).await,
+    }
+}
+
+/// One fault of the Redis Cluster mix: a master killed (its replica takes over, the old
+/// node comes back as a replica), or frozen for 200–500 ms (under half the node
+/// timeout: no failover); or a worker killed (and replaced) or frozen past the TTL.
+#[cfg(feature = "cluster")]
+pub async fn cluster_fault(fleet: &mut ClusterFleet, roster: &mut Roster) {
+    match between(0, 7) {
+        0 | 1 => fleet.kill_master().await,
+        2 | 3 | 4 => fleet.freeze_master(ms(between(200, 500))).await,
+        5 | 6 => roster.replace(fleet).await,
         _ => Roster::freeze_any(fleet).await,
     }
 }

@@ -9,6 +9,8 @@ pub mod blocking;
 pub mod cli_run;
 #[cfg(feature = "cluster")]
 pub mod cluster;
+#[cfg(feature = "cluster")]
+pub mod cluster_fleet;
 pub mod events;
 pub mod expiry_watch;
 pub mod fault_checks;

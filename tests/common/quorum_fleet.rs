@@ -163,7 +163,7 @@ impl QuorumFleet {
 
     /// Starts worker `name` with `spec` over the quorum, and a task that logs its events.
     pub async fn spawn(&mut self, name: &str, spec: &Spec) {
-        self.keys = self.keys.max(spec.keys);
+        self.keys = self.keys.max(spec.first_key + spec.keys);
         let mut command = worker_command(name, spec, self.ttl_ms, &self.mutex);
         command
             .env("FW_LOCK_URL", self.lock_urls())

@@ -35,6 +35,12 @@ pub enum FaultKind {
     /// always`) SIGKILLed and started again at once from its append-only file: the
     /// durable restart of quorum mode's preconditions.
     RestartNodeAof,
+    /// Cluster mode: a master's `redis-server` SIGKILLed; from the kill until its replica
+    /// has taken over and it is back as that replica's replica (`cluster_fleet.rs`).
+    KillMaster,
+    /// Cluster mode: a master's `redis-server` SIGSTOPped for at most half the cluster's
+    /// node timeout, too short for a failover.
+    FreezeMaster,
 }
 
 /// Whom a fault was aimed at.
@@ -113,6 +119,27 @@ impl HeldLock {
             script.key(name);
         }
         let rows: Vec<Vec<String>> = script.invoke_async(conn).await?;
+        Ok(Self::from_rows(rows, read_us))
+    }
+
+    /// Who holds lock key `key` now, over any connection: one key is one slot, so a
+    /// cluster connection will do. Sent as `EVAL`, which needs no script cache.
+    pub async fn read_key<C: redis::aio::ConnectionLike>(
+        conn: &mut C,
+        key: &str,
+    ) -> redis::RedisResult<Vec<HeldLock>> {
+        let read_us = super::events::now_us();
+        let rows = redis::cmd("EVAL")
+            .arg(HELD)
+            .arg(1)
+            .arg(key)
+            .query_async(conn)
+            .await?;
+        Ok(Self::from_rows(rows, read_us))
+    }
+
+    /// The locks in the rows of the `HELD` script, read at `read_us`.
+    fn from_rows(rows: Vec<Vec<String>>, read_us: u64) -> Vec<HeldLock> {
         let mut held = Vec::new();
         for row in rows {
             let expiry_ms: u64 = row[1].parse().expect("PEXPIRETIME");
@@ -125,6 +152,6 @@ impl HeldLock {
                 });
             }
         }
-        Ok(held)
+        held
     }
 }

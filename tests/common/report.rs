@@ -102,7 +102,7 @@ impl Report {
             .count();
         report.errors = events.iter().filter(|e| e.is("ERROR")).count();
         report.takeovers_ms = takeovers(&events, faults);
-        report.leads = leads(&events, held, ttl_ms);
+        report.leads = leads(&events, held, faults, ttl_ms);
         report.overlaps_explained = referee
             .violation_log
             .iter()
@@ -181,8 +181,15 @@ fn takeovers(events: &[Event], faults: &[FaultRecord]) -> Vec<f64> {
 }
 
 /// For each held lock noted: the lead of the first loss FIRED of that guard after it
-/// was noted (using the latest note before the FIRED).
-pub fn leads(events: &[Event], held: &[HeldLock], ttl_ms: u64) -> Vec<Lead> {
+/// was noted (using the latest note before the FIRED). A guard whose worker was frozen
+/// (SIGSTOP) between its `ACQUIRED` and its `FIRED` is left out: its token could not
+/// fire, nor its worker act, until the thaw.
+pub fn leads(
+    events: &[Event],
+    held: &[HeldLock],
+    faults: &[FaultRecord],
+    ttl_ms: u64,
+) -> Vec<Lead> {
     let mut notes: HashMap<&str, Vec<&HeldLock>> = HashMap::new();
     for note in held {
         notes.entry(&note.id).or_default().push(note);
@@ -197,6 +204,15 @@ pub fn leads(events: &[Event], held: &[HeldLock], ttl_ms: u64) -> Vec<Lead> {
         else {
             continue;
         };
+        let frozen = faults.iter().any(|f| {
+            f.kind == FaultKind::FreezeWorker
+                && f.hits(&acquired.worker)
+                && f.start_us <= fired.us
+                && f.end_us >= acquired.us
+        });
+        if frozen {
+            continue;
+        }
         let note = notes
             .iter()
             .filter(|h| h.read_us <= fired.us && fired.us <= h.expiry_us + ttl_ms * 1000)
