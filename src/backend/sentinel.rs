@@ -61,8 +61,12 @@ pub struct SentinelConnection {
 
 struct Shared {
     sentinels: tokio::sync::Mutex<SentinelClient>,
-    /// The connection to the primary, until a request finds it gone.
-    primary: Mutex<Option<MultiplexedConnection>>,
+    /// The connection to the primary, until a request finds it gone, with the number
+    /// of connections made before it: a request drops only the connection it failed
+    /// on, not a fresher one another request has made since.
+    primary: Mutex<Option<(u64, MultiplexedConnection)>>,
+    /// Connections made so far.
+    made: std::sync::atomic::AtomicU64,
 }
 
 impl SentinelConnection {
@@ -73,6 +77,7 @@ impl SentinelConnection {
             shared: Arc::new(Shared {
                 sentinels: tokio::sync::Mutex::new(client),
                 primary: Mutex::new(None),
+                made: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -85,28 +90,34 @@ impl SentinelConnection {
     where
         F: Fn(MultiplexedConnection) -> RedisFuture<'a, T>,
     {
-        let reply = send(self.primary().await?).await;
+        let (made, conn) = self.primary().await?;
+        let reply = send(conn).await;
         match &reply {
             Err(err) if failed_over(err) => {
                 tracing::debug!(error = %err, "the primary may have changed; asking the Sentinels again");
-                *util::lock(&self.shared.primary) = None;
-                send(self.primary().await?).await
+                {
+                    let mut held = util::lock(&self.shared.primary);
+                    if held.as_ref().is_some_and(|(current, _)| *current == made) {
+                        *held = None;
+                    }
+                }
+                send(self.primary().await?.1).await
             }
             _ => reply,
         }
     }
 
-    /// The connection to the primary: the one held, or a new one to the primary the
+    /// The connection to the primary and its number: the one held, or a new one to the primary the
     /// Sentinels name now; an error of kind `MasterNameNotFoundBySentinel` (which the
     /// crate reports as `Error::NoPrimary`) when none is found within [`RESOLVE_BOUND`].
-    async fn primary(&self) -> Result<MultiplexedConnection, RedisError> {
-        if let Some(conn) = util::lock(&self.shared.primary).clone() {
-            return Ok(conn);
+    async fn primary(&self) -> Result<(u64, MultiplexedConnection), RedisError> {
+        if let Some(held) = util::lock(&self.shared.primary).clone() {
+            return Ok(held);
         }
         let mut sentinels = self.shared.sentinels.lock().await;
         // Another request may have connected while this one waited for the Sentinels.
-        if let Some(conn) = util::lock(&self.shared.primary).clone() {
-            return Ok(conn);
+        if let Some(held) = util::lock(&self.shared.primary).clone() {
+            return Ok(held);
         }
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(RESOLVE_BOUND))
@@ -123,8 +134,12 @@ impl SentinelConnection {
             Ok(Err(err)) => return Err(no_primary(err.to_string())),
             Err(_) => return Err(no_primary("no answer within 1 s".to_owned())),
         };
-        *util::lock(&self.shared.primary) = Some(conn.clone());
-        Ok(conn)
+        let made = self
+            .shared
+            .made
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *util::lock(&self.shared.primary) = Some((made, conn.clone()));
+        Ok((made, conn))
     }
 }
 

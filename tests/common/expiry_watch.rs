@@ -36,14 +36,15 @@ pub struct ExpiryWatch {
 }
 
 impl ExpiryWatch {
-    /// Watches lock keys `names` on one server with one script per read, each read on a
-    /// new connection: a connection that reconnects with a backoff after the server was
-    /// killed could stay blind while renewals go through.
+    /// Watches lock keys `names` on one server with one script per read, over a
+    /// connection made again at once when a read fails: a connection that reconnects
+    /// with a backoff after the server was killed could stay blind while renewals go
+    /// through.
     pub fn server(client: redis::Client, names: Vec<String>) -> Self {
-        let names = Arc::new(names);
+        let (node, names) = (Arc::new(Node::new(client)), Arc::new(names));
         Self::start(move || {
-            let (client, names) = (client.clone(), Arc::clone(&names));
-            Box::pin(async move { bounded(read_fresh(&client, &names)).await })
+            let (node, names) = (Arc::clone(&node), Arc::clone(&names));
+            Box::pin(async move { node.read(&names).await })
         })
     }
 
@@ -84,13 +85,14 @@ impl ExpiryWatch {
     /// by which fewer than a majority of the nodes hold it (a node that did not answer
     /// counts as not holding it, which keeps the lead a lower bound).
     pub fn majority(nodes: Vec<redis::Client>, names: Vec<String>) -> Self {
-        let (nodes, names) = (Arc::new(nodes), Arc::new(names));
+        let nodes: Arc<Vec<Node>> = Arc::new(nodes.into_iter().map(Node::new).collect());
+        let names = Arc::new(names);
         Self::start(move || {
             let (nodes, names) = (Arc::clone(&nodes), Arc::clone(&names));
             Box::pin(async move {
                 let mut per_node = Vec::new();
                 for node in nodes.iter() {
-                    per_node.push(bounded(read_fresh(node, &names)).await);
+                    per_node.push(node.read(&names).await);
                 }
                 majority_expiry(&per_node, nodes.len() / 2 + 1)
             })
@@ -145,10 +147,40 @@ impl Drop for ExpiryWatch {
     }
 }
 
-/// Who holds lock keys `names` on `client`'s server, over a new connection.
-async fn read_fresh(client: &redis::Client, names: &[String]) -> RedisResult<Vec<HeldLock>> {
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    HeldLock::try_read(&mut conn, names).await
+/// One server the watcher reads, over a connection of its own that a failed read drops.
+struct Node {
+    client: redis::Client,
+    conn: tokio::sync::Mutex<Option<redis::aio::MultiplexedConnection>>,
+}
+
+impl Node {
+    fn new(client: redis::Client) -> Self {
+        Self {
+            client,
+            conn: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Who holds lock keys `names` on the server; none if the read failed or took
+    /// longer than [`READ_BOUND`] (the connection is then made again next time).
+    async fn read(&self, names: &[String]) -> Vec<HeldLock> {
+        let mut held = self.conn.lock().await;
+        let read = tokio::time::timeout(READ_BOUND, async {
+            if held.is_none() {
+                *held = Some(self.client.get_multiplexed_async_connection().await?);
+            }
+            let conn = held.as_mut().expect("connected");
+            HeldLock::try_read(conn, names).await
+        })
+        .await;
+        match read {
+            Ok(Ok(locks)) => locks,
+            _ => {
+                *held = None;
+                Vec::new()
+            }
+        }
+    }
 }
 
 /// The read's locks, or none if it failed or took longer than [`READ_BOUND`].

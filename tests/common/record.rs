@@ -2,7 +2,7 @@
 //! whom, from when to when) and the locks seen held, with their expiry on the server.
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::{RedisResult, Script};
+use redis::RedisResult;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FaultKind {
@@ -107,18 +107,19 @@ impl HeldLock {
     }
 
     /// Who holds each of the lock keys `names` now, in one script (so the keys must
-    /// share a slot on a cluster), over any connection.
+    /// share a slot on a cluster), over any connection. Sent as `EVAL`, never
+    /// `EVALSHA`, which the quorum fleet counts as the workers' requests.
     pub async fn try_read<C: ConnectionLike + Send>(
         conn: &mut C,
         names: &[String],
     ) -> RedisResult<Vec<HeldLock>> {
         let read_us = super::events::now_us();
-        let script = Script::new(HELD);
-        let mut script = script.prepare_invoke();
-        for name in names {
-            script.key(name);
-        }
-        let rows: Vec<Vec<String>> = script.invoke_async(conn).await?;
+        let rows: Vec<Vec<String>> = redis::cmd("EVAL")
+            .arg(HELD)
+            .arg(names.len())
+            .arg(names)
+            .query_async(conn)
+            .await?;
         Ok(Self::from_rows(rows, read_us))
     }
 
