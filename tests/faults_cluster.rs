@@ -52,7 +52,7 @@ async fn workers_stay_exclusive_across_master_kills_and_freezes() {
     fleet.kill_master().await;
     tokio::time::sleep(ms(1500)).await;
     check_held(&fleet).await;
-    fleet.kill_worker("w2").await;
+    fleet.crew.kill("w2").await;
     fleet.spawn("w5", &spec).await;
     tokio::time::sleep(ms(1500)).await;
     fleet.freeze_master(ms(300)).await;
@@ -62,12 +62,12 @@ async fn workers_stay_exclusive_across_master_kills_and_freezes() {
     tokio::time::sleep(ms(3000)).await;
     let report = fleet.finish("cluster: masters killed and frozen").await;
 
-    for fault in fleet.faults() {
+    for fault in &fleet.crew.faults {
         let took = (fault.end_us - fault.start_us) / 1000;
         println!("   {:?} {:?}: {took} ms", fault.kind, fault.target);
     }
     assert_safe(&report);
-    let count = |kind| fleet.faults().iter().filter(|f| f.kind == kind).count();
+    let count = |kind| fleet.crew.faults.iter().filter(|f| f.kind == kind).count();
     assert_eq!(count(FaultKind::KillMaster), 2);
     assert_eq!(count(FaultKind::FreezeMaster), 2);
     assert_eq!(count(FaultKind::KillWorker), 1);
@@ -77,6 +77,7 @@ async fn workers_stay_exclusive_across_master_kills_and_freezes() {
         report.referee.sections
     );
     let after = fleet
+        .crew
         .log
         .count(|e| e.is("RELEASED") && e.us > last_failover && e.last() == "held=true");
     assert!(

@@ -81,7 +81,7 @@ async fn quorum_fleet_on(mut fleet: QuorumFleet) -> QuorumFleet {
         ..Spec::default()
     };
     fleet.spawn("holder", &holder).await;
-    let started = fleet.started_us;
+    let started = fleet.crew.started_us;
     let warm = tokio::time::Instant::now() + Duration::from_secs(10);
     while fleet.released_after(started) < 8 && tokio::time::Instant::now() < warm {
         tokio::time::sleep(ms(20)).await;
@@ -121,10 +121,11 @@ fn assert_faults_and_progress(
     );
     let recovery_us = u64::try_from(recovery.as_micros()).expect("a short recovery");
     let during: usize = fleet
+        .crew
         .faults
         .iter()
         .map(|f| {
-            fleet.log.count(|e| {
+            fleet.crew.log.count(|e| {
                 e.is("RELEASED")
                     && e.last() == "held=true"
                     && (f.start_us..=f.end_us + recovery_us).contains(&e.us)
@@ -136,7 +137,13 @@ fn assert_faults_and_progress(
         during > 0,
         "no section completed while a node was faulty (or within {recovery:?} after)"
     );
-    let last_end = fleet.faults.iter().map(|f| f.end_us).max().unwrap_or(0);
+    let last_end = fleet
+        .crew
+        .faults
+        .iter()
+        .map(|f| f.end_us)
+        .max()
+        .unwrap_or(0);
     assert!(
         fleet.released_after(last_end) >= 3,
         "work did not go on after the last fault"
@@ -222,7 +229,7 @@ struct UnderGuard {
 impl UnderGuard {
     /// The holder's events for this guard: its section, its `FIRED` and `RELEASED`.
     fn section(&self, fleet: &QuorumFleet) -> Vec<Event> {
-        fleet.log.filter(|e| {
+        fleet.crew.log.filter(|e| {
             e.worker == "holder"
                 && e.key() == self.holding.key()
                 && e.token() == self.holding.token()
@@ -260,6 +267,7 @@ async fn restarts(fleet: &mut QuorumFleet, faults: &[(usize, NodeFault, bool)]) 
         }
         let since = now_us();
         let holding = fleet
+            .crew
             .log
             .wait_for(Duration::from_secs(5), |e| {
                 e.worker == "holder" && e.is("ACQUIRED") && e.us > since

@@ -27,16 +27,16 @@ mod common;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use common::crew::dump;
 use common::events::{now_us, Log};
 use common::expiry_watch::ExpiryWatch;
 use common::fault_checks::{ms, SERIAL};
 use common::fleet::{Fleet, Spec};
-use common::mixes::{between, quorum_fault, sentinel_fault, single_fault, Roster};
+use common::mixes::{between, quorum_fault, single_fault, Roster};
 use common::order::{explained_by_worker_freeze, guard_overlaps};
 use common::quorum_fleet::QuorumFleet;
 use common::record::FaultRecord;
 use common::report::{leads, Report};
-use common::sentinel_fleet::SentinelFleet;
 
 const TTL_MS: u64 = 1000;
 const MUTEX: &str = "faults";
@@ -87,6 +87,7 @@ async fn every_deployment(secs: u64) -> Vec<Row> {
     if chosen("quorum") {
         rows.push(quorum(secs).await);
     }
+    #[cfg(feature = "sentinel")]
     if chosen("sentinel") {
         rows.push(sentinel(secs).await);
     }
@@ -181,15 +182,9 @@ async fn cluster(secs: u64) -> Row {
     })
     .await;
     let mut report = fleet.finish("long run: Redis Cluster").await;
-    let faults = fleet.faults().to_vec();
-    Row::new(
-        "Redis Cluster (3 masters, 3 replicas)",
-        &mut report,
-        &fleet.log,
-        &faults,
-        watch,
-    )
-    .await
+    let crew = &fleet.crew;
+    let label = "Redis Cluster (3 masters, 3 replicas)";
+    Row::new(label, &mut report, &crew.log, &crew.faults, watch).await
 }
 
 async fn quorum(secs: u64) -> Row {
@@ -202,17 +197,22 @@ async fn quorum(secs: u64) -> Row {
     })
     .await;
     let mut report = fleet.finish("long run: quorum").await.fleet;
+    let crew = &fleet.crew;
     Row::new(
         "quorum (3 nodes)",
         &mut report,
-        &fleet.log,
-        &fleet.faults,
+        &crew.log,
+        &crew.faults,
         watch,
     )
     .await
 }
 
+#[cfg(feature = "sentinel")]
 async fn sentinel(secs: u64) -> Row {
+    use common::mixes::sentinel_fault;
+    use common::sentinel_fleet::SentinelFleet;
+
     let mut fleet = SentinelFleet::start(TTL_MS).await;
     let conn = redismutex::SentinelConnection::new(fleet.deployment.sentinel_client());
     let watch = ExpiryWatch::one(conn, lock_keys(false));
@@ -222,15 +222,9 @@ async fn sentinel(secs: u64) -> Row {
     })
     .await;
     let mut report = fleet.finish("long run: Sentinel, replicas(1)").await;
-    let faults = fleet.faults.clone();
-    let row = Row::new(
-        "Sentinel, replicas(1)",
-        &mut report,
-        &fleet.log,
-        &faults,
-        watch,
-    )
-    .await;
+    let crew = &fleet.crew;
+    let label = "Sentinel, replicas(1)";
+    let row = Row::new(label, &mut report, &crew.log, &crew.faults, watch).await;
     if row.broken() {
         let path = std::env::temp_dir().join(format!("long_run-sentinel-{}.log", now_us()));
         std::fs::write(&path, fleet.deployment.describe()).expect("write the logs");
@@ -276,7 +270,8 @@ impl Row {
         };
         if row.broken() || std::env::var_os("LONG_RUN_DUMP").is_some() {
             let path = std::env::temp_dir().join(format!("long_run-{}.log", now_us()));
-            std::fs::write(&path, dump(&events, faults)).expect("write the log");
+            let from_us = events.first().map_or(0, |e| e.us);
+            std::fs::write(&path, dump(&events, faults, from_us)).expect("write the log");
             eprintln!("{label}: every event and fault in {path:?}");
         }
         row
@@ -332,29 +327,6 @@ impl Row {
             r.sections
         );
     }
-}
-
-/// Every event and fault, one a line, in time order.
-fn dump(events: &[common::events::Event], faults: &[FaultRecord]) -> String {
-    let mut lines: Vec<(u64, String)> = events
-        .iter()
-        .map(|e| {
-            (
-                e.us,
-                format!("{} {} {} {}", e.us, e.worker, e.kind, e.fields.join(" ")),
-            )
-        })
-        .collect();
-    for f in faults {
-        let line = format!(
-            "{} fault {:?} {:?} until {}",
-            f.start_us, f.kind, f.target, f.end_us
-        );
-        lines.push((f.start_us, line));
-    }
-    lines.sort_by_key(|(us, _)| *us);
-    let lines: Vec<String> = lines.into_iter().map(|(_, line)| line).collect();
-    lines.join("\n")
 }
 
 /// The rows as a Markdown table, with the run's length.

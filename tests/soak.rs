@@ -126,7 +126,7 @@ async fn quorum_soak(secs: u64) {
     let unexplained_of = |lines: &[String]| {
         lines
             .iter()
-            .filter(|line| !explained_by_worker_freeze(line, &fleet.faults, TTL_MS))
+            .filter(|line| !explained_by_worker_freeze(line, &fleet.crew.faults, TTL_MS))
             .cloned()
             .collect::<Vec<String>>()
     };
@@ -185,7 +185,7 @@ async fn quorum_soak(secs: u64) {
         "faults not seen on their node: {:?}",
         report.unverified
     );
-    assert!(!fleet.faults.is_empty(), "no fault injected");
+    assert!(!fleet.crew.faults.is_empty(), "no fault injected");
     assert!(r.sections > secs, "work stalled: {} sections", r.sections);
 }
 

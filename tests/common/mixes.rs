@@ -24,7 +24,7 @@ pub fn between(lo: u64, hi: u64) -> u64 {
 
 /// What every fleet of worker processes can do to its workers.
 #[allow(async_fn_in_trait)]
-pub trait Crew {
+pub trait WorkerFaults {
     /// Starts worker `name` with `spec`.
     async fn spawn(&mut self, name: &str, spec: &Spec);
     /// The names of the live workers.
@@ -45,7 +45,7 @@ pub struct Roster {
 
 impl Roster {
     /// Starts a worker `w0`, `w1`, ... for each of `specs`.
-    pub async fn start(crew: &mut impl Crew, specs: &[Spec]) -> Roster {
+    pub async fn start(crew: &mut impl WorkerFaults, specs: &[Spec]) -> Roster {
         let mut roster = Roster::default();
         for spec in specs {
             roster.spawn(crew, spec.clone()).await;
@@ -53,7 +53,7 @@ impl Roster {
         roster
     }
 
-    async fn spawn(&mut self, crew: &mut impl Crew, spec: Spec) {
+    async fn spawn(&mut self, crew: &mut impl WorkerFaults, spec: Spec) {
         let name = format!("w{}", self.spawned);
         crew.spawn(&name, &spec).await;
         self.specs.insert(name, spec);
@@ -61,13 +61,13 @@ impl Roster {
     }
 
     /// A live worker, at random.
-    pub fn any(crew: &impl Crew) -> String {
+    pub fn any(crew: &impl WorkerFaults) -> String {
         let live = crew.live();
         live[rand::rng().random_range(0..live.len())].clone()
     }
 
     /// Kills a live worker at random and starts another with its spec.
-    pub async fn replace(&mut self, crew: &mut impl Crew) {
+    pub async fn replace(&mut self, crew: &mut impl WorkerFaults) {
         let victim = Self::any(crew);
         crew.kill_worker(&victim).await;
         let spec = self.specs[&victim].clone();
@@ -75,13 +75,13 @@ impl Roster {
     }
 
     /// Freezes a live worker at random for 1.5–2.5 s: past the TTL of 1 s.
-    pub async fn freeze_any(crew: &mut impl Crew) {
+    pub async fn freeze_any(crew: &mut impl WorkerFaults) {
         let victim = Self::any(crew);
         crew.freeze_worker(&victim, ms(between(1500, 2500))).await;
     }
 }
 
-impl Crew for Fleet {
+impl WorkerFaults for Fleet {
     async fn spawn(&mut self, name: &str, spec: &Spec) {
         Fleet::spawn(self, name, spec).await;
     }
@@ -99,49 +99,49 @@ impl Crew for Fleet {
     }
 }
 
-impl Crew for QuorumFleet {
+impl WorkerFaults for QuorumFleet {
     async fn spawn(&mut self, name: &str, spec: &Spec) {
         QuorumFleet::spawn(self, name, spec).await;
     }
     fn live(&self) -> Vec<String> {
-        QuorumFleet::live(self)
+        self.crew.live()
     }
     async fn kill_worker(&mut self, name: &str) {
-        QuorumFleet::kill_worker(self, name).await;
+        self.crew.kill(name).await;
     }
     async fn freeze_worker(&mut self, name: &str, d: Duration) {
-        QuorumFleet::freeze_worker(self, name, d).await;
+        self.crew.freeze(name, d).await;
     }
 }
 
-impl Crew for SentinelFleet {
+impl WorkerFaults for SentinelFleet {
     async fn spawn(&mut self, name: &str, spec: &Spec) {
         SentinelFleet::spawn(self, name, spec, 1).await;
     }
     fn live(&self) -> Vec<String> {
-        SentinelFleet::live(self)
+        self.crew.live()
     }
     async fn kill_worker(&mut self, name: &str) {
-        SentinelFleet::kill_worker(self, name).await;
+        self.crew.kill(name).await;
     }
     async fn freeze_worker(&mut self, name: &str, d: Duration) {
-        SentinelFleet::freeze_worker(self, name, d).await;
+        self.crew.freeze(name, d).await;
     }
 }
 
 #[cfg(feature = "cluster")]
-impl Crew for ClusterFleet {
+impl WorkerFaults for ClusterFleet {
     async fn spawn(&mut self, name: &str, spec: &Spec) {
         ClusterFleet::spawn(self, name, spec).await;
     }
     fn live(&self) -> Vec<String> {
-        ClusterFleet::live(self)
+        self.crew.live()
     }
     async fn kill_worker(&mut self, name: &str) {
-        ClusterFleet::kill_worker(self, name).await;
+        self.crew.kill(name).await;
     }
     async fn freeze_worker(&mut self, name: &str, d: Duration) {
-        ClusterFleet::freeze_worker(self, name, d).await;
+        self.crew.freeze(name, d).await;
     }
 }
 
@@ -175,7 +175,7 @@ pub async fn single_fault(fleet: &mut Fleet, roster: &mut Roster, ttl_ms: u64) {
                 base: ms(ttl_ms / 12),
                 jitter: ms(ttl_ms / 12),
             };
-            let faults: Vec<usize> = Crew::live(fleet)
+            let faults: Vec<usize> = WorkerFaults::live(fleet)
                 .iter()
                 .map(|name| fleet.proxy_fault(name, FaultKind::Delay, delay))
                 .collect();
@@ -240,7 +240,7 @@ pub async fn quorum_fault(fleet: &mut QuorumFleet, roster: &mut Roster, ttl_ms: 
 pub async fn sentinel_fault(fleet: &mut SentinelFleet, roster: &mut Roster) {
     match between(0, 9) {
         0 | 1 => fleet.kill_primary().await,
-        2 | 3 | 4 => fleet.pause_primary(ms(between(200, 600))).await,
+        2..=4 => fleet.pause_primary(ms(between(200, 600))).await,
         5 => fleet.freeze_primary_past_failover().await,
         6 | 7 => roster.replace(fleet).await,
         _ => Roster::freeze_any(fleet).await,
@@ -254,7 +254,7 @@ pub async fn sentinel_fault(fleet: &mut SentinelFleet, roster: &mut Roster) {
 pub async fn cluster_fault(fleet: &mut ClusterFleet, roster: &mut Roster) {
     match between(0, 7) {
         0 | 1 => fleet.kill_master().await,
-        2 | 3 | 4 => fleet.freeze_master(ms(between(200, 500))).await,
+        2..=4 => fleet.freeze_master(ms(between(200, 500))).await,
         5 | 6 => roster.replace(fleet).await,
         _ => Roster::freeze_any(fleet).await,
     }

@@ -11,6 +11,7 @@ pub mod cli_run;
 pub mod cluster;
 #[cfg(feature = "cluster")]
 pub mod cluster_fleet;
+pub mod crew;
 pub mod events;
 pub mod expiry_watch;
 pub mod fault_checks;

@@ -17,14 +17,13 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
-use tokio::process::{Child, ChildStdin};
 
-use super::events::{now_us, Event, Log};
-use super::fleet::{launch, signal, worker_command, Spec};
+use super::crew::Crew;
+use super::events::{now_us, Event};
+use super::fleet::{worker_command, Spec};
 use super::order::{guard_overlaps, out_of_order};
 use super::proxy::{Fault, Proxy};
 use super::record::{FaultKind, FaultRecord, HeldLock, Target};
-use super::referee::Referee;
 use super::report::Report;
 use super::RedisServer;
 
@@ -76,29 +75,15 @@ impl NodeFault {
     }
 }
 
-/// A worker process of the fleet.
-#[derive(Debug)]
-pub struct Member {
-    pub name: String,
-    pub pid: i32,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    pub alive: bool,
-}
-
 /// Nodes, proxies, referee, workers, their events and the faults injected so far.
 #[derive(Debug)]
 pub struct QuorumFleet {
     pub nodes: Vec<RedisServer>,
     pub proxies: Vec<Proxy>,
-    pub referee_server: RedisServer,
-    pub referee: Referee,
-    pub log: Log,
-    pub workers: Vec<Member>,
-    pub faults: Vec<FaultRecord>,
+    /// The workers, their events, the referee and the faults so far.
+    pub crew: Crew,
     pub ttl_ms: u64,
     pub mutex: String,
-    pub started_us: u64,
     /// How many lock keys the workers use at most.
     pub keys: u64,
     /// Who held which lock key on each node right before each node fault: `(µs, node,
@@ -132,21 +117,12 @@ impl QuorumFleet {
         for node in &nodes {
             proxies.push(Proxy::start(node.port()).await);
         }
-        let referee_server = RedisServer::start();
-        let referee = Referee::connect(&referee_server.url())
-            .await
-            .expect("connect to the referee");
         QuorumFleet {
             nodes,
             proxies,
-            referee_server,
-            referee,
-            log: Log::default(),
-            workers: Vec::new(),
-            faults: Vec::new(),
+            crew: Crew::start().await,
             ttl_ms,
             mutex: "faults".to_string(),
-            started_us: now_us(),
             keys: 1,
             snapshots: Vec::new(),
             verified: 0,
@@ -165,41 +141,8 @@ impl QuorumFleet {
     pub async fn spawn(&mut self, name: &str, spec: &Spec) {
         self.keys = self.keys.max(spec.first_key + spec.keys);
         let mut command = worker_command(name, spec, self.ttl_ms, &self.mutex);
-        command
-            .env("FW_LOCK_URL", self.lock_urls())
-            .env("FW_REFEREE_URL", self.referee_server.url());
-        let (child, pid, stdin) = launch(command, name, &self.log).await;
-        self.workers.push(Member {
-            name: name.to_string(),
-            pid,
-            child,
-            stdin,
-            alive: true,
-        });
-    }
-
-    /// The names of the live workers.
-    pub fn live(&self) -> Vec<String> {
-        self.workers
-            .iter()
-            .filter(|w| w.alive)
-            .map(|w| w.name.clone())
-            .collect()
-    }
-
-    fn begin(&mut self, kind: FaultKind, target: Target) -> usize {
-        let now = now_us();
-        self.faults.push(FaultRecord {
-            kind,
-            target,
-            start_us: now,
-            end_us: now,
-        });
-        self.faults.len() - 1
-    }
-
-    fn end(&mut self, index: usize) {
-        self.faults[index].end_us = now_us();
+        command.env("FW_LOCK_URL", self.lock_urls());
+        self.crew.launch(name, command).await;
     }
 
     /// Injects `fault` on node `node`, records it, and heals it: when this returns every
@@ -211,7 +154,7 @@ impl QuorumFleet {
     /// fence counter it had, none lower).
     pub async fn inject(&mut self, node: usize, fault: NodeFault) {
         self.snapshot().await;
-        let index = self.begin(fault.kind(self.ttl_ms), Target::Node(node));
+        let index = self.crew.begin(fault.kind(self.ttl_ms), Target::Node(node));
         let seen = match fault {
             NodeFault::Partition(d) => {
                 self.proxies[node].set(Fault::Blackhole);
@@ -312,7 +255,7 @@ impl QuorumFleet {
                 }
             }
         };
-        self.end(index);
+        self.crew.end(index);
         match seen {
             Ok(()) => self.verified += 1,
             Err(why) => self
@@ -377,62 +320,11 @@ impl QuorumFleet {
             .expect("run_id in INFO")
     }
 
-    /// SIGKILLs worker `name` and removes its registrations on the referee.
-    pub async fn kill_worker(&mut self, name: &str) {
-        let index = self.begin(FaultKind::KillWorker, Target::Worker(name.to_string()));
-        let worker = self.member(name);
-        signal(worker.pid, Signal::SIGKILL);
-        let _ = worker.child.wait().await;
-        worker.alive = false;
-        self.referee
-            .evict(name)
-            .await
-            .expect("evict on the referee");
-        self.end(index);
-    }
-
-    /// Freezes worker `name` with SIGSTOP for `d`.
-    pub async fn freeze_worker(&mut self, name: &str, d: Duration) {
-        let index = self.begin(FaultKind::FreezeWorker, Target::Worker(name.to_string()));
-        let pid = self.member(name).pid;
-        signal(pid, Signal::SIGSTOP);
-        tokio::time::sleep(d).await;
-        // Ends before the signal: the worker may print before this returns.
-        self.end(index);
-        signal(pid, Signal::SIGCONT);
-    }
-
-    fn member(&mut self, name: &str) -> &mut Member {
-        self.workers
-            .iter_mut()
-            .find(|w| w.name == name)
-            .unwrap_or_else(|| panic!("no worker {name}"))
-    }
-
     /// Sections completed (`RELEASED ... held=true`) after `us`.
     pub fn released_after(&self, us: u64) -> usize {
-        self.log
+        self.crew
+            .log
             .count(|e| e.is("RELEASED") && e.us > us && e.last() == "held=true")
-    }
-
-    /// Closes every live worker's stdin, so it stops after its current section, and
-    /// waits for it to exit (SIGKILL after 10 s).
-    pub async fn stop_all(&mut self) {
-        for worker in &mut self.workers {
-            worker.stdin = None;
-        }
-        for worker in &mut self.workers {
-            if !worker.alive {
-                continue;
-            }
-            signal(worker.pid, Signal::SIGCONT);
-            let waited = tokio::time::timeout(Duration::from_secs(10), worker.child.wait()).await;
-            if waited.is_err() {
-                eprintln!("{} did not stop; killing it", worker.name);
-                let _ = worker.child.kill().await;
-            }
-            worker.alive = false;
-        }
     }
 
     /// The lock keys (not fence counters) left on each node, as `node n: key`.
@@ -456,26 +348,26 @@ impl QuorumFleet {
     /// Stops the workers, waits a TTL, and reads everything into the report, which it
     /// prints (with every event and fault when `FAULTS_DUMP` is set).
     pub async fn finish(&mut self, label: &str) -> QuorumReport {
-        self.stop_all().await;
+        self.crew.stop_all().await;
         tokio::time::sleep(Duration::from_millis(self.ttl_ms + 300)).await;
         let keys_left = self.keys_left().await;
-        let referee = self.referee.report().await.expect("read the referee");
-        let secs = (now_us() - self.started_us) as f64 / 1e6;
-        let events = self.log.all();
+        let crew = &self.crew;
+        let referee = crew.referee.report().await.expect("read the referee");
+        let events = crew.log.all();
         let mut fleet = Report::build(
             label,
-            &self.log,
-            &self.faults,
+            &crew.log,
+            &crew.faults,
             &[],
             self.ttl_ms,
             referee,
-            secs,
+            crew.secs(),
         );
         fleet.keys_left = keys_left;
         let report = QuorumReport {
             out_of_order: out_of_order(&events),
-            guard_overlaps: guard_overlaps(&events, &self.faults),
-            during_faults: during_faults(&events, &self.faults),
+            guard_overlaps: guard_overlaps(&events, &crew.faults),
+            during_faults: during_faults(&events, &crew.faults),
             losses: events.iter().filter(|e| e.is_loss()).cloned().collect(),
             verified: self.verified,
             unverified: self.unverified.clone(),
@@ -490,9 +382,9 @@ impl QuorumFleet {
 
     /// Every event and fault from `from_us` to `to_us`, one a line, in ms since the start.
     pub fn dump(&self, from_us: u64, to_us: u64) -> String {
-        let ms = |us: u64| us.saturating_sub(self.started_us) as f64 / 1000.0;
+        let ms = |us: u64| us.saturating_sub(self.crew.started_us) as f64 / 1000.0;
         let mut lines: Vec<(u64, String)> = Vec::new();
-        for event in self.log.all() {
+        for event in self.crew.log.all() {
             if (from_us..=to_us).contains(&event.us) {
                 let line = format!(
                     "{:>9.1} {} {} {}",
@@ -504,7 +396,7 @@ impl QuorumFleet {
                 lines.push((event.us, line));
             }
         }
-        for fault in &self.faults {
+        for fault in &self.crew.faults {
             if fault.end_us >= from_us && fault.start_us <= to_us {
                 let line = format!(
                     "{:>9.1} fault {:?} on {:?} until {:.1}",
@@ -516,7 +408,7 @@ impl QuorumFleet {
                 lines.push((fault.start_us, line));
             }
         }
-        let events = self.log.all();
+        let events = self.crew.log.all();
         for (us, node, key, id) in &self.snapshots {
             if (from_us..=to_us).contains(us) {
                 let whose = events
@@ -561,9 +453,6 @@ impl QuorumFleet {
 
 impl Drop for QuorumFleet {
     fn drop(&mut self) {
-        for worker in &mut self.workers {
-            let _ = worker.child.start_kill();
-        }
         // A node left frozen would not die with its SIGKILL until thawed.
         for node in &self.nodes {
             let _ = nix::sys::signal::kill(
