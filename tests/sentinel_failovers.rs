@@ -10,6 +10,13 @@
 //!
 //! CI runs 3 failovers; `SENTINEL_FAILOVERS=20 cargo test --release --features sentinel
 //! --test sentinel_failovers -- --nocapture` runs the long version.
+//!
+//! The frozen primary: in each round a `replicas(1)` burst is taken, the primary is
+//! frozen until Sentinel has promoted a replica, then thawed, a master still until a
+//! Sentinel demotes it (about 10 s). A client that still talks to it directly gets no
+//! acknowledged lock there (`NotReplicated`: its replicas follow the new primary), while
+//! a plain lock is taken there and, at the same time, by a client of the new primary:
+//! counted. CI runs 1 round; `SENTINEL_FREEZES=20` the long version (about 6 minutes).
 #![cfg(feature = "sentinel")]
 
 mod common;
@@ -33,6 +40,13 @@ fn failovers() -> usize {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(3)
+}
+
+fn freezes() -> usize {
+    std::env::var("SENTINEL_FREEZES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
 }
 
 fn mutex(deployment: &Sentinels, name: &str, acked: bool) -> RwMutex<SentinelConnection> {
@@ -142,4 +156,76 @@ async fn acknowledged_locks_survive_every_failover_and_plain_ones_are_counted() 
         acked_kept, total,
         "an acknowledged lock was lost in a failover"
     );
+}
+
+/// A direct connection to data node `i` whose response timeout (5 s) outlasts a `WAIT`.
+async fn direct(deployment: &Sentinels, i: usize) -> MultiplexedConnection {
+    let config =
+        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(5)));
+    deployment
+        .server(i)
+        .client()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("connect to the primary")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thawed_old_primary_gives_no_acknowledged_lock_and_plain_ones_overlap() {
+    let mut deployment = Sentinels::start();
+    let acked = mutex(&deployment, "acked", true);
+    let warm = acked.write().key("warm").await.unwrap();
+    assert!(warm.unlock().await.unwrap());
+    let rounds = freezes();
+    let (mut acked_kept, mut overlaps, mut refused, mut stale_taken, mut stale_overlaps) =
+        (0, 0, 0, 0, 0);
+    for round in 0..rounds {
+        let acked_guards = burst(&acked, round).await;
+        let old = deployment.primary();
+        // A client that keeps talking to the old primary, connected before the freeze.
+        let conn = direct(&deployment, old).await;
+        let stale_acked = RwMutex::builder(conn.clone(), "stale-acked")
+            .ttl(TTL)
+            .replicas(1, Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let stale = RwMutex::builder(conn, "stale").ttl(TTL).build().unwrap();
+        let frozen = deployment.freeze_primary();
+        let new = deployment.failover().await;
+        deployment.thaw(frozen);
+
+        let key = format!("{round}");
+        match stale_acked.try_write().key(&key).await {
+            Err(Error::NotReplicated { acked: 0, .. }) => refused += 1,
+            other => panic!("an acknowledged lock on the deposed primary: {other:?}"),
+        }
+        let stale_guard = stale.try_write().key(&key).await.unwrap();
+        stale_taken += usize::from(stale_guard.is_some());
+        let other = mutex(&deployment, "stale", false);
+        if let Some(taken) = other.try_write().key(&key).await.unwrap() {
+            let held = stale_guard
+                .as_ref()
+                .is_some_and(|guard| !guard.is_cancelled());
+            stale_overlaps += usize::from(held);
+            drop(taken);
+        }
+        let primary = deployment.server(new).conn().await;
+        acked_kept += kept(&primary, &acked_guards).await;
+        overlaps += taken_while_held(&deployment, "acked", &acked_guards).await;
+        drop((acked_guards, stale_guard));
+        deployment.settle().await;
+    }
+    let total = rounds * BURST;
+    println!(
+        "{rounds} failovers (primary frozen, then thawed): replicas(1) kept {acked_kept}/{total}, \
+         overlaps {overlaps}; on the thawed old primary {refused}/{rounds} acknowledged \
+         tries refused, {stale_taken}/{rounds} plain locks taken, {stale_overlaps} of them \
+         taken at the same time on the new primary"
+    );
+    assert_eq!(overlaps, 0, "another client took a held, acknowledged lock");
+    assert_eq!(
+        acked_kept, total,
+        "an acknowledged lock was lost in a failover"
+    );
+    assert_eq!(refused, rounds);
 }
