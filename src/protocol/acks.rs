@@ -75,26 +75,41 @@ impl<C: ConnectionLike> Acked<C> {
     }
 }
 
+impl<C: ConnectionLike + Send> Acked<C> {
+    /// Sends `pipe` (whose replies are `count` from `offset`) with `WAIT` appended, keeps
+    /// the `WAIT`'s reply and gives the others.
+    async fn send_with_wait(
+        &mut self,
+        mut pipe: Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<Value>> {
+        self.last = None;
+        pipe.cmd("WAIT")
+            .arg(self.acks.replicas)
+            .arg(self.acks.timeout_ms());
+        let mut replies = self
+            .conn
+            .req_packed_commands(&pipe, offset, count + 1)
+            .await?;
+        if replies.len() != count + 1 {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "a request and its WAIT got another number of replies",
+            )));
+        }
+        self.last = replies.pop();
+        Ok(replies)
+    }
+}
+
 impl<C: ConnectionLike + Send> ConnectionLike for Acked<C> {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let mut pipe = redis::pipe();
-            pipe.add_command(cmd.clone())
-                .cmd("WAIT")
-                .arg(self.acks.replicas)
-                .arg(self.acks.timeout_ms());
-            self.last = None;
-            let mut replies = self.conn.req_packed_commands(&pipe, 0, 2).await?;
-            let (Some(wait), Some(reply), true) =
-                (replies.pop(), replies.pop(), replies.is_empty())
-            else {
-                return Err(redis::RedisError::from((
-                    redis::ErrorKind::Client,
-                    "a command and its WAIT got other than two replies",
-                )));
-            };
-            self.last = Some(wait);
-            Ok(reply)
+            pipe.add_command(cmd.clone());
+            let mut replies = self.send_with_wait(pipe, 0, 1).await?;
+            Ok(replies.pop().unwrap_or(Value::Nil))
         })
     }
 
@@ -105,26 +120,11 @@ impl<C: ConnectionLike + Send> ConnectionLike for Acked<C> {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            self.last = None;
             if pipeline.is_transaction() {
+                self.last = None;
                 return self.conn.req_packed_commands(pipeline, offset, count).await;
             }
-            let mut pipe = pipeline.clone();
-            pipe.cmd("WAIT")
-                .arg(self.acks.replicas)
-                .arg(self.acks.timeout_ms());
-            let mut replies = self
-                .conn
-                .req_packed_commands(&pipe, offset, count + 1)
-                .await?;
-            if replies.len() != count + 1 {
-                return Err(redis::RedisError::from((
-                    redis::ErrorKind::Client,
-                    "a pipeline and its WAIT got another number of replies",
-                )));
-            }
-            self.last = replies.pop();
-            Ok(replies)
+            self.send_with_wait(pipeline.clone(), offset, count).await
         })
     }
 
