@@ -35,6 +35,8 @@ mod builder;
 mod mutex;
 mod semaphore;
 
+pub mod guide;
+
 pub use backend::Quorum;
 #[cfg(feature = "sentinel")]
 pub use backend::SentinelConnection;
