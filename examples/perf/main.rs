@@ -17,8 +17,8 @@
 //! also as a ratio to the fenced floor of row 4; 6 the hand-off across two processes; 7
 //! eight workers on one key; 8 one waiter behind a live holder; 9 idle guards (10k and
 //! 100k at a TTL of 4 s, 100k at 12 s: client and server memory and CPU, renewals, lock
-//! keys left once dropped, see `perf_rows/guards.rs`); 10–13 quorum mode (below); 14
-//! heap allocations per cycle (`perf_rows/allocations.rs`; the runner's global
+//! keys left once dropped, see `guards/`); 10–13 quorum mode (below); 14
+//! heap allocations per cycle (`allocations.rs`; the runner's global
 //! allocator counts them, `benches/support/counting.rs`); 15 (`-- million`) as row 9
 //! for a million guards. The counting allocator is this program's for every row: its
 //! atomic additions on each allocation are paid by the library and the raw baselines
@@ -49,30 +49,25 @@
 //! out. Throughput rows run each workload in several short phases, interleaved with its
 //! baseline, and report the medians, so a slow moment hits both sides alike.
 
-#[path = "../tests/common/server.rs"]
+#[path = "../../tests/common/server.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod server;
 
-#[path = "../benches/raw.rs"]
+#[path = "../../benches/raw.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod raw;
 
-#[path = "../benches/support/counting.rs"]
+#[path = "../../benches/support/counting.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod counting;
 
-#[path = "../benches/support/cycles.rs"]
+#[path = "../../benches/support/cycles.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod cycles;
 
-#[path = "perf_rows/proc.rs"]
-mod proc;
-
-#[path = "perf_rows/guards.rs"]
-mod guards;
-
-#[path = "perf_rows/allocations.rs"]
 mod allocations;
+mod guards;
+mod proc;
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -161,18 +156,18 @@ const HOLDER_RENEW: Duration = Duration::from_millis(500);
 /// crate sends them.
 static LOCK_LUA: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
-        include_str!("../lua/base.lua"),
+        include_str!("../../lua/base.lua"),
         "\n",
-        include_str!("../lua/shared.lua"),
+        include_str!("../../lua/shared.lua"),
         "\n",
-        include_str!("../lua/lock.lua")
+        include_str!("../../lua/lock.lua")
     ))
 });
 static UNLOCK_LUA: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
-        include_str!("../lua/base.lua"),
+        include_str!("../../lua/base.lua"),
         "\n",
-        include_str!("../lua/unlock.lua")
+        include_str!("../../lua/unlock.lua")
     ))
 });
 
