@@ -144,19 +144,35 @@ async fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
-    let config = Config {
-        name: var("FW_NAME", "worker"),
-        keys: num("FW_KEYS", 1).max(1),
-        first_key: num("FW_FIRST_KEY", 0),
-        read_pct: num("FW_READ_PCT", 0),
-        work: (num("FW_WORK_MIN_MS", 10), num("FW_WORK_MAX_MS", 50)),
-        sections: num("FW_SECTIONS", 0),
-        hold: std::env::var("FW_HOLD_MS")
-            .ok()
-            .map(|ms| Duration::from_millis(ms.parse().expect("FW_HOLD_MS"))),
-        acquire_timeout: Duration::from_millis(num("FW_ACQUIRE_TIMEOUT_MS", 3000)),
-        margin: Duration::from_millis(num("FW_MARGIN_MS", 0)),
-    };
+    let config = Config::from_env();
+    let stop = stop_when_stdin_closes();
+    event!("START", std::process::id());
+
+    let urls: Vec<&str> = lock_url.split(',').map(str::trim).collect();
+    serve(&urls, config, stop).await;
+}
+
+impl Config {
+    /// The settings the sections read, from the `FW_*` variables (the table above).
+    fn from_env() -> Self {
+        Config {
+            name: var("FW_NAME", "worker"),
+            keys: num("FW_KEYS", 1).max(1),
+            first_key: num("FW_FIRST_KEY", 0),
+            read_pct: num("FW_READ_PCT", 0),
+            work: (num("FW_WORK_MIN_MS", 10), num("FW_WORK_MAX_MS", 50)),
+            sections: num("FW_SECTIONS", 0),
+            hold: std::env::var("FW_HOLD_MS")
+                .ok()
+                .map(|ms| Duration::from_millis(ms.parse().expect("FW_HOLD_MS"))),
+            acquire_timeout: Duration::from_millis(num("FW_ACQUIRE_TIMEOUT_MS", 3000)),
+            margin: Duration::from_millis(num("FW_MARGIN_MS", 0)),
+        }
+    }
+}
+
+/// A flag set once standard input closes: a thread reads it to the end.
+fn stop_when_stdin_closes() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     let stdin_stop = Arc::clone(&stop);
     std::thread::spawn(move || {
@@ -165,9 +181,13 @@ async fn main() {
         while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
         stdin_stop.store(true, Ordering::SeqCst);
     });
-    event!("START", std::process::id());
+    stop
+}
 
-    let urls: Vec<&str> = lock_url.split(',').map(str::trim).collect();
+/// Runs the sections (or, in semaphore mode, holds permits) over what `urls` name: the
+/// Sentinels of `FW_SENTINEL`, the nodes of a cluster (`FW_CLUSTER`), the nodes of a
+/// quorum or one server; then prints `EXIT`.
+async fn serve(urls: &[&str], config: Config, stop: Arc<AtomicBool>) {
     #[cfg(not(feature = "sentinel"))]
     assert!(
         std::env::var_os("FW_SENTINEL").is_none(),
@@ -175,20 +195,7 @@ async fn main() {
     );
     #[cfg(feature = "sentinel")]
     if let Ok(master) = std::env::var("FW_SENTINEL") {
-        use redis::sentinel::{SentinelClient, SentinelServerType};
-        let sentinels = || {
-            SentinelClient::build(
-                urls.clone(),
-                master.clone(),
-                None,
-                SentinelServerType::Master,
-            )
-            .expect("FW_LOCK_URL: Sentinel URLs")
-        };
-        let conn = redismutex::SentinelConnection::new(sentinels());
-        let worker = Worker::new(conn, Notifier::sentinel(sentinels()), config, stop).await;
-        worker.run().await;
-        event!("EXIT");
+        serve_sentinel(urls, master, config, stop).await;
         return;
     }
     #[cfg(not(feature = "cluster"))]
@@ -198,19 +205,12 @@ async fn main() {
     );
     #[cfg(feature = "cluster")]
     if var("FW_CLUSTER", "0") == "1" {
-        let client = redis::cluster::ClusterClientBuilder::new(urls.clone())
-            .use_protocol(redis::ProtocolVersion::RESP3)
-            .build()
-            .expect("FW_LOCK_URL: cluster node URLs");
-        let conn = connect_cluster(&client).await;
-        let worker = Worker::new(conn, Notifier::cluster(client), config, stop).await;
-        worker.run().await;
-        event!("EXIT");
+        serve_cluster(urls, config, stop).await;
         return;
     }
     let mut clients = Vec::new();
     let mut conns = Vec::new();
-    for url in &urls {
+    for url in urls {
         let client = redis::Client::open(*url).expect("FW_LOCK_URL");
         conns.push(connect(&client).await);
         clients.push(client);
@@ -231,6 +231,40 @@ async fn main() {
         return;
     }
     let worker = Worker::new(conn, client.into(), config, stop).await;
+    worker.run().await;
+    event!("EXIT");
+}
+
+/// Sentinel mode: the mutex over a `SentinelConnection` to `master`, `urls` being the
+/// Sentinels; then prints `EXIT`.
+#[cfg(feature = "sentinel")]
+async fn serve_sentinel(urls: &[&str], master: String, config: Config, stop: Arc<AtomicBool>) {
+    use redis::sentinel::{SentinelClient, SentinelServerType};
+    let sentinels = || {
+        SentinelClient::build(
+            urls.to_vec(),
+            master.clone(),
+            None,
+            SentinelServerType::Master,
+        )
+        .expect("FW_LOCK_URL: Sentinel URLs")
+    };
+    let conn = redismutex::SentinelConnection::new(sentinels());
+    let worker = Worker::new(conn, Notifier::sentinel(sentinels()), config, stop).await;
+    worker.run().await;
+    event!("EXIT");
+}
+
+/// Cluster mode: the mutex over a `ClusterConnection` (RESP3) to the cluster of `urls`;
+/// then prints `EXIT`.
+#[cfg(feature = "cluster")]
+async fn serve_cluster(urls: &[&str], config: Config, stop: Arc<AtomicBool>) {
+    let client = redis::cluster::ClusterClientBuilder::new(urls.to_vec())
+        .use_protocol(redis::ProtocolVersion::RESP3)
+        .build()
+        .expect("FW_LOCK_URL: cluster node URLs");
+    let conn = connect_cluster(&client).await;
+    let worker = Worker::new(conn, Notifier::cluster(client), config, stop).await;
     worker.run().await;
     event!("EXIT");
 }

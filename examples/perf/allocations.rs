@@ -8,7 +8,8 @@
 use crate::counting::{per_cycle, PerCycle};
 use crate::cycles::{Cycle, Subjects};
 use crate::server::RedisServer;
-use crate::{BoxError, Result, Row};
+use crate::table::Row;
+use crate::{BoxError, Result};
 
 /// Unmeasured cycles of each kind, then measured ones.
 const WARM_UP: usize = 200;
