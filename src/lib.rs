@@ -36,7 +36,7 @@
 //! # Where it runs
 //!
 //! A [`RwMutex`] or [`Semaphore`] is made over any redis-rs async connection that can be
-//! cloned and shared: [`redis::aio::MultiplexedConnection`] or
+//! cloned and shared (tested with the three named here): [`redis::aio::MultiplexedConnection`] or
 //! [`redis::aio::ConnectionManager`] for one server, `redis::cluster_async::ClusterConnection`
 //! for a Redis Cluster (feature `cluster`), `SentinelConnection` for a primary under Redis
 //! Sentinel (feature `sentinel`); or over a [`Quorum`] of independent masters. The crate
@@ -91,7 +91,7 @@ mod semaphore;
 
 pub mod guide;
 
-// README.md's example, compiled and run as a doctest (README is not the crate's docs).
+// README.md's example, compiled as a doctest (README is not the crate's docs).
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
