@@ -1,10 +1,64 @@
-#![doc = include_str!("../README.md")]
+//! A distributed read-write mutex on Redis for async Rust: many readers or one writer per
+//! lock key, across processes and machines, whose guards are cancellation tokens.
+//!
+//! A [`Guard`] is held until it is unlocked or dropped, and its
+//! [`CancellationToken`](tokio_util::sync::CancellationToken) fires the moment the lock
+//! is released, lost, cancelled or past its validity deadline, so the work the lock
+//! protects can stop in time. Every acquisition carries a
+//! [fencing token](Guard::fencing_token) the protected resource can check. On the same
+//! machinery the crate offers a counting [`Semaphore`] and a fair mode, and it speaks the
+//! wire protocol of the Go package `itcomusic/redismutex`, so Go and Rust services can
+//! share a lock.
+//!
+//! # Example
+//!
+//! ```rust,no_run
+//! use std::time::Duration;
+//! use redismutex::RwMutex;
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = redis::Client::open("redis://127.0.0.1/")?;
+//! let conn = client.get_multiplexed_async_connection().await?;
+//! let mx = RwMutex::builder(conn, "orders")
+//!     .notifier(client.clone()) // waiters are woken by the release, not by polling
+//!     .build()?;
+//!
+//! let guard = mx.write().key("42").timeout(Duration::from_secs(2)).await?;
+//! if !guard.is_cancelled() {
+//!     // ... write, sending guard.fencing_token() along ...
+//! }
+//! guard.unlock().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Where it runs
+//!
+//! A [`RwMutex`] or [`Semaphore`] is made over any redis-rs async connection that can be
+//! cloned and shared (tested with the three named here): [`redis::aio::MultiplexedConnection`] or
+//! [`redis::aio::ConnectionManager`] for one server, `redis::cluster_async::ClusterConnection`
+//! for a Redis Cluster (feature `cluster`), `SentinelConnection` for a primary under Redis
+//! Sentinel (feature `sentinel`); or over a [`Quorum`] of independent masters. The crate
+//! re-exports [`redis`] and [`tokio_util`], so you can name the versions it is built on.
+//!
+//! # The guides
+//!
+//! The [`guide`] module holds one guide per topic: [waiting](guide::waiting),
+//! [refresh and the token](guide::refresh), [fencing](guide::fencing),
+//! [semaphore and fair mode](guide::semaphore), [reentrancy and downgrade](guide::reentrancy),
+//! [Redis Cluster](guide::cluster), [quorum mode](guide::quorum),
+//! [Sentinel and replica acknowledgement](guide::sentinel), [metrics and tracing](guide::metrics),
+//! [errors](guide::errors), [guarantees and limits](guide::guarantees),
+//! [Go compatibility and the protocol](guide::protocol), and the
+//! [`redismutex` command](guide::command_line). Each opens with when to use what it
+//! describes.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Library code only: tests, examples and benches are separate crates and may panic.
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 // The layers, from the bottom; each imports only those above it in this list (checked
-// by tests/layers.rs; README, "Architecture").
+// by tests/layers.rs; docs/architecture.md).
 mod error;
 mod mode;
 mod reason;
@@ -36,6 +90,11 @@ mod mutex;
 mod semaphore;
 
 pub mod guide;
+
+// README.md's example, compiled as a doctest (README is not the crate's docs).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 pub use backend::Quorum;
 #[cfg(feature = "sentinel")]

@@ -16,6 +16,36 @@
 //! | [`guarantees`] | what the lock guarantees, under which assumptions, and where it stops |
 //! | [`protocol`] | the keys, values and scripts, and sharing locks with Go services |
 //! | [`command_line`] | the `redismutex` command for shell scripts and cron jobs |
+//!
+//! # The options, and where each is explained
+//!
+//! A [`Builder`](crate::Builder) (from [`RwMutex::builder`](crate::RwMutex::builder) or
+//! [`Semaphore::builder`](crate::Semaphore::builder)) takes these; its docs list the
+//! defaults. [`RwMutex::new`](crate::RwMutex::new) and
+//! [`Semaphore::new`](crate::Semaphore::new) take the defaults.
+//!
+//! | option | default | guide |
+//! | --- | --- | --- |
+//! | [`ttl`](crate::Builder::ttl) | 4 s | [`refresh`](refresh#the-ttl-and-redis-rss-timeouts) |
+//! | [`notifier`](crate::Builder::notifier) | none: waiters poll | [`waiting`] |
+//! | [`lock_intent`](crate::Builder::lock_intent) (mutex only) | off | [`waiting`](waiting#lock-intent) |
+//! | [`task_tracker`](crate::Builder::task_tracker) | none | [`refresh`](refresh#release) |
+//! | [`fence_retention`](crate::Builder::fence_retention) | 24 h | [`fencing`](fencing#retention-bounds-the-memory) |
+//! | [`fair`](crate::Builder::fair) | off | [`semaphore`](semaphore#fair-mode) |
+//! | [`reentrant`](crate::Builder::reentrant) (mutex only) | off | [`reentrancy`] |
+//! | [`hash_tag_keys`](crate::Builder::hash_tag_keys) | off | [`cluster`](cluster#naming-rules) |
+//! | `cluster` (feature `cluster`) | on for a `ClusterConnection` | [`cluster`] |
+//! | [`replicas`](crate::Builder::replicas) | off | [`sentinel`](sentinel#replica-acknowledgement) |
+//! | `name_label` (feature `metrics`) | off | [`metrics`] |
+//!
+//! Each request takes [`key`](crate::Acquire::key), [`parent`](crate::Acquire::parent)
+//! and, when it waits, [`timeout`](crate::Acquire::timeout): see [`waiting`].
+
+// A guide links an item that only exists with a cargo feature through a reference
+// defined here: to the item with the feature, and without it to the place that
+// describes it, so that the docs build cleanly with and without the feature. The paths
+// are relative to this module (where a module's outer docs resolve), not `crate::`:
+// tests/layers.rs reads `crate::` in code as an import, and the guides import nothing.
 
 #[doc = include_str!("waiting.md")]
 pub mod waiting {}
@@ -33,15 +63,51 @@ pub mod semaphore {}
 pub mod reentrancy {}
 
 #[doc = include_str!("cluster.md")]
+#[cfg_attr(
+    feature = "cluster",
+    doc = "",
+    doc = "[`Builder::cluster`]: super::Builder::cluster",
+    doc = "[`Notifier::cluster`]: super::Notifier::cluster"
+)]
+#[cfg_attr(
+    not(feature = "cluster"),
+    doc = "",
+    doc = "[`Builder::cluster`]: super::Builder",
+    doc = "[`Notifier::cluster`]: super::Notifier"
+)]
 pub mod cluster {}
 
 #[doc = include_str!("quorum.md")]
 pub mod quorum {}
 
 #[doc = include_str!("sentinel.md")]
+#[cfg_attr(
+    feature = "sentinel",
+    doc = "",
+    doc = "[`SentinelConnection`]: super::SentinelConnection",
+    doc = "[`Notifier::sentinel`]: super::Notifier::sentinel"
+)]
+#[cfg_attr(
+    not(feature = "sentinel"),
+    doc = "",
+    doc = "[`SentinelConnection`]: sentinel",
+    doc = "[`Notifier::sentinel`]: super::Notifier"
+)]
 pub mod sentinel {}
 
 #[doc = include_str!("metrics.md")]
+#[cfg_attr(
+    feature = "metrics",
+    doc = "",
+    doc = "[`describe_metrics`]: super::describe_metrics",
+    doc = "[`Builder::name_label`]: super::Builder::name_label"
+)]
+#[cfg_attr(
+    not(feature = "metrics"),
+    doc = "",
+    doc = "[`describe_metrics`]: metrics",
+    doc = "[`Builder::name_label`]: super::Builder"
+)]
 pub mod metrics {}
 
 #[doc = include_str!("errors.md")]
