@@ -10,6 +10,8 @@ use crate::error::Error;
 use crate::mutex::RwMutex;
 use crate::notify::Notifier;
 use crate::protocol::acks::Acks;
+#[cfg(feature = "cluster")]
+use crate::protocol::topology::Topology;
 use crate::semaphore::Semaphore;
 use crate::settings::Settings;
 use crate::shared::Deployment;
@@ -209,7 +211,7 @@ impl<C, T> Builder<C, T> {
     #[cfg(feature = "cluster")]
     #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn cluster(mut self, on: bool) -> Self {
-        self.settings.cluster = on;
+        self.settings.topology = Topology::from_cluster(on);
         self
     }
 
@@ -294,7 +296,7 @@ impl<C, T> fmt::Debug for Builder<C, T> {
             .field("task_tracker", &self.settings.tracker.is_some())
             .field("notifier", &self.settings.notifier.is_some())
             .field("hash_tag_keys", &self.settings.hash_tag_keys)
-            .field("cluster", &self.settings.cluster)
+            .field("cluster", &self.settings.on_cluster())
             .field("name_label", &self.settings.name_label)
             .field("replicas", &self.settings.replicas)
             .finish_non_exhaustive()

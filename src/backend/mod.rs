@@ -1,8 +1,10 @@
 //! The seam between the engine and Redis: every acquire attempt, refresh, release and
 //! downgrade goes through one [`Backend`], and so does the choice of the channel a waiter
 //! waits on. The wait loop ([`acquire`](crate::acquire)), the refresh task and the
-//! release know only this trait; [`Single`] and [`Cluster`] implement it on one
-//! connection (`direct.rs`), and [`Connection`] picks one of them for a mutex at run time.
+//! release know only this trait; [`Direct`] implements it on one connection
+//! (`direct.rs`), to one server, a Redis Cluster or one node of a quorum as its
+//! [`Topology`](crate::protocol::topology::Topology) says, and [`Majority`] over a
+//! quorum of such nodes (`quorum/`).
 //! A handle holds its backend as an `AnyBackend` (`shared/any_backend.rs`), so a new
 //! implementation needs only a constructor that hands it to `Shared::new`.
 //!
@@ -39,7 +41,7 @@ mod sentinel;
 use std::future::Future;
 use std::sync::Arc;
 
-pub(crate) use direct::{Cluster, Single};
+pub(crate) use direct::Direct;
 pub(crate) use quorum::Majority;
 pub use quorum::Quorum;
 #[cfg(feature = "sentinel")]
@@ -47,7 +49,6 @@ pub use sentinel::SentinelConnection;
 
 use crate::error::Error;
 use crate::notify::hub::Hub;
-use crate::protocol::acks::Acks;
 use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 
@@ -101,76 +102,4 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Whether [`Ask::FastWrite`] may be sent: its token comes from the counter alone,
     /// which is not floored at the server clock.
     fn fast_path(&self) -> bool;
-}
-
-/// The backend of a mutex on a redis-rs connection `C`: one server, or a Redis Cluster,
-/// chosen when the mutex is made (`Builder::cluster`, or the connection's type).
-#[derive(Debug)]
-pub(crate) enum Connection<C> {
-    Single(Single<C>),
-    Cluster(Cluster<C>),
-}
-
-impl<C> Connection<C> {
-    /// The backend on `conn`, a cluster connection when `cluster`, waking waiters through
-    /// `hub`; its acquires and renewals wait for `acks` when given.
-    pub(crate) fn new(conn: C, cluster: bool, hub: Option<Arc<Hub>>, acks: Option<Acks>) -> Self {
-        if cluster {
-            Self::Cluster(Cluster::new(conn, hub).acknowledged(acks))
-        } else {
-            Self::Single(Single::new(conn, hub).acknowledged(acks))
-        }
-    }
-}
-
-/// Runs `$call` on whichever backend `$self` holds, as `$backend`.
-macro_rules! each {
-    ($self:ident, $backend:ident => $call:expr) => {
-        match $self {
-            Self::Single($backend) => $call,
-            Self::Cluster($backend) => $call,
-        }
-    };
-}
-
-impl<C> Backend for Connection<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    async fn attempt(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
-        each!(self, backend => backend.attempt(call, ask).await)
-    }
-
-    async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {
-        each!(self, backend => backend.refresh(call, retake).await)
-    }
-
-    async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
-        each!(self, backend => backend.renew(batch).await)
-    }
-
-    fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str> {
-        each!(self, backend => backend.batch_tag(call))
-    }
-
-    async fn release(
-        &self,
-        call: &Call,
-        hold: Hold,
-        leftovers: Leftovers,
-    ) -> Result<Unlocked, Error> {
-        each!(self, backend => backend.release(call, hold, leftovers).await)
-    }
-
-    async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
-        each!(self, backend => backend.downgrade(call).await)
-    }
-
-    fn hub(&self) -> Option<&Arc<Hub>> {
-        each!(self, backend => backend.hub())
-    }
-
-    fn fast_path(&self) -> bool {
-        each!(self, backend => backend.fast_path())
-    }
 }

@@ -125,7 +125,7 @@ impl<C> Request<C> {
         {
             return Err(Error::Cancelled);
         }
-        let one_slot = settings.cluster || settings.hash_tag_keys;
+        let one_slot = settings.on_cluster() || settings.hash_tag_keys;
         let keys = Keys::of_request(
             &settings.name,
             self.key.as_deref(),

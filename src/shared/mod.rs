@@ -12,7 +12,7 @@ use redis::aio::ConnectionLike;
 pub(crate) use any_backend::{AnyBackend, Order};
 pub use deployment::Deployment;
 
-use crate::backend::{Connection, Majority, Quorum};
+use crate::backend::{Direct, Majority, Quorum};
 use crate::error::Error;
 use crate::lease::refresher::Refresher;
 use crate::lease::registry::Registry;
@@ -74,15 +74,16 @@ impl<C> Shared<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// What a handle on one redis-rs connection shares: its backend is
-    /// [`Single`](crate::backend::Single), or [`Cluster`](crate::backend::Cluster) when the
-    /// settings say the connection reaches a Redis Cluster.
+    /// What a handle on one redis-rs connection shares: its backend is a
+    /// [`Direct`](crate::backend::Direct) to the settings' topology (one server or a Redis
+    /// Cluster).
     pub(crate) fn on_connection(conn: C, settings: Settings) -> Self {
         let hub = settings
             .notifier
             .as_ref()
             .map(|notifier| Arc::clone(&notifier.hub));
-        let backend = Connection::new(conn.clone(), settings.cluster, hub, settings.replicas);
+        let backend =
+            Direct::new(conn.clone(), settings.topology, hub).acknowledged(settings.replicas);
         let meters = meters_of(&settings);
         let refresher = Refresher::new(
             Arc::new(backend),

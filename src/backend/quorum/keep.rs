@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::round::{no_quorum, Answer, Tally};
 use super::Majority;
-use crate::backend::direct::Node;
+use crate::backend::direct::Direct;
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Retake};
@@ -134,7 +134,11 @@ where
 /// id, as a writer or a reader. The token is checked in the same poll that sends the
 /// script: a release, which fires the token first, is then either sent after it (and
 /// removes it) or seen here.
-async fn refresh_node<C>(node: &Node<C>, call: &Call, retake: Option<Retake>) -> Result<bool, Error>
+async fn refresh_node<C>(
+    node: &Direct<C>,
+    call: &Call,
+    retake: Option<Retake>,
+) -> Result<bool, Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -163,7 +167,7 @@ where
 /// Releases the id on one node as `hold`, and as the other of writer and reader when
 /// that finds nothing.
 async fn release_node<C>(
-    node: &Node<C>,
+    node: &Direct<C>,
     call: &Call,
     hold: Hold,
     leftovers: Leftovers,

@@ -19,13 +19,14 @@ use tokio_util::task::TaskTracker;
 pub(crate) use round::majority;
 use round::Answers;
 
-use super::direct::Node;
+use super::direct::Direct;
 use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
 use crate::observe::Meters;
 use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::protocol::topology::Topology;
 use crate::spawner::Spawner;
 
 /// Each node's call is bounded by this fraction of the TTL: a frozen node then costs an
@@ -154,7 +155,7 @@ where
         &self,
         call: &Arc<Call>,
         bound: Duration,
-        mut each: impl FnMut(usize, Node<C>) -> Option<Fut>,
+        mut each: impl FnMut(usize, Direct<C>) -> Option<Fut>,
         done: impl Fn(&Answers<T>) -> bool,
     ) -> Answers<T>
     where
@@ -173,7 +174,7 @@ where
         &self,
         call: &Arc<Call>,
         bound: Duration,
-        mut each: impl FnMut(usize, Node<C>) -> Option<Fut>,
+        mut each: impl FnMut(usize, Direct<C>) -> Option<Fut>,
         unanswered: impl FnOnce(usize) + Send + 'static,
     ) where
         T: Send + 'static,
@@ -193,10 +194,10 @@ where
     }
 
     /// A backend on each node's connection.
-    fn nodes(&self) -> Vec<Node<C>> {
+    fn nodes(&self) -> Vec<Direct<C>> {
         self.conns
             .iter()
-            .map(|conn| Node::new(conn.clone(), None))
+            .map(|conn| Direct::new(conn.clone(), Topology::QuorumNode, None))
             .collect()
     }
 }
