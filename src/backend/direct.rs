@@ -101,49 +101,25 @@ where
         Ok(held)
     }
 
+    /// One `renew.lua` for the whole batch: its items share a [`batch_tag`], so on a
+    /// cluster their lock keys share a hash tag, and so a slot.
+    ///
+    /// [`batch_tag`]: Backend::batch_tag
     async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
-        if !self.topology.sharded() {
-            let Some(acks) = self.acks else {
-                let renewed = calls::renew(&mut self.conn.clone(), batch).await;
-                return spread(batch.iter(), renewed);
-            };
-            let mut conn = Acked::new(self.conn.clone(), acks);
-            let renewed = spread(batch.iter(), calls::renew(&mut conn, batch).await);
-            let key = batch.first().map_or("", |item| item.call.keys.lock());
-            return unacknowledged(batch.iter(), renewed, conn.acknowledged(key));
-        }
-        // A script's keys must share a slot: one script per hash tag (every lock key on a
-        // cluster has one), sent at once.
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        let mut tags: Vec<Option<&str>> = Vec::new();
-        for (at, item) in batch.iter().enumerate() {
-            let tag = hash_tag(item.call.keys.lock());
-            match tags.iter().position(|known| *known == tag) {
-                Some(group) => groups[group].push(at),
-                None => {
-                    tags.push(tag);
-                    groups.push(vec![at]);
-                }
-            }
-        }
-        let sent = groups.iter().map(|group| {
-            let items: Vec<Renewal<'_>> = group.iter().map(|&at| batch[at].clone()).collect();
-            let mut conn = self.conn.clone();
-            async move {
-                let renewed = calls::renew(&mut conn, &items).await;
-                spread(items.iter(), renewed)
-            }
-        });
-        let mut results: Vec<Option<Result<bool, Error>>> = batch.iter().map(|_| None).collect();
-        for (group, renewed) in groups
-            .iter()
-            .zip(futures_util::future::join_all(sent).await)
-        {
-            for (&at, result) in group.iter().zip(renewed) {
-                results[at] = Some(result);
-            }
-        }
-        results.into_iter().flatten().collect()
+        debug_assert!(
+            batch
+                .windows(2)
+                .all(|pair| { self.batch_tag(pair[0].call) == self.batch_tag(pair[1].call) }),
+            "a batch of renewals mixes batch tags"
+        );
+        let Some(acks) = self.acks else {
+            let renewed = calls::renew(&mut self.conn.clone(), batch).await;
+            return spread(batch.iter(), renewed);
+        };
+        let mut conn = Acked::new(self.conn.clone(), acks);
+        let renewed = spread(batch.iter(), calls::renew(&mut conn, batch).await);
+        let key = batch.first().map_or("", |item| item.call.keys.lock());
+        unacknowledged(batch.iter(), renewed, conn.acknowledged(key))
     }
 
     fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str> {

@@ -69,8 +69,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Extends every lock of `batch` at once, as [`refresh`](Backend::refresh) extends
     /// one: one result per item, in order. The items come from one mutex, so they share
-    /// a TTL. A backend on one connection sends them in as few requests as it can (one
-    /// script per server, or per hash tag on a cluster).
+    /// a TTL, and every item of a batch has the same [`batch_tag`](Backend::batch_tag)
+    /// (the refresher groups them), so a backend on one connection sends the batch as
+    /// one script.
     fn renew(&self, batch: &[Renewal<'_>])
         -> impl Future<Output = Vec<Result<bool, Error>>> + Send;
 
@@ -80,9 +81,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
         false
     }
 
-    /// Which renewals may share one [`renew`](Backend::renew): those with the same tag.
-    /// On a cluster it is the lock key's hash tag, so that one master's silence holds up
-    /// no renewal on another; `None` (all together) elsewhere.
+    /// Which renewals may share one [`renew`](Backend::renew): those with the same tag,
+    /// and only those. On a cluster it is the lock key's hash tag, so that a batch's keys
+    /// share a slot and one master's silence holds up no renewal on another; `None` (all
+    /// together) elsewhere.
     fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str>;
 
     /// Removes the id, held as `hold`, and the `leftovers` of an unfinished acquire.

@@ -248,8 +248,9 @@ fn due_entries<B: Backend>(due: Vec<Weak<Entry<B>>>) -> (Entries<B>, Entries<B>)
         .partition(|entry| !entry.ending())
 }
 
-/// `live` in batches of at most [`BATCH_MAX`] that share a
-/// [`batch_tag`](Backend::batch_tag).
+/// `live` in batches of at most [`BATCH_MAX`], every lock of a batch with the same
+/// [`batch_tag`](Backend::batch_tag): [`Backend::renew`] sends a batch as one script, so
+/// on a cluster its keys must share a slot.
 fn batches_of<B: Backend>(mut live: Vec<Arc<Entry<B>>>) -> Vec<Vec<Arc<Entry<B>>>> {
     fn tag<B: Backend>(entry: &Entry<B>) -> Option<&str> {
         entry.lease.backend.batch_tag(&entry.lease.call)
