@@ -5,8 +5,9 @@
 //! (`direct.rs`), to one server, a Redis Cluster or one node of a quorum as its
 //! [`Topology`](crate::protocol::topology::Topology) says, and [`Majority`] over a
 //! quorum of such nodes (`quorum/`).
-//! A handle holds its backend as an `AnyBackend` (`shared/any_backend.rs`), so a new
-//! implementation needs only a constructor that hands it to `Shared::new`.
+//! A handle holds the refresher of its backend's locks as an `AnyRefresher`
+//! (`shared/any_refresher.rs`), which hides the backend's type, so a new implementation
+//! needs only a constructor that hands its refresher to `Shared::new`.
 //!
 //! # What an implementation guarantees
 //!

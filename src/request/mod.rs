@@ -1,7 +1,7 @@
 //! The requests that `write`, `read`, `try_write`, `try_read`, `acquire` and
 //! `try_acquire` return: options, then await. A request checks its options and key and
-//! hands them to the handle's backend ([`AnyBackend`](crate::shared::AnyBackend)), which
-//! makes the lease, runs the engine and makes the guard; on a reentrant mutex it first
+//! hands them to the handle's refresher ([`AnyRefresher`](crate::shared::AnyRefresher)),
+//! which makes the lease on its backend, runs the engine and makes the guard; on a reentrant mutex it first
 //! looks for a lock its task holds.
 
 mod acquire;
@@ -109,7 +109,7 @@ impl<C> Request<C> {
     }
 
     /// Checks the options and the key, then takes a new lock under a fresh id through
-    /// the handle's backend; the key and the id go in `span`.
+    /// the handle's refresher and its backend; the key and the id go in `span`.
     pub(super) async fn acquire(
         self,
         patience: Patience,
@@ -151,7 +151,7 @@ impl<C> Request<C> {
             parent: self.parent,
             patience,
         };
-        Arc::clone(&shared.backend).acquire(order).await
+        Arc::clone(&shared.refresher).acquire(order).await
     }
 }
 

@@ -1,6 +1,6 @@
-//! A backend seen without its type: how a handle takes a lock through whichever
-//! [`Backend`] it was made with, so that the handles and the requests are the same for
-//! every backend.
+//! A refresher seen without its backend's type: how a handle takes a lock through
+//! whichever [`Backend`] it was made with, and has it kept by the refresher of that
+//! backend's locks, so that the handles and the requests are the same for every backend.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,7 +22,7 @@ use crate::protocol::keys::Keys;
 use crate::settings::Settings;
 use crate::spawner::Spawner;
 
-/// One checked request, as a handle gives it to its backend.
+/// One checked request, as a handle gives it to its refresher.
 #[derive(Debug)]
 pub(crate) struct Order<'a> {
     /// The handle's options, checked.
@@ -37,19 +37,19 @@ pub(crate) struct Order<'a> {
     pub(crate) patience: Patience,
 }
 
-/// The boxed future of [`AnyBackend::acquire`].
+/// The boxed future of [`AnyRefresher::acquire`].
 pub(crate) type Acquiring<'a> =
     Pin<Box<dyn Future<Output = Result<Option<Guard>, Error>> + Send + 'a>>;
 
-/// A [`Backend`] of any type, with the refresher of the handle's locks, as a handle holds
+/// The refresher of a handle's locks, over a [`Backend`] of any type, as a handle holds
 /// it.
-pub(crate) trait AnyBackend: Send + Sync {
-    /// Takes the lock `order` asks for under a fresh id, through this backend, and makes
+pub(crate) trait AnyRefresher: Send + Sync {
+    /// Takes the lock `order` asks for under a fresh id, through the backend, and makes
     /// its guard. `Ok(None)` only with [`Patience::Once`].
     fn acquire<'a>(self: Arc<Self>, order: Order<'a>) -> Acquiring<'a>;
 }
 
-impl<B: Backend> AnyBackend for Refresher<B> {
+impl<B: Backend> AnyRefresher for Refresher<B> {
     fn acquire<'a>(self: Arc<Self>, order: Order<'a>) -> Acquiring<'a> {
         Box::pin(acquire_on(self, order))
     }
