@@ -14,6 +14,8 @@ mod util;
 mod observe;
 
 mod protocol;
+#[cfg(feature = "sentinel")]
+mod sentinel;
 
 mod notify;
 
@@ -38,8 +40,6 @@ mod semaphore;
 pub mod guide;
 
 pub use backend::Quorum;
-#[cfg(feature = "sentinel")]
-pub use backend::SentinelConnection;
 pub use builder::Builder;
 pub use error::{Error, Refusal};
 pub use guard::{Guard, Permit};
@@ -52,6 +52,8 @@ pub use protocol::keys::MAX_KEY_BYTES;
 pub use reason::CancelReason;
 pub use request::{Acquire, AcquireFuture, Granted, TryAcquire, TryAcquireFuture};
 pub use semaphore::Semaphore;
+#[cfg(feature = "sentinel")]
+pub use sentinel::SentinelConnection;
 pub use shared::Deployment;
 
 /// The redis-rs version this crate is built on, so callers can name the same types.

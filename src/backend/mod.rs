@@ -36,8 +36,6 @@
 
 mod direct;
 mod quorum;
-#[cfg(feature = "sentinel")]
-mod sentinel;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -45,8 +43,6 @@ use std::sync::Arc;
 pub(crate) use direct::Direct;
 pub(crate) use quorum::Majority;
 pub use quorum::Quorum;
-#[cfg(feature = "sentinel")]
-pub use sentinel::SentinelConnection;
 
 use crate::error::Error;
 use crate::notify::hub::Hub;

@@ -1,5 +1,7 @@
-//! [`SentinelConnection`]: a redis-rs connection that follows the primary Redis Sentinel
-//! names, so that a mutex made over it reaches the new primary after a failover.
+//! [`SentinelConnection`] (feature `sentinel`): a redis-rs connection that follows the
+//! primary Redis Sentinel names, so that a mutex made over it reaches the new primary
+//! after a failover. It is a connection, not a backend: the one-connection backend runs
+//! over it unchanged.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
