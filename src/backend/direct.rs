@@ -12,7 +12,7 @@ use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
 use crate::protocol::acks::{Acked, Acks};
-use crate::protocol::calls::{self, Ask, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{self, AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::keys::hash_tag;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::protocol::topology::Topology;
@@ -71,17 +71,17 @@ impl<C> Backend for Direct<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    async fn attempt(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
-        let ask = match ask {
+    async fn attempt(&self, call: &Call, kind: AttemptKind) -> Result<Attempt, Error> {
+        let kind = match kind {
             // The fast path's token would not be floored at the clock.
-            Ask::FastWrite if !self.fast_path() => Ask::Write { set_intent: false },
+            AttemptKind::FastWrite if !self.fast_path() => AttemptKind::Write { set_intent: false },
             other => other,
         };
         let Some(acks) = self.acks else {
-            return calls::attempt(&mut self.conn.clone(), call, self.topology, ask).await;
+            return calls::attempt(&mut self.conn.clone(), call, self.topology, kind).await;
         };
         let mut conn = Acked::new(self.conn.clone(), acks);
-        let attempt = calls::attempt(&mut conn, call, self.topology, ask).await?;
+        let attempt = calls::attempt(&mut conn, call, self.topology, kind).await?;
         if let Attempt::Acquired(_) = &attempt {
             // Not acknowledged: the engine releases the lock, or attempts again.
             conn.acknowledged(call.keys.lock())?;

@@ -12,9 +12,9 @@
 //! # What an implementation guarantees
 //!
 //! - **Atomicity per call.** Each call is one atomic step on the lock's keys as the
-//!   scripts in `lua/` define it (or, for [`Ask::FastWrite`], a pipeline whose first
-//!   command decides the outcome): it takes effect wholly or not at all, and its reply
-//!   says which. A new implementation that spans several servers (a quorum) must give
+//!   scripts in `lua/` define it (or, for [`AttemptKind::FastWrite`], a pipeline whose
+//!   first command decides the outcome): it takes effect wholly or not at all, and its
+//!   reply says which. A new implementation that spans several servers (a quorum) must give
 //!   each call this meaning as a whole: "acquired" only when the lock is held as the
 //!   single-server script would hold it.
 //! - **A bounded time.** Callers bound every call (an attempt by the lock's validity, a
@@ -46,15 +46,18 @@ pub use quorum::Quorum;
 
 use crate::error::Error;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 
 /// How the engine reaches Redis for one mutex or semaphore. See the module docs for what
 /// an implementation must guarantee.
 pub(crate) trait Backend: Send + Sync + 'static {
-    /// One acquire attempt for `call`, as `ask` says.
-    fn attempt(&self, call: &Call, ask: Ask)
-        -> impl Future<Output = Result<Attempt, Error>> + Send;
+    /// One acquire attempt of `kind` for `call`.
+    fn attempt(
+        &self,
+        call: &Call,
+        kind: AttemptKind,
+    ) -> impl Future<Output = Result<Attempt, Error>> + Send;
 
     /// Extends the lock's TTL; `Ok(false)` when the id no longer holds it. A backend over
     /// several nodes may take the lock back on a node that lost it, as `retake` says.
@@ -98,7 +101,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Where this process's waiters wait for releases, when the mutex has a notifier.
     fn hub(&self) -> Option<&Arc<Hub>>;
 
-    /// Whether [`Ask::FastWrite`] may be sent: its token comes from the counter alone,
-    /// which is not floored at the server clock.
+    /// Whether [`AttemptKind::FastWrite`] may be sent: its token comes from the counter
+    /// alone, which is not floored at the server clock.
     fn fast_path(&self) -> bool;
 }

@@ -20,7 +20,7 @@ use self::liveness::Liveness;
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::mode::{Kind, Mode};
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::Attempt;
 
 /// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
@@ -88,8 +88,8 @@ impl<B> Lease<B> {
 
 impl<B: Backend> Lease<B> {
     /// One acquire attempt under this lease's id.
-    pub(crate) async fn attempt(&self, ask: Ask) -> Result<Attempt, Error> {
-        self.backend.attempt(&self.call, ask).await
+    pub(crate) async fn attempt(&self, kind: AttemptKind) -> Result<Attempt, Error> {
+        self.backend.attempt(&self.call, kind).await
     }
 
     /// This lease's part of a batched renewal, for the lock whose liveness is `liveness`.

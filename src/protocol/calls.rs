@@ -135,9 +135,9 @@ impl Queueing {
     }
 }
 
-/// Which acquire attempt to send.
+/// The kind of one acquire attempt: which script it sends, or the write fast path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ask {
+pub(crate) enum AttemptKind {
     /// The write fast path, no script ([`fast_lock`](super::fast::fast_lock)).
     FastWrite,
     /// `lock.lua`, setting the lock intent if blocked when `set_intent`.
@@ -221,19 +221,19 @@ fn flag(on: bool) -> &'static str {
     }
 }
 
-/// Sends the attempt `ask` for `call` by script, or by the fast path for
-/// [`Ask::FastWrite`].
+/// Sends an attempt of `kind` for `call` by script, or by the fast path for
+/// [`AttemptKind::FastWrite`].
 pub(crate) async fn attempt<C: ConnectionLike>(
     conn: &mut C,
     call: &Call,
     topology: Topology,
-    ask: Ask,
+    kind: AttemptKind,
 ) -> Result<Attempt, Error> {
-    match ask {
-        Ask::FastWrite => super::fast::fast_lock(conn, call).await,
-        Ask::Write { set_intent } => lock(conn, call, topology, set_intent).await,
-        Ask::Read { fence_checked } => rlock(conn, call, topology, fence_checked).await,
-        Ask::Permit(permits) => semaphore(conn, call, topology, permits).await,
+    match kind {
+        AttemptKind::FastWrite => super::fast::fast_lock(conn, call).await,
+        AttemptKind::Write { set_intent } => lock(conn, call, topology, set_intent).await,
+        AttemptKind::Read { fence_checked } => rlock(conn, call, topology, fence_checked).await,
+        AttemptKind::Permit(permits) => semaphore(conn, call, topology, permits).await,
     }
 }
 

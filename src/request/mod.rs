@@ -28,7 +28,7 @@ use crate::mode::Kind;
 use crate::observe::Outcome;
 use crate::protocol::id::Id;
 use crate::protocol::keys::{check_key, check_slot, lock_key, Keys};
-use crate::shared::{Order, Shared};
+use crate::shared::{CheckedRequest, Shared};
 
 /// The future of an [`Acquire`]: a [`Guard`], or with `G` = [`Permit`](crate::Permit) a
 /// semaphore's permit.
@@ -142,7 +142,7 @@ impl<C> Request<C> {
         let id = Id::new();
         span.record("key", keys.lock());
         span.record("id", id.as_str());
-        let order = Order {
+        let checked = CheckedRequest {
             settings,
             fences: &shared.fences,
             kind: self.kind,
@@ -151,7 +151,7 @@ impl<C> Request<C> {
             parent: self.parent,
             patience,
         };
-        Arc::clone(&shared.refresher).acquire(order).await
+        Arc::clone(&shared.refresher).acquire(checked).await
     }
 }
 

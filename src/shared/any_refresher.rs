@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::acquire::{self, Job, Patience};
+use crate::acquire::{self, LeaseRequest, Patience};
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::guard::Guard;
@@ -24,7 +24,7 @@ use crate::spawner::Spawner;
 
 /// One checked request, as a handle gives it to its refresher.
 #[derive(Debug)]
-pub(crate) struct Order<'a> {
+pub(crate) struct CheckedRequest<'a> {
     /// The handle's options, checked.
     pub(crate) settings: &'a Settings,
     pub(crate) fences: &'a Fences,
@@ -44,24 +44,24 @@ pub(crate) type Acquiring<'a> =
 /// The refresher of a handle's locks, over a [`Backend`] of any type, as a handle holds
 /// it.
 pub(crate) trait AnyRefresher: Send + Sync {
-    /// Takes the lock `order` asks for under a fresh id, through the backend, and makes
+    /// Takes the lock `request` asks for under a fresh id, through the backend, and makes
     /// its guard. `Ok(None)` only with [`Patience::Once`].
-    fn acquire<'a>(self: Arc<Self>, order: Order<'a>) -> Acquiring<'a>;
+    fn acquire<'a>(self: Arc<Self>, request: CheckedRequest<'a>) -> Acquiring<'a>;
 }
 
 impl<B: Backend> AnyRefresher for Refresher<B> {
-    fn acquire<'a>(self: Arc<Self>, order: Order<'a>) -> Acquiring<'a> {
-        Box::pin(acquire_on(self, order))
+    fn acquire<'a>(self: Arc<Self>, request: CheckedRequest<'a>) -> Acquiring<'a> {
+        Box::pin(acquire_on(self, request))
     }
 }
 
-/// Makes the lease of `order` on the refresher's backend, runs the engine, and hands the
+/// Makes the lease of `request` on the refresher's backend, runs the engine, and hands the
 /// lock to the refresher in a guard.
 async fn acquire_on<B: Backend>(
     refresher: Arc<Refresher<B>>,
-    order: Order<'_>,
+    request: CheckedRequest<'_>,
 ) -> Result<Option<Guard>, Error> {
-    let Order {
+    let CheckedRequest {
         settings,
         fences,
         kind,
@@ -69,7 +69,7 @@ async fn acquire_on<B: Backend>(
         id,
         parent,
         patience,
-    } = order;
+    } = request;
     let call = Call {
         keys,
         id,
@@ -82,13 +82,12 @@ async fn acquire_on<B: Backend>(
     let backend = Arc::clone(refresher.backend());
     let lease = Arc::new(Lease::new(backend, call, kind));
     let spawner = Spawner::current(settings.tracker.clone());
-    let acquired = acquire::run(Job {
+    let acquired = acquire::run(LeaseRequest {
         lease,
         patience,
         parent: parent.as_ref(),
-        lock_intent: settings.lock_intent,
+        settings,
         fences,
-        fence_retention: settings.fence_retention,
         spawner: &spawner,
     })
     .await?;

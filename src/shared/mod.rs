@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use redis::aio::ConnectionLike;
 
-pub(crate) use any_refresher::{AnyRefresher, Order};
+pub(crate) use any_refresher::{AnyRefresher, CheckedRequest};
 pub use deployment::Deployment;
 
 use crate::backend::{Direct, Majority, Quorum};

@@ -10,7 +10,7 @@ use super::Majority;
 use crate::backend::direct::Direct;
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 
 impl<C> Majority<C>
@@ -145,11 +145,11 @@ where
     if node.refresh(call, None).await? {
         return Ok(true);
     }
-    let ask = match retake {
+    let kind = match retake {
         Some(Retake { hold, until, live }) if Instant::now() < until && !live.is_cancelled() => {
             match hold {
-                Hold::Write => Ask::Write { set_intent: false },
-                Hold::Read => Ask::Read {
+                Hold::Write => AttemptKind::Write { set_intent: false },
+                Hold::Read => AttemptKind::Read {
                     fence_checked: false,
                 },
                 Hold::Permit => return Ok(false),
@@ -157,7 +157,7 @@ where
         }
         _ => return Ok(false),
     };
-    let taken = node.attempt(call, ask).await?;
+    let taken = node.attempt(call, kind).await?;
     if matches!(taken, Attempt::Acquired(_)) {
         tracing::debug!(key = %call.keys.lock(), id = %call.id, "lock taken back on a node that had lost it");
     }

@@ -24,7 +24,7 @@ use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
 use crate::observe::Meters;
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::protocol::topology::Topology;
 use crate::spawner::Spawner;
@@ -220,8 +220,8 @@ impl<C> Backend for Majority<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    async fn attempt(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
-        self.attempt_all(call, ask).await
+    async fn attempt(&self, call: &Call, kind: AttemptKind) -> Result<Attempt, Error> {
+        self.attempt_all(call, kind).await
     }
 
     async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {

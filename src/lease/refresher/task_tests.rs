@@ -14,7 +14,7 @@ use crate::lease::any::AnyLease;
 use crate::lease::Lease;
 use crate::mode::Kind;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Queueing, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Queueing, Renewal, Retake};
 use crate::protocol::id::Id;
 use crate::protocol::keys::{hash_tag, Keys};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
@@ -34,7 +34,7 @@ struct Scripted {
 }
 
 impl Backend for Scripted {
-    async fn attempt(&self, _: &Call, _: Ask) -> Result<Attempt, Error> {
+    async fn attempt(&self, _: &Call, _: AttemptKind) -> Result<Attempt, Error> {
         Ok(Attempt::Acquired(1))
     }
 
