@@ -58,10 +58,12 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
 #[derive(Clone)]
 pub struct SentinelConnection {
-    shared: Arc<Shared>,
+    state: Arc<SentinelState>,
 }
 
-struct Shared {
+/// What the clones of a [`SentinelConnection`] share: the Sentinels, and the connection
+/// to the primary they named.
+struct SentinelState {
     sentinels: tokio::sync::Mutex<SentinelClient>,
     /// The connection to the primary, until a request finds it gone, with the number
     /// of connections made before it: a request drops only the connection it failed
@@ -76,7 +78,7 @@ impl SentinelConnection {
     /// first request.
     pub fn new(client: SentinelClient) -> Self {
         Self {
-            shared: Arc::new(Shared {
+            state: Arc::new(SentinelState {
                 sentinels: tokio::sync::Mutex::new(client),
                 primary: Mutex::new(None),
                 made: std::sync::atomic::AtomicU64::new(0),
@@ -98,7 +100,7 @@ impl SentinelConnection {
             Err(err) if failed_over(err) => {
                 tracing::debug!(error = %err, "the primary may have changed; asking the Sentinels again");
                 {
-                    let mut held = util::lock(&self.shared.primary);
+                    let mut held = util::lock(&self.state.primary);
                     if held.as_ref().is_some_and(|(current, _)| *current == made) {
                         *held = None;
                     }
@@ -113,12 +115,12 @@ impl SentinelConnection {
     /// Sentinels name now; an error of kind `MasterNameNotFoundBySentinel` (which the
     /// crate reports as `Error::NoPrimary`) when none is found within [`RESOLVE_BOUND`].
     async fn primary(&self) -> Result<(u64, MultiplexedConnection), RedisError> {
-        if let Some(held) = util::lock(&self.shared.primary).clone() {
+        if let Some(held) = util::lock(&self.state.primary).clone() {
             return Ok(held);
         }
-        let mut sentinels = self.shared.sentinels.lock().await;
+        let mut sentinels = self.state.sentinels.lock().await;
         // Another request may have connected while this one waited for the Sentinels.
-        if let Some(held) = util::lock(&self.shared.primary).clone() {
+        if let Some(held) = util::lock(&self.state.primary).clone() {
             return Ok(held);
         }
         let config = AsyncConnectionConfig::new()
@@ -137,10 +139,10 @@ impl SentinelConnection {
             Err(_) => return Err(no_primary("no answer within 1 s".to_owned())),
         };
         let made = self
-            .shared
+            .state
             .made
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        *util::lock(&self.shared.primary) = Some((made, conn.clone()));
+        *util::lock(&self.state.primary) = Some((made, conn.clone()));
         Ok((made, conn))
     }
 }
@@ -197,7 +199,7 @@ impl ConnectionLike for SentinelConnection {
 impl fmt::Debug for SentinelConnection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SentinelConnection")
-            .field("connected", &util::lock(&self.shared.primary).is_some())
+            .field("connected", &util::lock(&self.state.primary).is_some())
             .finish_non_exhaustive()
     }
 }

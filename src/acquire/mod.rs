@@ -220,7 +220,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             Kind::Permit(permits) => AttemptKind::Permit(permits),
         };
         self.sent = Instant::now();
-        self.cleanup.trail.sending(self.set_intent && !fast);
+        self.cleanup.left_behind.sending(self.set_intent && !fast);
         // A reply later than the validity could not make a guard, so no attempt waits
         // longer, even over a connection with no response timeout of its own (or a
         // cluster client that keeps retrying through a failover).
@@ -252,7 +252,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
         match reply {
             Reply::Answered { attempt, in_time } => match attempt {
                 Attempt::Acquired(token) if *in_time => {
-                    self.cleanup.trail.disarm();
+                    self.cleanup.left_behind.disarm();
                     if counted {
                         fences.counted(key, *token);
                     } else {
@@ -264,28 +264,28 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
                     // expired, so no guard is made of it; `cleanup` releases it if the
                     // wait ends before an attempt renews it.
                     tracing::debug!(%key, %id, "acquired too late to be valid; trying again");
-                    self.cleanup.trail.late();
+                    self.cleanup.left_behind.late();
                     self.late_replies += 1;
                 }
-                Attempt::Busy => self.cleanup.trail.answered(),
+                Attempt::Busy => self.cleanup.left_behind.answered(),
                 Attempt::Unchecked => {
                     fences.forget(key);
-                    self.cleanup.trail.answered();
+                    self.cleanup.left_behind.answered();
                 }
                 Attempt::TakenWithoutToken => {
                     fences.forget(key);
-                    self.cleanup.trail.late();
+                    self.cleanup.left_behind.late();
                 }
-                Attempt::Blocked(_) => self.cleanup.trail.blocked(),
+                Attempt::Blocked(_) => self.cleanup.left_behind.blocked(),
             },
             Reply::Unanswered => {
                 tracing::debug!(%key, %id, "no reply within the lock's validity");
-                self.cleanup.trail.unanswered();
+                self.cleanup.left_behind.unanswered();
                 fences.forget(key);
             }
             Reply::Failed(err) => {
                 if err.changed_nothing() {
-                    self.cleanup.trail.answered();
+                    self.cleanup.left_behind.answered();
                 }
                 fences.forget(key);
             }

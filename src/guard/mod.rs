@@ -21,7 +21,7 @@ use crate::acquire::Acquired;
 use crate::backend::Backend;
 use crate::lease::liveness::Liveness;
 use crate::lease::refresher::Refresher;
-use crate::lease::registry::{Holding, Registration};
+use crate::lease::registry::{OuterGuard, Registration};
 use crate::lease::AnyLease;
 use crate::mode::Mode;
 use crate::reason::CancelReason;
@@ -109,10 +109,10 @@ impl Guard {
             token: fencing_token,
         } = acquired;
         let mode = lease.kind.mode();
-        let entry = refresher.keep(lease, sent, parent);
+        let kept = refresher.keep(lease, sent, parent);
         Self {
-            liveness: Arc::clone(&entry.liveness),
-            lease: entry,
+            liveness: Arc::clone(&kept.liveness),
+            lease: kept,
             mode,
             fencing_token,
             role: Role::Owner { registration: None },
@@ -126,9 +126,9 @@ impl Guard {
         matches!(self.role, Role::Nested)
     }
 
-    /// What a nested guard on this guard's lock shares with it.
-    pub(crate) fn holding(&self) -> Holding {
-        Holding {
+    /// This guard as the outer guard of nested guards on its lock.
+    pub(crate) fn as_outer(&self) -> OuterGuard {
+        OuterGuard {
             lease: Arc::clone(&self.lease),
             mode: self.mode,
             fencing_token: self.fencing_token,

@@ -15,7 +15,7 @@ use crate::guard::Guard;
 use crate::lease::refresher::Refresher;
 use crate::lease::Lease;
 use crate::mode::Kind;
-use crate::protocol::calls::{Call, Queueing, Turns};
+use crate::protocol::calls::{Call, NodeOrder, Queueing};
 use crate::protocol::fences::Fences;
 use crate::protocol::id::Id;
 use crate::protocol::keys::Keys;
@@ -77,7 +77,7 @@ async fn acquire_on<B: Backend>(
         fence_ms: settings.fence_ms(),
         // Fairness is decided here, once: a fair wait queues, a fair try never does.
         queue: Queueing::new(settings.fair, matches!(patience, Patience::Wait(_))),
-        turns: Turns::default(),
+        node_order: NodeOrder::default(),
     };
     let backend = Arc::clone(refresher.backend());
     let lease = Arc::new(Lease::new(backend, call, kind));

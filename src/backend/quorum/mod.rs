@@ -209,9 +209,9 @@ fn in_turn<T>(
     at: usize,
     fut: impl Future<Output = Result<T, Error>> + Send + 'static,
 ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
-    let turns = call.turns.clone();
+    let node_order = call.node_order.clone();
     async move {
-        let _turn = turns.take(at).await;
+        let _turn = node_order.turn(at).await;
         fut.await
     }
 }

@@ -97,7 +97,7 @@ fn lease_on(backend: &Arc<Scripted>, key: &str) -> Arc<Lease<Scripted>> {
         ttl_ms: 400,
         fence_ms: 400,
         queue: Queueing::Off,
-        turns: Default::default(),
+        node_order: Default::default(),
     };
     Arc::new(Lease::new(Arc::clone(backend), call, Kind::Write))
 }
@@ -106,7 +106,7 @@ fn lease_on(backend: &Arc<Scripted>, key: &str) -> Arc<Lease<Scripted>> {
 async fn renewals_come_every_half_ttl_and_a_dropped_guard_is_released_at_once() {
     let backend = Arc::new(Scripted::default());
     let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
-    let entry = refresher.keep(lease(&backend), Instant::now(), None);
+    let lock = refresher.keep(lease(&backend), Instant::now(), None);
     tokio::time::sleep(TTL / 2 - Duration::from_millis(5)).await;
     assert_eq!(
         backend.renewals.load(Ordering::SeqCst),
@@ -117,13 +117,13 @@ async fn renewals_come_every_half_ttl_and_a_dropped_guard_is_released_at_once() 
     assert_eq!(backend.renewals.load(Ordering::SeqCst), 1);
     tokio::time::sleep(TTL * 2).await;
     assert_eq!(backend.renewals.load(Ordering::SeqCst), 5, "one per ttl/2");
-    assert!(!entry.liveness.check());
+    assert!(!lock.liveness.check());
 
-    entry.liveness.fire();
-    Arc::clone(&entry).dropped();
+    lock.liveness.fire();
+    Arc::clone(&lock).dropped();
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(backend.releases.load(Ordering::SeqCst), 1);
-    assert!(entry.ended().await.unwrap(), "what the release found");
+    assert!(lock.ended().await.unwrap(), "what the release found");
     tokio::time::sleep(TTL * 2).await;
     assert_eq!(
         backend.renewals.load(Ordering::SeqCst),
@@ -140,20 +140,20 @@ async fn an_unwatched_lock_that_expires_is_released_by_the_refresher() {
     let backend = Arc::new(Scripted::default());
     backend.renewals_fail.store(true, Ordering::SeqCst);
     let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
-    let entry = refresher.keep(lease(&backend), Instant::now(), None);
-    assert!(!entry.handed_out(), "nothing to watch");
-    let deadline = entry.liveness.deadline();
+    let lock = refresher.keep(lease(&backend), Instant::now(), None);
+    assert!(!lock.handed_out(), "nothing to watch");
+    let deadline = lock.liveness.deadline();
     tokio::time::sleep_until(deadline - Duration::from_millis(1)).await;
-    assert!(!entry.liveness.is_fired());
+    assert!(!lock.liveness.is_fired());
     assert_eq!(
         backend.renewals.load(Ordering::SeqCst),
         4,
         "at ttl/2, then three retries at ttl/8"
     );
     tokio::time::sleep(Duration::from_millis(2)).await;
-    assert_eq!(entry.liveness.recorded(), Some(CancelReason::Expired));
+    assert_eq!(lock.liveness.recorded(), Some(CancelReason::Expired));
     assert_eq!(backend.releases.load(Ordering::SeqCst), 1, "released");
-    assert!(!entry.liveness.claim_end(), "the refresher claimed the end");
+    assert!(!lock.liveness.claim_end(), "the refresher claimed the end");
 }
 
 /// The locks due together go out in one batch per batch tag (per hash tag on a cluster),
@@ -166,12 +166,12 @@ async fn the_renewals_due_together_go_in_one_batch_per_tag() {
     });
     let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
     let now = Instant::now();
-    let entries: Vec<_> = ["{a}1", "{b}2", "{a}3", "{b}4", "{a}5"]
+    let locks: Vec<_> = ["{a}1", "{b}2", "{a}3", "{b}4", "{a}5"]
         .into_iter()
         .map(|key| refresher.keep(lease_on(&backend, key), now, None))
         .collect();
     tokio::time::sleep(TTL / 2 + Duration::from_millis(5)).await;
-    assert_eq!(backend.renewals.load(Ordering::SeqCst), entries.len());
+    assert_eq!(backend.renewals.load(Ordering::SeqCst), locks.len());
     assert_eq!(
         backend.batches.load(Ordering::SeqCst),
         2,
