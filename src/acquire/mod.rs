@@ -3,6 +3,7 @@
 //! polling), and on every way out leaves nothing behind in Redis ([`Cleanup`]). It never
 //! builds a guard: the caller makes one of the [`Acquired`] lease.
 
+mod cleanup;
 mod interrupt;
 mod step;
 
@@ -13,11 +14,11 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use self::cleanup::Cleanup;
 use self::interrupt::Interrupt;
 use self::step::{decide, pause, Context, Next, Reply, BACKOFF_MAX, BACKOFF_MIN};
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::lease::cleanup::Cleanup;
 use crate::lease::Lease;
 use crate::mode::{Kind, Mode};
 use crate::notify::waiter::Waiter;

@@ -1,11 +1,9 @@
 //! One lock's lease in Redis and what keeps it: its keys, id and timing, its downgrade
 //! state (in which form its id is after a downgrade), its liveness (deadline and cancel
-//! reason), the refresh task, the clean-up of an unfinished acquire, and the reentrancy
-//! registry. It reaches Redis only through a [`Backend`], and knows no guard, request or
-//! handle.
+//! reason), the refresh task, and the reentrancy registry. It reaches Redis only through
+//! a [`Backend`], and knows no guard, request or handle.
 
 pub(crate) mod any;
-pub(crate) mod cleanup;
 mod downgrade_state;
 pub(crate) mod liveness;
 pub(crate) mod refresher;

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Lease;
 use crate::backend::Backend;
 use crate::error::Error;
+use crate::lease::Lease;
 use crate::protocol::calls::Leftovers;
 use crate::spawner::Spawner;
 
