@@ -210,7 +210,7 @@ impl Guard {
             Arc::clone(&self.lease).hand_out();
         }
         let token = self.liveness.token();
-        self.liveness.check();
+        self.liveness.fire_if_expired();
         token
     }
 
@@ -228,7 +228,7 @@ impl Guard {
     /// deadline has passed (which fires the token with [`CancelReason::Expired`] now).
     /// Call it right before each write the lock protects.
     pub fn is_cancelled(&self) -> bool {
-        self.liveness.check()
+        self.liveness.fire_if_expired()
     }
 
     /// Why the token fired, or `None` while it has not. Like

@@ -65,7 +65,7 @@ impl<B: Backend> KeptLock<B> {
     /// Whether the lock's end has come: its token fired (or its deadline passed, which
     /// fires it).
     pub(super) fn ending(&self) -> bool {
-        self.liveness.check()
+        self.liveness.fire_if_expired()
     }
 
     /// Whether the refresher is to start watching the token now: true once, for the

@@ -117,7 +117,7 @@ async fn renewals_come_every_half_ttl_and_a_dropped_guard_is_released_at_once() 
     assert_eq!(backend.renewals.load(Ordering::SeqCst), 1);
     tokio::time::sleep(TTL * 2).await;
     assert_eq!(backend.renewals.load(Ordering::SeqCst), 5, "one per ttl/2");
-    assert!(!lock.liveness.check());
+    assert!(!lock.liveness.fire_if_expired());
 
     lock.liveness.fire();
     Arc::clone(&lock).dropped();
