@@ -89,7 +89,7 @@ impl<B: Backend> Task<B> {
                 Some(()) = releases.next() => Wakeup::Look,
                 Some(renewed) = batches.next() => Wakeup::Renewed(renewed),
                 () = self.core.wake.notified() => Wakeup::Look,
-                () = sleep_until_some(wake_at) => Wakeup::Look,
+                () = util::sleep_until(wake_at) => Wakeup::Look,
             };
             match wakeup {
                 Wakeup::Fired(lock) => self.to_release.extend(claimed(lock)),
@@ -343,13 +343,5 @@ async fn expire_while<B: Backend, T>(
                 }
             }
         }
-    }
-}
-
-/// Sleeps until `at`, or forever when `None`.
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
