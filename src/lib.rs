@@ -4,7 +4,7 @@
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 // The layers, from the bottom; each imports only those above it in this list (checked
-// by tests/layers.rs; README, "Architecture").
+// by tests/layers.rs; described in docs/architecture.md).
 mod error;
 mod mode;
 mod reason;

@@ -22,7 +22,8 @@ const RESOLVE_BOUND: Duration = Duration::from_secs(1);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A connection to the primary that Redis Sentinel names, for a [`RwMutex`] or
-/// [`Semaphore`] over a replicated primary (feature `sentinel`; README, "Sentinel").
+/// [`Semaphore`] over a replicated primary (feature `sentinel`; see the
+/// [Sentinel guide](crate::guide::sentinel)).
 ///
 /// It holds one multiplexed connection to the primary, found through the Sentinels of a
 /// [`SentinelClient`] (built for `SentinelServerType::Master`). A request that fails in

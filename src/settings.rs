@@ -196,7 +196,7 @@ impl Settings {
     }
 
     /// Quorum mode takes independent masters and offers neither fair mode nor semaphores
-    /// (README, section Quorum mode).
+    /// (see the [quorum guide](crate::guide::quorum)).
     fn check_quorum(&self) -> Result<(), Error> {
         let Some(nodes) = self.quorum else {
             return Ok(());
@@ -213,7 +213,8 @@ impl Settings {
             return Ok(());
         };
         Err(Error::InvalidOptions(format!(
-            "{} {} is over a quorum of {nodes} nodes, and {refusal} (README, section Quorum mode)",
+            "{} {} is over a quorum of {nodes} nodes, and {refusal} \
+             (see the guide redismutex::guide::quorum)",
             self.what(),
             Preview(&self.name),
         )))

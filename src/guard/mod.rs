@@ -164,12 +164,12 @@ impl Guard {
     /// acquisition of the same lock key, read or write, by any client of this crate, in
     /// the order the lock passed between them.
     ///
-    /// It is minted by the acquiring script itself from the counter at
-    /// `<lock key>:fence` (see README, "Fencing tokens"), so it never goes back across
+    /// It is minted by the acquiring script itself from the counter at `<lock key>:fence`
+    /// (see the [fencing guide](crate::guide::fencing)), so it never goes back across
     /// unlocks, lock expiry, client restarts or the counter's own expiry. Send it with
     /// every write to the protected resource, and have the resource reject a token
-    /// smaller than the largest it has accepted: that stops a holder that was paused
-    /// past its deadline from overwriting the work of a later holder that has written.
+    /// smaller than the largest it has accepted: that stops a holder that was paused past
+    /// its deadline from overwriting the work of a later holder that has written.
     ///
     /// # Examples
     ///
@@ -177,7 +177,7 @@ impl Guard {
     /// # async fn demo(mx: redismutex::RwMutex<redis::aio::MultiplexedConnection>)
     /// # -> Result<(), Box<dyn std::error::Error>> {
     /// // Writes ARGV[2] to the hash KEYS[1] only with a token at least as large as every
-    /// // token it has accepted (see README, "Fencing tokens").
+    /// // token it has accepted (see the guide `redismutex::guide::fencing`).
     /// const FENCED_WRITE: &str = "local last = tonumber(redis.call('HGET', KEYS[1], 'token') or '0') \
     ///     if tonumber(ARGV[1]) < last then return 0 end \
     ///     redis.call('HSET', KEYS[1], 'value', ARGV[2], 'token', ARGV[1]) return 1";

@@ -33,7 +33,8 @@ impl Topology {
         }
     }
 
-    /// Every token is floored at the server clock (README, "Fencing tokens").
+    /// Every token is floored at the server clock (see the
+    /// [fencing guide](crate::guide::fencing)).
     pub(crate) fn clock_floor(self) -> bool {
         self != Self::Server
     }

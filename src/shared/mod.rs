@@ -76,7 +76,7 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// What a handle on one redis-rs connection shares: its backend is a
-    /// [`Direct`](crate::backend::Direct) to the settings' topology (one server or a Redis
+    /// [`Direct`] to the settings' topology (one server or a Redis
     /// Cluster).
     pub(crate) fn on_connection(conn: C, settings: Settings) -> Self {
         let hub = settings
@@ -101,7 +101,7 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// What a handle over a quorum shares: its backend is
-    /// [`Majority`](crate::backend::Majority), waking waiters through the settings'
+    /// [`Majority`], waking waiters through the settings'
     /// notifier (one made by `Notifier::quorum`).
     pub(crate) fn on_quorum(quorum: Quorum<C>, settings: Settings) -> Self {
         let hub = settings

@@ -38,7 +38,8 @@ const NODE_BOUND_DIVISOR: u64 = 10;
 /// The nodes of a quorum: independent Redis masters (not replicas of each other, not the
 /// nodes of one Redis Cluster), one redis-rs connection to each. A lock made over a
 /// quorum ([`RwMutex::new`](crate::RwMutex::new)) is held while a majority of them
-/// (`N / 2 + 1`) holds it; README, "Quorum mode", says when to use it and what it needs.
+/// (`N / 2 + 1`) holds it; the [quorum guide](crate::guide::quorum) says when to use it
+/// and what it needs.
 ///
 /// The connections must reach distinct, independent servers: the same server given twice
 /// counts twice toward a majority, which the crate cannot detect. Each node's call is
