@@ -10,6 +10,8 @@ use crate::error::Error;
 use crate::mutex::RwMutex;
 use crate::notify::Notifier;
 use crate::protocol::acks::Acks;
+#[cfg(feature = "cluster")]
+use crate::protocol::topology::Topology;
 use crate::semaphore::Semaphore;
 use crate::settings::Settings;
 use crate::shared::Deployment;
@@ -55,15 +57,18 @@ impl<C: Deployment> Builder<C> {
     /// [`Error::InvalidOptions`] when the name is empty, longer than
     /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence`, `:lock-intent`,
     /// `:queue` or `:queue-deadline`, the TTL is below 10 ms or above 24 h, or the fence
-    /// retention is below the TTL or above 365 days; on a Redis Cluster (`Builder::cluster`) or
-    /// with [`hash_tag_keys`](Self::hash_tag_keys), when the name's lock keys would have
-    /// no hash tag (README, "Redis Cluster"); and when the [`notifier`](Self::notifier) is
-    /// for a single server while the mutex is on a cluster, or the other way round.
+    /// retention is below the TTL or above 365 days; on a Redis Cluster
+    /// (`Builder::cluster`) or with [`hash_tag_keys`](Self::hash_tag_keys), when the
+    /// name's lock keys would have no hash tag (see the
+    /// [Redis Cluster guide](crate::guide::cluster)); and when the
+    /// [`notifier`](Self::notifier) is for a single server while the mutex is on a
+    /// cluster, or the other way round.
     ///
     /// Over a [`Quorum`](crate::Quorum), also when [`fair`](Self::fair) is on (each node
     /// would keep its own queue), when the nodes are Redis Cluster connections (a quorum
     /// needs independent masters), or when the [`notifier`](Self::notifier) was not made
-    /// by [`Notifier::quorum`] with one client per node (README, "Quorum mode").
+    /// by [`Notifier::quorum`] with one client per node (see the
+    /// [quorum guide](crate::guide::quorum)).
     pub fn build(self) -> Result<RwMutex<C>, Error> {
         self.settings.check()?;
         Ok(RwMutex::from_shared(self.conn.share(self.settings)))
@@ -88,8 +93,9 @@ impl<C> Builder<C> {
     /// without contacting Redis, and the lock is released when the outermost guard goes.
     /// A write inside a read is refused with [`Error::WouldDeadlock`]. The holder is the
     /// tokio task that awaited the request, not a thread. The rules, and what a nested
-    /// guard's token, `unlock` and drop do, are in README, [Reentrancy](crate#reentrancy),
-    /// and on [`Guard`](crate::Guard), "Nested guards".
+    /// guard's token, `unlock` and drop do, are in the
+    /// [reentrancy guide](crate::guide::reentrancy), and on [`Guard`](crate::Guard),
+    /// "Nested guards".
     ///
     /// With the option off, a request of the holding task waits for its own lock like
     /// any other: a write inside a write waits until its timeout, or forever.
@@ -116,7 +122,7 @@ impl<C: Deployment> Builder<C, Semaphore<C>> {
     ///
     /// [`Error::InvalidOptions`] for the reasons [`Builder::build`] gives for a mutex,
     /// when `permits` is 0, and over a [`Quorum`](crate::Quorum): a counting semaphore
-    /// does not compose over majorities (README, "Quorum mode").
+    /// does not compose over majorities (see the [quorum guide](crate::guide::quorum)).
     pub fn build(self) -> Result<Semaphore<C>, Error> {
         self.settings.check()?;
         Ok(Semaphore::from_shared(self.conn.share(self.settings)))
@@ -141,12 +147,12 @@ impl<C, T> Builder<C, T> {
     /// its lock (default 24 h); it must be at least the TTL and at most 365 days.
     ///
     /// The fence key holds the last [fencing token](crate::Guard::fencing_token) minted
-    /// for the lock key: one small string per lock key used within the retention (see
-    /// README, "Fencing tokens", for its size). Once it expires, the next token is the
-    /// server clock in microseconds, still larger than every earlier token unless the
-    /// server's clock was set back by more than the time since the last acquisition. A mutex with
-    /// millions of short-lived [`key`](crate::Acquire::key)s keeps memory bounded with a
-    /// shorter retention.
+    /// for the lock key: one small string per lock key used within the retention (see the
+    /// [fencing guide](crate::guide::fencing) for its size). Once it expires, the next
+    /// token is the server clock in microseconds, still larger than every earlier token
+    /// unless the server's clock was set back by more than the time since the last
+    /// acquisition. A mutex with millions of short-lived [`key`](crate::Acquire::key)s
+    /// keeps memory bounded with a shorter retention.
     pub fn fence_retention(mut self, retention: Duration) -> Self {
         self.settings.fence_retention = retention;
         self
@@ -167,7 +173,8 @@ impl<C, T> Builder<C, T> {
     /// [`Notifier`] made from it). Mutexes given clients for the same server share one
     /// subscriber connection; see [`Notifier`] for what it costs and how it recovers.
     ///
-    /// Without it a waiter polls with a backoff (README, "How waiting works").
+    /// Without it a waiter polls with a backoff (see the
+    /// [waiting guide](crate::guide::waiting)).
     pub fn notifier(mut self, notifier: impl Into<Notifier>) -> Self {
         self.settings.notifier = Some(notifier.into());
         self
@@ -182,7 +189,8 @@ impl<C, T> Builder<C, T> {
     ///
     /// The cost is Go compatibility on untagged names: a Go client of the original
     /// package locking `orders` with key `42` uses `orders:42`, so to share the lock it
-    /// must pass the key `{42}` itself. See README, "Redis Cluster".
+    /// must pass the key `{42}` itself. See the
+    /// [Redis Cluster guide](crate::guide::cluster).
     ///
     /// Two spellings then name one lock: `.key("42")` and `.key("{42}")` both lock
     /// `orders:{42}`, and a mutex `orders` without a key locks `{orders}`, as a mutex
@@ -200,16 +208,17 @@ impl<C, T> Builder<C, T> {
     /// On a cluster every lock key must carry a hash tag, so that all keys of a lock are
     /// in one slot (checked before anything is sent: [`build`](Self::build) refuses an
     /// untagged name unless [`hash_tag_keys`](Self::hash_tag_keys) is on), every fencing
-    /// token is floored at the server clock (README, "Fencing tokens"), releases are
-    /// published by `SPUBLISH` on the lock key's slot (Redis 7.0 or newer), and the
-    /// [`notifier`](Self::notifier) must be a [`Notifier::cluster`].
+    /// token is floored at the server clock (see the
+    /// [fencing guide](crate::guide::fencing)), releases are published by `SPUBLISH` on
+    /// the lock key's slot (Redis 7.0 or newer), and the [`notifier`](Self::notifier)
+    /// must be a [`Notifier::cluster`].
     ///
     /// Turning it off for a cluster connection gives all of that up: only for a
     /// connection that does not reach a cluster.
     #[cfg(feature = "cluster")]
     #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn cluster(mut self, on: bool) -> Self {
-        self.settings.cluster = on;
+        self.settings.topology = Topology::from_cluster(on);
         self
     }
 
@@ -222,8 +231,8 @@ impl<C, T> Builder<C, T> {
     /// once; one that stops attempting holds those behind it up by at most about one TTL.
     /// Plain and Go clients of the name still take the lock when the plain rules let them.
     /// Every attempt is then a script (no write fast path). The queue's rules, its
-    /// interplay with plain clients and its costs are in README,
-    /// [Fair mode](crate#fair-mode).
+    /// interplay with plain clients and its costs are in the
+    /// [semaphore and fair mode guide](crate::guide::semaphore).
     pub fn fair(mut self, on: bool) -> Self {
         self.settings.fair = on;
         self
@@ -244,7 +253,7 @@ impl<C, T> Builder<C, T> {
     /// is not consensus. A failover may still pick a replica that had not acknowledged,
     /// and a lock can still be lost between a refresh and its acknowledgement. Quorum
     /// mode ([`Quorum`](crate::Quorum)) or [fencing tokens](crate::Guard::fencing_token)
-    /// give the guarantees (README, "Replica acknowledgement").
+    /// give the guarantees (see the [Sentinel guide](crate::guide::sentinel)).
     ///
     /// `WAIT` blocks the connection it is sent on until the replicas answer or the
     /// timeout passes, so while a replica lags, every request on a shared multiplexed
@@ -272,7 +281,7 @@ impl<C, T> Builder<C, T> {
     ///
     /// Only for names from a small fixed set: each name is a series of its own in the
     /// exporter. The lock key (the name with the request's [`key`](crate::Acquire::key))
-    /// is never a label. The metrics are in README, "Metrics and tracing".
+    /// is never a label. The metrics are in the [metrics guide](crate::guide::metrics).
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn name_label(mut self, on: bool) -> Self {
@@ -294,7 +303,7 @@ impl<C, T> fmt::Debug for Builder<C, T> {
             .field("task_tracker", &self.settings.tracker.is_some())
             .field("notifier", &self.settings.notifier.is_some())
             .field("hash_tag_keys", &self.settings.hash_tag_keys)
-            .field("cluster", &self.settings.cluster)
+            .field("cluster", &self.settings.on_cluster())
             .field("name_label", &self.settings.name_label)
             .field("replicas", &self.settings.replicas)
             .finish_non_exhaustive()

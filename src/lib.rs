@@ -58,7 +58,7 @@
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 // The layers, from the bottom; each imports only those above it in this list (checked
-// by tests/layers.rs; docs/architecture.md).
+// by tests/layers.rs; described in docs/architecture.md).
 mod error;
 mod mode;
 mod reason;
@@ -68,6 +68,8 @@ mod util;
 mod observe;
 
 mod protocol;
+#[cfg(feature = "sentinel")]
+mod sentinel;
 
 mod notify;
 
@@ -97,8 +99,6 @@ pub mod guide;
 struct ReadmeDoctests;
 
 pub use backend::Quorum;
-#[cfg(feature = "sentinel")]
-pub use backend::SentinelConnection;
 pub use builder::Builder;
 pub use error::{Error, Refusal};
 pub use guard::{Guard, Permit};
@@ -111,6 +111,8 @@ pub use protocol::keys::MAX_KEY_BYTES;
 pub use reason::CancelReason;
 pub use request::{Acquire, AcquireFuture, Granted, TryAcquire, TryAcquireFuture};
 pub use semaphore::Semaphore;
+#[cfg(feature = "sentinel")]
+pub use sentinel::SentinelConnection;
 pub use shared::Deployment;
 
 /// The redis-rs version this crate is built on, so callers can name the same types.

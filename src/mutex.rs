@@ -22,9 +22,10 @@ use crate::shared::{Deployment, Shared};
 /// `C` is any redis-rs async connection that can be cloned and shared, such as
 /// [`redis::aio::MultiplexedConnection`] or [`redis::aio::ConnectionManager`], or with
 /// the feature `cluster`, `redis::cluster_async::ClusterConnection`, on which every lock
-/// key must carry a hash tag (see [`Builder::hash_tag_keys`] and README, "Redis
-/// Cluster"); or a [`Quorum`](crate::Quorum) of connections to independent masters, on
-/// which a lock is held while a majority of them holds it (README, "Quorum mode").
+/// key must carry a hash tag (see [`Builder::hash_tag_keys`] and the
+/// [Redis Cluster guide](crate::guide::cluster)); or a [`Quorum`](crate::Quorum) of
+/// connections to independent masters, on which a lock is held while a majority of them
+/// holds it (see the [quorum guide](crate::guide::quorum)).
 ///
 /// # Examples
 ///

@@ -19,7 +19,7 @@ use crate::shared::{Deployment, Shared};
 /// returned as a [`Guard`](crate::Guard) is. The holders live in a sorted set at the
 /// semaphore key, each scored by its deadline in the server's clock; a holder that
 /// crashes frees its permit when its TTL runs out by that clock, whatever the clients'
-/// clocks say (README, "Semaphore").
+/// clocks say (see the [semaphore guide](crate::guide::semaphore)).
 ///
 /// The permit count is each caller's own: a request gets a permit while fewer than its
 /// semaphore's `permits` hold one. Changing it for a name in use revokes nothing: after a
@@ -58,8 +58,9 @@ impl<C: Deployment> Semaphore<C> {
     ///
     /// This cannot fail: options [`Builder::build`](crate::Builder#method.build-1) would
     /// refuse (0 permits, a name it refuses, or a [`Quorum`](crate::Quorum): a counting
-    /// semaphore does not compose over majorities, README "Quorum mode") are reported by
-    /// every acquire as [`Error::InvalidOptions`](crate::Error::InvalidOptions).
+    /// semaphore does not compose over majorities, see the
+    /// [quorum guide](crate::guide::quorum)) are reported by every acquire as
+    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions).
     pub fn new(conn: C, name: impl Into<String>, permits: u32) -> Self {
         let mut settings = conn.settings(name.into());
         settings.permits = Some(permits);

@@ -8,7 +8,7 @@ use crate::error::{Error, Preview};
 use crate::notify::Notifier;
 use crate::protocol::acks::Acks;
 use crate::protocol::keys::{check_key, check_slot, lock_key};
-use crate::protocol::topology::is_cluster;
+use crate::protocol::topology::Topology;
 
 /// The lock TTL when none is set: 4 s, as in the Go package.
 pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(4);
@@ -38,9 +38,12 @@ pub(crate) struct Settings {
     /// Untagged lock keys get a hash tag around their varying part
     /// ([`lock_key`]).
     pub(crate) hash_tag_keys: bool,
-    /// The connection reaches a Redis Cluster: every lock key must carry a hash tag, and
-    /// releases are published by `SPUBLISH`.
-    pub(crate) cluster: bool,
+    /// Where the keys of the connection the handle is made over live: one server, or a
+    /// Redis Cluster, where every lock key must carry a hash tag and releases are
+    /// published by `SPUBLISH` (over a quorum: where each node's connection leads, which
+    /// must be one server; the quorum's backend reaches each as a
+    /// [`Topology::QuorumNode`]).
+    pub(crate) topology: Topology,
     /// Waiters queue in Redis in arrival order (`lua/shared.lua`).
     pub(crate) fair: bool,
     /// A semaphore's permit count; `None` for a read-write mutex.
@@ -64,7 +67,7 @@ impl Settings {
             tracker: None,
             notifier: None,
             hash_tag_keys: false,
-            cluster: false,
+            topology: Topology::Server,
             fair: false,
             permits: None,
             quorum: None,
@@ -85,7 +88,7 @@ impl Settings {
     /// Cluster when `C` is redis-rs's cluster connection.
     pub(crate) fn for_connection<C: 'static>(name: String) -> Self {
         Self {
-            cluster: is_cluster::<C>(),
+            topology: Topology::of_connection::<C>(),
             ..Self::new(name)
         }
     }
@@ -154,7 +157,7 @@ impl Settings {
             )
         } else if self.quorum.is_some() {
             "it is over a quorum, whose majority of masters gives more than replicas do".to_owned()
-        } else if self.cluster {
+        } else if self.on_cluster() {
             "it is on a Redis Cluster, which is not supported yet".to_owned()
         } else {
             return Ok(());
@@ -170,7 +173,7 @@ impl Settings {
     /// mutex must keep its keys in one slot: the name carries a hash tag, or tagging
     /// gives its lock keys one (a key with braces of its own is checked when used).
     fn check_slots(&self) -> Result<(), Error> {
-        if !self.cluster && !self.hash_tag_keys {
+        if !self.on_cluster() && !self.hash_tag_keys {
             return Ok(());
         }
         for key in [None, Some("k")] {
@@ -193,12 +196,12 @@ impl Settings {
     }
 
     /// Quorum mode takes independent masters and offers neither fair mode nor semaphores
-    /// (README, section Quorum mode).
+    /// (see the [quorum guide](crate::guide::quorum)).
     fn check_quorum(&self) -> Result<(), Error> {
         let Some(nodes) = self.quorum else {
             return Ok(());
         };
-        let refusal = if self.cluster {
+        let refusal = if self.on_cluster() {
             "its nodes are Redis Cluster connections; a quorum needs independent masters"
         } else if self.permits.is_some() {
             "a counting semaphore does not compose over majorities: two majorities share a \
@@ -210,7 +213,8 @@ impl Settings {
             return Ok(());
         };
         Err(Error::InvalidOptions(format!(
-            "{} {} is over a quorum of {nodes} nodes, and {refusal} (README, section Quorum mode)",
+            "{} {} is over a quorum of {nodes} nodes, and {refusal} \
+             (see the guide redismutex::guide::quorum)",
             self.what(),
             Preview(&self.name),
         )))
@@ -235,7 +239,7 @@ impl Settings {
         } else if hub.nodes() != nodes {
             let there = format!("a quorum of {} nodes", hub.nodes());
             ("on a single Redis server".into(), there, "Notifier::new")
-        } else if hub.is_cluster() && !self.cluster {
+        } else if hub.is_cluster() && !self.on_cluster() {
             let here = if self.quorum.is_some() {
                 "over a quorum"
             } else {
@@ -246,7 +250,7 @@ impl Settings {
                 "a Redis Cluster".into(),
                 "Notifier::new or Notifier::quorum",
             )
-        } else if self.cluster && !hub.is_cluster() {
+        } else if self.on_cluster() && !hub.is_cluster() {
             (
                 "on a Redis Cluster".into(),
                 "a single Redis server".into(),
@@ -260,6 +264,11 @@ impl Settings {
             self.what(),
             Preview(&self.name),
         )))
+    }
+
+    /// Whether the handle is on a Redis Cluster.
+    pub(crate) fn on_cluster(&self) -> bool {
+        self.topology == Topology::Cluster
     }
 
     /// What the settings are for, as messages name it.
@@ -338,7 +347,7 @@ mod tests {
     #[test]
     fn on_a_cluster_every_lock_key_of_the_name_must_have_a_hash_tag() {
         let on_cluster = |name: &str, tag_keys: bool| Settings {
-            cluster: true,
+            topology: Topology::Cluster,
             hash_tag_keys: tag_keys,
             ..Settings::new(name.into())
         };
@@ -418,7 +427,7 @@ mod tests {
         );
         refused(
             Settings {
-                cluster: true,
+                topology: Topology::Cluster,
                 hash_tag_keys: true,
                 ..quorum()
             },

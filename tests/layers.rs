@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["error", "guide", "mode", "reason", "spawner", "util"],
     &["observe"],
-    &["protocol"],
+    &["protocol", "sentinel"],
     &["notify"],
     &["settings"],
     &["backend"],

@@ -3,6 +3,7 @@
 //! polling), and on every way out leaves nothing behind in Redis ([`Cleanup`]). It never
 //! builds a guard: the caller makes one of the [`Acquired`] lease.
 
+mod cleanup;
 mod interrupt;
 mod step;
 
@@ -13,17 +14,18 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use self::cleanup::Cleanup;
 use self::interrupt::Interrupt;
 use self::step::{decide, pause, Context, Next, Reply, BACKOFF_MAX, BACKOFF_MIN};
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::lease::cleanup::Cleanup;
 use crate::lease::Lease;
 use crate::mode::{Kind, Mode};
 use crate::notify::waiter::Waiter;
-use crate::protocol::calls::Ask;
+use crate::protocol::calls::AttemptKind;
 use crate::protocol::fences::Fences;
 use crate::protocol::replies::Attempt;
+use crate::settings::Settings;
 use crate::spawner::Spawner;
 
 /// How long a waiter waits for its channel's subscription before its first attempt
@@ -47,20 +49,20 @@ impl Patience {
     }
 }
 
-/// One request, as the engine takes it.
+/// One request, as the engine takes it: the checked request's lease, made on the
+/// handle's backend, and what the wait needs besides.
 #[derive(Debug)]
-pub(crate) struct Job<'a, B> {
+pub(crate) struct LeaseRequest<'a, B> {
     /// The lease to take: its keys, a fresh id, its kind, TTL and queueing.
     pub(crate) lease: Arc<Lease<B>>,
     pub(crate) patience: Patience,
     /// Cancelling it ends the wait with [`Error::Cancelled`].
     pub(crate) parent: Option<&'a CancellationToken>,
-    /// A waiting writer sets the lock intent.
-    pub(crate) lock_intent: bool,
+    /// The handle's options: whether a waiting writer sets the lock intent, and how long
+    /// the fence key outlives an acquisition (the fast path needs half of it).
+    pub(crate) settings: &'a Settings,
     /// The mutex's record of checked fence keys, for the fast paths.
     pub(crate) fences: &'a Fences,
-    /// How long the fence key outlives an acquisition (the fast path needs half of it).
-    pub(crate) fence_retention: Duration,
     /// Where the clean-up after giving up runs.
     pub(crate) spawner: &'a Spawner,
 }
@@ -73,7 +75,7 @@ pub(crate) struct Acquired<B> {
     pub(crate) token: u64,
 }
 
-/// Takes the lock `job` describes. `Ok(None)` only with [`Patience::Once`], when others
+/// Takes the lock `request` describes. `Ok(None)` only with [`Patience::Once`], when others
 /// hold it.
 ///
 /// # Cancel safety
@@ -81,13 +83,15 @@ pub(crate) struct Acquired<B> {
 /// Dropping the future leaves nothing in Redis for longer than a round trip: what an
 /// attempt may have taken, an intent it set and a queue place are released from a
 /// background task ([`Cleanup`]).
-pub(crate) async fn run<B: Backend>(job: Job<'_, B>) -> Result<Option<Acquired<B>>, Error> {
-    let deadline = match job.patience {
+pub(crate) async fn run<B: Backend>(
+    request: LeaseRequest<'_, B>,
+) -> Result<Option<Acquired<B>>, Error> {
+    let deadline = match request.patience {
         Patience::Wait(Some(timeout)) => Instant::now().checked_add(timeout),
         _ => None,
     };
-    let interrupt = Interrupt::new(job.parent, deadline);
-    let mut wait = Wait::new(&job);
+    let interrupt = Interrupt::new(request.parent, deadline);
+    let mut wait = Wait::new(&request);
     match interrupt.or(wait.run()).await {
         Ok(acquired) => Ok(acquired),
         Err(err) => Err(wait.cleanup.give_up(err).await),
@@ -96,7 +100,7 @@ pub(crate) async fn run<B: Backend>(job: Job<'_, B>) -> Result<Option<Acquired<B
 
 /// The state of one request's wait.
 struct Wait<'j, 'a, B: Backend> {
-    job: &'j Job<'a, B>,
+    request: &'j LeaseRequest<'a, B>,
     cleanup: Cleanup<B>,
     /// This process's queue on the lock, once the request has had to wait.
     waiter: Option<Waiter>,
@@ -116,13 +120,13 @@ struct Wait<'j, 'a, B: Backend> {
 }
 
 impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
-    fn new(job: &'j Job<'a, B>) -> Self {
-        let lease = &job.lease;
-        let waits = job.patience.waits();
+    fn new(request: &'j LeaseRequest<'a, B>) -> Self {
+        let lease = &request.lease;
+        let waits = request.patience.waits();
         let fair = lease.call.queue.is_fair();
         Self {
-            job,
-            cleanup: Cleanup::new(Arc::clone(lease), job.spawner.clone(), fair && waits),
+            request,
+            cleanup: Cleanup::new(Arc::clone(lease), request.spawner.clone(), fair && waits),
             waiter: None,
             backoff: ExponentialBuilder::new()
                 .with_min_delay(BACKOFF_MIN)
@@ -134,7 +138,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             notified: false,
             sent: Instant::now(),
             late_replies: 0,
-            set_intent: lease.kind == Kind::Write && job.lock_intent && waits,
+            set_intent: lease.kind == Kind::Write && request.settings.lock_intent && waits,
             wake_as: if fair { Mode::Read } else { lease.kind.mode() },
         }
     }
@@ -171,10 +175,10 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
     /// (not in fair mode, where the first attempt takes a place in the queue in Redis),
     /// else attempt, by the fast path when it may.
     fn start(&mut self) -> Next {
-        let lease = &self.job.lease;
+        let lease = &self.request.lease;
         if let (Some(hub), true, false) = (
             lease.backend.hub(),
-            self.job.patience.waits(),
+            self.request.patience.waits(),
             lease.call.queue.is_fair(),
         ) {
             if hub.has_waiters(lease.call.keys.channel()) {
@@ -192,34 +196,37 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
     /// (its tokens need no clock floor), the lock is not fair, and this mutex has checked
     /// the fence key recently enough.
     fn fast_ok(&self) -> bool {
-        let (job, lease) = (self.job, &self.job.lease);
+        let (request, lease) = (self.request, &self.request.lease);
         lease.kind == Kind::Write
             && lease.backend.fast_path()
             && !lease.call.queue.is_fair()
-            && job.fences.countable(lease.key(), job.fence_retention)
+            && request
+                .fences
+                .countable(lease.key(), request.settings.fence_retention)
     }
 
     /// Sends one attempt and decides what comes next.
     async fn attempt(&mut self) -> Next {
-        let lease = &self.job.lease;
+        let lease = &self.request.lease;
         self.notified = self.waiter.as_ref().is_some_and(Waiter::attempting);
         let fast = std::mem::take(&mut self.fast);
         // A fair reader reads the fence key (the counting path knows no queue).
-        let fence_checked = !lease.call.queue.is_fair() && self.job.fences.checked(lease.key());
-        let ask = match lease.kind {
-            Kind::Write if fast => Ask::FastWrite,
-            Kind::Write => Ask::Write {
+        let fence_checked = !lease.call.queue.is_fair() && self.request.fences.checked(lease.key());
+        let attempt_kind = match lease.kind {
+            Kind::Write if fast => AttemptKind::FastWrite,
+            Kind::Write => AttemptKind::Write {
                 set_intent: self.set_intent,
             },
-            Kind::Read => Ask::Read { fence_checked },
-            Kind::Permit(permits) => Ask::Permit(permits),
+            Kind::Read => AttemptKind::Read { fence_checked },
+            Kind::Permit(permits) => AttemptKind::Permit(permits),
         };
         self.sent = Instant::now();
-        self.cleanup.trail.sending(self.set_intent && !fast);
+        self.cleanup.left_behind.sending(self.set_intent && !fast);
         // A reply later than the validity could not make a guard, so no attempt waits
         // longer, even over a connection with no response timeout of its own (or a
         // cluster client that keeps retrying through a failover).
-        let reply = match tokio::time::timeout(lease.validity(), lease.attempt(ask)).await {
+        let reply = match tokio::time::timeout(lease.validity(), lease.attempt(attempt_kind)).await
+        {
             Err(_) => Reply::Unanswered,
             Ok(Ok(attempt)) => Reply::Answered {
                 attempt,
@@ -229,7 +236,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
         };
         self.settle(&reply, fast || (lease.kind == Kind::Read && fence_checked));
         let context = Context {
-            waits: self.job.patience.waits(),
+            waits: self.request.patience.waits(),
             notifier: lease.backend.hub().is_some(),
             queued: self.waiter.is_some(),
             late_replies: self.late_replies,
@@ -241,12 +248,12 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
     /// and what it says of the fence key; `counted` when the attempt counted on a checked
     /// fence key rather than minting by script.
     fn settle(&mut self, reply: &Reply, counted: bool) {
-        let (lease, fences) = (&self.job.lease, self.job.fences);
+        let (lease, fences) = (&self.request.lease, self.request.fences);
         let (key, id) = (lease.key(), lease.id());
         match reply {
             Reply::Answered { attempt, in_time } => match attempt {
                 Attempt::Acquired(token) if *in_time => {
-                    self.cleanup.trail.disarm();
+                    self.cleanup.left_behind.disarm();
                     if counted {
                         fences.counted(key, *token);
                     } else {
@@ -258,28 +265,28 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
                     // expired, so no guard is made of it; `cleanup` releases it if the
                     // wait ends before an attempt renews it.
                     tracing::debug!(%key, %id, "acquired too late to be valid; trying again");
-                    self.cleanup.trail.late();
+                    self.cleanup.left_behind.late();
                     self.late_replies += 1;
                 }
-                Attempt::Busy => self.cleanup.trail.answered(),
+                Attempt::Busy => self.cleanup.left_behind.answered(),
                 Attempt::Unchecked => {
                     fences.forget(key);
-                    self.cleanup.trail.answered();
+                    self.cleanup.left_behind.answered();
                 }
                 Attempt::TakenWithoutToken => {
                     fences.forget(key);
-                    self.cleanup.trail.late();
+                    self.cleanup.left_behind.late();
                 }
-                Attempt::Blocked(_) => self.cleanup.trail.blocked(),
+                Attempt::Blocked(_) => self.cleanup.left_behind.blocked(),
             },
             Reply::Unanswered => {
                 tracing::debug!(%key, %id, "no reply within the lock's validity");
-                self.cleanup.trail.unanswered();
+                self.cleanup.left_behind.unanswered();
                 fences.forget(key);
             }
             Reply::Failed(err) => {
                 if err.changed_nothing() {
-                    self.cleanup.trail.answered();
+                    self.cleanup.left_behind.answered();
                 }
                 fences.forget(key);
             }
@@ -288,7 +295,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
 
     /// Joins this process's queue for the lock and waits a little for the subscription.
     async fn subscribe(&mut self) {
-        let lease = &self.job.lease;
+        let lease = &self.request.lease;
         if let Some(hub) = lease.backend.hub() {
             let mut joined = hub.join(&lease.call.keys, self.wake_as);
             joined.subscribed_within(SUBSCRIBE_WAIT).await;
@@ -298,7 +305,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
 
     /// Sleeps before the next attempt; true when a release woke it.
     async fn sleep(&mut self, blocked_for: Duration) -> bool {
-        let lease = &self.job.lease;
+        let lease = &self.request.lease;
         let notified = self.notified && self.waiter.is_some();
         let pause = pause(blocked_for, notified, lease.ttl(), || self.backoff.next());
         tracing::trace!(key = %lease.key(), id = %lease.id(), ?pause, notified, "lock busy; waiting");
@@ -318,7 +325,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             waiter.acquired();
         }
         Acquired {
-            lease: Arc::clone(&self.job.lease),
+            lease: Arc::clone(&self.request.lease),
             sent: self.sent,
             token,
         }

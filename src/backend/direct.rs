@@ -1,10 +1,9 @@
-//! The backends on one redis-rs connection: [`Single`] for one Redis server (or a primary
-//! with replicas) and [`Cluster`] for a Redis Cluster. They differ only in their
+//! The backend on one redis-rs connection, [`Direct`]: to one Redis server (or a primary
+//! with replicas), a Redis Cluster, or one node of a quorum. These differ only in their
 //! [`Topology`], which sets what the scripts are told and whether the write fast path
 //! may run.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use redis::aio::ConnectionLike;
@@ -13,74 +12,43 @@ use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
 use crate::protocol::acks::{Acked, Acks};
-use crate::protocol::calls::{self, Ask, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{self, AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::keys::hash_tag;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::protocol::topology::Topology;
 
-/// Where the keys behind a [`Direct`] backend live.
-pub(crate) trait Place: Send + Sync + 'static {
-    const TOPOLOGY: Topology;
-}
-
-/// One Redis server.
-#[derive(Debug)]
-pub(crate) enum OneServer {}
-
-impl Place for OneServer {
-    const TOPOLOGY: Topology = Topology::Server;
-}
-
-/// A Redis Cluster.
-#[derive(Debug)]
-pub(crate) enum ClusterSlots {}
-
-impl Place for ClusterSlots {
-    const TOPOLOGY: Topology = Topology::Cluster;
-}
-
-/// One of the independent masters of a quorum.
-#[derive(Debug)]
-pub(crate) enum QuorumNode {}
-
-impl Place for QuorumNode {
-    const TOPOLOGY: Topology = Topology::QuorumNode;
-}
-
-/// One server: every call is one script (or the write fast path's pipeline) on a clone of
-/// the connection, bounded by the connection's response timeout and by the callers;
-/// releases are published by `PUBLISH`.
-pub(crate) type Single<C> = Direct<C, OneServer>;
-
-/// A Redis Cluster: every call is one script on the node that serves the lock key's slot
-/// (all keys of a lock carry one hash tag); every token is floored at the server clock,
-/// since a failover can lose the fence key's last increments, so there is no write fast
-/// path; releases are published by `SPUBLISH` in the slot. redis-rs's cluster client has
-/// no response timeout of its own and retries through a failover: the callers' bounds end
-/// a call there.
-pub(crate) type Cluster<C> = Direct<C, ClusterSlots>;
-
-/// One node of a quorum: a single server whose tokens are floored at its clock; the
-/// quorum backend (`quorum/`) sends each call to every node and counts the replies.
-pub(crate) type Node<C> = Direct<C, QuorumNode>;
-
-/// A backend on one connection `C` to the place `P`.
-pub(crate) struct Direct<C, P> {
+/// A backend on one redis-rs connection `C`, to the keys' [`Topology`]:
+///
+/// - [`Topology::Server`], one server (or a primary with replicas): every call is one
+///   script (or the write fast path's pipeline) on a clone of the connection, bounded by
+///   the connection's response timeout and by the callers; releases are published by
+///   `PUBLISH`.
+/// - [`Topology::Cluster`], a Redis Cluster: every call is one script on the node that
+///   serves the lock key's slot (all keys of a lock carry one hash tag); every token is
+///   floored at the server clock, since a failover can lose the fence key's last
+///   increments, so there is no write fast path; releases are published by `SPUBLISH` in
+///   the slot. redis-rs's cluster client has no response timeout of its own and retries
+///   through a failover: the callers' bounds end a call there.
+/// - [`Topology::QuorumNode`], one node of a quorum: a single server whose tokens are
+///   floored at its clock; the quorum backend (`quorum/`) sends each call to every node
+///   and counts the replies.
+pub(crate) struct Direct<C> {
     conn: C,
+    topology: Topology,
     hub: Option<Arc<Hub>>,
     /// How many replicas must acknowledge an acquire or a renewal, if any must.
     acks: Option<Acks>,
-    place: PhantomData<fn() -> P>,
 }
 
-impl<C, P> Direct<C, P> {
-    /// The backend on `conn`, whose waiters wait on `hub` when there is one.
-    pub(crate) fn new(conn: C, hub: Option<Arc<Hub>>) -> Self {
+impl<C> Direct<C> {
+    /// The backend on `conn` to keys that live as `topology` says, whose waiters wait on
+    /// `hub` when there is one.
+    pub(crate) fn new(conn: C, topology: Topology, hub: Option<Arc<Hub>>) -> Self {
         Self {
             conn,
+            topology,
             hub,
             acks: None,
-            place: PhantomData,
         }
     }
 
@@ -92,29 +60,28 @@ impl<C, P> Direct<C, P> {
     }
 }
 
-impl<C: Clone, P> Direct<C, P> {
+impl<C: Clone> Direct<C> {
     /// A clone of the connection, for a call that is not one of [`Backend`]'s.
     pub(crate) fn connection(&self) -> C {
         self.conn.clone()
     }
 }
 
-impl<C, P> Backend for Direct<C, P>
+impl<C> Backend for Direct<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
-    P: Place,
 {
-    async fn attempt(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
-        let ask = match ask {
+    async fn attempt(&self, call: &Call, kind: AttemptKind) -> Result<Attempt, Error> {
+        let kind = match kind {
             // The fast path's token would not be floored at the clock.
-            Ask::FastWrite if !self.fast_path() => Ask::Write { set_intent: false },
+            AttemptKind::FastWrite if !self.fast_path() => AttemptKind::Write { set_intent: false },
             other => other,
         };
         let Some(acks) = self.acks else {
-            return calls::attempt(&mut self.conn.clone(), call, P::TOPOLOGY, ask).await;
+            return calls::attempt(&mut self.conn.clone(), call, self.topology, kind).await;
         };
         let mut conn = Acked::new(self.conn.clone(), acks);
-        let attempt = calls::attempt(&mut conn, call, P::TOPOLOGY, ask).await?;
+        let attempt = calls::attempt(&mut conn, call, self.topology, kind).await?;
         if let Attempt::Acquired(_) = &attempt {
             // Not acknowledged: the engine releases the lock, or attempts again.
             conn.acknowledged(call.keys.lock())?;
@@ -134,53 +101,29 @@ where
         Ok(held)
     }
 
+    /// One `renew.lua` for the whole batch: its items share a [`batch_tag`], so on a
+    /// cluster their lock keys share a hash tag, and so a slot.
+    ///
+    /// [`batch_tag`]: Backend::batch_tag
     async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
-        if !P::TOPOLOGY.sharded() {
-            let Some(acks) = self.acks else {
-                let renewed = calls::renew(&mut self.conn.clone(), batch).await;
-                return spread(batch.iter(), renewed);
-            };
-            let mut conn = Acked::new(self.conn.clone(), acks);
-            let renewed = spread(batch.iter(), calls::renew(&mut conn, batch).await);
-            let key = batch.first().map_or("", |item| item.call.keys.lock());
-            return unacknowledged(batch.iter(), renewed, conn.acknowledged(key));
-        }
-        // A script's keys must share a slot: one script per hash tag (every lock key on a
-        // cluster has one), sent at once.
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        let mut tags: Vec<Option<&str>> = Vec::new();
-        for (at, item) in batch.iter().enumerate() {
-            let tag = hash_tag(item.call.keys.lock());
-            match tags.iter().position(|known| *known == tag) {
-                Some(group) => groups[group].push(at),
-                None => {
-                    tags.push(tag);
-                    groups.push(vec![at]);
-                }
-            }
-        }
-        let sent = groups.iter().map(|group| {
-            let items: Vec<Renewal<'_>> = group.iter().map(|&at| batch[at].clone()).collect();
-            let mut conn = self.conn.clone();
-            async move {
-                let renewed = calls::renew(&mut conn, &items).await;
-                spread(items.iter(), renewed)
-            }
-        });
-        let mut results: Vec<Option<Result<bool, Error>>> = batch.iter().map(|_| None).collect();
-        for (group, renewed) in groups
-            .iter()
-            .zip(futures_util::future::join_all(sent).await)
-        {
-            for (&at, result) in group.iter().zip(renewed) {
-                results[at] = Some(result);
-            }
-        }
-        results.into_iter().flatten().collect()
+        debug_assert!(
+            batch
+                .windows(2)
+                .all(|pair| { self.batch_tag(pair[0].call) == self.batch_tag(pair[1].call) }),
+            "a batch of renewals mixes batch tags"
+        );
+        let Some(acks) = self.acks else {
+            let renewed = calls::renew(&mut self.conn.clone(), batch).await;
+            return spread(batch.iter(), renewed);
+        };
+        let mut conn = Acked::new(self.conn.clone(), acks);
+        let renewed = spread(batch.iter(), calls::renew(&mut conn, batch).await);
+        let key = batch.first().map_or("", |item| item.call.keys.lock());
+        unacknowledged(batch.iter(), renewed, conn.acknowledged(key))
     }
 
     fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str> {
-        if P::TOPOLOGY.sharded() {
+        if self.topology.sharded() {
             hash_tag(call.keys.lock())
         } else {
             None
@@ -194,11 +137,11 @@ where
         leftovers: Leftovers,
     ) -> Result<Unlocked, Error> {
         let mut conn = self.conn.clone();
-        calls::unlock(&mut conn, call, P::TOPOLOGY, hold, leftovers).await
+        calls::unlock(&mut conn, call, self.topology, hold, leftovers).await
     }
 
     async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
-        calls::downgrade(&mut self.conn.clone(), call, P::TOPOLOGY).await
+        calls::downgrade(&mut self.conn.clone(), call, self.topology).await
     }
 
     fn hub(&self) -> Option<&Arc<Hub>> {
@@ -206,7 +149,7 @@ where
     }
 
     fn fast_path(&self) -> bool {
-        !P::TOPOLOGY.clock_floor()
+        !self.topology.clock_floor()
     }
 }
 
@@ -244,10 +187,10 @@ fn unacknowledged<'a>(
         .collect()
 }
 
-impl<C, P> fmt::Debug for Direct<C, P> {
+impl<C> fmt::Debug for Direct<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Direct")
-            .field("place", &std::any::type_name::<P>())
+            .field("topology", &self.topology)
             .field("notified", &self.hub.is_some())
             .field("acks", &self.acks)
             .finish_non_exhaustive()

@@ -1,17 +1,20 @@
 //! The seam between the engine and Redis: every acquire attempt, refresh, release and
 //! downgrade goes through one [`Backend`], and so does the choice of the channel a waiter
 //! waits on. The wait loop ([`acquire`](crate::acquire)), the refresh task and the
-//! release know only this trait; [`Single`] and [`Cluster`] implement it on one
-//! connection (`direct.rs`), and [`Connection`] picks one of them for a mutex at run time.
-//! A handle holds its backend as an `AnyBackend` (`shared/any_backend.rs`), so a new
-//! implementation needs only a constructor that hands it to `Shared::new`.
+//! release know only this trait; [`Direct`] implements it on one connection
+//! (`direct.rs`), to one server, a Redis Cluster or one node of a quorum as its
+//! [`Topology`](crate::protocol::topology::Topology) says, and [`Majority`] over a
+//! quorum of such nodes (`quorum/`).
+//! A handle holds the refresher of its backend's locks as an `AnyRefresher`
+//! (`shared/any_refresher.rs`), which hides the backend's type, so a new implementation
+//! needs only a constructor that hands its refresher to `Shared::new`.
 //!
 //! # What an implementation guarantees
 //!
 //! - **Atomicity per call.** Each call is one atomic step on the lock's keys as the
-//!   scripts in `lua/` define it (or, for [`Ask::FastWrite`], a pipeline whose first
-//!   command decides the outcome): it takes effect wholly or not at all, and its reply
-//!   says which. A new implementation that spans several servers (a quorum) must give
+//!   scripts in `lua/` define it (or, for [`AttemptKind::FastWrite`], a pipeline whose
+//!   first command decides the outcome): it takes effect wholly or not at all, and its
+//!   reply says which. A new implementation that spans several servers (a quorum) must give
 //!   each call this meaning as a whole: "acquired" only when the lock is held as the
 //!   single-server script would hold it.
 //! - **A bounded time.** Callers bound every call (an attempt by the lock's validity, a
@@ -33,30 +36,28 @@
 
 mod direct;
 mod quorum;
-#[cfg(feature = "sentinel")]
-mod sentinel;
 
 use std::future::Future;
 use std::sync::Arc;
 
-pub(crate) use direct::{Cluster, Single};
+pub(crate) use direct::Direct;
 pub(crate) use quorum::Majority;
 pub use quorum::Quorum;
-#[cfg(feature = "sentinel")]
-pub use sentinel::SentinelConnection;
 
 use crate::error::Error;
 use crate::notify::hub::Hub;
-use crate::protocol::acks::Acks;
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 
 /// How the engine reaches Redis for one mutex or semaphore. See the module docs for what
 /// an implementation must guarantee.
 pub(crate) trait Backend: Send + Sync + 'static {
-    /// One acquire attempt for `call`, as `ask` says.
-    fn attempt(&self, call: &Call, ask: Ask)
-        -> impl Future<Output = Result<Attempt, Error>> + Send;
+    /// One acquire attempt of `kind` for `call`.
+    fn attempt(
+        &self,
+        call: &Call,
+        kind: AttemptKind,
+    ) -> impl Future<Output = Result<Attempt, Error>> + Send;
 
     /// Extends the lock's TTL; `Ok(false)` when the id no longer holds it. A backend over
     /// several nodes may take the lock back on a node that lost it, as `retake` says.
@@ -68,8 +69,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Extends every lock of `batch` at once, as [`refresh`](Backend::refresh) extends
     /// one: one result per item, in order. The items come from one mutex, so they share
-    /// a TTL. A backend on one connection sends them in as few requests as it can (one
-    /// script per server, or per hash tag on a cluster).
+    /// a TTL, and every item of a batch has the same [`batch_tag`](Backend::batch_tag)
+    /// (the refresher groups them), so a backend on one connection sends the batch as
+    /// one script.
     fn renew(&self, batch: &[Renewal<'_>])
         -> impl Future<Output = Vec<Result<bool, Error>>> + Send;
 
@@ -79,9 +81,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
         false
     }
 
-    /// Which renewals may share one [`renew`](Backend::renew): those with the same tag.
-    /// On a cluster it is the lock key's hash tag, so that one master's silence holds up
-    /// no renewal on another; `None` (all together) elsewhere.
+    /// Which renewals may share one [`renew`](Backend::renew): those with the same tag,
+    /// and only those. On a cluster it is the lock key's hash tag, so that a batch's keys
+    /// share a slot and one master's silence holds up no renewal on another; `None` (all
+    /// together) elsewhere.
     fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str>;
 
     /// Removes the id, held as `hold`, and the `leftovers` of an unfinished acquire.
@@ -98,79 +101,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Where this process's waiters wait for releases, when the mutex has a notifier.
     fn hub(&self) -> Option<&Arc<Hub>>;
 
-    /// Whether [`Ask::FastWrite`] may be sent: its token comes from the counter alone,
-    /// which is not floored at the server clock.
+    /// Whether [`AttemptKind::FastWrite`] may be sent: its token comes from the counter
+    /// alone, which is not floored at the server clock.
     fn fast_path(&self) -> bool;
-}
-
-/// The backend of a mutex on a redis-rs connection `C`: one server, or a Redis Cluster,
-/// chosen when the mutex is made (`Builder::cluster`, or the connection's type).
-#[derive(Debug)]
-pub(crate) enum Connection<C> {
-    Single(Single<C>),
-    Cluster(Cluster<C>),
-}
-
-impl<C> Connection<C> {
-    /// The backend on `conn`, a cluster connection when `cluster`, waking waiters through
-    /// `hub`; its acquires and renewals wait for `acks` when given.
-    pub(crate) fn new(conn: C, cluster: bool, hub: Option<Arc<Hub>>, acks: Option<Acks>) -> Self {
-        if cluster {
-            Self::Cluster(Cluster::new(conn, hub).acknowledged(acks))
-        } else {
-            Self::Single(Single::new(conn, hub).acknowledged(acks))
-        }
-    }
-}
-
-/// Runs `$call` on whichever backend `$self` holds, as `$backend`.
-macro_rules! each {
-    ($self:ident, $backend:ident => $call:expr) => {
-        match $self {
-            Self::Single($backend) => $call,
-            Self::Cluster($backend) => $call,
-        }
-    };
-}
-
-impl<C> Backend for Connection<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    async fn attempt(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
-        each!(self, backend => backend.attempt(call, ask).await)
-    }
-
-    async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {
-        each!(self, backend => backend.refresh(call, retake).await)
-    }
-
-    async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
-        each!(self, backend => backend.renew(batch).await)
-    }
-
-    fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str> {
-        each!(self, backend => backend.batch_tag(call))
-    }
-
-    async fn release(
-        &self,
-        call: &Call,
-        hold: Hold,
-        leftovers: Leftovers,
-    ) -> Result<Unlocked, Error> {
-        each!(self, backend => backend.release(call, hold, leftovers).await)
-    }
-
-    async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
-        each!(self, backend => backend.downgrade(call).await)
-    }
-
-    fn hub(&self) -> Option<&Arc<Hub>> {
-        each!(self, backend => backend.hub())
-    }
-
-    fn fast_path(&self) -> bool {
-        each!(self, backend => backend.fast_path())
-    }
 }

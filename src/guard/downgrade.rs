@@ -82,7 +82,7 @@ impl Guard {
         let not_held = |guard: &Self| Error::NotHeld {
             key: guard.key().to_owned(),
         };
-        if self.liveness.check() {
+        if self.liveness.fire_if_expired() {
             return Err(not_held(&self));
         }
         let sent = Instant::now();
@@ -99,7 +99,7 @@ impl Guard {
             }
             return Err(not_held(&self));
         }
-        if self.liveness.check() {
+        if self.liveness.fire_if_expired() {
             // Fired meanwhile: the refresher releases the reader's id.
             return Err(not_held(&self));
         }

@@ -21,7 +21,7 @@ use crate::acquire::Acquired;
 use crate::backend::Backend;
 use crate::lease::liveness::Liveness;
 use crate::lease::refresher::Refresher;
-use crate::lease::registry::{Holding, Registration};
+use crate::lease::registry::{OuterGuard, Registration};
 use crate::lease::AnyLease;
 use crate::mode::Mode;
 use crate::reason::CancelReason;
@@ -109,10 +109,10 @@ impl Guard {
             token: fencing_token,
         } = acquired;
         let mode = lease.kind.mode();
-        let entry = refresher.keep(lease, sent, parent);
+        let kept = refresher.keep(lease, sent, parent);
         Self {
-            liveness: Arc::clone(&entry.liveness),
-            lease: entry,
+            liveness: Arc::clone(&kept.liveness),
+            lease: kept,
             mode,
             fencing_token,
             role: Role::Owner { registration: None },
@@ -126,9 +126,9 @@ impl Guard {
         matches!(self.role, Role::Nested)
     }
 
-    /// What a nested guard on this guard's lock shares with it.
-    pub(crate) fn holding(&self) -> Holding {
-        Holding {
+    /// This guard as the outer guard of nested guards on its lock.
+    pub(crate) fn as_outer(&self) -> OuterGuard {
+        OuterGuard {
             lease: Arc::clone(&self.lease),
             mode: self.mode,
             fencing_token: self.fencing_token,
@@ -164,12 +164,12 @@ impl Guard {
     /// acquisition of the same lock key, read or write, by any client of this crate, in
     /// the order the lock passed between them.
     ///
-    /// It is minted by the acquiring script itself from the counter at
-    /// `<lock key>:fence` (see README, "Fencing tokens"), so it never goes back across
+    /// It is minted by the acquiring script itself from the counter at `<lock key>:fence`
+    /// (see the [fencing guide](crate::guide::fencing)), so it never goes back across
     /// unlocks, lock expiry, client restarts or the counter's own expiry. Send it with
     /// every write to the protected resource, and have the resource reject a token
-    /// smaller than the largest it has accepted: that stops a holder that was paused
-    /// past its deadline from overwriting the work of a later holder that has written.
+    /// smaller than the largest it has accepted: that stops a holder that was paused past
+    /// its deadline from overwriting the work of a later holder that has written.
     ///
     /// # Examples
     ///
@@ -177,7 +177,7 @@ impl Guard {
     /// # async fn demo(mx: redismutex::RwMutex<redis::aio::MultiplexedConnection>)
     /// # -> Result<(), Box<dyn std::error::Error>> {
     /// // Writes ARGV[2] to the hash KEYS[1] only with a token at least as large as every
-    /// // token it has accepted (see README, "Fencing tokens").
+    /// // token it has accepted (see the guide `redismutex::guide::fencing`).
     /// const FENCED_WRITE: &str = "local last = tonumber(redis.call('HGET', KEYS[1], 'token') or '0') \
     ///     if tonumber(ARGV[1]) < last then return 0 end \
     ///     redis.call('HSET', KEYS[1], 'value', ARGV[2], 'token', ARGV[1]) return 1";
@@ -210,7 +210,7 @@ impl Guard {
             Arc::clone(&self.lease).hand_out();
         }
         let token = self.liveness.token();
-        self.liveness.check();
+        self.liveness.fire_if_expired();
         token
     }
 
@@ -228,7 +228,7 @@ impl Guard {
     /// deadline has passed (which fires the token with [`CancelReason::Expired`] now).
     /// Call it right before each write the lock protects.
     pub fn is_cancelled(&self) -> bool {
-        self.liveness.check()
+        self.liveness.fire_if_expired()
     }
 
     /// Why the token fired, or `None` while it has not. Like

@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Guard, Role};
 use crate::lease::liveness::Liveness;
-use crate::lease::registry::Holding;
+use crate::lease::registry::OuterGuard;
 use crate::mode::Mode;
 use crate::spawner::Spawner;
 
@@ -16,7 +16,7 @@ impl Guard {
     /// runs the small task that cancels the nested token when `parent` is cancelled (a
     /// token has one parent: the outer guard's).
     pub(crate) fn nested(
-        outer: &Holding,
+        outer: &OuterGuard,
         mode: Mode,
         parent: Option<CancellationToken>,
         spawner: Option<Spawner>,

@@ -48,9 +48,9 @@ impl Permit {
 
     /// This acquisition's fencing token: strictly larger than the token of every earlier
     /// permit of the same semaphore key, minted from `<semaphore key>:fence` as a lock's
-    /// is (README, "Fencing tokens"). With N permits, up to N holders share the resource,
-    /// so a resource that fences them keeps the tokens it accepts (or their
-    /// largest per holder) rather than only the largest.
+    /// is (see the [fencing guide](crate::guide::fencing)). With N permits, up to N
+    /// holders share the resource, so a resource that fences them keeps the tokens it
+    /// accepts (or their largest per holder) rather than only the largest.
     pub fn fencing_token(&self) -> u64 {
         self.guard.fencing_token()
     }

@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::mode::Mode;
 
 /// The boxed future of a call through [`AnyLease`].
-pub(crate) type Reply<'a> = Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + 'a>>;
+pub(crate) type LeaseFuture<'a> = Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + 'a>>;
 
 /// A held lease of any backend, so that a guard is one type whatever the connection.
 pub(crate) trait AnyLease: Send + Sync {
@@ -21,9 +21,9 @@ pub(crate) trait AnyLease: Send + Sync {
     /// [`Lease::validity`](super::Lease::validity).
     fn validity(&self) -> Duration;
     /// [`Lease::release`](super::Lease::release) of a held lock: nothing left over.
-    fn release(&self) -> Reply<'_>;
+    fn release(&self) -> LeaseFuture<'_>;
     /// [`Lease::downgrade`](super::Lease::downgrade).
-    fn downgrade(&self) -> Reply<'_>;
+    fn downgrade(&self) -> LeaseFuture<'_>;
     /// The guard is dropped: if nobody has claimed the lock's end yet, claims it and has
     /// the refresher release the lock.
     fn dropped(self: Arc<Self>);
@@ -39,5 +39,5 @@ pub(crate) trait AnyLease: Send + Sync {
     /// What the refresher's end of the lock found: the release's result, `Ok(false)`
     /// when it was lost, [`Error::Cancelled`] when the release was dropped (the runtime
     /// shut down). Only for a lock whose end the refresher claimed.
-    fn ended(&self) -> Reply<'_>;
+    fn ended(&self) -> LeaseFuture<'_>;
 }

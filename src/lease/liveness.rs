@@ -12,9 +12,9 @@ use crate::observe::Held;
 use crate::reason::CancelReason;
 
 /// The first reason set wins. The validity deadline only moves forward; every look
-/// through [`Liveness::check`] compares the clock with it, so no caller can see a lock as
-/// held after its deadline, even when the refresher has not run yet (after the process
-/// was frozen, say).
+/// through [`Liveness::fire_if_expired`] compares the clock with it (and fires the token
+/// once it has passed), so no caller can see a lock as held after its deadline, even
+/// when the refresher has not run yet (after the process was frozen, say).
 ///
 /// The lock's [`CancellationToken`] is made on first use ([`Liveness::token`]) unless
 /// the lock has a parent token (then it is the parent's child from the start): a guard
@@ -178,8 +178,8 @@ impl Liveness {
     }
 
     /// Fires the token with [`CancelReason::Expired`] if the deadline has passed, and
-    /// reports whether the token has fired.
-    pub(crate) fn check(&self) -> bool {
+    /// reports whether the token has fired (now, or before).
+    pub(crate) fn fire_if_expired(&self) -> bool {
         if self.is_fired() {
             return true;
         }
@@ -224,7 +224,7 @@ impl Liveness {
     /// of the outer lock takes the outer guard's reason, read without recording anything
     /// there.
     pub(crate) fn reason(&self) -> Option<CancelReason> {
-        if !self.check() {
+        if !self.fire_if_expired() {
             return None;
         }
         let cause = match &self.owner {
@@ -260,7 +260,7 @@ impl Liveness {
     /// Completes when the token fires or the deadline passes (firing it with
     /// [`CancelReason::Expired`]), whichever comes first.
     pub(crate) async fn cancelled(&self) {
-        while !self.check() {
+        while !self.fire_if_expired() {
             tokio::select! {
                 biased;
                 () = self.token().cancelled() => return,
@@ -285,7 +285,7 @@ mod tests {
     async fn a_look_after_the_deadline_fires_expired_without_the_task() {
         let now = Instant::now();
         let liveness = Liveness::new(None, now, now + Duration::from_millis(100), Held::default());
-        assert!(!liveness.check());
+        assert!(!liveness.fire_if_expired());
         liveness.extend(now + Duration::from_millis(50));
         assert_eq!(
             liveness.deadline(),
@@ -313,7 +313,7 @@ mod tests {
         outer.extend(now + Duration::from_millis(300));
         assert_eq!(nested.deadline(), now + Duration::from_millis(300));
         tokio::time::advance(Duration::from_millis(200)).await;
-        assert!(!nested.check() && nested.outer_held());
+        assert!(!nested.fire_if_expired() && nested.outer_held());
         assert!(!nested.claim_end(), "a nested guard has nothing to release");
 
         nested.cancel(CancelReason::Cancelled);

@@ -1,11 +1,10 @@
-//! One lock's lease in Redis and what keeps it: its keys, id and timing, the form its id
-//! has after a downgrade, its liveness (deadline and cancel reason), the refresh task,
-//! the clean-up of an unfinished acquire, and the reentrancy registry. It reaches Redis
-//! only through a [`Backend`], and knows no guard, request or handle.
+//! One lock's lease in Redis and what keeps it: its keys, id and timing, its downgrade
+//! state (in which form its id is after a downgrade), its liveness (deadline and cancel
+//! reason), the refresh task, and the reentrancy registry. It reaches Redis only through
+//! a [`Backend`], and knows no guard, request or handle.
 
 pub(crate) mod any;
-pub(crate) mod cleanup;
-mod form;
+mod downgrade_state;
 pub(crate) mod liveness;
 pub(crate) mod refresher;
 pub(crate) mod registry;
@@ -14,13 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use any::AnyLease;
-pub(crate) use form::Form;
+pub(crate) use downgrade_state::DowngradeState;
 
 use self::liveness::Liveness;
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::mode::{Kind, Mode};
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::Attempt;
 
 /// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
@@ -35,10 +34,10 @@ pub(crate) struct Lease<B> {
     pub(crate) backend: Arc<B>,
     /// What every script call of the lease sends.
     pub(crate) call: Call,
-    /// What the request took. A write lock may since have been downgraded: `form` says
-    /// which form the release must remove.
+    /// What the request took. A write lock may since have been downgraded:
+    /// `downgrade_state` says which form the release must remove.
     pub(crate) kind: Kind,
-    pub(crate) form: Form,
+    pub(crate) downgrade_state: DowngradeState,
 }
 
 impl<B> Lease<B> {
@@ -48,7 +47,7 @@ impl<B> Lease<B> {
             backend,
             call,
             kind,
-            form: Form::default(),
+            downgrade_state: DowngradeState::default(),
         }
     }
 
@@ -88,8 +87,8 @@ impl<B> Lease<B> {
 
 impl<B: Backend> Lease<B> {
     /// One acquire attempt under this lease's id.
-    pub(crate) async fn attempt(&self, ask: Ask) -> Result<Attempt, Error> {
-        self.backend.attempt(&self.call, ask).await
+    pub(crate) async fn attempt(&self, kind: AttemptKind) -> Result<Attempt, Error> {
+        self.backend.attempt(&self.call, kind).await
     }
 
     /// This lease's part of a batched renewal, for the lock whose liveness is `liveness`.
@@ -97,7 +96,7 @@ impl<B: Backend> Lease<B> {
     /// before the validity deadline and while the guard's token has not fired, in the
     /// form the id holds (not while a downgrade is in flight, nor for a permit).
     pub(crate) fn renewal(&self, liveness: &Liveness) -> Renewal<'_> {
-        let settled = self.form.settled(self.kind.mode());
+        let settled = self.downgrade_state.settled(self.kind.mode());
         let retake = match (self.kind, settled) {
             _ if !self.backend.retakes() => None,
             (Kind::Permit(_), _) | (_, None) => None,
@@ -118,11 +117,11 @@ impl<B: Backend> Lease<B> {
     /// here and elsewhere are told. False when the id did not hold the lock as a writer
     /// (nor already as a reader), or when the release has begun (nothing is sent then).
     pub(crate) async fn downgrade(&self) -> Result<bool, Error> {
-        if !self.form.sending() {
+        if !self.downgrade_state.sending() {
             return Ok(false);
         }
         let downgraded = self.backend.downgrade(&self.call).await?;
-        self.form.answered(downgraded.held);
+        self.downgrade_state.answered(downgraded.held);
         if downgraded.published {
             self.released_here();
         }
@@ -139,7 +138,7 @@ impl<B: Backend> Lease<B> {
     /// Waits at most one TTL for the reply ([`Error::Timeout`] after that): by then
     /// anything this id could have left in Redis has expired, since refresh has stopped.
     pub(crate) async fn release(&self, leftovers: Leftovers) -> Result<bool, Error> {
-        let modes = self.form.releasing(self.kind.mode());
+        let modes = self.downgrade_state.releasing(self.kind.mode());
         let unlock = async {
             let (mut held, mut published) = (false, false);
             for &mode in modes {
@@ -184,7 +183,7 @@ mod tests {
             ttl_ms,
             fence_ms: ttl_ms,
             queue: Queueing::Off,
-            turns: Default::default(),
+            node_order: Default::default(),
         };
         Lease::new(Arc::new(()), call, Kind::Write)
     }

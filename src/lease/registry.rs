@@ -34,16 +34,17 @@ impl Holder {
     }
 }
 
-/// What a nested guard shares with the outermost guard of its task on a lock key.
+/// The outermost guard of a task on a lock key, as a nested guard shares it: the lease,
+/// the mode and fencing token it was acquired with, and its liveness.
 #[derive(Clone)]
-pub(crate) struct Holding {
+pub(crate) struct OuterGuard {
     pub(crate) lease: Arc<dyn AnyLease>,
     pub(crate) mode: Mode,
     pub(crate) fencing_token: u64,
     pub(crate) liveness: Arc<Liveness>,
 }
 
-impl Holding {
+impl OuterGuard {
     /// Whether its lock may still be held: its token has not fired and its deadline has
     /// not passed. Looks only; fires nothing.
     fn live(&self) -> bool {
@@ -51,9 +52,9 @@ impl Holding {
     }
 }
 
-impl fmt::Debug for Holding {
+impl fmt::Debug for OuterGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Holding")
+        f.debug_struct("OuterGuard")
             .field("key", &self.lease.key())
             .field("id", &self.lease.id())
             .field("mode", &self.mode)
@@ -61,9 +62,10 @@ impl fmt::Debug for Holding {
     }
 }
 
+/// The registry's entry for one outer guard.
 #[derive(Debug)]
 struct Entry {
-    holding: Holding,
+    outer: OuterGuard,
     /// Which registration made it, so that an older guard going does not remove the
     /// entry of a newer one.
     serial: u64,
@@ -83,11 +85,11 @@ pub(crate) struct Registry {
 
 impl Registry {
     /// The live outermost guard `holder` holds on `key`, if any; `key` is handed back.
-    pub(crate) fn find(&self, key: String, holder: Holder) -> (String, Option<Holding>) {
+    pub(crate) fn find(&self, key: String, holder: Holder) -> (String, Option<OuterGuard>) {
         let probe = (key, holder);
         let mut entries = self.lock();
         let found = match entries.get(&probe) {
-            Some(entry) if entry.holding.live() => Some(entry.holding.clone()),
+            Some(entry) if entry.outer.live() => Some(entry.outer.clone()),
             Some(_) => {
                 entries.remove(&probe);
                 None
@@ -98,17 +100,17 @@ impl Registry {
         (probe.0, found)
     }
 
-    /// Records `holding` as what `holder` holds on `key`, replacing an older entry; the
+    /// Records `outer` as the guard `holder` holds on `key`, replacing an older entry; the
     /// returned registration removes it when dropped.
     pub(crate) fn register(
         self: &Arc<Self>,
         key: String,
         holder: Holder,
-        holding: Holding,
+        outer: OuterGuard,
     ) -> Registration {
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         self.lock()
-            .insert((key.clone(), holder), Entry { holding, serial });
+            .insert((key.clone(), holder), Entry { outer, serial });
         Registration {
             registry: Arc::downgrade(self),
             key,
@@ -174,10 +176,10 @@ mod tests {
         fn validity(&self) -> Duration {
             Duration::from_secs(60)
         }
-        fn release(&self) -> crate::lease::any::Reply<'_> {
+        fn release(&self) -> crate::lease::any::LeaseFuture<'_> {
             Box::pin(async { Ok(true) })
         }
-        fn downgrade(&self) -> crate::lease::any::Reply<'_> {
+        fn downgrade(&self) -> crate::lease::any::LeaseFuture<'_> {
             Box::pin(async { Ok(true) })
         }
         fn dropped(self: Arc<Self>) {}
@@ -186,13 +188,13 @@ mod tests {
         }
         fn hand_out(self: Arc<Self>) {}
         fn release_later(self: Arc<Self>) {}
-        fn ended(&self) -> crate::lease::any::Reply<'_> {
+        fn ended(&self) -> crate::lease::any::LeaseFuture<'_> {
             Box::pin(async { Ok(true) })
         }
     }
 
-    fn outer(liveness: &Arc<Liveness>) -> Holding {
-        Holding {
+    fn outer(liveness: &Arc<Liveness>) -> OuterGuard {
+        OuterGuard {
             lease: Arc::new(Fake),
             mode: Mode::Write,
             fencing_token: 7,

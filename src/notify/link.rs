@@ -24,7 +24,7 @@ pub(super) async fn bounded<T>(
 }
 
 /// What a subscriber connection reports next.
-pub(super) enum Event {
+pub(super) enum LinkEvent {
     /// A message on a channel: the releasing id.
     Message { channel: String, payload: Vec<u8> },
     /// Part of the connection dropped and came back: messages may have been missed,
@@ -54,7 +54,7 @@ pub(super) trait Link {
     /// Unsubscribes from `channels`, each request bounded by [`REQUEST_TIMEOUT`].
     async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String>;
     /// The next event; cancel safe.
-    async fn next(&mut self) -> Event;
+    async fn next(&mut self) -> LinkEvent;
 }
 
 /// A single server's Pub/Sub connection.
@@ -80,13 +80,13 @@ impl Link for ServerLink {
         bounded(self.sink.unsubscribe(channels), "UNSUBSCRIBE").await
     }
 
-    async fn next(&mut self) -> Event {
+    async fn next(&mut self) -> LinkEvent {
         match self.stream.next().await {
-            Some(message) => Event::Message {
+            Some(message) => LinkEvent::Message {
                 channel: message.get_channel_name().to_owned(),
                 payload: message.get_payload_bytes().to_vec(),
             },
-            None => Event::Closed,
+            None => LinkEvent::Closed,
         }
     }
 }

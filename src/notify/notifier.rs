@@ -36,7 +36,8 @@ use super::hub::Hub;
 /// `SPUBLISH` on a channel in the lock key's slot, and the notifier subscribes with
 /// `SSUBSCRIBE` on the node that serves it.
 ///
-/// A mutex without a notifier polls, as described in README, "How waiting works".
+/// A mutex without a notifier polls, as the [waiting guide](crate::guide::waiting)
+/// describes.
 ///
 /// # Examples
 ///

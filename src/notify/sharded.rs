@@ -8,12 +8,12 @@ use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::link::{bounded, Event, Link};
+use super::link::{bounded, Link, LinkEvent};
 
 /// A RESP3 cluster connection whose pushes (sharded messages, and a node's
 /// connection dropping) come back on a channel. redis-rs resubscribes by itself
 /// after a node reconnects or a slot moves; a node's connection that drops may
-/// still have lost a release, so it is reported as [`Event::Reset`].
+/// still have lost a release, so it is reported as [`LinkEvent::Reset`].
 pub(super) struct ClusterLink {
     conn: ClusterConnection,
     pushes: UnboundedReceiver<PushInfo>,
@@ -67,15 +67,15 @@ impl Link for ClusterLink {
         Ok(())
     }
 
-    async fn next(&mut self) -> Event {
+    async fn next(&mut self) -> LinkEvent {
         loop {
             let Some(push) = self.pushes.recv().await else {
-                return Event::Closed;
+                return LinkEvent::Closed;
             };
             match (push.kind, push.data.as_slice()) {
                 // An `smessage` push: `[channel, message]`.
                 (PushKind::SMessage, [Value::BulkString(channel), Value::BulkString(payload)]) => {
-                    return Event::Message {
+                    return LinkEvent::Message {
                         channel: String::from_utf8_lossy(channel).into_owned(),
                         payload: payload.clone(),
                     }
@@ -83,9 +83,9 @@ impl Link for ClusterLink {
                 // `[channel, count]`: the node no longer serves the channel's slot
                 // (or confirms an unsubscribe asked for).
                 (PushKind::SUnsubscribe, [Value::BulkString(channel), ..]) => {
-                    return Event::Dropped(String::from_utf8_lossy(channel).into_owned())
+                    return LinkEvent::Dropped(String::from_utf8_lossy(channel).into_owned())
                 }
-                (PushKind::Disconnection, _) => return Event::Reset,
+                (PushKind::Disconnection, _) => return LinkEvent::Reset,
                 _ => {}
             }
         }

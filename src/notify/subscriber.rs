@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::link::{bounded, Event, Link, ServerLink};
+use super::link::{bounded, Link, LinkEvent, ServerLink};
 use crate::util;
 
 /// The first and the largest pause between reconnection attempts (jittered).
@@ -243,7 +243,7 @@ async fn session<L: Listener>(
 
 /// Passes one event of the link on to the listener; an error when the link closed.
 fn on_event<L: Listener>(
-    event: Event,
+    event: LinkEvent,
     hub: &Weak<L>,
     subscribed: &mut HashSet<String>,
 ) -> Result<(), String> {
@@ -251,18 +251,18 @@ fn on_event<L: Listener>(
         return Ok(());
     };
     match event {
-        Event::Message { channel, payload } => hub.deliver(&channel, &payload),
-        Event::Reset => {
+        LinkEvent::Message { channel, payload } => hub.deliver(&channel, &payload),
+        LinkEvent::Reset => {
             // Wake everyone, and subscribe to every channel again.
             hub.lost();
             subscribed.clear();
         }
-        Event::Dropped(channel) => {
+        LinkEvent::Dropped(channel) => {
             if subscribed.remove(&channel) {
                 hub.dropped(&channel);
             }
         }
-        Event::Closed => return Err("connection closed".to_owned()),
+        LinkEvent::Closed => return Err("connection closed".to_owned()),
     }
     Ok(())
 }

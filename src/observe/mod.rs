@@ -3,8 +3,9 @@
 //! lock's time and end, each renewal, and a quorum's node errors. Without the feature
 //! [`Meters`] is empty and every call compiles to nothing.
 //!
-//! The metric names and labels are fixed (README, "Metrics and tracing"), so that dashboards can rely
-//! on them; the lock key is never a label, since its values are unbounded.
+//! The metric names and labels are fixed (see the
+//! [metrics guide](crate::guide::metrics)), so that dashboards can rely on them; the lock
+//! key is never a label, since its values are unbounded.
 
 #[cfg(feature = "metrics")]
 mod recording;

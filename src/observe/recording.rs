@@ -60,8 +60,8 @@ static METADATA: Metadata<'static> = Metadata::new("redismutex", Level::INFO, So
 /// Describes every metric of the crate to the recorder installed now (the thread's local
 /// recorder if one is set, else the global one): its unit and what it counts, which an
 /// exporter shows (Prometheus's `# HELP` lines). Optional: the metrics are recorded
-/// without it. Call it after installing the recorder; README, "Metrics and tracing",
-/// lists the metrics.
+/// without it. Call it after installing the recorder; the
+/// [metrics guide](crate::guide::metrics) lists the metrics.
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub fn describe() {
     metrics::with_recorder(|recorder| {

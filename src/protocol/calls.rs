@@ -28,7 +28,7 @@ pub(crate) struct Call {
     /// Whether the request waits in the fair queue, decided once per request.
     pub(crate) queue: Queueing,
     /// The order of the lease's calls on each node of a quorum.
-    pub(crate) turns: Turns,
+    pub(crate) node_order: NodeOrder,
 }
 
 /// The order of one lease's calls on each node of a quorum: a call to a node starts once
@@ -40,25 +40,25 @@ pub(crate) struct Call {
 /// Nothing is allocated until [`Call::shared`] is called (by the quorum backend), so a
 /// lease on one server pays nothing for it.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Turns(OnceLock<Arc<Mutex<Vec<Turn>>>>);
+pub(crate) struct NodeOrder(OnceLock<Arc<Mutex<Vec<Turn>>>>);
 
 /// One lease's turn on one node.
 type Turn = Arc<tokio::sync::Mutex<()>>;
 
 impl Call {
-    /// The call, to be shared by the tasks of a quorum round: its turns are made first,
-    /// so that every clone of it, in this round and the next, shares them.
+    /// The call, to be shared by the tasks of a quorum round: its node order is made
+    /// first, so that every clone of it, in this round and the next, shares it.
     pub(crate) fn shared(&self) -> Arc<Call> {
-        self.turns.0.get_or_init(Arc::default);
+        self.node_order.0.get_or_init(Arc::default);
         Arc::new(self.clone())
     }
 }
 
-impl Turns {
+impl NodeOrder {
     /// Waits for the lease's turn on node `node` (first come, first served); the turn
     /// lasts while the call runs. Each call that takes turns must come from
     /// [`Call::shared`].
-    pub(crate) async fn take(&self, node: usize) -> tokio::sync::OwnedMutexGuard<()> {
+    pub(crate) async fn turn(&self, node: usize) -> tokio::sync::OwnedMutexGuard<()> {
         let turn = {
             let nodes = self.0.get_or_init(Arc::default);
             let mut nodes = crate::util::lock(nodes);
@@ -135,9 +135,9 @@ impl Queueing {
     }
 }
 
-/// Which acquire attempt to send.
+/// The kind of one acquire attempt: which script it sends, or the write fast path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ask {
+pub(crate) enum AttemptKind {
     /// The write fast path, no script ([`fast_lock`](super::fast::fast_lock)).
     FastWrite,
     /// `lock.lua`, setting the lock intent if blocked when `set_intent`.
@@ -221,19 +221,19 @@ fn flag(on: bool) -> &'static str {
     }
 }
 
-/// Sends the attempt `ask` for `call` by script, or by the fast path for
-/// [`Ask::FastWrite`].
+/// Sends an attempt of `kind` for `call` by script, or by the fast path for
+/// [`AttemptKind::FastWrite`].
 pub(crate) async fn attempt<C: ConnectionLike>(
     conn: &mut C,
     call: &Call,
     topology: Topology,
-    ask: Ask,
+    kind: AttemptKind,
 ) -> Result<Attempt, Error> {
-    match ask {
-        Ask::FastWrite => super::fast::fast_lock(conn, call).await,
-        Ask::Write { set_intent } => lock(conn, call, topology, set_intent).await,
-        Ask::Read { fence_checked } => rlock(conn, call, topology, fence_checked).await,
-        Ask::Permit(permits) => semaphore(conn, call, topology, permits).await,
+    match kind {
+        AttemptKind::FastWrite => super::fast::fast_lock(conn, call).await,
+        AttemptKind::Write { set_intent } => lock(conn, call, topology, set_intent).await,
+        AttemptKind::Read { fence_checked } => rlock(conn, call, topology, fence_checked).await,
+        AttemptKind::Permit(permits) => semaphore(conn, call, topology, permits).await,
     }
 }
 
@@ -467,24 +467,27 @@ mod tests {
             ttl_ms: 1000,
             fence_ms: 1000,
             queue: Queueing::Off,
-            turns: Turns::default(),
+            node_order: NodeOrder::default(),
         }
     }
 
     #[tokio::test]
     async fn the_calls_of_one_lease_to_one_node_take_turns_across_rounds() {
         let lease = call();
-        assert!(lease.turns.0.get().is_none(), "nothing made on one server");
+        assert!(
+            lease.node_order.0.get().is_none(),
+            "nothing made on one server"
+        );
         let (first, second) = (lease.shared(), lease.shared());
-        let held = first.turns.take(1).await;
-        let waiting = tokio::spawn(async move { second.turns.take(1).await });
+        let held = first.node_order.turn(1).await;
+        let waiting = tokio::spawn(async move { second.node_order.turn(1).await });
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(
             !waiting.is_finished(),
             "the second call waits for the first"
         );
         // Another node's turn is free.
-        let _other = tokio::time::timeout(Duration::from_secs(1), first.turns.take(0))
+        let _other = tokio::time::timeout(Duration::from_secs(1), first.node_order.turn(0))
             .await
             .unwrap();
         drop(held);
@@ -493,8 +496,9 @@ mod tests {
             .unwrap()
             .unwrap();
         // Another lease's turns are its own.
-        let _free = tokio::time::timeout(Duration::from_secs(1), call().shared().turns.take(1))
-            .await
-            .unwrap();
+        let _free =
+            tokio::time::timeout(Duration::from_secs(1), call().shared().node_order.turn(1))
+                .await
+                .unwrap();
     }
 }

@@ -78,7 +78,7 @@ pub(crate) async fn fast_lock<C: ConnectionLike>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::calls::{Queueing, Turns};
+    use crate::protocol::calls::{NodeOrder, Queueing};
     use crate::protocol::id::Id;
     use crate::protocol::keys::Keys;
 
@@ -91,7 +91,7 @@ mod tests {
                 ttl_ms: u64::MAX,
                 fence_ms: 3_600_000,
                 queue: Queueing::Off,
-                turns: Turns::default(),
+                node_order: NodeOrder::default(),
             };
             let (id, fence) = (call.id.as_str(), format!("{lock}:fence"));
             let mut written = redis::pipe();

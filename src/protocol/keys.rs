@@ -261,7 +261,7 @@ pub(crate) fn check_slot(lock: &str) -> Result<(), Error> {
         reason: format!(
             "it has no hash tag, so on Redis Cluster {} and its intent key {} hash to \
              different slots (CROSSSLOT); name the mutex with a tag, like \"{{orders}}\", or \
-             turn on Builder::hash_tag_keys (README, \"Redis Cluster\")",
+             turn on Builder::hash_tag_keys (see the guide redismutex::guide::cluster)",
             Preview(lock),
             Preview(&format!("{lock}:{INTENT_SUFFIX}")),
         ),

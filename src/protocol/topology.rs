@@ -1,5 +1,5 @@
-//! One server, a Redis Cluster or one node of a quorum: what changes in the scripts' arguments, and telling a
-//! cluster connection from its type.
+//! Where a lock's keys live (one server, a Redis Cluster or one node of a quorum): what
+//! changes in the scripts' arguments, and telling a cluster connection from its type.
 
 /// Where a lock's keys live, as the scripts must know it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,7 +17,24 @@ pub(crate) enum Topology {
 }
 
 impl Topology {
-    /// Every token is floored at the server clock (README, "Fencing tokens").
+    /// Where the keys behind a connection of type `C` live: on a Redis Cluster when `C`
+    /// is redis-rs's cluster connection ([`is_cluster`]), else on one server.
+    pub(crate) fn of_connection<C: 'static>() -> Self {
+        Self::from_cluster(is_cluster::<C>())
+    }
+
+    /// [`Cluster`](Self::Cluster) when `cluster`, else [`Server`](Self::Server): what
+    /// `Builder::cluster` says.
+    pub(crate) fn from_cluster(cluster: bool) -> Self {
+        if cluster {
+            Self::Cluster
+        } else {
+            Self::Server
+        }
+    }
+
+    /// Every token is floored at the server clock (see the
+    /// [fencing guide](crate::guide::fencing)).
     pub(crate) fn clock_floor(self) -> bool {
         self != Self::Server
     }
@@ -37,7 +54,7 @@ impl Topology {
 /// turned on redis-rs's cluster support without this crate's feature still treats it
 /// as a cluster. A connection type that wraps one is not recognised:
 /// `Builder::cluster(true)` says so instead.
-pub(crate) fn is_cluster<C: 'static>() -> bool {
+fn is_cluster<C: 'static>() -> bool {
     #[cfg(feature = "cluster")]
     if std::any::TypeId::of::<C>()
         == std::any::TypeId::of::<redis::cluster_async::ClusterConnection>()

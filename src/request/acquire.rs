@@ -38,18 +38,18 @@ use crate::guard::Guard;
 ///   (the lock key, or for readers the lock-intent key).
 ///
 /// Waiters in different processes are not queued against each other, unless the mutex or
-/// semaphore is [fair](crate::Builder::fair): each waiter then takes a place in a queue in
-/// Redis on its first attempt, and every release wakes all local waiters, who attempt
-/// again and find out whose turn it is. An attempt
-/// answered only after the validity it would start has ended (the server or the
-/// connection stalled) gives no guard: the next attempt, under the same id, renews the
-/// lock if it is still ours. No attempt waits longer than that validity for its reply,
-/// even over a connection with no response timeout (redis-rs's cluster client, which
-/// keeps retrying through a failover): the request attempts again. On a Redis Cluster
-/// the first attempt is always a script, since every token is floored at the server
-/// clock there (README, "Fencing tokens"). With the lock intent on, a waiting writer keeps new readers
-/// out (see [`Builder::lock_intent`](crate::Builder::lock_intent)); it renews the intent
-/// (which holds its id) while it waits, and clears it when it gives up.
+/// semaphore is [fair](crate::Builder::fair): each waiter then takes a place in a queue
+/// in Redis on its first attempt, and every release wakes all local waiters, who attempt
+/// again and find out whose turn it is. An attempt answered only after the validity it
+/// would start has ended (the server or the connection stalled) gives no guard: the next
+/// attempt, under the same id, renews the lock if it is still ours. No attempt waits
+/// longer than that validity for its reply, even over a connection with no response
+/// timeout (redis-rs's cluster client, which keeps retrying through a failover): the
+/// request attempts again. On a Redis Cluster the first attempt is always a script, since
+/// every token is floored at the server clock there (see the
+/// [fencing guide](crate::guide::fencing)). With the lock intent on, a waiting writer
+/// keeps new readers out (see [`Builder::lock_intent`](crate::Builder::lock_intent)); it
+/// renews the intent (which holds its id) while it waits, and clears it when it gives up.
 ///
 /// # Errors
 ///
@@ -112,7 +112,7 @@ impl<C, G> Acquire<C, G> {
     /// Locks `<name>:<key>` instead of `<name>` (the Go package's `WithKey`). An empty
     /// key is ignored, as in Go. With
     /// [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys) an untagged lock key is
-    /// `<name>:{<key>}` instead (README, "Redis Cluster").
+    /// `<name>:{<key>}` instead (see the [Redis Cluster guide](crate::guide::cluster)).
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.request.key = Some(key.into());
         self

@@ -1,7 +1,7 @@
 //! The requests that `write`, `read`, `try_write`, `try_read`, `acquire` and
 //! `try_acquire` return: options, then await. A request checks its options and key and
-//! hands them to the handle's backend ([`AnyBackend`](crate::shared::AnyBackend)), which
-//! makes the lease, runs the engine and makes the guard; on a reentrant mutex it first
+//! hands them to the handle's refresher ([`AnyRefresher`](crate::shared::AnyRefresher)),
+//! which makes the lease on its backend, runs the engine and makes the guard; on a reentrant mutex it first
 //! looks for a lock its task holds.
 
 mod acquire;
@@ -28,7 +28,7 @@ use crate::mode::Kind;
 use crate::observe::Outcome;
 use crate::protocol::id::Id;
 use crate::protocol::keys::{check_key, check_slot, lock_key, Keys};
-use crate::shared::{Order, Shared};
+use crate::shared::{CheckedRequest, Shared};
 
 /// The future of an [`Acquire`]: a [`Guard`], or with `G` = [`Permit`](crate::Permit) a
 /// semaphore's permit.
@@ -109,7 +109,7 @@ impl<C> Request<C> {
     }
 
     /// Checks the options and the key, then takes a new lock under a fresh id through
-    /// the handle's backend; the key and the id go in `span`.
+    /// the handle's refresher and its backend; the key and the id go in `span`.
     pub(super) async fn acquire(
         self,
         patience: Patience,
@@ -125,7 +125,7 @@ impl<C> Request<C> {
         {
             return Err(Error::Cancelled);
         }
-        let one_slot = settings.cluster || settings.hash_tag_keys;
+        let one_slot = settings.on_cluster() || settings.hash_tag_keys;
         let keys = Keys::of_request(
             &settings.name,
             self.key.as_deref(),
@@ -142,7 +142,7 @@ impl<C> Request<C> {
         let id = Id::new();
         span.record("key", keys.lock());
         span.record("id", id.as_str());
-        let order = Order {
+        let checked = CheckedRequest {
             settings,
             fences: &shared.fences,
             kind: self.kind,
@@ -151,7 +151,7 @@ impl<C> Request<C> {
             parent: self.parent,
             patience,
         };
-        Arc::clone(&shared.backend).acquire(order).await
+        Arc::clone(&shared.refresher).acquire(checked).await
     }
 }
 

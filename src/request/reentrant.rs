@@ -49,7 +49,7 @@ pub(super) async fn run<C>(
         return Ok(None);
     };
     // The task that completed the request: the one that awaited it.
-    let registration = registry.register(key, Holder::current(), guard.holding());
+    let registration = registry.register(key, Holder::current(), guard.as_outer());
     guard.registered(registration);
     Ok(Some(guard))
 }

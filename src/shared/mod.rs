@@ -1,7 +1,7 @@
-//! What a mutex or a semaphore handle shares with each of its requests, and the backend
-//! it holds, seen without its type ([`AnyBackend`]).
+//! What a mutex or a semaphore handle shares with each of its requests, and the
+//! refresher of its locks it holds, seen without its backend's type ([`AnyRefresher`]).
 
-mod any_backend;
+mod any_refresher;
 mod deployment;
 
 use std::fmt;
@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use redis::aio::ConnectionLike;
 
-pub(crate) use any_backend::{AnyBackend, Order};
+pub(crate) use any_refresher::{AnyRefresher, CheckedRequest};
 pub use deployment::Deployment;
 
-use crate::backend::{Connection, Majority, Quorum};
+use crate::backend::{Direct, Majority, Quorum};
 use crate::error::Error;
 use crate::lease::refresher::Refresher;
 use crate::lease::registry::Registry;
@@ -20,15 +20,16 @@ use crate::observe::Meters;
 use crate::protocol::fences::Fences;
 use crate::settings::Settings;
 
-/// The connection, the backend, the options, the record of checked fence keys and the
+/// The connection, the refresher, the options, the record of checked fence keys and the
 /// reentrancy registry of one [`RwMutex`](crate::RwMutex) or
 /// [`Semaphore`](crate::Semaphore) and its clones.
 pub(crate) struct Shared<C> {
     /// The connection as the user gave it, for
     /// [`RwMutex::connection`](crate::RwMutex::connection).
     pub(crate) conn: C,
-    /// Where every request of the handle takes its lock.
-    pub(crate) backend: Arc<dyn AnyBackend>,
+    /// Where every request of the handle takes its lock, through the handle's backend,
+    /// and which keeps it.
+    pub(crate) refresher: Arc<dyn AnyRefresher>,
     pub(crate) settings: Settings,
     pub(crate) fences: Fences,
     /// Which task holds which lock, for [`Builder::reentrant`](crate::Builder::reentrant);
@@ -42,16 +43,16 @@ pub(crate) struct Shared<C> {
 
 impl<C> Shared<C> {
     /// What a handle made with `settings` on `conn` shares, taking its locks through
-    /// `backend` and counting them in `meters`.
+    /// `refresher`'s backend and counting them in `meters`.
     pub(crate) fn new(
         conn: C,
         settings: Settings,
-        backend: Arc<dyn AnyBackend>,
+        refresher: Arc<dyn AnyRefresher>,
         meters: Meters,
     ) -> Self {
         Self {
             conn,
-            backend,
+            refresher,
             meters,
             settings_valid: settings.check().is_ok(),
             settings,
@@ -74,15 +75,16 @@ impl<C> Shared<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// What a handle on one redis-rs connection shares: its backend is
-    /// [`Single`](crate::backend::Single), or [`Cluster`](crate::backend::Cluster) when the
-    /// settings say the connection reaches a Redis Cluster.
+    /// What a handle on one redis-rs connection shares: its backend is a
+    /// [`Direct`] to the settings' topology (one server or a Redis
+    /// Cluster).
     pub(crate) fn on_connection(conn: C, settings: Settings) -> Self {
         let hub = settings
             .notifier
             .as_ref()
             .map(|notifier| Arc::clone(&notifier.hub));
-        let backend = Connection::new(conn.clone(), settings.cluster, hub, settings.replicas);
+        let backend =
+            Direct::new(conn.clone(), settings.topology, hub).acknowledged(settings.replicas);
         let meters = meters_of(&settings);
         let refresher = Refresher::new(
             Arc::new(backend),
@@ -99,7 +101,7 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// What a handle over a quorum shares: its backend is
-    /// [`Majority`](crate::backend::Majority), waking waiters through the settings'
+    /// [`Majority`], waking waiters through the settings'
     /// notifier (one made by `Notifier::quorum`).
     pub(crate) fn on_quorum(quorum: Quorum<C>, settings: Settings) -> Self {
         let hub = settings

@@ -10,7 +10,7 @@ use super::round::{no_quorum, Answer, Answers, Tally};
 use super::Majority;
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::protocol::calls::{self, Ask, Call, Hold, Leftovers};
+use crate::protocol::calls::{self, AttemptKind, Call, Hold, Leftovers};
 use crate::protocol::replies::Attempt;
 
 impl<C> Majority<C>
@@ -21,12 +21,16 @@ where
     /// lock and a majority's counters are at `token`; `Blocked(pttl)` when a majority
     /// answered, a node refused it and no majority took it (the shortest PTTL that
     /// blocked); else the error of [`no_quorum`].
-    pub(super) async fn attempt_all(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
+    pub(super) async fn attempt_all(
+        &self,
+        call: &Call,
+        kind: AttemptKind,
+    ) -> Result<Attempt, Error> {
         // No fast path (its token is not floored at the clock), and no counting path for
         // readers: every token is minted by script.
-        let ask = match ask {
-            Ask::FastWrite => Ask::Write { set_intent: false },
-            Ask::Read { .. } => Ask::Read {
+        let kind = match kind {
+            AttemptKind::FastWrite => AttemptKind::Write { set_intent: false },
+            AttemptKind::Read { .. } => AttemptKind::Read {
                 fence_checked: false,
             },
             other => other,
@@ -39,14 +43,14 @@ where
                 bound,
                 |_, node| {
                     let call = Arc::clone(&shared);
-                    Some(async move { node.attempt(&call, ask).await })
+                    Some(async move { node.attempt(&call, kind).await })
                 },
                 |answers| Tally::of(answers, acquired).decided(),
             )
             .await;
         let tally = Tally::of(&taken, acquired);
         if !tally.won() {
-            self.release_attempt(&shared, ask, &taken).await;
+            self.release_attempt(&shared, kind, &taken).await;
             // Busy only when a majority answered and a node said the lock is held: with
             // fewer answers the lock may be free on the nodes that did not answer.
             return match shortest_block(&taken) {
@@ -71,21 +75,26 @@ where
         if Tally::of(&raised, |()| true).won() {
             return Ok(Attempt::Acquired(token));
         }
-        self.release_attempt(&shared, ask, &[]).await;
+        self.release_attempt(&shared, kind, &[]).await;
         Err(no_quorum(call.keys.lock(), raised))
     }
 
-    /// Releases what a failed attempt `ask` may have taken, on every node but those whose
-    /// answer in `taken` says they hold nothing of it (a node that found the lock held by
-    /// others); the lock intent, if set, stays. Each runs in the lease's turn on its node,
-    /// after the attempt there and before the next attempt; this returns once each has
-    /// its place, without waiting for answers, so a frozen node holds up nothing but its
-    /// own calls.
-    async fn release_attempt(&self, call: &Arc<Call>, ask: Ask, taken: &[Option<Answer<Attempt>>]) {
-        let hold = match ask {
-            Ask::Read { .. } => Hold::Read,
-            Ask::Permit(_) => Hold::Permit,
-            Ask::FastWrite | Ask::Write { .. } => Hold::Write,
+    /// Releases what a failed attempt of `kind` may have taken, on every node but those
+    /// whose answer in `taken` says they hold nothing of it (a node that found the lock
+    /// held by others); the lock intent, if set, stays. Each runs in the lease's turn on
+    /// its node, after the attempt there and before the next attempt; this returns once
+    /// each has its place, without waiting for answers, so a frozen node holds up nothing
+    /// but its own calls.
+    async fn release_attempt(
+        &self,
+        call: &Arc<Call>,
+        kind: AttemptKind,
+        taken: &[Option<Answer<Attempt>>],
+    ) {
+        let hold = match kind {
+            AttemptKind::Read { .. } => Hold::Read,
+            AttemptKind::Permit(_) => Hold::Permit,
+            AttemptKind::FastWrite | AttemptKind::Write { .. } => Hold::Write,
         };
         let (keys, id) = (call.keys.clone(), call.id);
         // A node's release may wait for the attempt there, which has a bound of its own.

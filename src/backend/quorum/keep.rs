@@ -7,10 +7,10 @@ use tokio::time::Instant;
 
 use super::round::{no_quorum, Answer, Tally};
 use super::Majority;
-use crate::backend::direct::Node;
+use crate::backend::direct::Direct;
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 
 impl<C> Majority<C>
@@ -134,18 +134,22 @@ where
 /// id, as a writer or a reader. The token is checked in the same poll that sends the
 /// script: a release, which fires the token first, is then either sent after it (and
 /// removes it) or seen here.
-async fn refresh_node<C>(node: &Node<C>, call: &Call, retake: Option<Retake>) -> Result<bool, Error>
+async fn refresh_node<C>(
+    node: &Direct<C>,
+    call: &Call,
+    retake: Option<Retake>,
+) -> Result<bool, Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     if node.refresh(call, None).await? {
         return Ok(true);
     }
-    let ask = match retake {
+    let kind = match retake {
         Some(Retake { hold, until, live }) if Instant::now() < until && !live.is_cancelled() => {
             match hold {
-                Hold::Write => Ask::Write { set_intent: false },
-                Hold::Read => Ask::Read {
+                Hold::Write => AttemptKind::Write { set_intent: false },
+                Hold::Read => AttemptKind::Read {
                     fence_checked: false,
                 },
                 Hold::Permit => return Ok(false),
@@ -153,7 +157,7 @@ where
         }
         _ => return Ok(false),
     };
-    let taken = node.attempt(call, ask).await?;
+    let taken = node.attempt(call, kind).await?;
     if matches!(taken, Attempt::Acquired(_)) {
         tracing::debug!(key = %call.keys.lock(), id = %call.id, "lock taken back on a node that had lost it");
     }
@@ -163,7 +167,7 @@ where
 /// Releases the id on one node as `hold`, and as the other of writer and reader when
 /// that finds nothing.
 async fn release_node<C>(
-    node: &Node<C>,
+    node: &Direct<C>,
     call: &Call,
     hold: Hold,
     leftovers: Leftovers,

@@ -19,13 +19,14 @@ use tokio_util::task::TaskTracker;
 pub(crate) use round::majority;
 use round::Answers;
 
-use super::direct::Node;
+use super::direct::Direct;
 use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
 use crate::observe::Meters;
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::protocol::topology::Topology;
 use crate::spawner::Spawner;
 
 /// Each node's call is bounded by this fraction of the TTL: a frozen node then costs an
@@ -37,7 +38,8 @@ const NODE_BOUND_DIVISOR: u64 = 10;
 /// The nodes of a quorum: independent Redis masters (not replicas of each other, not the
 /// nodes of one Redis Cluster), one redis-rs connection to each. A lock made over a
 /// quorum ([`RwMutex::new`](crate::RwMutex::new)) is held while a majority of them
-/// (`N / 2 + 1`) holds it; README, "Quorum mode", says when to use it and what it needs.
+/// (`N / 2 + 1`) holds it; the [quorum guide](crate::guide::quorum) says when to use it
+/// and what it needs.
 ///
 /// The connections must reach distinct, independent servers: the same server given twice
 /// counts twice toward a majority, which the crate cannot detect. Each node's call is
@@ -154,7 +156,7 @@ where
         &self,
         call: &Arc<Call>,
         bound: Duration,
-        mut each: impl FnMut(usize, Node<C>) -> Option<Fut>,
+        mut each: impl FnMut(usize, Direct<C>) -> Option<Fut>,
         done: impl Fn(&Answers<T>) -> bool,
     ) -> Answers<T>
     where
@@ -173,7 +175,7 @@ where
         &self,
         call: &Arc<Call>,
         bound: Duration,
-        mut each: impl FnMut(usize, Node<C>) -> Option<Fut>,
+        mut each: impl FnMut(usize, Direct<C>) -> Option<Fut>,
         unanswered: impl FnOnce(usize) + Send + 'static,
     ) where
         T: Send + 'static,
@@ -193,10 +195,10 @@ where
     }
 
     /// A backend on each node's connection.
-    fn nodes(&self) -> Vec<Node<C>> {
+    fn nodes(&self) -> Vec<Direct<C>> {
         self.conns
             .iter()
-            .map(|conn| Node::new(conn.clone(), None))
+            .map(|conn| Direct::new(conn.clone(), Topology::QuorumNode, None))
             .collect()
     }
 }
@@ -208,9 +210,9 @@ fn in_turn<T>(
     at: usize,
     fut: impl Future<Output = Result<T, Error>> + Send + 'static,
 ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
-    let turns = call.turns.clone();
+    let node_order = call.node_order.clone();
     async move {
-        let _turn = turns.take(at).await;
+        let _turn = node_order.turn(at).await;
         fut.await
     }
 }
@@ -219,8 +221,8 @@ impl<C> Backend for Majority<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    async fn attempt(&self, call: &Call, ask: Ask) -> Result<Attempt, Error> {
-        self.attempt_all(call, ask).await
+    async fn attempt(&self, call: &Call, kind: AttemptKind) -> Result<Attempt, Error> {
+        self.attempt_all(call, kind).await
     }
 
     async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {

@@ -1,7 +1,8 @@
 //! `redismutex`: run a program under a distributed lock on Redis, or see who holds one.
 //!
-//! Speaks the crate's lock protocol (and so the Go package's): see README, "Command
-//! line", for the commands, their options and their exit codes.
+//! Speaks the crate's lock protocol (and so the Go package's): see the
+//! [command line guide](redismutex::guide::command_line) for the commands, their options
+//! and their exit codes.
 
 mod args;
 mod exit;

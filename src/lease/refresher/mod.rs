@@ -1,6 +1,6 @@
 //! The refresher: one task per mutex (and runtime) that keeps every lock the mutex holds.
 //!
-//! A guard holds an [`Entry`], not a task. The refresher renews the locks that come due
+//! A guard holds a [`KeptLock`], not a task. The refresher renews the locks that come due
 //! in batches ([`Backend::renew`]: one `renew.lua` per server, per hash tag on a cluster),
 //! fires a lock's token at its validity deadline when no renewal was answered in time,
 //! fires it as lost when a renewal finds the lock gone, and releases the locks whose
@@ -12,7 +12,7 @@
 //! → `unlock`) costs the refresher nothing but a slot in a queue; a lock nobody else can
 //! cancel costs no watch at all.
 
-mod entry;
+mod kept_lock;
 mod run;
 mod schedule;
 #[cfg(test)]
@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub(crate) use entry::Entry;
+pub(crate) use kept_lock::KeptLock;
 
 use super::liveness::Liveness;
 use super::Lease;
@@ -115,14 +115,14 @@ impl<B: Backend> Refresher<B> {
         lease: Arc<Lease<B>>,
         sent: Instant,
         parent: Option<CancellationToken>,
-    ) -> Arc<Entry<B>> {
+    ) -> Arc<KeptLock<B>> {
         let watch = parent.is_some();
         let held = self.meters.held(lease.kind);
         let liveness = Arc::new(Liveness::new(parent, sent, sent + lease.validity(), held));
         let core = self.core();
-        let entry = Arc::new(Entry::new(lease, liveness, Arc::clone(&core), watch));
-        core.register(&entry);
-        entry
+        let lock = Arc::new(KeptLock::new(lease, liveness, Arc::clone(&core), watch));
+        core.register(&lock);
+        lock
     }
 
     /// The core of the current runtime, made on first use.
@@ -142,7 +142,7 @@ impl<B: Backend> Refresher<B> {
             tracker: self.tracker.clone(),
             meters: self.meters.clone(),
             inbox: Mutex::new(Inbox {
-                young: VecDeque::new(),
+                incoming: VecDeque::new(),
                 watch: Vec::new(),
                 released: Vec::new(),
                 running: false,
@@ -184,37 +184,37 @@ pub(crate) struct Core<B: Backend> {
 struct Inbox<B: Backend> {
     /// New locks, with the time the task takes them (and watches their tokens, if
     /// anyone else may cancel them), in that order.
-    young: VecDeque<(Instant, Weak<Entry<B>>)>,
+    incoming: VecDeque<(Instant, Weak<KeptLock<B>>)>,
     /// Locks whose tokens were handed out after the task took them: to watch now.
-    watch: Vec<Arc<Entry<B>>>,
+    watch: Vec<Arc<KeptLock<B>>>,
     /// Locks whose end their guard claimed without sending the release (a drop, an
     /// `unlock` dropped before its reply).
-    released: Vec<Arc<Entry<B>>>,
+    released: Vec<Arc<KeptLock<B>>>,
     running: bool,
 }
 
 impl<B: Backend> Core<B> {
     /// A new lock, watched from [`WATCH_AFTER`] on.
-    fn register(self: &Arc<Self>, entry: &Arc<Entry<B>>) {
+    fn register(self: &Arc<Self>, lock: &Arc<KeptLock<B>>) {
         let mut inbox = util::lock(&self.inbox);
-        let first = inbox.young.is_empty();
+        let first = inbox.incoming.is_empty();
         inbox
-            .young
-            .push_back((Instant::now() + WATCH_AFTER, Arc::downgrade(entry)));
+            .incoming
+            .push_back((Instant::now() + WATCH_AFTER, Arc::downgrade(lock)));
         self.start_or_wake(inbox, first);
     }
 
-    /// Watches `entry`'s token from now on.
-    fn watch(self: Arc<Self>, entry: Arc<Entry<B>>) {
+    /// Watches `lock`'s token from now on.
+    fn watch(self: Arc<Self>, lock: Arc<KeptLock<B>>) {
         let mut inbox = util::lock(&self.inbox);
-        inbox.watch.push(entry);
+        inbox.watch.push(lock);
         self.start_or_wake(inbox, true);
     }
 
-    /// Releases `entry`, whose end its guard claimed, from the task.
-    fn hand_over(self: Arc<Self>, entry: Arc<Entry<B>>) {
+    /// Releases `lock`, whose end its guard claimed, from the task.
+    fn hand_over(self: Arc<Self>, lock: Arc<KeptLock<B>>) {
         let mut inbox = util::lock(&self.inbox);
-        inbox.released.push(entry);
+        inbox.released.push(lock);
         self.start_or_wake(inbox, true);
     }
 
@@ -238,7 +238,7 @@ impl<B: Backend> Core<B> {
     fn idle(&self) -> bool {
         let inbox = util::lock(&self.inbox);
         !inbox.running
-            && inbox.young.is_empty()
+            && inbox.incoming.is_empty()
             && inbox.watch.is_empty()
             && inbox.released.is_empty()
     }

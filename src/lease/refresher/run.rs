@@ -10,7 +10,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use tokio::time::{sleep_until, Instant};
 
-use super::entry::{release, Entry};
+use super::kept_lock::{release, KeptLock};
 use super::schedule::Schedule;
 use super::{Core, BATCH_MAX, IDLE_LINGER, RELEASES_IN_FLIGHT};
 use crate::backend::Backend;
@@ -32,15 +32,15 @@ pub(super) async fn run<B: Backend>(core: Arc<Core<B>>) {
 /// next lock start a new task.
 struct Task<B: Backend> {
     core: Arc<Core<B>>,
-    schedule: Schedule<Weak<Entry<B>>>,
+    schedule: Schedule<Weak<KeptLock<B>>>,
     /// Locks to release once fewer than [`RELEASES_IN_FLIGHT`] releases are in flight.
-    to_release: VecDeque<Arc<Entry<B>>>,
+    to_release: VecDeque<Arc<KeptLock<B>>>,
 }
 
 /// One batch's renewals: the locks, when it was sent, and one result per lock (`None`
 /// when every lock's token fired before the reply, and the request was dropped).
 struct Renewed<B: Backend> {
-    entries: Vec<Arc<Entry<B>>>,
+    locks: Vec<Arc<KeptLock<B>>>,
     sent: Instant,
     results: Option<Vec<Result<bool, Error>>>,
 }
@@ -54,18 +54,18 @@ impl<B: Backend> Task<B> {
         loop {
             let now = Instant::now();
             let (to_watch, next_watch) = self.admit(now);
-            for entry in to_watch {
-                watches.push(watch(entry));
+            for lock in to_watch {
+                watches.push(watch(lock));
             }
             for batch in self.due(now) {
                 batches.push(renew(batch));
             }
 
             while releases.len() < RELEASES_IN_FLIGHT {
-                let Some(entry) = self.to_release.pop_front() else {
+                let Some(lock) = self.to_release.pop_front() else {
                     break;
                 };
-                releases.push(release(entry));
+                releases.push(release(lock));
             }
 
             let busy = !(watches.is_empty()
@@ -83,23 +83,23 @@ impl<B: Backend> Task<B> {
                 }
                 Some(since + IDLE_LINGER)
             };
-            let event = tokio::select! {
+            let wakeup = tokio::select! {
                 biased;
-                Some(entry) = watches.next() => Event::Fired(entry),
-                Some(()) = releases.next() => Event::Look,
-                Some(renewed) = batches.next() => Event::Renewed(renewed),
-                () = self.core.wake.notified() => Event::Look,
-                () = sleep_until_some(wake_at) => Event::Look,
+                Some(lock) = watches.next() => Wakeup::Fired(lock),
+                Some(()) = releases.next() => Wakeup::Look,
+                Some(renewed) = batches.next() => Wakeup::Renewed(renewed),
+                () = self.core.wake.notified() => Wakeup::Look,
+                () = util::sleep_until(wake_at) => Wakeup::Look,
             };
-            match event {
-                Event::Fired(entry) => self.to_release.extend(claimed(entry)),
-                Event::Renewed(renewed) => self.apply(renewed),
-                Event::Look => {}
+            match wakeup {
+                Wakeup::Fired(lock) => self.to_release.extend(claimed(lock)),
+                Wakeup::Renewed(renewed) => self.apply(renewed),
+                Wakeup::Look => {}
             }
-            // Whatever else is ready is taken now, not one look per event: a process
+            // Whatever else is ready is taken now, not one look per wake-up: a process
             // dropping many guards at once has many releases ending together.
-            while let Some(Some(entry)) = watches.next().now_or_never() {
-                self.to_release.extend(claimed(entry));
+            while let Some(Some(lock)) = watches.next().now_or_never() {
+                self.to_release.extend(claimed(lock));
             }
             while let Some(Some(())) = releases.next().now_or_never() {}
             while let Some(Some(renewed)) = batches.next().now_or_never() {
@@ -111,34 +111,34 @@ impl<B: Backend> Task<B> {
     /// Takes what the inbox holds by `now`: new locks go into the schedule, released
     /// ones into the release queue. Returns the locks whose tokens are to be watched from
     /// now on, and when the next new lock is due to be taken.
-    fn admit(&mut self, now: Instant) -> (Entries<B>, Option<Instant>) {
+    fn admit(&mut self, now: Instant) -> (KeptLocks<B>, Option<Instant>) {
         let Taken {
-            young,
+            incoming,
             to_watch,
             released,
             next_watch,
         } = self.take_inbox(now);
         let mut watch = Vec::new();
-        for entry in young {
-            if entry.ending() {
-                self.to_release.extend(claimed(entry));
+        for lock in incoming {
+            if lock.ending() {
+                self.to_release.extend(claimed(lock));
                 continue;
             }
-            let due = entry.liveness.sent() + self.core.timing.interval;
-            self.schedule.renew_at(due, Arc::downgrade(&entry));
-            if entry.start_watch() {
-                watch.push(entry);
+            let due = lock.liveness.sent() + self.core.timing.interval;
+            self.schedule.renew_at(due, Arc::downgrade(&lock));
+            if lock.start_watch() {
+                watch.push(lock);
             }
         }
-        watch.extend(to_watch.into_iter().filter(|entry| entry.start_watch()));
+        watch.extend(to_watch.into_iter().filter(|lock| lock.start_watch()));
         self.to_release.extend(released);
         (watch, next_watch)
     }
 
     /// The locks due by `now`, in batches to renew; those whose tokens have fired go to
     /// the release queue unless someone else has claimed their end.
-    fn due(&mut self, now: Instant) -> Vec<Entries<B>> {
-        let (due, ended) = due_entries(self.schedule.due(now));
+    fn due(&mut self, now: Instant) -> Vec<KeptLocks<B>> {
+        let (due, ended) = due_locks(self.schedule.due(now));
         self.to_release
             .extend(ended.into_iter().filter_map(claimed));
         batches_of(due)
@@ -147,19 +147,19 @@ impl<B: Backend> Task<B> {
     /// Takes the locks whose watch starts by `now` and the releases handed over.
     fn take_inbox(&self, now: Instant) -> Taken<B> {
         let mut inbox = util::lock(&self.core.inbox);
-        let mut young = Vec::new();
-        while let Some((at, _)) = inbox.young.front() {
+        let mut incoming = Vec::new();
+        while let Some((at, _)) = inbox.incoming.front() {
             if *at > now {
                 break;
             }
-            if let Some((_, weak)) = inbox.young.pop_front() {
+            if let Some((_, weak)) = inbox.incoming.pop_front() {
                 // A lock whose guard has gone, released already, costs nothing more.
-                young.extend(weak.upgrade());
+                incoming.extend(weak.upgrade());
             }
         }
         Taken {
-            next_watch: inbox.young.front().map(|(at, _)| *at),
-            young,
+            next_watch: inbox.incoming.front().map(|(at, _)| *at),
+            incoming,
             to_watch: mem::take(&mut inbox.watch),
             released: mem::take(&mut inbox.released),
         }
@@ -168,7 +168,7 @@ impl<B: Backend> Task<B> {
     /// Ends the task if the inbox is empty; false when new work came in meanwhile.
     fn retire(&self) -> bool {
         let mut inbox = util::lock(&self.core.inbox);
-        if !inbox.young.is_empty() || !inbox.watch.is_empty() || !inbox.released.is_empty() {
+        if !inbox.incoming.is_empty() || !inbox.watch.is_empty() || !inbox.released.is_empty() {
             return false;
         }
         inbox.running = false;
@@ -178,44 +178,44 @@ impl<B: Backend> Task<B> {
     /// What one batch found, lock by lock.
     fn apply(&mut self, renewed: Renewed<B>) {
         let Renewed {
-            entries,
+            locks,
             sent,
             results,
         } = renewed;
         let timing = self.core.timing;
         let Some(results) = results else {
             // Every token fired before the reply: no renewal was answered in time.
-            for _ in &entries {
+            for _ in &locks {
                 self.core.meters.renewed(Refreshed::Error);
             }
             self.to_release
-                .extend(entries.into_iter().filter_map(claimed));
+                .extend(locks.into_iter().filter_map(claimed));
             return;
         };
-        for (entry, result) in entries.into_iter().zip(results) {
+        for (lock, result) in locks.into_iter().zip(results) {
             self.core.meters.renewed(match &result {
                 Ok(true) => Refreshed::Ok,
                 Ok(false) => Refreshed::Lost,
                 Err(_) => Refreshed::Error,
             });
-            if entry.ending() {
-                self.to_release.extend(claimed(entry));
+            if lock.ending() {
+                self.to_release.extend(claimed(lock));
                 continue;
             }
             match result {
                 Ok(true) => {
-                    entry.liveness.renewed(sent + entry.lease.validity());
+                    lock.liveness.renewed(sent + lock.lease.validity());
                     self.schedule
-                        .renew_at(sent + timing.interval, Arc::downgrade(&entry));
+                        .renew_at(sent + timing.interval, Arc::downgrade(&lock));
                 }
-                Ok(false) => entry.lost(),
+                Ok(false) => lock.lost(),
                 Err(err) => {
                     tracing::warn!(
-                        key = %entry.lease.key(), id = %entry.lease.id(), error = %chain(&err),
+                        key = %lock.lease.key(), id = %lock.lease.id(), error = %chain(&err),
                         "refresh failed; retrying"
                     );
-                    let at = (Instant::now() + timing.retry).min(entry.liveness.deadline());
-                    self.schedule.retry_at(at, Arc::downgrade(&entry));
+                    let at = (Instant::now() + timing.retry).min(lock.liveness.deadline());
+                    self.schedule.retry_at(at, Arc::downgrade(&lock));
                 }
             }
         }
@@ -230,88 +230,89 @@ impl<B: Backend> Drop for Task<B> {
     }
 }
 
-/// Completes when `entry`'s token fires.
-async fn watch<B: Backend>(entry: Arc<Entry<B>>) -> Arc<Entry<B>> {
-    entry.liveness.token().cancelled().await;
-    entry
+/// Completes when `lock`'s token fires.
+async fn watch<B: Backend>(lock: Arc<KeptLock<B>>) -> Arc<KeptLock<B>> {
+    lock.liveness.token().cancelled().await;
+    lock
 }
 
 /// Locks, as the task handles them.
-type Entries<B> = Vec<Arc<Entry<B>>>;
+type KeptLocks<B> = Vec<Arc<KeptLock<B>>>;
 
 /// The locks of `due` whose guards are still there: those to renew, and those whose
 /// tokens have fired (or fire now, their deadline passed), to release unless someone
 /// else has claimed their end.
-fn due_entries<B: Backend>(due: Vec<Weak<Entry<B>>>) -> (Entries<B>, Entries<B>) {
+fn due_locks<B: Backend>(due: Vec<Weak<KeptLock<B>>>) -> (KeptLocks<B>, KeptLocks<B>) {
     due.iter()
         .filter_map(Weak::upgrade)
-        .partition(|entry| !entry.ending())
+        .partition(|lock| !lock.ending())
 }
 
-/// `live` in batches of at most [`BATCH_MAX`] that share a
-/// [`batch_tag`](Backend::batch_tag).
-fn batches_of<B: Backend>(mut live: Vec<Arc<Entry<B>>>) -> Vec<Vec<Arc<Entry<B>>>> {
-    fn tag<B: Backend>(entry: &Entry<B>) -> Option<&str> {
-        entry.lease.backend.batch_tag(&entry.lease.call)
+/// `live` in batches of at most [`BATCH_MAX`], every lock of a batch with the same
+/// [`batch_tag`](Backend::batch_tag): [`Backend::renew`] sends a batch as one script, so
+/// on a cluster its keys must share a slot.
+fn batches_of<B: Backend>(mut live: Vec<Arc<KeptLock<B>>>) -> Vec<Vec<Arc<KeptLock<B>>>> {
+    fn tag<B: Backend>(lock: &KeptLock<B>) -> Option<&str> {
+        lock.lease.backend.batch_tag(&lock.lease.call)
     }
-    if live.iter().any(|entry| tag(entry).is_some()) {
+    if live.iter().any(|lock| tag(lock).is_some()) {
         live.sort_by(|a, b| tag(a).cmp(&tag(b)));
     }
-    let mut batches: Vec<Vec<Arc<Entry<B>>>> = Vec::new();
-    for entry in live {
+    let mut batches: Vec<Vec<Arc<KeptLock<B>>>> = Vec::new();
+    for lock in live {
         match batches.last_mut() {
-            Some(batch) if batch.len() < BATCH_MAX && tag(&batch[0]) == tag(&entry) => {
-                batch.push(entry);
+            Some(batch) if batch.len() < BATCH_MAX && tag(&batch[0]) == tag(&lock) => {
+                batch.push(lock);
             }
-            _ => batches.push(vec![entry]),
+            _ => batches.push(vec![lock]),
         }
     }
     batches
 }
 
-/// `entry`, for the task to release, if nobody had claimed its end (its guard's `unlock`
+/// `lock`, for the task to release, if nobody had claimed its end (its guard's `unlock`
 /// or drop, or a renewal that found it lost).
-fn claimed<B: Backend>(entry: Arc<Entry<B>>) -> Option<Arc<Entry<B>>> {
-    entry.liveness.claim_end().then_some(entry)
+fn claimed<B: Backend>(lock: Arc<KeptLock<B>>) -> Option<Arc<KeptLock<B>>> {
+    lock.liveness.claim_end().then_some(lock)
 }
 
 /// What the task took from the inbox.
 struct Taken<B: Backend> {
     /// The new locks, to renew (and watch, if anyone else may cancel them).
-    young: Vec<Arc<Entry<B>>>,
+    incoming: Vec<Arc<KeptLock<B>>>,
     /// The locks whose tokens were handed out since.
-    to_watch: Vec<Arc<Entry<B>>>,
+    to_watch: Vec<Arc<KeptLock<B>>>,
     /// The locks to release.
-    released: Vec<Arc<Entry<B>>>,
+    released: Vec<Arc<KeptLock<B>>>,
     /// When the next lock's watch starts.
     next_watch: Option<Instant>,
 }
 
 /// What woke the task.
-enum Event<B: Backend> {
+enum Wakeup<B: Backend> {
     /// A watched token fired.
-    Fired(Arc<Entry<B>>),
+    Fired(Arc<KeptLock<B>>),
     Renewed(Renewed<B>),
     /// A release ended, new work came in, or a time came: look again.
     Look,
 }
 
-/// Renews `entries` in one call to the backend; fires the token of each whose validity
+/// Renews `locks` in one call to the backend; fires the token of each whose validity
 /// deadline passes before the reply ([`CancelReason::Expired`](crate::CancelReason)),
 /// and drops the call once every token has fired.
-async fn renew<B: Backend>(entries: Vec<Arc<Entry<B>>>) -> Renewed<B> {
+async fn renew<B: Backend>(locks: Vec<Arc<KeptLock<B>>>) -> Renewed<B> {
     let sent = Instant::now();
     let results = {
-        let items: Vec<_> = entries
+        let items: Vec<_> = locks
             .iter()
-            .map(|entry| entry.lease.renewal(&entry.liveness))
+            .map(|lock| lock.lease.renewal(&lock.liveness))
             .collect();
-        let backend = Arc::clone(&entries[0].lease.backend);
+        let backend = Arc::clone(&locks[0].lease.backend);
         let call = backend.renew(&items);
-        expire_while(&entries, call).await
+        expire_while(&locks, call).await
     };
     Renewed {
-        entries,
+        locks,
         sent,
         results,
     }
@@ -320,35 +321,27 @@ async fn renew<B: Backend>(entries: Vec<Arc<Entry<B>>>) -> Renewed<B> {
 /// Awaits `call`, firing each lock's token as its deadline passes; `None` once every
 /// token has fired first.
 async fn expire_while<B: Backend, T>(
-    entries: &[Arc<Entry<B>>],
+    locks: &[Arc<KeptLock<B>>],
     call: impl Future<Output = T>,
 ) -> Option<T> {
     tokio::pin!(call);
     loop {
-        let first = entries
+        let first = locks
             .iter()
-            .filter(|entry| !entry.liveness.is_fired())
-            .map(|entry| entry.liveness.deadline())
+            .filter(|lock| !lock.liveness.is_fired())
+            .map(|lock| lock.liveness.deadline())
             .min()?;
         tokio::select! {
             biased;
             results = &mut call => return Some(results),
             () = sleep_until(first) => {
                 let now = Instant::now();
-                for entry in entries {
-                    if !entry.liveness.is_fired() && now >= entry.liveness.deadline() {
-                        entry.expired();
+                for lock in locks {
+                    if !lock.liveness.is_fired() && now >= lock.liveness.deadline() {
+                        lock.expired();
                     }
                 }
             }
         }
-    }
-}
-
-/// Sleeps until `at`, or forever when `None`.
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }

@@ -1,5 +1,5 @@
 //! The refresher's task against a backend of this file's own, on a paused clock: what it
-//! sends, and when, for one lock.
+//! sends, and when, for one lock; and how it groups the renewals due together.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -14,22 +14,27 @@ use crate::lease::any::AnyLease;
 use crate::lease::Lease;
 use crate::mode::Kind;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{Ask, Call, Hold, Leftovers, Queueing, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Queueing, Renewal, Retake};
 use crate::protocol::id::Id;
-use crate::protocol::keys::Keys;
+use crate::protocol::keys::{hash_tag, Keys};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::reason::CancelReason;
 
-/// Renewals fail (or succeed) as told, and releases are counted.
+/// Renewals fail (or succeed) as told, and releases are counted; with `tagged`, the
+/// batch tag is the lock key's hash tag, as on a cluster.
 #[derive(Default)]
 struct Scripted {
     renewals_fail: AtomicBool,
     renewals: AtomicUsize,
     releases: AtomicUsize,
+    tagged: bool,
+    batches: AtomicUsize,
+    /// A batch whose items had different batch tags was sent.
+    mixed: AtomicBool,
 }
 
 impl Backend for Scripted {
-    async fn attempt(&self, _: &Call, _: Ask) -> Result<Attempt, Error> {
+    async fn attempt(&self, _: &Call, _: AttemptKind) -> Result<Attempt, Error> {
         Ok(Attempt::Acquired(1))
     }
 
@@ -39,6 +44,13 @@ impl Backend for Scripted {
 
     async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
         self.renewals.fetch_add(batch.len(), Ordering::SeqCst);
+        self.batches.fetch_add(1, Ordering::SeqCst);
+        if batch
+            .iter()
+            .any(|item| self.batch_tag(item.call) != self.batch_tag(batch[0].call))
+        {
+            self.mixed.store(true, Ordering::SeqCst);
+        }
         let fail = self.renewals_fail.load(Ordering::SeqCst);
         batch
             .iter()
@@ -46,8 +58,12 @@ impl Backend for Scripted {
             .collect()
     }
 
-    fn batch_tag<'c>(&self, _: &'c Call) -> Option<&'c str> {
-        None
+    fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str> {
+        if self.tagged {
+            hash_tag(call.keys.lock())
+        } else {
+            None
+        }
     }
 
     async fn release(&self, _: &Call, _: Hold, _: Leftovers) -> Result<Unlocked, Error> {
@@ -71,13 +87,17 @@ impl Backend for Scripted {
 const TTL: Duration = Duration::from_millis(400);
 
 fn lease(backend: &Arc<Scripted>) -> Arc<Lease<Scripted>> {
+    lease_on(backend, "k")
+}
+
+fn lease_on(backend: &Arc<Scripted>, key: &str) -> Arc<Lease<Scripted>> {
     let call = Call {
-        keys: Keys::new("k", false),
+        keys: Keys::new(key, false),
         id: Id::new(),
         ttl_ms: 400,
         fence_ms: 400,
         queue: Queueing::Off,
-        turns: Default::default(),
+        node_order: Default::default(),
     };
     Arc::new(Lease::new(Arc::clone(backend), call, Kind::Write))
 }
@@ -86,7 +106,7 @@ fn lease(backend: &Arc<Scripted>) -> Arc<Lease<Scripted>> {
 async fn renewals_come_every_half_ttl_and_a_dropped_guard_is_released_at_once() {
     let backend = Arc::new(Scripted::default());
     let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
-    let entry = refresher.keep(lease(&backend), Instant::now(), None);
+    let lock = refresher.keep(lease(&backend), Instant::now(), None);
     tokio::time::sleep(TTL / 2 - Duration::from_millis(5)).await;
     assert_eq!(
         backend.renewals.load(Ordering::SeqCst),
@@ -97,13 +117,13 @@ async fn renewals_come_every_half_ttl_and_a_dropped_guard_is_released_at_once() 
     assert_eq!(backend.renewals.load(Ordering::SeqCst), 1);
     tokio::time::sleep(TTL * 2).await;
     assert_eq!(backend.renewals.load(Ordering::SeqCst), 5, "one per ttl/2");
-    assert!(!entry.liveness.check());
+    assert!(!lock.liveness.fire_if_expired());
 
-    entry.liveness.fire();
-    Arc::clone(&entry).dropped();
+    lock.liveness.fire();
+    Arc::clone(&lock).dropped();
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(backend.releases.load(Ordering::SeqCst), 1);
-    assert!(entry.ended().await.unwrap(), "what the release found");
+    assert!(lock.ended().await.unwrap(), "what the release found");
     tokio::time::sleep(TTL * 2).await;
     assert_eq!(
         backend.renewals.load(Ordering::SeqCst),
@@ -120,18 +140,42 @@ async fn an_unwatched_lock_that_expires_is_released_by_the_refresher() {
     let backend = Arc::new(Scripted::default());
     backend.renewals_fail.store(true, Ordering::SeqCst);
     let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
-    let entry = refresher.keep(lease(&backend), Instant::now(), None);
-    assert!(!entry.handed_out(), "nothing to watch");
-    let deadline = entry.liveness.deadline();
+    let lock = refresher.keep(lease(&backend), Instant::now(), None);
+    assert!(!lock.handed_out(), "nothing to watch");
+    let deadline = lock.liveness.deadline();
     tokio::time::sleep_until(deadline - Duration::from_millis(1)).await;
-    assert!(!entry.liveness.is_fired());
+    assert!(!lock.liveness.is_fired());
     assert_eq!(
         backend.renewals.load(Ordering::SeqCst),
         4,
         "at ttl/2, then three retries at ttl/8"
     );
     tokio::time::sleep(Duration::from_millis(2)).await;
-    assert_eq!(entry.liveness.recorded(), Some(CancelReason::Expired));
+    assert_eq!(lock.liveness.recorded(), Some(CancelReason::Expired));
     assert_eq!(backend.releases.load(Ordering::SeqCst), 1, "released");
-    assert!(!entry.liveness.claim_end(), "the refresher claimed the end");
+    assert!(!lock.liveness.claim_end(), "the refresher claimed the end");
+}
+
+/// The locks due together go out in one batch per batch tag (per hash tag on a cluster),
+/// never two tags in one: the backend sends each batch as one script.
+#[tokio::test(start_paused = true)]
+async fn the_renewals_due_together_go_in_one_batch_per_tag() {
+    let backend = Arc::new(Scripted {
+        tagged: true,
+        ..Scripted::default()
+    });
+    let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
+    let now = Instant::now();
+    let locks: Vec<_> = ["{a}1", "{b}2", "{a}3", "{b}4", "{a}5"]
+        .into_iter()
+        .map(|key| refresher.keep(lease_on(&backend, key), now, None))
+        .collect();
+    tokio::time::sleep(TTL / 2 + Duration::from_millis(5)).await;
+    assert_eq!(backend.renewals.load(Ordering::SeqCst), locks.len());
+    assert_eq!(
+        backend.batches.load(Ordering::SeqCst),
+        2,
+        "one per hash tag"
+    );
+    assert!(!backend.mixed.load(Ordering::SeqCst), "a batch mixed tags");
 }

@@ -1,7 +1,8 @@
-//! A fair queue (`lua/shared.lua`, README "Fair mode"), of a lock or a semaphore alike:
-//! `<lock key>:queue`, the waiters `<kind>:<id>` scored by arrival ticket, and
-//! `<lock key>:queue-deadline`, the same members scored by the server time in
-//! milliseconds by which each must attempt again or lose its place.
+//! A fair queue (`lua/shared.lua`; fair mode in the guide
+//! `redismutex::guide::semaphore`), of a lock or a semaphore alike: `<lock key>:queue`,
+//! the waiters `<kind>:<id>` scored by arrival ticket, and `<lock key>:queue-deadline`,
+//! the same members scored by the server time in milliseconds by which each must attempt
+//! again or lose its place.
 
 use redis::aio::MultiplexedConnection;
 use redis::RedisResult;

@@ -1,5 +1,7 @@
-//! [`SentinelConnection`]: a redis-rs connection that follows the primary Redis Sentinel
-//! names, so that a mutex made over it reaches the new primary after a failover.
+//! [`SentinelConnection`] (feature `sentinel`): a redis-rs connection that follows the
+//! primary Redis Sentinel names, so that a mutex made over it reaches the new primary
+//! after a failover. It is a connection, not a backend: the one-connection backend runs
+//! over it unchanged.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -20,7 +22,8 @@ const RESOLVE_BOUND: Duration = Duration::from_secs(1);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A connection to the primary that Redis Sentinel names, for a [`RwMutex`] or
-/// [`Semaphore`] over a replicated primary (feature `sentinel`; README, "Sentinel").
+/// [`Semaphore`] over a replicated primary (feature `sentinel`; see the
+/// [Sentinel guide](crate::guide::sentinel)).
 ///
 /// It holds one multiplexed connection to the primary, found through the Sentinels of a
 /// [`SentinelClient`] (built for `SentinelServerType::Master`). A request that fails in
@@ -56,10 +59,12 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
 #[derive(Clone)]
 pub struct SentinelConnection {
-    shared: Arc<Shared>,
+    state: Arc<SentinelState>,
 }
 
-struct Shared {
+/// What the clones of a [`SentinelConnection`] share: the Sentinels, and the connection
+/// to the primary they named.
+struct SentinelState {
     sentinels: tokio::sync::Mutex<SentinelClient>,
     /// The connection to the primary, until a request finds it gone, with the number
     /// of connections made before it: a request drops only the connection it failed
@@ -74,7 +79,7 @@ impl SentinelConnection {
     /// first request.
     pub fn new(client: SentinelClient) -> Self {
         Self {
-            shared: Arc::new(Shared {
+            state: Arc::new(SentinelState {
                 sentinels: tokio::sync::Mutex::new(client),
                 primary: Mutex::new(None),
                 made: std::sync::atomic::AtomicU64::new(0),
@@ -96,7 +101,7 @@ impl SentinelConnection {
             Err(err) if failed_over(err) => {
                 tracing::debug!(error = %err, "the primary may have changed; asking the Sentinels again");
                 {
-                    let mut held = util::lock(&self.shared.primary);
+                    let mut held = util::lock(&self.state.primary);
                     if held.as_ref().is_some_and(|(current, _)| *current == made) {
                         *held = None;
                     }
@@ -111,12 +116,12 @@ impl SentinelConnection {
     /// Sentinels name now; an error of kind `MasterNameNotFoundBySentinel` (which the
     /// crate reports as `Error::NoPrimary`) when none is found within [`RESOLVE_BOUND`].
     async fn primary(&self) -> Result<(u64, MultiplexedConnection), RedisError> {
-        if let Some(held) = util::lock(&self.shared.primary).clone() {
+        if let Some(held) = util::lock(&self.state.primary).clone() {
             return Ok(held);
         }
-        let mut sentinels = self.shared.sentinels.lock().await;
+        let mut sentinels = self.state.sentinels.lock().await;
         // Another request may have connected while this one waited for the Sentinels.
-        if let Some(held) = util::lock(&self.shared.primary).clone() {
+        if let Some(held) = util::lock(&self.state.primary).clone() {
             return Ok(held);
         }
         let config = AsyncConnectionConfig::new()
@@ -135,10 +140,10 @@ impl SentinelConnection {
             Err(_) => return Err(no_primary("no answer within 1 s".to_owned())),
         };
         let made = self
-            .shared
+            .state
             .made
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        *util::lock(&self.shared.primary) = Some((made, conn.clone()));
+        *util::lock(&self.state.primary) = Some((made, conn.clone()));
         Ok((made, conn))
     }
 }
@@ -195,7 +200,7 @@ impl ConnectionLike for SentinelConnection {
 impl fmt::Debug for SentinelConnection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SentinelConnection")
-            .field("connected", &util::lock(&self.shared.primary).is_some())
+            .field("connected", &util::lock(&self.state.primary).is_some())
             .finish_non_exhaustive()
     }
 }

@@ -1,5 +1,5 @@
-//! What the release of a lease must know about a downgrade: in which form its id may be
-//! at the lock key.
+//! A lease's downgrade state, which its release must know: in which form (a writer's or
+//! a reader's) its id may be at the lock key.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -14,16 +14,16 @@ const DOWNGRADED: u8 = 2;
 /// The release has begun: no downgrade may be sent after it.
 const RELEASING: u8 = 4;
 
-/// In which form a lease's id may be at the lock key, as its release must know: in the
-/// lease's mode until a downgrade is sent, in either while one is unanswered, a reader's
-/// once one succeeded.
+/// Where a lease's downgrade stands, and so in which form its id may be at the lock key,
+/// as its release must know: in the lease's mode until a downgrade is sent, in either
+/// while one is unanswered, a reader's once one succeeded.
 ///
 /// The release marks the start of its work here, so a downgrade is either sent before
 /// the release looks (which then removes the id in both forms) or not at all.
 #[derive(Debug, Default)]
-pub(crate) struct Form(AtomicU8);
+pub(crate) struct DowngradeState(AtomicU8);
 
-impl Form {
+impl DowngradeState {
     /// A downgrade is about to be sent. False when the release has begun: then nothing
     /// must be sent, since the release may already have looked for a writer's id.
     pub(crate) fn sending(&self) -> bool {
@@ -81,16 +81,19 @@ mod tests {
 
     #[test]
     fn the_release_removes_every_form_the_id_may_have() {
-        let never = Form::default();
+        let never = DowngradeState::default();
         assert_eq!(never.releasing(Mode::Write), [Mode::Write]);
-        assert_eq!(Form::default().releasing(Mode::Read), [Mode::Read]);
+        assert_eq!(
+            DowngradeState::default().releasing(Mode::Read),
+            [Mode::Read]
+        );
 
-        let done = Form::default();
+        let done = DowngradeState::default();
         assert!(done.sending());
         done.answered(true);
         assert_eq!(done.releasing(Mode::Write), [Mode::Read]);
 
-        let unanswered = Form::default();
+        let unanswered = DowngradeState::default();
         assert!(unanswered.sending());
         assert_eq!(unanswered.releasing(Mode::Write), [Mode::Write, Mode::Read]);
         unanswered.answered(true);
@@ -100,7 +103,7 @@ mod tests {
             "a reply after the release began changes nothing"
         );
 
-        let refused = Form::default();
+        let refused = DowngradeState::default();
         assert!(refused.sending());
         refused.answered(false);
         assert_eq!(refused.releasing(Mode::Write), [Mode::Write]);
@@ -108,8 +111,8 @@ mod tests {
 
     #[test]
     fn no_downgrade_is_sent_once_the_release_has_begun() {
-        let form = Form::default();
-        assert_eq!(form.releasing(Mode::Write), [Mode::Write]);
-        assert!(!form.sending());
+        let state = DowngradeState::default();
+        assert_eq!(state.releasing(Mode::Write), [Mode::Write]);
+        assert!(!state.sending());
     }
 }

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Lease;
 use crate::backend::Backend;
 use crate::error::Error;
+use crate::lease::Lease;
 use crate::protocol::calls::Leftovers;
 use crate::spawner::Spawner;
 
@@ -17,7 +17,7 @@ const GIVE_UP_GRACE: Duration = Duration::from_millis(100);
 /// tell: a lock taken by an attempt whose reply was never read or came too late, a lock
 /// intent it set, and its place in the fair queue. Plain state; [`Cleanup`] acts on it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Trail {
+pub(crate) struct LeftBehind {
     /// An attempt was sent and its reply not yet read.
     in_flight: bool,
     /// The attempt in flight sets the lock intent if it finds the lock held.
@@ -32,9 +32,9 @@ pub(crate) struct Trail {
     queued: bool,
 }
 
-impl Trail {
-    /// The trail of a request; `queues` when it is a fair request that waits, whose
-    /// attempts join the queue.
+impl LeftBehind {
+    /// What a request has left behind before its first attempt: nothing; `queues` when
+    /// it is a fair request that waits, whose attempts join the queue.
     pub(crate) fn new(queues: bool) -> Self {
         Self {
             queues,
@@ -96,13 +96,14 @@ impl Trail {
     }
 }
 
-/// The clean-up of one request: its [`Trail`], and the lease to release it with. Dropped
-/// while something may be left, it releases all of it from a background task.
+/// The clean-up of one request: what it may have left behind ([`LeftBehind`]), and the
+/// lease to release it with. Dropped while something may be left, it releases all of it
+/// from a background task.
 #[derive(Debug)]
 pub(crate) struct Cleanup<B: Backend> {
     lease: Arc<Lease<B>>,
     spawner: Spawner,
-    pub(crate) trail: Trail,
+    pub(crate) left_behind: LeftBehind,
 }
 
 impl<B: Backend> Cleanup<B> {
@@ -112,7 +113,7 @@ impl<B: Backend> Cleanup<B> {
         Self {
             lease,
             spawner,
-            trail: Trail::new(queues),
+            left_behind: LeftBehind::new(queues),
         }
     }
 
@@ -126,8 +127,8 @@ impl<B: Backend> Cleanup<B> {
     }
 
     fn spawn_cleanup(&mut self) -> Option<tokio::task::JoinHandle<()>> {
-        let leftovers = self.trail.leftovers()?;
-        self.trail.disarm();
+        let leftovers = self.left_behind.leftovers()?;
+        self.left_behind.disarm();
         let lease = Arc::clone(&self.lease);
         Some(self.spawner.spawn(async move {
             if let Err(err) = lease.release(leftovers).await {
@@ -161,37 +162,37 @@ mod tests {
 
     #[test]
     fn an_attempt_in_flight_may_have_taken_the_lock_and_set_the_intent() {
-        let mut trail = Trail::new(false);
-        assert_eq!(trail.leftovers(), NOTHING);
-        trail.sending(false);
-        assert_eq!(trail.leftovers(), LOCK, "it may take the lock unseen");
-        trail.sending(true);
-        assert_eq!(trail.leftovers(), LOCK_AND_INTENT);
-        trail.answered();
-        assert_eq!(trail.leftovers(), NOTHING, "answered: nothing taken");
+        let mut left_behind = LeftBehind::new(false);
+        assert_eq!(left_behind.leftovers(), NOTHING);
+        left_behind.sending(false);
+        assert_eq!(left_behind.leftovers(), LOCK, "it may take the lock unseen");
+        left_behind.sending(true);
+        assert_eq!(left_behind.leftovers(), LOCK_AND_INTENT);
+        left_behind.answered();
+        assert_eq!(left_behind.leftovers(), NOTHING, "answered: nothing taken");
     }
 
     #[test]
     fn a_blocked_writer_leaves_its_intent_until_it_acquires() {
-        let mut trail = Trail::new(false);
-        trail.sending(true);
-        trail.blocked();
+        let mut left_behind = LeftBehind::new(false);
+        left_behind.sending(true);
+        left_behind.blocked();
         let intent = Some(Leftovers {
             intent: true,
             queue_place: false,
         });
-        assert_eq!(trail.leftovers(), intent);
-        trail.sending(false);
-        trail.answered();
-        assert_eq!(trail.leftovers(), intent, "a later attempt keeps it");
-        trail.sending(true);
-        trail.disarm();
-        assert_eq!(trail.leftovers(), NOTHING, "acquired");
+        assert_eq!(left_behind.leftovers(), intent);
+        left_behind.sending(false);
+        left_behind.answered();
+        assert_eq!(left_behind.leftovers(), intent, "a later attempt keeps it");
+        left_behind.sending(true);
+        left_behind.disarm();
+        assert_eq!(left_behind.leftovers(), NOTHING, "acquired");
     }
 
     #[test]
     fn a_late_or_unanswered_attempt_holds_the_lock_until_released() {
-        let mut late = Trail::new(false);
+        let mut late = LeftBehind::new(false);
         late.sending(false);
         late.late();
         assert_eq!(late.leftovers(), LOCK);
@@ -203,7 +204,7 @@ mod tests {
             "an error that changed nothing keeps it"
         );
 
-        let mut unanswered = Trail::new(false);
+        let mut unanswered = LeftBehind::new(false);
         unanswered.sending(true);
         unanswered.unanswered();
         assert_eq!(unanswered.leftovers(), LOCK_AND_INTENT);
@@ -211,7 +212,7 @@ mod tests {
 
     #[test]
     fn a_fair_wait_leaves_its_queue_place_from_its_first_attempt() {
-        let mut fair = Trail::new(true);
+        let mut fair = LeftBehind::new(true);
         assert_eq!(fair.leftovers(), NOTHING, "not queued before an attempt");
         fair.sending(false);
         fair.blocked();

@@ -10,7 +10,7 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use super::Core;
 use crate::backend::Backend;
 use crate::error::{chain, Error};
-use crate::lease::any::{AnyLease, Reply};
+use crate::lease::any::{AnyLease, LeaseFuture};
 use crate::lease::liveness::Liveness;
 use crate::lease::Lease;
 use crate::mode::Mode;
@@ -21,7 +21,7 @@ use crate::util;
 /// A held lock: what its guard and its refresher share. The guard holds it while it
 /// lives; the refresher holds it weakly while it waits to renew it, and strongly while a
 /// renewal or its release is in flight.
-pub(crate) struct Entry<B: Backend> {
+pub(crate) struct KeptLock<B: Backend> {
     pub(crate) lease: Arc<Lease<B>>,
     pub(crate) liveness: Arc<Liveness>,
     core: Arc<Core<B>>,
@@ -42,8 +42,8 @@ const TO_WATCH: u8 = 1;
 /// The refresher watches the token.
 const WATCHED: u8 = 2;
 
-impl<B: Backend> Entry<B> {
-    /// The entry of a lock whose token is watched from the start when `watch` (it has a
+impl<B: Backend> KeptLock<B> {
+    /// The kept lock whose token is watched from the start when `watch` (it has a
     /// parent).
     pub(super) fn new(
         lease: Arc<Lease<B>>,
@@ -65,7 +65,7 @@ impl<B: Backend> Entry<B> {
     /// Whether the lock's end has come: its token fired (or its deadline passed, which
     /// fires it).
     pub(super) fn ending(&self) -> bool {
-        self.liveness.check()
+        self.liveness.fire_if_expired()
     }
 
     /// Whether the refresher is to start watching the token now: true once, for the
@@ -104,16 +104,16 @@ impl<B: Backend> Entry<B> {
 /// The release the refresher sends for a lock whose end it claimed: records what it
 /// found for a later `unlock`, and [`Error::Cancelled`] if it is dropped first (the
 /// runtime shut down).
-pub(super) async fn release<B: Backend>(entry: Arc<Entry<B>>) {
-    let mut pending = Pending(Some(Arc::clone(&entry)));
-    let reason = entry.liveness.reason();
-    let (key, id) = (entry.lease.key(), entry.lease.id());
-    let released = entry.lease.release(Leftovers::NONE).await;
+pub(super) async fn release<B: Backend>(lock: Arc<KeptLock<B>>) {
+    let mut pending = Pending(Some(Arc::clone(&lock)));
+    let reason = lock.liveness.reason();
+    let (key, id) = (lock.lease.key(), lock.lease.id());
+    let released = lock.lease.release(Leftovers::NONE).await;
     match &released {
         Ok(held) => {
             tracing::debug!(%key, %id, ?reason, held, "lock released");
             if !held {
-                entry.liveness.found_gone();
+                lock.liveness.found_gone();
             }
         }
         Err(err) => tracing::warn!(
@@ -122,21 +122,21 @@ pub(super) async fn release<B: Backend>(entry: Arc<Entry<B>>) {
         ),
     }
     pending.0 = None;
-    entry.finish(released);
+    lock.finish(released);
 }
 
 /// A release in flight; dropped before its reply, it records [`Error::Cancelled`].
-struct Pending<B: Backend>(Option<Arc<Entry<B>>>);
+struct Pending<B: Backend>(Option<Arc<KeptLock<B>>>);
 
 impl<B: Backend> Drop for Pending<B> {
     fn drop(&mut self) {
-        if let Some(entry) = self.0.take() {
-            entry.finish(Err(Error::Cancelled));
+        if let Some(lock) = self.0.take() {
+            lock.finish(Err(Error::Cancelled));
         }
     }
 }
 
-impl<B: Backend> AnyLease for Entry<B> {
+impl<B: Backend> AnyLease for KeptLock<B> {
     fn key(&self) -> &str {
         self.lease.key()
     }
@@ -146,18 +146,18 @@ impl<B: Backend> AnyLease for Entry<B> {
     }
 
     fn mode(&self) -> Mode {
-        self.lease.form.mode(self.lease.kind.mode())
+        self.lease.downgrade_state.mode(self.lease.kind.mode())
     }
 
     fn validity(&self) -> Duration {
         self.lease.validity()
     }
 
-    fn release(&self) -> Reply<'_> {
+    fn release(&self) -> LeaseFuture<'_> {
         Box::pin(self.lease.release(Leftovers::NONE))
     }
 
-    fn downgrade(&self) -> Reply<'_> {
+    fn downgrade(&self) -> LeaseFuture<'_> {
         Box::pin(self.lease.downgrade())
     }
 
@@ -187,7 +187,7 @@ impl<B: Backend> AnyLease for Entry<B> {
         core.hand_over(self);
     }
 
-    fn ended(&self) -> Reply<'_> {
+    fn ended(&self) -> LeaseFuture<'_> {
         Box::pin(async move {
             loop {
                 let notified = self.core.ended.notified();

@@ -1,6 +1,6 @@
-//! A backend seen without its type: how a handle takes a lock through whichever
-//! [`Backend`] it was made with, so that the handles and the requests are the same for
-//! every backend.
+//! A refresher seen without its backend's type: how a handle takes a lock through
+//! whichever [`Backend`] it was made with, and has it kept by the refresher of that
+//! backend's locks, so that the handles and the requests are the same for every backend.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -8,23 +8,23 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::acquire::{self, Job, Patience};
+use crate::acquire::{self, LeaseRequest, Patience};
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::lease::refresher::Refresher;
 use crate::lease::Lease;
 use crate::mode::Kind;
-use crate::protocol::calls::{Call, Queueing, Turns};
+use crate::protocol::calls::{Call, NodeOrder, Queueing};
 use crate::protocol::fences::Fences;
 use crate::protocol::id::Id;
 use crate::protocol::keys::Keys;
 use crate::settings::Settings;
 use crate::spawner::Spawner;
 
-/// One checked request, as a handle gives it to its backend.
+/// One checked request, as a handle gives it to its refresher.
 #[derive(Debug)]
-pub(crate) struct Order<'a> {
+pub(crate) struct CheckedRequest<'a> {
     /// The handle's options, checked.
     pub(crate) settings: &'a Settings,
     pub(crate) fences: &'a Fences,
@@ -37,31 +37,31 @@ pub(crate) struct Order<'a> {
     pub(crate) patience: Patience,
 }
 
-/// The boxed future of [`AnyBackend::acquire`].
+/// The boxed future of [`AnyRefresher::acquire`].
 pub(crate) type Acquiring<'a> =
     Pin<Box<dyn Future<Output = Result<Option<Guard>, Error>> + Send + 'a>>;
 
-/// A [`Backend`] of any type, with the refresher of the handle's locks, as a handle holds
+/// The refresher of a handle's locks, over a [`Backend`] of any type, as a handle holds
 /// it.
-pub(crate) trait AnyBackend: Send + Sync {
-    /// Takes the lock `order` asks for under a fresh id, through this backend, and makes
+pub(crate) trait AnyRefresher: Send + Sync {
+    /// Takes the lock `request` asks for under a fresh id, through the backend, and makes
     /// its guard. `Ok(None)` only with [`Patience::Once`].
-    fn acquire<'a>(self: Arc<Self>, order: Order<'a>) -> Acquiring<'a>;
+    fn acquire<'a>(self: Arc<Self>, request: CheckedRequest<'a>) -> Acquiring<'a>;
 }
 
-impl<B: Backend> AnyBackend for Refresher<B> {
-    fn acquire<'a>(self: Arc<Self>, order: Order<'a>) -> Acquiring<'a> {
-        Box::pin(acquire_on(self, order))
+impl<B: Backend> AnyRefresher for Refresher<B> {
+    fn acquire<'a>(self: Arc<Self>, request: CheckedRequest<'a>) -> Acquiring<'a> {
+        Box::pin(acquire_on(self, request))
     }
 }
 
-/// Makes the lease of `order` on the refresher's backend, runs the engine, and hands the
+/// Makes the lease of `request` on the refresher's backend, runs the engine, and hands the
 /// lock to the refresher in a guard.
 async fn acquire_on<B: Backend>(
     refresher: Arc<Refresher<B>>,
-    order: Order<'_>,
+    request: CheckedRequest<'_>,
 ) -> Result<Option<Guard>, Error> {
-    let Order {
+    let CheckedRequest {
         settings,
         fences,
         kind,
@@ -69,7 +69,7 @@ async fn acquire_on<B: Backend>(
         id,
         parent,
         patience,
-    } = order;
+    } = request;
     let call = Call {
         keys,
         id,
@@ -77,18 +77,17 @@ async fn acquire_on<B: Backend>(
         fence_ms: settings.fence_ms(),
         // Fairness is decided here, once: a fair wait queues, a fair try never does.
         queue: Queueing::new(settings.fair, matches!(patience, Patience::Wait(_))),
-        turns: Turns::default(),
+        node_order: NodeOrder::default(),
     };
     let backend = Arc::clone(refresher.backend());
     let lease = Arc::new(Lease::new(backend, call, kind));
     let spawner = Spawner::current(settings.tracker.clone());
-    let acquired = acquire::run(Job {
+    let acquired = acquire::run(LeaseRequest {
         lease,
         patience,
         parent: parent.as_ref(),
-        lock_intent: settings.lock_intent,
+        settings,
         fences,
-        fence_retention: settings.fence_retention,
         spawner: &spawner,
     })
     .await?;
