@@ -1,4 +1,4 @@
-//! What the fault tests (`tests/faults_holders.rs`, `tests/faults_server.rs`) share:
+//! What the fault tests (`tests/faults/holders.rs`, `tests/faults/server.rs`) share:
 //! the TTL, fleets of three workers, and the checks every run must pass.
 //!
 //! The tests run one at a time (see [`SERIAL`]): their assertions are about timing

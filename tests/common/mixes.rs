@@ -1,5 +1,5 @@
-//! The fault mixes of the soaks (`tests/soak.rs`) and the long run
-//! (`tests/long_run.rs`): one random fault per call, always healed before it returns,
+//! The fault mixes of the soaks (`tests/faults/soak.rs`) and the long run
+//! (`tests/faults/long_run.rs`): one random fault per call, always healed before it returns,
 //! for each deployment's fleet. Workers killed are replaced by new ones with the same
 //! [`Spec`] (a [`Roster`]).
 
@@ -156,7 +156,7 @@ pub async fn single_fault(fleet: &mut Fleet, roster: &mut Roster, ttl_ms: u64) {
         2 => pause_server(fleet, ms(300), FaultKind::PauseServer, false).await,
         3 => pause_server(fleet, ms(2500), FaultKind::PauseServerLong, true).await,
         4 => {
-            // Down for more than a TTL: see tests/faults_server.rs on restarting at once.
+            // Down for more than a TTL: see tests/faults/server.rs on restarting at once.
             let fault = fleet.begin(FaultKind::KillServer, Target::Server);
             fleet.lock.stop();
             tokio::time::sleep(ms(ttl_ms + 200)).await;
