@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use crate::common::cluster::slot;
 use crate::common::cluster_fleet::{ClusterFleet, HELD_TIMEOUT, MUTEX};
 use crate::common::events::now_us;
-use crate::common::fault_checks::assert_safe;
-use crate::common::fleet::Spec;
+use crate::common::fault_checks::{assert_safe, SERIAL};
+use crate::common::fleet::{Fleet, Spec};
 use crate::common::record::FaultKind;
 
 const TTL_MS: u64 = 2_000;
@@ -28,6 +28,7 @@ fn ms(ms: u64) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_stay_exclusive_across_master_kills_and_freezes() {
+    let _serial = SERIAL.lock().await;
     let started = Instant::now();
     let mut fleet = ClusterFleet::start(TTL_MS).await;
     println!(

@@ -17,7 +17,7 @@ use crate::common::fault_checks::{
     assert_no_loss, assert_safe, fleet, fleet_with_holder, mixed, ms, released_after,
     wait_released_after, SERIAL, TTL_MS, WAIT,
 };
-use crate::common::fleet::Spec;
+use crate::common::fleet::{Fleet, Spec};
 use crate::common::proxy::Fault;
 use crate::common::record::FaultKind;
 
@@ -30,6 +30,7 @@ async fn holder_sigkilled_is_taken_over_after_its_ttl() {
     let mut fleet = fleet_with_holder(&spec, "victim", 5000).await;
 
     let holding = fleet
+        .crew
         .log
         .wait_for(WAIT, |e| e.worker == "victim" && e.is("HOLDING"))
         .await
@@ -42,10 +43,11 @@ async fn holder_sigkilled_is_taken_over_after_its_ttl() {
         "the victim's lock is on the server: {held:?}"
     );
     let expiry_us = held[0].expiry_us;
-    fleet.kill_worker("victim").await;
-    let kill_us = fleet.faults.last().expect("the kill").start_us;
+    fleet.crew.kill("victim").await;
+    let kill_us = fleet.crew.faults.last().expect("the kill").start_us;
     let key = holding.key().to_string();
     let next = fleet
+        .crew
         .log
         .wait_for(WAIT, |e| {
             e.is("ACQUIRED") && e.key() == key && e.worker != "victim" && e.us > kill_us
@@ -68,6 +70,7 @@ async fn holder_sigkilled_is_taken_over_after_its_ttl() {
         expiry_us - next.us
     );
     let intruders = fleet
+        .crew
         .log
         .count(|e| e.is("ACQUIRED") && e.key() == key && e.us > holding.us && e.us < expiry_us);
     assert_eq!(
@@ -92,25 +95,27 @@ async fn frozen_holder_abandons_and_its_fenced_write_is_rejected() {
     let mut after = 0;
     for round in 0..4 {
         let holding = fleet
+            .crew
             .log
             .wait_for(WAIT, |e| {
                 e.worker == "frozen" && e.is("HOLDING") && e.us > after
             })
             .await
             .unwrap_or_else(|| panic!("round {round}: the frozen worker holds no lock"));
-        let fault = fleet.freeze("frozen");
-        let stopped_us = fleet.faults[fault].start_us;
+        let fault = fleet.crew.freeze("frozen");
+        let stopped_us = fleet.crew.faults[fault].start_us;
         assert!(
             stopped_us < holding.us + 600_000,
             "round {round}: frozen after its hold ended"
         );
         tokio::time::sleep(ms(2000)).await;
-        fleet.thaw(fault);
-        let resumed_us = fleet.faults[fault].end_us;
+        fleet.crew.thaw(fault);
+        let resumed_us = fleet.crew.faults[fault].end_us;
 
         let (key, token) = (holding.key().to_string(), holding.token());
         let mine = |e: &Event| e.worker == "frozen" && e.key() == key && e.token() == token;
         let outcome = fleet
+            .crew
             .log
             .wait_for(WAIT, |e| mine(e) && (e.is("ABANDONED") || e.is("CHECKED")))
             .await
@@ -121,6 +126,7 @@ async fn frozen_holder_abandons_and_its_fenced_write_is_rejected() {
         );
         assert!(outcome.us >= resumed_us);
         let probe = fleet
+            .crew
             .log
             .wait_for(WAIT, |e| mine(e) && e.is("FENCED"))
             .await
@@ -131,15 +137,16 @@ async fn frozen_holder_abandons_and_its_fenced_write_is_rejected() {
             "round {round}: a stale fenced write was accepted"
         );
         let released = fleet
+            .crew
             .log
             .wait_for(WAIT, |e| mine(e) && e.is("RELEASED"))
             .await
             .unwrap_or_else(|| panic!("round {round}: not released"));
-        let acted = fleet.log.count(|e| {
+        let acted = fleet.crew.log.count(|e| {
             mine(e) && (e.is("CHECKED") || e.is("ENTERED") || e.is("WROTE") || e.is("READ"))
         });
         assert_eq!(acted, 0, "round {round}: the frozen holder acted");
-        let others_wrote = fleet.log.count(|e| {
+        let others_wrote = fleet.crew.log.count(|e| {
             e.worker != "frozen"
                 && e.is("FENCED")
                 && e.key() == key
@@ -164,11 +171,14 @@ async fn blackholed_worker_fires_before_its_key_expires() {
     let mut fleet = fleet_with_holder(&spec, "victim", 3000).await;
 
     let holding = fleet
+        .crew
         .log
         .wait_for(WAIT, |e| e.worker == "victim" && e.is("HOLDING"))
         .await
         .expect("the victim holds a lock");
-    let fault = fleet.proxy_fault("victim", FaultKind::Blackhole, Fault::Blackhole);
+    let fault = fleet
+        .crew
+        .proxy_fault("victim", FaultKind::Blackhole, Fault::Blackhole);
     let held = fleet.note_held(Some("victim")).await;
     assert_eq!(
         held.len(),
@@ -177,6 +187,7 @@ async fn blackholed_worker_fires_before_its_key_expires() {
     );
     let (key, token) = (holding.key().to_string(), holding.token());
     let fired = fleet
+        .crew
         .log
         .wait_for(WAIT, |e| {
             e.worker == "victim" && e.is("FIRED") && e.token() == token
@@ -185,6 +196,7 @@ async fn blackholed_worker_fires_before_its_key_expires() {
         .expect("the victim's token fired");
     assert_eq!(fired.last(), "Expired");
     let taken = fleet
+        .crew
         .log
         .wait_for(WAIT, |e| {
             e.is("ACQUIRED") && e.key() == key && e.worker != "victim" && e.us > fired.us
@@ -196,17 +208,19 @@ async fn blackholed_worker_fires_before_its_key_expires() {
         "taken before the key expired"
     );
     tokio::time::sleep(ms(700)).await;
-    let blackholed_us = fleet.faults[fault].start_us;
+    let blackholed_us = fleet.crew.faults[fault].start_us;
     let others_done = fleet
+        .crew
         .log
         .count(|e| e.is("RELEASED") && e.worker != "victim" && e.us > taken.us);
     assert!(
         others_done >= 3,
         "the others stopped working: {others_done}"
     );
-    fleet.heal_proxy(fault);
-    let healed_us = fleet.faults[fault].end_us;
+    fleet.crew.heal_proxy(fault);
+    let healed_us = fleet.crew.faults[fault].end_us;
     let back = fleet
+        .crew
         .log
         .wait_for(Duration::from_secs(8), |e| {
             e.worker == "victim" && e.is("ACQUIRED") && e.us > healed_us
@@ -241,17 +255,17 @@ async fn latency_and_jitter_cause_no_false_loss() {
         base: ms(TTL_MS / 12),
         jitter: ms(TTL_MS / 12),
     };
-    let names = fleet.names();
+    let names = fleet.crew.live();
     let faults: Vec<usize> = names
         .iter()
-        .map(|name| fleet.proxy_fault(name, FaultKind::Delay, delay))
+        .map(|name| fleet.crew.proxy_fault(name, FaultKind::Delay, delay))
         .collect();
-    let delayed_us = fleet.faults[faults[0]].start_us;
+    let delayed_us = fleet.crew.faults[faults[0]].start_us;
     tokio::time::sleep(ms(4 * TTL_MS)).await;
     for fault in faults {
-        fleet.heal_proxy(fault);
+        fleet.crew.heal_proxy(fault);
     }
-    let during = released_after(&fleet, delayed_us);
+    let during = released_after(&fleet.crew, delayed_us);
     tokio::time::sleep(ms(300)).await;
     let report = fleet.finish("latency ttl/6..ttl/3 round trip").await;
     assert_no_loss(&report);
@@ -267,19 +281,19 @@ async fn connection_resets_cause_no_false_loss() {
     let spec = mixed();
     let mut fleet = fleet(&spec).await;
     tokio::time::sleep(ms(300)).await;
-    let names = fleet.names();
+    let names = fleet.crew.live();
     for round in 0..12 {
         if round % 4 == 3 {
             fleet.client_kill().await;
         } else {
-            fleet.reset(&names[round % names.len()]);
+            fleet.crew.reset(&names[round % names.len()]);
         }
         tokio::time::sleep(ms(250)).await;
     }
-    let last_us = fleet.faults.last().expect("faults").end_us;
+    let last_us = fleet.crew.faults.last().expect("faults").end_us;
     // An unlock whose connection was reset fails and leaves its key to expire by its
     // TTL, so work on that key may pause for up to a TTL.
-    let after = wait_released_after(&fleet, last_us, 3, ms(3 * TTL_MS)).await;
+    let after = wait_released_after(&fleet.crew, last_us, 3, ms(3 * TTL_MS)).await;
     let report = fleet.finish("connection resets and CLIENT KILL").await;
     assert_no_loss(&report);
     assert!(after >= 3, "only {after} sections after the last reset");

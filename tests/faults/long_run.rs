@@ -35,6 +35,7 @@ use crate::common::order::{explained_by_worker_freeze, guard_overlaps};
 use crate::common::quorum_fleet::QuorumFleet;
 use crate::common::record::FaultRecord;
 use crate::common::report::{leads, Report};
+use crate::common::server_fleet::ServerFleet;
 
 const TTL_MS: u64 = 1000;
 const MUTEX: &str = "faults";
@@ -149,7 +150,7 @@ async fn for_secs<F: AsyncFnMut()>(secs: u64, pace_ms: (u64, u64), mut fault: F)
 }
 
 async fn single(secs: u64) -> Row {
-    let mut fleet = Fleet::start(TTL_MS).await;
+    let mut fleet = ServerFleet::start(TTL_MS).await;
     let watch = ExpiryWatch::server(fleet.lock.client(), lock_keys(false));
     let mut roster = Roster::start(&mut fleet, &workers()).await;
     for_secs(secs, (1000, 2500), async || {
@@ -157,14 +158,8 @@ async fn single(secs: u64) -> Row {
     })
     .await;
     let mut report = fleet.finish("long run: single server").await;
-    Row::new(
-        "single server",
-        &mut report,
-        &fleet.log,
-        &fleet.faults,
-        watch,
-    )
-    .await
+    let crew = &fleet.crew;
+    Row::new("single server", &mut report, &crew.log, &crew.faults, watch).await
 }
 
 #[cfg(feature = "cluster")]

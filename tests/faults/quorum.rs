@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use crate::common::events::{now_us, Event};
 use crate::common::fault_checks::{ms, SERIAL};
-use crate::common::fleet::Spec;
+use crate::common::fleet::{Fleet, Spec};
 use crate::common::quorum_fleet::{
     assert_quorum_safe, NodeFault, QuorumFleet, QuorumReport, RESTART_MARGIN,
 };

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use crate::common::fault_checks::assert_safe;
-use crate::common::fleet::Spec;
+use crate::common::fault_checks::{assert_safe, SERIAL};
+use crate::common::fleet::{Fleet, Spec};
 use crate::common::sentinel_fleet::SentinelFleet;
 
 /// Long enough for a held lock to outlive a failover's usual 4 s without a renewal
@@ -19,6 +19,7 @@ const TTL_MS: u64 = 8_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_stay_exclusive_across_primary_kills() {
+    let _serial = SERIAL.lock().await;
     let mut fleet = SentinelFleet::start(TTL_MS).await;
     let spec = Spec {
         keys: 2,
@@ -27,7 +28,7 @@ async fn workers_stay_exclusive_across_primary_kills() {
         ..Spec::default()
     };
     for worker in ["w1", "w2", "w3", "w4"] {
-        fleet.spawn(worker, &spec, 1).await;
+        fleet.spawn(worker, &spec).await;
     }
     for _ in 0..2 {
         tokio::time::sleep(Duration::from_secs(2)).await;

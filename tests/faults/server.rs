@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::common::fault_checks::{
     assert_no_loss, assert_safe, fleet, fleet_with_holder, mixed, ms, released_after, SERIAL, WAIT,
 };
-use crate::common::fleet::Spec;
+use crate::common::fleet::{Fleet, Spec};
 use crate::common::record::{FaultKind, HeldLock, Target};
 
 /// Redis frozen for less than ttl/2: refreshes are late, not lost; no token fires.
@@ -27,12 +27,12 @@ async fn short_server_pause_fires_no_token() {
     tokio::time::sleep(ms(500)).await;
     let mut resumed_us = 0;
     for _ in 0..3 {
-        let fault = fleet.begin(FaultKind::PauseServer, Target::Server);
+        let fault = fleet.crew.begin(FaultKind::PauseServer, Target::Server);
         fleet.lock.pause();
         tokio::time::sleep(ms(300)).await;
         fleet.lock.resume();
-        fleet.end(fault);
-        resumed_us = fleet.faults[fault].end_us;
+        fleet.crew.end(fault);
+        resumed_us = fleet.crew.faults[fault].end_us;
         tokio::time::sleep(ms(700)).await;
     }
     let report = fleet
@@ -40,7 +40,7 @@ async fn short_server_pause_fires_no_token() {
         .await;
     assert_no_loss(&report);
     assert!(
-        released_after(&fleet, resumed_us) >= 3,
+        released_after(&fleet.crew, resumed_us) >= 3,
         "work stopped after the pauses"
     );
     assert_safe(&report);
@@ -67,18 +67,19 @@ async fn long_server_pause_fires_every_token_before_its_key_expires() {
         tokio::time::sleep(ms(20)).await;
     }
     let held = fleet.note_held(None).await;
-    let fault = fleet.begin(FaultKind::PauseServerLong, Target::Server);
+    let fault = fleet.crew.begin(FaultKind::PauseServerLong, Target::Server);
     fleet.lock.pause();
     tokio::time::sleep(ms(2500)).await;
     fleet.lock.resume();
-    fleet.end(fault);
+    fleet.crew.end(fault);
     tokio::time::sleep(ms(1500)).await;
     let report = fleet.finish("redis-server SIGSTOPped 2.5 s").await;
 
     assert!(!held.is_empty(), "nobody held a lock when Redis froze");
     for lock in &held {
-        let acquired = fleet.acquired(&lock.id).expect("a holder");
+        let acquired = fleet.crew.acquired(&lock.id).expect("a holder");
         let fired = fleet
+            .crew
             .log
             .filter(|e| {
                 e.is("FIRED")
@@ -124,19 +125,21 @@ async fn server_killed_and_restarted_after_a_ttl() {
     };
     let mut fleet = fleet_with_holder(&spec, "holder", 3000).await;
     let holding = fleet
+        .crew
         .log
         .wait_for(WAIT, |e| e.worker == "holder" && e.is("HOLDING"))
         .await
         .expect("the holder holds a lock");
     tokio::time::sleep(ms(100)).await;
     let held = fleet.note_held(None).await;
-    let fault = fleet.begin(FaultKind::KillServer, Target::Server);
+    let fault = fleet.crew.begin(FaultKind::KillServer, Target::Server);
     fleet.lock.stop();
     tokio::time::sleep(ms(1200)).await;
     fleet.lock.restart();
-    fleet.end(fault);
-    let restarted_us = fleet.faults[fault].end_us;
+    fleet.crew.end(fault);
+    let restarted_us = fleet.crew.faults[fault].end_us;
     let recovered = fleet
+        .crew
         .log
         .wait_for(Duration::from_secs(10), |e| {
             e.is("RELEASED") && e.us > restarted_us && e.last() == "held=true"
@@ -153,8 +156,8 @@ async fn server_killed_and_restarted_after_a_ttl() {
 
     assert!(!held.is_empty(), "nobody held a lock when Redis died");
     for lock in &held {
-        let acquired = fleet.acquired(&lock.id).expect("a holder");
-        let fired = fleet.log.count(|e| {
+        let acquired = fleet.crew.acquired(&lock.id).expect("a holder");
+        let fired = fleet.crew.log.count(|e| {
             e.is("FIRED")
                 && e.worker == acquired.worker
                 && e.token() == acquired.token()
@@ -163,6 +166,7 @@ async fn server_killed_and_restarted_after_a_ttl() {
         assert_eq!(fired, 1, "{acquired:?} had not fired before the restart");
     }
     let holder_fired = fleet
+        .crew
         .log
         .filter(|e| e.worker == "holder" && e.is("FIRED") && e.token() == holding.token());
     assert!(
@@ -173,7 +177,7 @@ async fn server_killed_and_restarted_after_a_ttl() {
     );
     assert!(report.fired_expected > 0, "no token fired as lost");
     assert!(
-        released_after(&fleet, restarted_us) >= 3,
+        released_after(&fleet.crew, restarted_us) >= 3,
         "work did not go on after the restart"
     );
     assert_safe(&report);

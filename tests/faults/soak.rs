@@ -31,6 +31,7 @@ use crate::common::fleet::{Fleet, Spec};
 use crate::common::mixes::{between, quorum_fault, single_fault, Roster};
 use crate::common::order::explained_by_worker_freeze;
 use crate::common::quorum_fleet::QuorumFleet;
+use crate::common::server_fleet::ServerFleet;
 
 const TTL_MS: u64 = 1000;
 
@@ -47,7 +48,7 @@ fn soak_secs() -> u64 {
 async fn soak_with_random_faults() {
     let _serial = SERIAL.lock().await;
     let secs = soak_secs();
-    let mut fleet = Fleet::start(TTL_MS).await;
+    let mut fleet = ServerFleet::start(TTL_MS).await;
     let mut roster = Roster::start(&mut fleet, &five_workers()).await;
     let end_us = now_us() + secs * 1_000_000;
     while now_us() < end_us {
