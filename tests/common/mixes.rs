@@ -1,7 +1,7 @@
 //! The fault mixes of the soaks (`tests/faults/soak.rs`) and the long run
-//! (`tests/faults/long_run.rs`): one random fault per call, always healed before it returns,
-//! for each deployment's fleet. Workers killed are replaced by new ones with the same
-//! [`Spec`] (a [`Roster`]).
+//! (`tests/faults/long_run.rs`): one random fault per call, always healed before it
+//! returns, for each deployment's fleet. Workers killed are replaced by new ones with the
+//! same [`Spec`] (a [`Roster`]).
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,7 +1,12 @@
 //! Test support: a throwaway `redis-server` (or Redis Cluster, or a primary with replicas
-//! under Sentinel) per test, a fault-injecting proxy in front of it, and a peer speaking
-//! the Go package's protocol.
-//! Shared by the integration tests, the benches and the example.
+//! under Sentinel, or a quorum of servers) per test, a fault-injecting proxy in front of
+//! it, a peer speaking the Go package's protocol, and the fault suite's fleets of worker
+//! processes with their referee (`docs/testing.md` says what each starts).
+//!
+//! Each test binary that needs it declares it once (`#[path = "../common/mod.rs"] mod
+//! common;` in `tests/<area>/main.rs`); the benches and examples include single files of
+//! it with `#[path]` (`server.rs`, `cluster.rs`, `blocking.rs`, `events.rs`,
+//! `referee.rs`).
 #![allow(dead_code, unreachable_pub)]
 
 pub mod blocking;

@@ -1,15 +1,15 @@
-//! The fault suite in quorum mode: three independent `redis-server` nodes, a [`Proxy`]
-//! in front of each (every worker reaches node `n` through proxy `n`, so a fault on a
-//! proxy cuts that node off from everyone), a referee server, and worker processes
+//! The fault suite in quorum mode: three independent `redis-server` nodes, a [`Proxy`] in
+//! front of each (every worker reaches node `n` through proxy `n`, so a fault on a proxy
+//! cuts that node off from everyone), a referee server, and worker processes
 //! (`examples/fault_worker.rs` given the three proxy URLs, so each builds a `Quorum`).
 //! Faults hit one node at a time ([`NodeFault`]): a partition (blackhole), a slow node,
 //! connections cut again and again, a freeze (SIGSTOP), and a restart on the same port
-//! within quorum mode's preconditions (README, "Quorum mode"): empty after the node
-//! stayed down past the longest TTL, or at once from its append-only file on nodes run
-//! with `appendonly yes` and `appendfsync always` ([`QuorumFleet::start_aof`]). The run
-//! ends in a [`QuorumReport`]: the fleet [`Report`] plus what quorum mode adds (tokens
-//! in the order the lock passed, work done during faults, the lock keys left on each
-//! node).
+//! within quorum mode's preconditions (the quorum guide, `redismutex::guide::quorum`):
+//! empty after the node stayed down past the longest TTL, or at once from its append-only
+//! file on nodes run with `appendonly yes` and `appendfsync always`
+//! ([`QuorumFleet::start_aof`]). The run ends in a [`QuorumReport`]: the fleet [`Report`]
+//! plus what quorum mode adds (tokens in the order the lock passed, work done during
+//! faults, the lock keys left on each node).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -583,10 +583,10 @@ fn during_faults(events: &[Event], faults: &[FaultRecord]) -> BTreeMap<String, u
 }
 
 /// The checks every quorum run must pass, with the evidence on failure: no overlap (of
-/// sections at the referee, or of guards in the log), no lost update, no holder entering with a token not above the last writer's, no token
-/// out of the order the lock passed in, no fenced write accepted with another
-/// acquisition's token, no section's fenced write refused, and no lock key left on any
-/// node once a TTL passed.
+/// sections at the referee, or of guards in the log), no lost update, no holder entering
+/// with a token not above the last writer's, no token out of the order the lock passed in,
+/// no fenced write accepted with another acquisition's token, no section's fenced write
+/// refused, and no lock key left on any node once a TTL passed.
 pub fn assert_quorum_safe(fleet: &QuorumFleet, report: &QuorumReport) {
     let r = &report.fleet.referee;
     let broken = r.violations != 0

@@ -6,14 +6,15 @@
 //! Each test injects one family of faults, one node at a time, on every node in turn:
 //! partitions (the node's proxy blackholes, delays past the per-node bound, or cuts its
 //! connections again and again), freezes (SIGSTOP shorter than ttl/2 and longer than the
-//! TTL), and restarts within quorum mode's preconditions (README, "Quorum mode"): empty
-//! on the same port after the node stayed down at least TTL + 200 ms, or at once from
-//! the node's append-only file (`appendonly yes`, `appendfsync always`), most of them
-//! under a guard held across the restart. A majority never fails, so exclusion and
-//! fencing must hold throughout: each test asserts no overlap, no lost update, no stale
-//! fenced write accepted (no acquisition sharing another's token, none out of the order
-//! the lock passed in, no section's write refused), no lock key left on any node, that
-//! every fault took effect on its node, and that work went on during the faults.
+//! TTL), and restarts within quorum mode's preconditions (the quorum guide,
+//! `redismutex::guide::quorum`): empty on the same port after the node stayed down at least
+//! TTL + 200 ms, or at once from the node's append-only file (`appendonly yes`,
+//! `appendfsync always`), most of them under a guard held across the restart. A majority
+//! never fails, so exclusion and fencing must hold throughout: each test asserts no
+//! overlap, no lost update, no stale fenced write accepted (no acquisition sharing
+//! another's token, none out of the order the lock passed in, no section's write refused),
+//! no lock key left on any node, that every fault took effect on its node, and that work
+//! went on during the faults.
 //!
 //! Outside the preconditions, an empty restart at once, no safety is promised: a guard
 //! held on two nodes of three can lose its majority to the restart, and a second writer
@@ -413,7 +414,7 @@ async fn node_restarted_from_its_aof_at_once() {
     }
 }
 
-/// Outside quorum mode's preconditions (README, "Quorum mode": durability or a delayed
+/// Outside quorum mode's preconditions (the quorum guide: durability or a delayed
 /// restart), what still holds. A guard is held on two nodes of three (node 2 held for
 /// 300 ms by another lock id whose release has not reached it), and one of its two
 /// nodes restarts empty at once. Until the guard's next refresh (ttl/2) it holds one

@@ -1,7 +1,7 @@
-//! Feature `metrics`: the names, labels and values the crate records (README, "Metrics"),
-//! read from a metrics-util `DebuggingRecorder` installed on the test's thread (each test
-//! runs on a current-thread runtime, so the refresher's task records there too). The
-//! gauges come back to 0 after every way a guard or a wait ends.
+//! Feature `metrics`: the names, labels and values the crate records (the metrics guide,
+//! `redismutex::guide::metrics`), read from a metrics-util `DebuggingRecorder` installed on
+//! the test's thread (each test runs on a current-thread runtime, so the refresher's task
+//! records there too). The gauges come back to 0 after every way a guard or a wait ends.
 #![cfg(feature = "metrics")]
 
 use std::future::IntoFuture;

@@ -1,4 +1,5 @@
-//! The Lua scripts in `lua/`, run directly: the wire protocol README documents.
+//! The Lua scripts in `lua/`, run directly: the wire protocol the protocol guide
+//! (`redismutex::guide::protocol`) documents.
 
 use crate::common::{raw, RedisServer};
 use redis::aio::MultiplexedConnection;

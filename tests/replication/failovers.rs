@@ -1,12 +1,12 @@
 //! Held locks across Sentinel failovers (feature `sentinel`). In each round a mutex with
 //! `replicas(1)` takes a burst of locks, then, with replication stopped (the replicas'
-//! links dropped and kept from coming back, as when a primary fails before it has sent
-//! its last writes), a mutex without it takes a burst too; the primary is killed and Sentinel promotes a
-//! replica. An acknowledged lock is always on the new primary, and another client never
-//! takes it while its guard holds it (0 overlaps), and while replication is stopped an
-//! acknowledged try is refused (`NotReplicated`); the test counts how many plain locks
-//! the failover lost, and how often another client then took one whose guard still held
-//! it (README, "Sentinel").
+//! links dropped and kept from coming back, as when a primary fails before it has sent its
+//! last writes), a mutex without it takes a burst too; the primary is killed and Sentinel
+//! promotes a replica. An acknowledged lock is always on the new primary, and another
+//! client never takes it while its guard holds it (0 overlaps), and while replication is
+//! stopped an acknowledged try is refused (`NotReplicated`); the test counts how many plain
+//! locks the failover lost, and how often another client then took one whose guard still
+//! held it (the Sentinel guide, `redismutex::guide::sentinel`).
 //!
 //! CI runs 3 failovers; `SENTINEL_FAILOVERS=20 cargo test --release --features sentinel
 //! --test replication failovers:: -- --nocapture` runs the long version.

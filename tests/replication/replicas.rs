@@ -1,8 +1,8 @@
-//! `Builder::replicas(n, timeout)` on a primary with replicas (README, "Replica
-//! acknowledgement"): an acquisition, and each refresh, counts only once `n` replicas
-//! have acknowledged it (`WAIT`). A frozen replica makes a try fail with
-//! `Error::NotReplicated` within its timeout and leaves no lock, keeps a waiting request
-//! waiting, and makes a held guard expire.
+//! `Builder::replicas(n, timeout)` on a primary with replicas (the Sentinel and replica
+//! acknowledgement guide, `redismutex::guide::sentinel`): an acquisition, and each refresh,
+//! counts only once `n` replicas have acknowledged it (`WAIT`). A frozen replica makes a
+//! try fail with `Error::NotReplicated` within its timeout and leaves no lock, keeps a
+//! waiting request waiting, and makes a held guard expire.
 
 use std::future::IntoFuture;
 use std::time::{Duration, Instant};

@@ -155,7 +155,7 @@ async fn a_hash_tagged_name_keeps_the_fence_key_in_the_lock_keys_cluster_slot() 
     let reader = tagged.try_read().key("42").await.unwrap().expect("free");
     assert!(reader.unlock().await.unwrap());
 
-    // Without a tag the keys span slots: as README says, Cluster needs the tag.
+    // Without a tag the keys span slots: as the cluster guide says, Cluster needs the tag.
     let untagged = RwMutex::new(conn.clone(), "orders");
     match untagged.try_write().key("42").await {
         Err(Error::Redis { source, .. }) => {

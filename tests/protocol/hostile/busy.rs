@@ -130,8 +130,9 @@ async fn a_busy_script_past_the_response_timeout_gives_a_timeout_error() {
     assert!(guard.unlock().await.unwrap());
 }
 
-// 2. A slow server (found with the 1 MiB keys of `tests/protocol/hostile/names.rs`, whose first attempt
-// can outlast a short wait): a wait that ends while its first attempt is in flight.
+// 2. A slow server (found with the 1 MiB keys of `tests/protocol/hostile/names.rs`, whose
+// first attempt can outlast a short wait): a wait that ends while its first attempt is in
+// flight.
 
 #[tokio::test]
 async fn a_wait_that_gives_up_during_its_first_attempt_clears_the_intent_it_sets() {
