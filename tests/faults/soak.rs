@@ -21,9 +21,10 @@
 //!
 //! It asserts that every overlap the referee saw is explained by a worker frozen inside
 //! its check→leave window (the residual hazard only fencing covers), that lost updates
-//! come only with such overlaps, that accepted fenced writes never went back, that
-//! every token measured fired before its key expired, and that no lock key outlived a
-//! TTL once everyone stopped.
+//! come only with such overlaps, that accepted fenced writes never went back, that a
+//! holder entered with a token not above the last writer's only after a freeze between
+//! its check and its entry, that every token measured fired before its key expired, and
+//! that no lock key outlived a TTL once everyone stopped.
 
 use crate::common::events::now_us;
 use crate::common::fault_checks::{ms, SERIAL};
@@ -71,7 +72,11 @@ async fn soak_with_random_faults() {
         report.overlaps_explained
     );
     assert!(r.lost_updates >= 0, "more increments than writer sections");
-    assert_eq!(r.token_order, 0, "{:?}", r.token_order_log);
+    assert!(
+        report.token_order_unexplained.is_empty(),
+        "tokens out of order: {:?}",
+        report.token_order_unexplained
+    );
     assert!(
         report.rejected_writes <= report.overlaps_explained,
         "{} section writes refused, {} explained overlaps",
@@ -155,7 +160,12 @@ async fn quorum_soak(secs: u64) {
         evidence()
     );
     assert!(r.lost_updates >= 0, "more increments than writer sections");
-    assert_eq!(r.token_order, 0, "{:?}\n{}", r.token_order_log, evidence());
+    assert!(
+        report.fleet.token_order_unexplained.is_empty(),
+        "tokens out of order: {:?}\n{}",
+        report.fleet.token_order_unexplained,
+        evidence()
+    );
     assert_eq!(r.stale_accepted, 0, "{:?}", r.stale_accepted_log);
     assert!(
         out_of_order.is_empty(),
