@@ -10,22 +10,17 @@
 //! replication ping 10 s later.
 
 use std::collections::{BTreeSet, HashMap};
-use std::ffi::OsStr;
 use std::ops::{Range, RangeInclusive};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
-
-use super::blocking::{connect, poll_until, query};
 use redis::cluster_async::ClusterConnection;
 
-use super::server::{read_log, spawn_redis, INSTALL_HINT};
+use super::blocking::{connect, poll_until, query};
+use super::server::{RedisServer, INSTALL_HINT};
 
 /// The number of hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16384;
@@ -171,11 +166,11 @@ impl Cluster {
         self.procs()
             .iter()
             .map(|proc| Node {
-                port: proc.port,
-                pid: proc.child.id(),
+                port: proc.port(),
+                pid: proc.server.pid(),
                 role: view
-                    .role(proc.port)
-                    .unwrap_or_else(|| panic!("{} is not in CLUSTER NODES", proc.port)),
+                    .role(proc.port())
+                    .unwrap_or_else(|| panic!("{} is not in CLUSTER NODES", proc.port())),
                 state: proc.state,
             })
             .collect()
@@ -286,8 +281,7 @@ impl Cluster {
         let mut procs = self.procs();
         let proc = find(&mut procs, port);
         proc.resume();
-        let _ = proc.child.kill();
-        let _ = proc.child.wait();
+        proc.server.stop();
         proc.state = State::Killed;
     }
 
@@ -297,7 +291,7 @@ impl Cluster {
         self.remember_replicas(port);
         let mut procs = self.procs();
         let proc = find(&mut procs, port);
-        proc.signal(Signal::SIGSTOP);
+        proc.server.pause();
         proc.state = State::Paused;
     }
 
@@ -350,8 +344,8 @@ impl Cluster {
             let mut procs = self.procs();
             let proc = find(&mut procs, port);
             assert_eq!(proc.state, State::Killed, "restart of a node not killed");
-            proc.child = start_node(port, proc.dir.path(), self.node_timeout_ms)
-                .unwrap_or_else(|err| panic!("cannot restart {port}: {err}"));
+            // Its `nodes.conf` is still in its directory.
+            proc.server.restart();
             proc.state = State::Running;
         }
         let live = self.live_ports();
@@ -427,7 +421,7 @@ impl Cluster {
 
     /// The log of the node on `port` so far, for failure messages.
     pub fn log(&self, port: u16) -> String {
-        find(&mut self.procs(), port).log()
+        find(&mut self.procs(), port).server.log()
     }
 
     /// The last lines of every node's log.
@@ -480,13 +474,13 @@ impl Cluster {
     }
 
     fn ports(&self) -> Vec<u16> {
-        self.procs().iter().map(|proc| proc.port).collect()
+        self.procs().iter().map(Proc::port).collect()
     }
 
     fn live_ports(&self) -> Vec<u16> {
         let procs = self.procs();
         let live = procs.iter().filter(|proc| proc.state == State::Running);
-        live.map(|proc| proc.port).collect()
+        live.map(Proc::port).collect()
     }
 
     fn live_urls(&self) -> Vec<String> {
@@ -525,72 +519,53 @@ fn crc16(bytes: &[u8]) -> u16 {
     })
 }
 
-/// One `redis-server` of the cluster.
+/// One `redis-server` of the cluster, and what the harness did to it.
 #[derive(Debug)]
 struct Proc {
-    port: u16,
-    child: Child,
-    dir: tempfile::TempDir,
+    server: RedisServer,
     state: State,
 }
 
 impl Proc {
-    /// Starts the node on `port` in a directory of its own and waits until it answers
-    /// PING; fails at once if it exits (its port was taken).
+    /// Starts a cluster node on `port` in a directory of its own, where it keeps its
+    /// cluster config file (`nodes.conf`, found again on a restart), and waits until it
+    /// answers PING; fails at once if it exits (its port was taken).
     fn spawn(port: u16, node_timeout_ms: u64) -> Result<Self, String> {
-        let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
-        let child = start_node(port, dir.path(), node_timeout_ms)?;
+        let node_timeout = node_timeout_ms.to_string();
+        let args = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            &node_timeout,
+            // A replica's first sync would otherwise wait 5 s for more replicas.
+            "--repl-diskless-sync-delay",
+            "0",
+        ];
         Ok(Self {
-            port,
-            child,
-            dir,
+            server: RedisServer::try_start_on(port, &args)?,
             state: State::Running,
         })
     }
 
-    fn log(&self) -> String {
-        read_log(self.dir.path())
+    fn port(&self) -> u16 {
+        self.server.port()
     }
 
     fn resume(&mut self) {
         if self.state == State::Paused {
-            self.signal(Signal::SIGCONT);
+            self.server.resume();
             self.state = State::Running;
         }
-    }
-
-    fn signal(&self, signal: Signal) {
-        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits i32"));
-        kill(pid, signal).unwrap_or_else(|err| panic!("{signal} node {}: {err}", self.port));
     }
 }
 
 impl Drop for Proc {
+    /// Thaws a frozen node; the server is killed when it drops.
     fn drop(&mut self) {
         self.resume();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
-}
-
-/// Starts a cluster node on `port` with its files in `dir`, its cluster config file
-/// `dir/nodes.conf` (new, or kept from an earlier run there), and waits until it answers
-/// PING.
-fn start_node(port: u16, dir: &Path, node_timeout_ms: u64) -> Result<Child, String> {
-    let config = dir.join("nodes.conf");
-    let node_timeout = node_timeout_ms.to_string();
-    let extra: [&OsStr; 8] = [
-        "--cluster-enabled".as_ref(),
-        "yes".as_ref(),
-        "--cluster-config-file".as_ref(),
-        config.as_ref(),
-        "--cluster-node-timeout".as_ref(),
-        node_timeout.as_ref(),
-        // A replica's first sync would otherwise wait 5 s for more replicas.
-        "--repl-diskless-sync-delay".as_ref(),
-        "0".as_ref(),
-    ];
-    spawn_redis(port, dir, extra)
 }
 
 /// Six nodes answering PING, retrying on new ports when one is taken meanwhile.
@@ -631,7 +606,7 @@ fn is_free(port: u16) -> bool {
 }
 
 fn find(procs: &mut [Proc], port: u16) -> &mut Proc {
-    let proc = procs.iter_mut().find(|proc| proc.port == port);
+    let proc = procs.iter_mut().find(|proc| proc.port() == port);
     proc.unwrap_or_else(|| panic!("no node of this cluster has port {port}"))
 }
 

@@ -12,9 +12,8 @@ use redis::cluster_async::ClusterConnection;
 
 use super::cluster::{Cluster, State};
 use super::crew::Crew;
-use super::fleet::{worker_command, Spec};
+use super::fleet::{worker_command, Fleet, Spec};
 use super::record::{FaultKind, HeldLock, Target};
-use super::report::Report;
 
 /// The workers' mutex name.
 pub const MUTEX: &str = "faults";
@@ -51,24 +50,6 @@ impl ClusterFleet {
             keys: 1,
             next_master: 0,
         }
-    }
-
-    /// Starts worker `name` with `spec` over the cluster (seeded with its running
-    /// nodes), and a task that logs its events.
-    pub async fn spawn(&mut self, name: &str, spec: &Spec) {
-        self.keys = self.keys.max(spec.first_key + spec.keys);
-        let seeds: Vec<String> = self
-            .cluster
-            .nodes()
-            .into_iter()
-            .filter(|node| node.state == State::Running)
-            .map(|node| self.cluster.url(node.port))
-            .collect();
-        let mut command = worker_command(name, spec, self.ttl_ms, MUTEX);
-        command
-            .env("FW_CLUSTER", "1")
-            .env("FW_LOCK_URL", seeds.join(","));
-        self.crew.launch(name, command).await;
     }
 
     /// SIGKILLs the next master in turn, waits until its replica has taken over, and
@@ -114,31 +95,43 @@ impl ClusterFleet {
         held
     }
 
-    /// Stops the workers (stdin closed; SIGKILL after 10 s), waits a TTL, and reads
-    /// everything into the report, which it prints (every event and fault too when
-    /// `FAULTS_DUMP` is set). Keys left are every key but fence counters on every master,
-    /// as `<port>: <key>`.
-    pub async fn finish(&mut self, label: &str) -> Report {
-        self.crew.stop_all().await;
-        tokio::time::sleep(Duration::from_millis(self.ttl_ms + 300)).await;
-        let keys_left = self.keys_left().await;
-        let crew = &self.crew;
-        let referee = crew.referee.report().await.expect("read the referee");
-        let mut report = Report::build(
-            label,
-            &crew.log,
-            &crew.faults,
-            &[],
-            self.ttl_ms,
-            referee,
-            crew.secs(),
-        );
-        report.keys_left = keys_left;
-        if std::env::var_os("FAULTS_DUMP").is_some() {
-            println!("{}", crew.dump());
-        }
-        println!("{report}");
-        report
+    /// The port of the master whose turn it is, by slot order.
+    fn next_master(&mut self) -> u16 {
+        let masters = self.cluster.masters();
+        let port = masters[self.next_master % masters.len()].port;
+        self.next_master += 1;
+        port
+    }
+}
+
+impl Fleet for ClusterFleet {
+    fn crew(&self) -> &Crew {
+        &self.crew
+    }
+
+    fn crew_mut(&mut self) -> &mut Crew {
+        &mut self.crew
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        self.ttl_ms
+    }
+
+    /// Starts worker `name` over the cluster, seeded with its running nodes.
+    async fn spawn(&mut self, name: &str, spec: &Spec) {
+        self.keys = self.keys.max(spec.first_key + spec.keys);
+        let seeds: Vec<String> = self
+            .cluster
+            .nodes()
+            .into_iter()
+            .filter(|node| node.state == State::Running)
+            .map(|node| self.cluster.url(node.port))
+            .collect();
+        let mut command = worker_command(name, spec, self.ttl_ms, MUTEX);
+        command
+            .env("FW_CLUSTER", "1")
+            .env("FW_LOCK_URL", seeds.join(","));
+        self.crew.launch(name, command).await;
     }
 
     /// Every key but fence counters on every master, as `<port>: <key>`.
@@ -154,13 +147,5 @@ impl ClusterFleet {
             left.extend(keys.map(|key| format!("{}: {key}", master.port)));
         }
         left
-    }
-
-    /// The port of the master whose turn it is, by slot order.
-    fn next_master(&mut self) -> u16 {
-        let masters = self.cluster.masters();
-        let port = masters[self.next_master % masters.len()].port;
-        self.next_master += 1;
-        port
     }
 }

@@ -1,21 +1,23 @@
-//! What every fleet of fault workers (`examples/fault_worker.rs`) without proxies of its
-//! own shares, whatever it locks on (a quorum, a Sentinel deployment, a Redis Cluster):
-//! the referee, the worker processes and their events, the faults recorded so far, and
-//! the worker faults (killed, frozen). The single-server [`Fleet`](super::fleet::Fleet)
-//! gives each worker a proxy and keeps its own list.
+//! The worker processes of a fleet (`examples/fault_worker.rs`), whatever they lock on:
+//! the referee they register with, the workers and their events, the faults recorded
+//! so far, the faults done to a worker (killed, frozen, and, for a worker started
+//! behind a [`Proxy`] of its own, its link cut off, slowed or reset), and one dump of
+//! everything in time order.
 
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
 use super::events::{now_us, Event, Log};
-use super::fleet::{launch, signal};
+use super::proxy::{Fault, Proxy};
 use super::record::{FaultKind, FaultRecord, Target};
 use super::referee::Referee;
 use super::RedisServer;
 
-/// A worker process.
+/// A worker process, and the proxy it reaches the deployment through, if any.
 #[derive(Debug)]
 struct Member {
     name: String,
@@ -23,6 +25,7 @@ struct Member {
     child: Child,
     /// Closed to stop the worker after its current section.
     stdin: Option<ChildStdin>,
+    proxy: Option<Proxy>,
     alive: bool,
 }
 
@@ -59,8 +62,18 @@ impl Crew {
     }
 
     /// Starts `command` (see `fleet::worker_command`) as worker `name`, with the
-    /// referee's URL, and a task that logs its events.
-    pub async fn launch(&mut self, name: &str, mut command: Command) {
+    /// referee's URL, and a task that logs its events; waits for its `START`.
+    pub async fn launch(&mut self, name: &str, command: Command) {
+        self.enlist(name, command, None).await;
+    }
+
+    /// The same for a worker that reaches the deployment through `proxy` alone (its
+    /// `FW_LOCK_URL` is the proxy's): the proxy faults below then hit this worker only.
+    pub async fn launch_behind(&mut self, name: &str, command: Command, proxy: Proxy) {
+        self.enlist(name, command, Some(proxy)).await;
+    }
+
+    async fn enlist(&mut self, name: &str, mut command: Command, proxy: Option<Proxy>) {
         command.env("FW_REFEREE_URL", self.referee_server.url());
         let (child, pid, stdin) = launch(command, name, &self.log).await;
         self.members.push(Member {
@@ -68,6 +81,7 @@ impl Crew {
             pid,
             child,
             stdin,
+            proxy,
             alive: true,
         });
     }
@@ -78,11 +92,33 @@ impl Crew {
         live.map(|w| w.name.clone()).collect()
     }
 
-    fn member(&mut self, name: &str) -> &mut Member {
+    fn member(&self, name: &str) -> &Member {
+        self.members
+            .iter()
+            .find(|w| w.name == name)
+            .unwrap_or_else(|| panic!("no worker {name}"))
+    }
+
+    fn member_mut(&mut self, name: &str) -> &mut Member {
         self.members
             .iter_mut()
             .find(|w| w.name == name)
             .unwrap_or_else(|| panic!("no worker {name}"))
+    }
+
+    /// The proxy of worker `name`, started with [`launch_behind`](Self::launch_behind).
+    pub fn proxy(&self, name: &str) -> &Proxy {
+        let member = self.member(name);
+        let proxy = member.proxy.as_ref();
+        proxy.unwrap_or_else(|| panic!("worker {name} has no proxy of its own"))
+    }
+
+    /// The `ACQUIRED` event of the guard with lock id `id`.
+    pub fn acquired(&self, id: &str) -> Option<Event> {
+        self.log
+            .filter(|e| e.is("ACQUIRED") && e.id() == id)
+            .into_iter()
+            .next()
     }
 
     /// Records a fault starting now; returns its index for [`end`](Self::end).
@@ -106,7 +142,7 @@ impl Crew {
     /// referee (a dead process cannot leave).
     pub async fn kill(&mut self, name: &str) {
         let index = self.begin(FaultKind::KillWorker, Target::Worker(name.to_owned()));
-        let worker = self.member(name);
+        let worker = self.member_mut(name);
         signal(worker.pid, Signal::SIGKILL);
         let _ = worker.child.wait().await;
         worker.alive = false;
@@ -117,16 +153,53 @@ impl Crew {
         self.end(index);
     }
 
-    /// Freezes worker `name` with SIGSTOP for `d`. A worker frozen between its check and
-    /// its leave may overlap the next holder: see `Report::overlaps_explained`.
-    pub async fn freeze(&mut self, name: &str, d: Duration) {
+    /// Freezes worker `name` with SIGSTOP; returns the fault's index for
+    /// [`thaw`](Self::thaw). A worker frozen between its check and its leave may overlap
+    /// the next holder: see `Report::overlaps_explained`.
+    pub fn freeze(&mut self, name: &str) -> usize {
         let index = self.begin(FaultKind::FreezeWorker, Target::Worker(name.to_owned()));
-        let pid = self.member(name).pid;
-        signal(pid, Signal::SIGSTOP);
-        tokio::time::sleep(d).await;
+        signal(self.member(name).pid, Signal::SIGSTOP);
+        index
+    }
+
+    /// Thaws the worker frozen by fault `index` (SIGCONT).
+    pub fn thaw(&mut self, index: usize) {
+        let Target::Worker(name) = self.faults[index].target.clone() else {
+            panic!("fault {index} froze no worker");
+        };
         // Ends before the signal: the worker may print before this returns.
         self.end(index);
-        signal(pid, Signal::SIGCONT);
+        signal(self.member(&name).pid, Signal::SIGCONT);
+    }
+
+    /// Freezes worker `name` for `d`, then thaws it.
+    pub async fn freeze_for(&mut self, name: &str, d: Duration) {
+        let index = self.freeze(name);
+        tokio::time::sleep(d).await;
+        self.thaw(index);
+    }
+
+    /// Sets `fault` on the proxy of worker `name`, recorded as `kind` until
+    /// [`heal_proxy`](Self::heal_proxy).
+    pub fn proxy_fault(&mut self, name: &str, kind: FaultKind, fault: Fault) -> usize {
+        let index = self.begin(kind, Target::Worker(name.to_owned()));
+        self.proxy(name).set(fault);
+        index
+    }
+
+    /// Lets the proxy of fault `index` pass again.
+    pub fn heal_proxy(&mut self, index: usize) {
+        if let Target::Worker(name) = self.faults[index].target.clone() {
+            self.proxy(&name).set(Fault::Pass);
+        }
+        self.end(index);
+    }
+
+    /// Resets every connection of the proxy of worker `name`.
+    pub fn reset(&mut self, name: &str) {
+        let index = self.begin(FaultKind::Reset, Target::Worker(name.to_owned()));
+        self.proxy(name).reset_all();
+        self.end(index);
     }
 
     /// Closes every live worker's stdin, so it stops after its current section, and
@@ -161,7 +234,7 @@ impl Drop for Crew {
     fn drop(&mut self) {
         for worker in &mut self.members {
             // A frozen worker would not die of its SIGKILL until thawed.
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(worker.pid), Signal::SIGCONT);
+            let _ = kill(Pid::from_raw(worker.pid), Signal::SIGCONT);
             let _ = worker.child.start_kill();
         }
     }
@@ -169,6 +242,16 @@ impl Drop for Crew {
 
 /// `events` and `faults`, one a line in time order, in ms since `from_us`.
 pub fn dump(events: &[Event], faults: &[FaultRecord], from_us: u64) -> String {
+    dump_with(events, faults, from_us, Vec::new())
+}
+
+/// The same with `more` lines, each at its time in µs since the epoch.
+pub fn dump_with(
+    events: &[Event],
+    faults: &[FaultRecord],
+    from_us: u64,
+    more: Vec<(u64, String)>,
+) -> String {
     let ms = |us: u64| us.saturating_sub(from_us) as f64 / 1000.0;
     let mut lines: Vec<(u64, String)> = events
         .iter()
@@ -193,7 +276,47 @@ pub fn dump(events: &[Event], faults: &[FaultRecord], from_us: u64) -> String {
         );
         lines.push((f.start_us, line));
     }
+    let more = more
+        .into_iter()
+        .map(|(us, line)| (us, format!("{:>10.1} {line}", ms(us))));
+    lines.extend(more);
     lines.sort_by_key(|(us, _)| *us);
     let lines: Vec<String> = lines.into_iter().map(|(_, line)| line).collect();
     lines.join("\n")
+}
+
+/// Spawns `command` as worker `name`, with a task that parses its events into `log`,
+/// and waits for its `START`: the child, its pid and its stdin (closing it stops the
+/// worker).
+pub(crate) async fn launch(
+    mut command: Command,
+    name: &str,
+    log: &Log,
+) -> (Child, i32, Option<ChildStdin>) {
+    let mut child = command.spawn().expect("spawn the fault worker");
+    let pid = i32::try_from(child.id().expect("a pid")).expect("pid fits i32");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (events, worker) = (log.clone(), name.to_string());
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            match Event::parse(&worker, &line) {
+                Some(event) => events.push(event),
+                None => eprintln!("{worker}: {line}"),
+            }
+        }
+    });
+    let stdin = child.stdin.take();
+    let started = log
+        .wait_for(Duration::from_secs(10), |e| {
+            e.worker == name && e.is("START")
+        })
+        .await;
+    assert!(started.is_some(), "worker {name} did not start");
+    (child, pid, stdin)
+}
+
+/// Sends `signal` to process `pid`.
+fn signal(pid: i32, signal: Signal) {
+    kill(Pid::from_raw(pid), signal).unwrap_or_else(|err| panic!("{signal} {pid}: {err}"));
 }

@@ -1,5 +1,5 @@
 //! A watcher of the lock keys' expiry on the servers, for the fire lead of the long run
-//! (`tests/long_run.rs`): every [`EVERY`] it reads each lock key's holders and
+//! (`tests/faults/long_run.rs`): every [`EVERY`] it reads each lock key's holders and
 //! `PEXPIRETIME` over a connection of its own (never through a fault proxy) and notes
 //! every (key, id, expiry) it has not seen yet. A guard's lead is then its key's
 //! expiry as last read before its token fired, minus the time it fired: a lower bound

@@ -1,20 +1,22 @@
-//! What the fault tests (`tests/faults_holders.rs`, `tests/faults_server.rs`) share:
+//! What the fault tests (`tests/faults/holders.rs`, `tests/faults/server.rs`) share:
 //! the TTL, fleets of three workers, and the checks every run must pass.
 //!
-//! The tests run one at a time (see [`SERIAL`]): their assertions are about timing
-//! (a token must fire before its key expires, 12 ms of drift margin at this TTL), and
-//! eight fleets of processes at once on a small machine would starve each other. Each
-//! test file is its own binary with its own `SERIAL`, and cargo runs test binaries one
-//! after the other, so a lock per binary is enough.
+//! The tests that start a fleet run one at a time (see [`SERIAL`]): their assertions
+//! are about timing (a token must fire before its key expires, 12 ms of drift margin at
+//! this TTL), and fleets of processes at once on a small machine would starve each
+//! other. They are all in one test binary (`tests/faults/main.rs`), and cargo runs test
+//! binaries one after the other, so one lock in the process is enough.
 
 use std::time::Duration;
 
+use super::crew::Crew;
 use super::fleet::{Fleet, Spec};
 use super::report::Report;
+use super::server_fleet::ServerFleet;
 
 pub const TTL_MS: u64 = 1000;
 
-/// One fault test at a time.
+/// One fleet at a time: every test of `tests/faults/` that starts one holds this.
 pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 pub const WAIT: Duration = Duration::from_secs(5);
@@ -33,8 +35,8 @@ pub fn mixed() -> Spec {
 }
 
 /// Three workers with `spec`, named w0..w2.
-pub async fn fleet(spec: &Spec) -> Fleet {
-    let mut fleet = Fleet::start(TTL_MS).await;
+pub async fn fleet(spec: &Spec) -> ServerFleet {
+    let mut fleet = ServerFleet::start(TTL_MS).await;
     for n in 0..3 {
         fleet.spawn(&format!("w{n}"), spec).await;
     }
@@ -43,8 +45,8 @@ pub async fn fleet(spec: &Spec) -> Fleet {
 
 /// Workers w0 and w1 with `spec`, and `name` with `spec` but holding each lock it takes
 /// for `hold_ms` (the worker's hold mode).
-pub async fn fleet_with_holder(spec: &Spec, name: &str, hold_ms: u64) -> Fleet {
-    let mut fleet = Fleet::start(TTL_MS).await;
+pub async fn fleet_with_holder(spec: &Spec, name: &str, hold_ms: u64) -> ServerFleet {
+    let mut fleet = ServerFleet::start(TTL_MS).await;
     fleet.spawn("w0", spec).await;
     fleet.spawn("w1", spec).await;
     let holder = Spec {
@@ -93,15 +95,16 @@ pub fn assert_no_loss(report: &Report) {
     );
 }
 
-pub fn released_after(fleet: &Fleet, us: u64) -> usize {
-    fleet.log.count(|e| e.is("RELEASED") && e.us > us)
+/// Sections released after `us`.
+pub fn released_after(crew: &Crew, us: u64) -> usize {
+    crew.log.count(|e| e.is("RELEASED") && e.us > us)
 }
 
 /// Waits up to `timeout` for `n` sections released after `us`; how many there were.
-pub async fn wait_released_after(fleet: &Fleet, us: u64, n: usize, timeout: Duration) -> usize {
+pub async fn wait_released_after(crew: &Crew, us: u64, n: usize, timeout: Duration) -> usize {
     let deadline = tokio::time::Instant::now() + timeout;
-    while released_after(fleet, us) < n && tokio::time::Instant::now() < deadline {
+    while released_after(crew, us) < n && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(ms(10)).await;
     }
-    released_after(fleet, us)
+    released_after(crew, us)
 }

@@ -1,6 +1,6 @@
-//! Checks shared by the hostile-condition tests (`tests/hostile_names.rs`,
-//! `tests/hostile_server.rs`, `tests/hostile_busy.rs`): typed refusals that name their
-//! key, and what the keyspace holds.
+//! Checks shared by the hostile-condition tests (`tests/protocol/hostile/names.rs`,
+//! `tests/protocol/hostile/server.rs`, `tests/protocol/hostile/busy.rs`): typed refusals
+//! that name their key, and what the keyspace holds.
 
 use std::collections::BTreeSet;
 use std::time::Duration;

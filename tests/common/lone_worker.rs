@@ -5,9 +5,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStdin, Command};
 
+use super::crew::launch;
 use super::events::{Event, Log};
 use super::worker_bin;
 
@@ -20,6 +20,8 @@ pub struct LoneWorker {
     pub name: String,
     pub log: Log,
     child: Child,
+    /// Kept open: the worker stops when it closes.
+    _stdin: Option<ChildStdin>,
 }
 
 impl LoneWorker {
@@ -39,26 +41,14 @@ impl LoneWorker {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
-        let mut child = command.spawn().expect("spawn the fault worker");
-        let stdout = child.stdout.take().expect("piped stdout");
         let log = Log::default();
-        let (events, worker) = (log.clone(), name.to_string());
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                match Event::parse(&worker, &line) {
-                    Some(event) => events.push(event),
-                    None => eprintln!("{worker}: {line}"),
-                }
-            }
-        });
-        let worker = LoneWorker {
+        let (child, _, stdin) = launch(command, name, &log).await;
+        LoneWorker {
             name: name.to_string(),
             log,
             child,
-        };
-        worker.wait_for("START").await;
-        worker
+            _stdin: stdin,
+        }
     }
 
     /// The first event of `kind`, waiting up to [`WAIT`] for it.

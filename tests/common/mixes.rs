@@ -1,7 +1,7 @@
-//! The fault mixes of the soaks (`tests/soak.rs`) and the long run
-//! (`tests/long_run.rs`): one random fault per call, always healed before it returns,
-//! for each deployment's fleet. Workers killed are replaced by new ones with the same
-//! [`Spec`] (a [`Roster`]).
+//! The fault mixes of the soaks (`tests/faults/soak.rs`) and the long run
+//! (`tests/faults/long_run.rs`): one random fault per call, always healed before it
+//! returns, for each deployment's fleet. Workers killed are replaced by new ones with the
+//! same [`Spec`] (a [`Roster`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -16,23 +16,11 @@ use super::proxy::Fault;
 use super::quorum_fleet::{NodeFault, QuorumFleet, NODES, RESTART_MARGIN};
 use super::record::{FaultKind, Target};
 use super::sentinel_fleet::SentinelFleet;
+use super::server_fleet::ServerFleet;
 
 /// A random number in `lo..=hi`.
 pub fn between(lo: u64, hi: u64) -> u64 {
     rand::rng().random_range(lo..=hi)
-}
-
-/// What every fleet of worker processes can do to its workers.
-#[allow(async_fn_in_trait)]
-pub trait WorkerFaults {
-    /// Starts worker `name` with `spec`.
-    async fn spawn(&mut self, name: &str, spec: &Spec);
-    /// The names of the live workers.
-    fn live(&self) -> Vec<String>;
-    /// SIGKILLs worker `name` (its registrations on the referee removed), recorded.
-    async fn kill_worker(&mut self, name: &str);
-    /// SIGSTOPs worker `name` for `d`, then SIGCONT, recorded.
-    async fn freeze_worker(&mut self, name: &str, d: Duration);
 }
 
 /// The workers of a run and their specs; a killed worker is replaced by `w<n>`, a new
@@ -45,103 +33,40 @@ pub struct Roster {
 
 impl Roster {
     /// Starts a worker `w0`, `w1`, ... for each of `specs`.
-    pub async fn start(crew: &mut impl WorkerFaults, specs: &[Spec]) -> Roster {
+    pub async fn start(fleet: &mut impl Fleet, specs: &[Spec]) -> Roster {
         let mut roster = Roster::default();
         for spec in specs {
-            roster.spawn(crew, spec.clone()).await;
+            roster.spawn(fleet, spec.clone()).await;
         }
         roster
     }
 
-    async fn spawn(&mut self, crew: &mut impl WorkerFaults, spec: Spec) {
+    async fn spawn(&mut self, fleet: &mut impl Fleet, spec: Spec) {
         let name = format!("w{}", self.spawned);
-        crew.spawn(&name, &spec).await;
+        fleet.spawn(&name, &spec).await;
         self.specs.insert(name, spec);
         self.spawned += 1;
     }
 
     /// A live worker, at random.
-    pub fn any(crew: &impl WorkerFaults) -> String {
-        let live = crew.live();
+    pub fn any(fleet: &impl Fleet) -> String {
+        let live = fleet.crew().live();
         live[rand::rng().random_range(0..live.len())].clone()
     }
 
     /// Kills a live worker at random and starts another with its spec.
-    pub async fn replace(&mut self, crew: &mut impl WorkerFaults) {
-        let victim = Self::any(crew);
-        crew.kill_worker(&victim).await;
+    pub async fn replace(&mut self, fleet: &mut impl Fleet) {
+        let victim = Self::any(fleet);
+        fleet.crew_mut().kill(&victim).await;
         let spec = self.specs[&victim].clone();
-        self.spawn(crew, spec).await;
+        self.spawn(fleet, spec).await;
     }
 
     /// Freezes a live worker at random for 1.5–2.5 s: past the TTL of 1 s.
-    pub async fn freeze_any(crew: &mut impl WorkerFaults) {
-        let victim = Self::any(crew);
-        crew.freeze_worker(&victim, ms(between(1500, 2500))).await;
-    }
-}
-
-impl WorkerFaults for Fleet {
-    async fn spawn(&mut self, name: &str, spec: &Spec) {
-        Fleet::spawn(self, name, spec).await;
-    }
-    fn live(&self) -> Vec<String> {
-        let live = self.workers.iter().filter(|w| w.alive);
-        live.map(|w| w.name.clone()).collect()
-    }
-    async fn kill_worker(&mut self, name: &str) {
-        Fleet::kill_worker(self, name).await;
-    }
-    async fn freeze_worker(&mut self, name: &str, d: Duration) {
-        let fault = self.freeze(name);
-        tokio::time::sleep(d).await;
-        self.thaw(fault);
-    }
-}
-
-impl WorkerFaults for QuorumFleet {
-    async fn spawn(&mut self, name: &str, spec: &Spec) {
-        QuorumFleet::spawn(self, name, spec).await;
-    }
-    fn live(&self) -> Vec<String> {
-        self.crew.live()
-    }
-    async fn kill_worker(&mut self, name: &str) {
-        self.crew.kill(name).await;
-    }
-    async fn freeze_worker(&mut self, name: &str, d: Duration) {
-        self.crew.freeze(name, d).await;
-    }
-}
-
-impl WorkerFaults for SentinelFleet {
-    async fn spawn(&mut self, name: &str, spec: &Spec) {
-        SentinelFleet::spawn(self, name, spec, 1).await;
-    }
-    fn live(&self) -> Vec<String> {
-        self.crew.live()
-    }
-    async fn kill_worker(&mut self, name: &str) {
-        self.crew.kill(name).await;
-    }
-    async fn freeze_worker(&mut self, name: &str, d: Duration) {
-        self.crew.freeze(name, d).await;
-    }
-}
-
-#[cfg(feature = "cluster")]
-impl WorkerFaults for ClusterFleet {
-    async fn spawn(&mut self, name: &str, spec: &Spec) {
-        ClusterFleet::spawn(self, name, spec).await;
-    }
-    fn live(&self) -> Vec<String> {
-        self.crew.live()
-    }
-    async fn kill_worker(&mut self, name: &str) {
-        self.crew.kill(name).await;
-    }
-    async fn freeze_worker(&mut self, name: &str, d: Duration) {
-        self.crew.freeze(name, d).await;
+    pub async fn freeze_any(fleet: &mut impl Fleet) {
+        let victim = Self::any(fleet);
+        let d = ms(between(1500, 2500));
+        fleet.crew_mut().freeze_for(&victim, d).await;
     }
 }
 
@@ -149,39 +74,41 @@ impl WorkerFaults for ClusterFleet {
 /// replaced) or frozen past the TTL, the server paused shortly or past the TTL, killed
 /// and restarted empty past the TTL, a worker's proxy blackholed, every proxy slowed,
 /// or a burst of connection resets and `CLIENT KILL`s.
-pub async fn single_fault(fleet: &mut Fleet, roster: &mut Roster, ttl_ms: u64) {
+pub async fn single_fault(fleet: &mut ServerFleet, roster: &mut Roster, ttl_ms: u64) {
     match between(0, 7) {
         0 => roster.replace(fleet).await,
         1 => Roster::freeze_any(fleet).await,
         2 => pause_server(fleet, ms(300), FaultKind::PauseServer, false).await,
         3 => pause_server(fleet, ms(2500), FaultKind::PauseServerLong, true).await,
         4 => {
-            // Down for more than a TTL: see tests/faults_server.rs on restarting at once.
-            let fault = fleet.begin(FaultKind::KillServer, Target::Server);
+            // Down for more than a TTL: see tests/faults/server.rs on restarting at once.
+            let fault = fleet.crew.begin(FaultKind::KillServer, Target::Server);
             fleet.lock.stop();
             tokio::time::sleep(ms(ttl_ms + 200)).await;
             fleet.lock.restart();
-            fleet.end(fault);
+            fleet.crew.end(fault);
         }
         5 => {
             let victim = Roster::any(fleet);
-            let fault = fleet.proxy_fault(&victim, FaultKind::Blackhole, Fault::Blackhole);
+            let fault = fleet
+                .crew
+                .proxy_fault(&victim, FaultKind::Blackhole, Fault::Blackhole);
             fleet.note_held(Some(&victim)).await;
             tokio::time::sleep(ms(between(1500, 2500))).await;
-            fleet.heal_proxy(fault);
+            fleet.crew.heal_proxy(fault);
         }
         6 => {
             let delay = Fault::Delay {
                 base: ms(ttl_ms / 12),
                 jitter: ms(ttl_ms / 12),
             };
-            let faults: Vec<usize> = WorkerFaults::live(fleet)
-                .iter()
-                .map(|name| fleet.proxy_fault(name, FaultKind::Delay, delay))
+            let crew = &mut fleet.crew;
+            let faults: Vec<usize> = (crew.live().iter())
+                .map(|name| crew.proxy_fault(name, FaultKind::Delay, delay))
                 .collect();
             tokio::time::sleep(ms(between(2000, 3000))).await;
             for fault in faults {
-                fleet.heal_proxy(fault);
+                crew.heal_proxy(fault);
             }
         }
         _ => {
@@ -190,7 +117,7 @@ pub async fn single_fault(fleet: &mut Fleet, roster: &mut Roster, ttl_ms: u64) {
                     fleet.client_kill().await;
                 } else {
                     let victim = Roster::any(fleet);
-                    fleet.reset(&victim);
+                    fleet.crew.reset(&victim);
                 }
                 tokio::time::sleep(ms(200)).await;
             }
@@ -200,15 +127,15 @@ pub async fn single_fault(fleet: &mut Fleet, roster: &mut Roster, ttl_ms: u64) {
 
 /// SIGSTOPs the lock server for `d`, recorded as `kind`; `note` first notes who holds
 /// what, for the fire lead.
-async fn pause_server(fleet: &mut Fleet, d: Duration, kind: FaultKind, note: bool) {
+async fn pause_server(fleet: &mut ServerFleet, d: Duration, kind: FaultKind, note: bool) {
     if note {
         fleet.note_held(None).await;
     }
-    let fault = fleet.begin(kind, Target::Server);
+    let fault = fleet.crew.begin(kind, Target::Server);
     fleet.lock.pause();
     tokio::time::sleep(d).await;
     fleet.lock.resume();
-    fleet.end(fault);
+    fleet.crew.end(fault);
 }
 
 /// One fault of the quorum mix, for a TTL of `ttl_ms`: on one node at random, a

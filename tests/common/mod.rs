@@ -1,7 +1,12 @@
 //! Test support: a throwaway `redis-server` (or Redis Cluster, or a primary with replicas
-//! under Sentinel) per test, a fault-injecting proxy in front of it, and a peer speaking
-//! the Go package's protocol.
-//! Shared by the integration tests, the benches and the example.
+//! under Sentinel, or a quorum of servers) per test, a fault-injecting proxy in front of
+//! it, a peer speaking the Go package's protocol, and the fault suite's fleets of worker
+//! processes with their referee (`docs/testing.md` says what each starts).
+//!
+//! Each test binary that needs it declares it once (`#[path = "../common/mod.rs"] mod
+//! common;` in `tests/<area>/main.rs`); the benches and examples include single files of
+//! it with `#[path]` (`server.rs`, `cluster.rs`, `blocking.rs`, `events.rs`,
+//! `referee.rs`).
 #![allow(dead_code, unreachable_pub)]
 
 pub mod blocking;
@@ -18,7 +23,6 @@ pub mod fault_checks;
 pub mod fleet;
 pub mod go_peer;
 pub mod hostile;
-pub mod inject;
 pub mod lone_worker;
 pub mod lost_update;
 pub mod mixes;
@@ -34,6 +38,7 @@ pub mod report;
 pub mod sentinel;
 pub mod sentinel_fleet;
 pub mod server;
+pub mod server_fleet;
 pub mod trap_child;
 pub mod worker_bin;
 pub mod wrong_type;

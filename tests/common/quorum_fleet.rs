@@ -1,15 +1,15 @@
-//! The fault suite in quorum mode: three independent `redis-server` nodes, a [`Proxy`]
-//! in front of each (every worker reaches node `n` through proxy `n`, so a fault on a
-//! proxy cuts that node off from everyone), a referee server, and worker processes
+//! The fault suite in quorum mode: three independent `redis-server` nodes, a [`Proxy`] in
+//! front of each (every worker reaches node `n` through proxy `n`, so a fault on a proxy
+//! cuts that node off from everyone), a referee server, and worker processes
 //! (`examples/fault_worker.rs` given the three proxy URLs, so each builds a `Quorum`).
 //! Faults hit one node at a time ([`NodeFault`]): a partition (blackhole), a slow node,
 //! connections cut again and again, a freeze (SIGSTOP), and a restart on the same port
-//! within quorum mode's preconditions (README, "Quorum mode"): empty after the node
-//! stayed down past the longest TTL, or at once from its append-only file on nodes run
-//! with `appendonly yes` and `appendfsync always` ([`QuorumFleet::start_aof`]). The run
-//! ends in a [`QuorumReport`]: the fleet [`Report`] plus what quorum mode adds (tokens
-//! in the order the lock passed, work done during faults, the lock keys left on each
-//! node).
+//! within quorum mode's preconditions (the quorum guide, `redismutex::guide::quorum`):
+//! empty after the node stayed down past the longest TTL, or at once from its append-only
+//! file on nodes run with `appendonly yes` and `appendfsync always`
+//! ([`QuorumFleet::start_aof`]). The run ends in a [`QuorumReport`]: the fleet [`Report`]
+//! plus what quorum mode adds (tokens in the order the lock passed, work done during
+//! faults, the lock keys left on each node).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,9 +18,9 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
 
-use super::crew::Crew;
+use super::crew::{dump_with, Crew};
 use super::events::{now_us, Event};
-use super::fleet::{worker_command, Spec};
+use super::fleet::{worker_command, Fleet, Spec};
 use super::order::{guard_overlaps, out_of_order};
 use super::proxy::{Fault, Proxy};
 use super::record::{FaultKind, FaultRecord, HeldLock, Target};
@@ -135,14 +135,6 @@ impl QuorumFleet {
     pub fn lock_urls(&self) -> String {
         let urls: Vec<String> = self.proxies.iter().map(Proxy::url).collect();
         urls.join(",")
-    }
-
-    /// Starts worker `name` with `spec` over the quorum, and a task that logs its events.
-    pub async fn spawn(&mut self, name: &str, spec: &Spec) {
-        self.keys = self.keys.max(spec.first_key + spec.keys);
-        let mut command = worker_command(name, spec, self.ttl_ms, &self.mutex);
-        command.env("FW_LOCK_URL", self.lock_urls());
-        self.crew.launch(name, command).await;
     }
 
     /// Injects `fault` on node `node`, records it, and heals it: when this returns every
@@ -327,43 +319,13 @@ impl QuorumFleet {
             .count(|e| e.is("RELEASED") && e.us > us && e.last() == "held=true")
     }
 
-    /// The lock keys (not fence counters) left on each node, as `node n: key`.
-    pub async fn keys_left(&self) -> Vec<String> {
-        let mut left = Vec::new();
-        for (n, node) in self.nodes.iter().enumerate() {
-            let keys: Vec<String> = redis::cmd("KEYS")
-                .arg("*")
-                .query_async(&mut node.conn().await)
-                .await
-                .expect("KEYS");
-            left.extend(
-                keys.into_iter()
-                    .filter(|k| !k.ends_with(":fence"))
-                    .map(|k| format!("node {n}: {k}")),
-            );
-        }
-        left
-    }
-
-    /// Stops the workers, waits a TTL, and reads everything into the report, which it
-    /// prints (with every event and fault when `FAULTS_DUMP` is set).
+    /// Stops the workers, waits a TTL, and reads everything into the fleet's report
+    /// (printed by [`Fleet::finish`]), then adds what quorum mode checks, which it
+    /// prints too.
     pub async fn finish(&mut self, label: &str) -> QuorumReport {
-        self.crew.stop_all().await;
-        tokio::time::sleep(Duration::from_millis(self.ttl_ms + 300)).await;
-        let keys_left = self.keys_left().await;
+        let fleet = Fleet::finish(self, label).await;
         let crew = &self.crew;
-        let referee = crew.referee.report().await.expect("read the referee");
         let events = crew.log.all();
-        let mut fleet = Report::build(
-            label,
-            &crew.log,
-            &crew.faults,
-            &[],
-            self.ttl_ms,
-            referee,
-            crew.secs(),
-        );
-        fleet.keys_left = keys_left;
         let report = QuorumReport {
             out_of_order: out_of_order(&events),
             guard_overlaps: guard_overlaps(&events, &crew.faults),
@@ -373,57 +335,34 @@ impl QuorumFleet {
             unverified: self.unverified.clone(),
             fleet,
         };
-        if std::env::var_os("FAULTS_DUMP").is_some() {
-            println!("{}", self.dump(0, u64::MAX));
-        }
-        println!("{report}");
+        print!("{}", report.quorum_lines());
         report
     }
 
-    /// Every event and fault from `from_us` to `to_us`, one a line, in ms since the start.
-    pub fn dump(&self, from_us: u64, to_us: u64) -> String {
-        let ms = |us: u64| us.saturating_sub(self.crew.started_us) as f64 / 1000.0;
-        let mut lines: Vec<(u64, String)> = Vec::new();
-        for event in self.crew.log.all() {
-            if (from_us..=to_us).contains(&event.us) {
-                let line = format!(
-                    "{:>9.1} {} {} {}",
-                    ms(event.us),
-                    event.worker,
-                    event.kind,
-                    event.fields.join(" ")
-                );
-                lines.push((event.us, line));
-            }
-        }
-        for fault in &self.crew.faults {
-            if fault.end_us >= from_us && fault.start_us <= to_us {
-                let line = format!(
-                    "{:>9.1} fault {:?} on {:?} until {:.1}",
-                    ms(fault.start_us),
-                    fault.kind,
-                    fault.target,
-                    ms(fault.end_us)
-                );
-                lines.push((fault.start_us, line));
-            }
-        }
-        let events = self.crew.log.all();
+    /// Every event and fault from `from_us` to `to_us`, and who held which lock key on
+    /// each node before each node fault, one a line, in ms since the start.
+    pub fn dump_between(&self, from_us: u64, to_us: u64) -> String {
+        let within = |us: u64| (from_us..=to_us).contains(&us);
+        let mut events = self.crew.log.all();
+        let all = events.clone();
+        events.retain(|event| within(event.us));
+        let faults: Vec<FaultRecord> = (self.crew.faults.iter())
+            .filter(|fault| fault.end_us >= from_us && fault.start_us <= to_us)
+            .cloned()
+            .collect();
+        let mut holders = Vec::new();
         for (us, node, key, id) in &self.snapshots {
-            if (from_us..=to_us).contains(us) {
-                let whose = events
+            if within(*us) {
+                let whose = all
                     .iter()
                     .find(|e| e.is("ACQUIRED") && e.id() == id)
                     .map_or(format!("id {id}"), |e| {
                         format!("{}/{} token {}", e.worker, e.field(0), e.token())
                     });
-                let line = format!("{:>9.1} node {node}: {key} held by {whose}", ms(*us));
-                lines.push((*us, line));
+                holders.push((*us, format!("node {node}: {key} held by {whose}")));
             }
         }
-        lines.sort_by_key(|(us, _)| *us);
-        let lines: Vec<String> = lines.into_iter().map(|(_, line)| line).collect();
-        lines.join("\n")
+        dump_with(&events, &faults, self.crew.started_us, holders)
     }
 
     /// The evidence around each violation the report names: the events and faults of
@@ -444,10 +383,56 @@ impl QuorumFleet {
                 .and_then(|us| us.parse().ok())
                 .unwrap_or(0);
             out.push_str(&format!("--- around: {line}\n"));
-            out.push_str(&self.dump(at.saturating_sub(3_000_000), at + 500_000));
+            out.push_str(&self.dump_between(at.saturating_sub(3_000_000), at + 500_000));
             out.push('\n');
         }
         out
+    }
+}
+
+impl Fleet for QuorumFleet {
+    fn crew(&self) -> &Crew {
+        &self.crew
+    }
+
+    fn crew_mut(&mut self) -> &mut Crew {
+        &mut self.crew
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        self.ttl_ms
+    }
+
+    /// Starts worker `name` over the quorum, reaching node `n` through proxy `n`.
+    async fn spawn(&mut self, name: &str, spec: &Spec) {
+        self.keys = self.keys.max(spec.first_key + spec.keys);
+        let mut command = worker_command(name, spec, self.ttl_ms, &self.mutex);
+        command.env("FW_LOCK_URL", self.lock_urls());
+        self.crew.launch(name, command).await;
+    }
+
+    /// The lock keys (not fence counters) left on each node, as `node n: key`.
+    async fn keys_left(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        for (n, node) in self.nodes.iter().enumerate() {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("*")
+                .query_async(&mut node.conn().await)
+                .await
+                .expect("KEYS");
+            left.extend(
+                keys.into_iter()
+                    .filter(|k| !k.ends_with(":fence"))
+                    .map(|k| format!("node {n}: {k}")),
+            );
+        }
+        left
+    }
+
+    /// Every event and fault, and who held which lock key on each node before each
+    /// node fault.
+    fn dump(&self) -> String {
+        self.dump_between(0, u64::MAX)
     }
 }
 
@@ -521,6 +506,11 @@ pub struct QuorumReport {
 }
 
 impl QuorumReport {
+    /// The lines this report adds to the fleet's.
+    pub fn quorum_lines(&self) -> QuorumLines<'_> {
+        QuorumLines(self)
+    }
+
     /// How many faults of `kind` were injected.
     pub fn faults(&self, kind: FaultKind) -> usize {
         self.fleet
@@ -533,32 +523,41 @@ impl QuorumReport {
 
 impl fmt::Display for QuorumReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.fleet)?;
+        write!(f, "{}{}", self.fleet, self.quorum_lines())
+    }
+}
+
+/// What a [`QuorumReport`] adds to the fleet's report, as lines of text.
+pub struct QuorumLines<'a>(&'a QuorumReport);
+
+impl fmt::Display for QuorumLines<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let report = self.0;
         writeln!(
             f,
             "   quorum             tokens out of acquisition order {}, sections during faults {:?}, \
              tokens fired as lost {}",
-            self.out_of_order.len(),
-            self.during_faults,
-            self.losses.len()
+            report.out_of_order.len(),
+            report.during_faults,
+            report.losses.len()
         )?;
         writeln!(
             f,
             "   node faults seen   {} (not seen: {:?})",
-            self.verified, self.unverified
+            report.verified, report.unverified
         )?;
-        for line in &self.out_of_order {
+        for line in &report.out_of_order {
             writeln!(f, "     out of order: {line}")?;
         }
         writeln!(
             f,
             "   guards overlapping {} (an acquisition while another guard still held the key)",
-            self.guard_overlaps.len()
+            report.guard_overlaps.len()
         )?;
-        for line in &self.guard_overlaps {
+        for line in &report.guard_overlaps {
             writeln!(f, "     guard overlap: {line}")?;
         }
-        for event in &self.losses {
+        for event in &report.losses {
             writeln!(f, "     fired: {event:?}")?;
         }
         Ok(())
@@ -584,10 +583,10 @@ fn during_faults(events: &[Event], faults: &[FaultRecord]) -> BTreeMap<String, u
 }
 
 /// The checks every quorum run must pass, with the evidence on failure: no overlap (of
-/// sections at the referee, or of guards in the log), no lost update, no holder entering with a token not above the last writer's, no token
-/// out of the order the lock passed in, no fenced write accepted with another
-/// acquisition's token, no section's fenced write refused, and no lock key left on any
-/// node once a TTL passed.
+/// sections at the referee, or of guards in the log), no lost update, no holder entering
+/// with a token not above the last writer's, no token out of the order the lock passed in,
+/// no fenced write accepted with another acquisition's token, no section's fenced write
+/// refused, and no lock key left on any node once a TTL passed.
 pub fn assert_quorum_safe(fleet: &QuorumFleet, report: &QuorumReport) {
     let r = &report.fleet.referee;
     let broken = r.violations != 0
@@ -603,7 +602,7 @@ pub fn assert_quorum_safe(fleet: &QuorumFleet, report: &QuorumReport) {
             std::process::id(),
             now_us()
         ));
-        let _ = std::fs::write(&path, fleet.dump(0, u64::MAX));
+        let _ = std::fs::write(&path, fleet.dump_between(0, u64::MAX));
         panic!(
             "quorum safety broken: overlaps {}, lost updates {}, entered out of token order {}, \
              stale fenced writes accepted {}, section writes refused {}, tokens out of \

@@ -52,6 +52,14 @@ pub struct Report {
     pub late_writes: Vec<Event>,
     /// The same, explained by a freeze of the worker between its check and the write.
     pub late_writes_explained: usize,
+    /// Holders the referee saw enter with a token not above the last writer's, with no
+    /// freeze of the entrant between its check and its entry (lines of the referee's
+    /// `token_order_log`).
+    pub token_order_unexplained: Vec<String>,
+    /// The same, explained by such a freeze: the holder checked its guard, was frozen
+    /// past its TTL while another writer took the lock, and entered on waking; its
+    /// fenced write is then the stale one the referee rejects.
+    pub token_order_explained: usize,
 }
 
 /// A guard in the log: its worker, key and fencing token.
@@ -108,6 +116,12 @@ impl Report {
             .iter()
             .filter(|line| explained(line, &events, faults))
             .count();
+        let (explained_order, unexplained_order): (Vec<&String>, Vec<&String>) = referee
+            .token_order_log
+            .iter()
+            .partition(|line| explained(line, &events, faults));
+        report.token_order_explained = explained_order.len();
+        report.token_order_unexplained = unexplained_order.into_iter().cloned().collect();
         report.referee = referee;
         report
     }
@@ -259,9 +273,10 @@ fn late_writes(events: &[Event], faults: &[FaultRecord]) -> (Vec<Event>, usize) 
     (late, explained)
 }
 
-/// Whether an overlap (`<us> <key> <worker>/<mode> entered while inside: a/w,b/r`) is
-/// explained by a freeze of one of the workers involved between its check
-/// (`CHECKED`) and the overlap.
+/// Whether an overlap (`<us> <key> <worker>/<mode> entered while inside: a/w,b/r`), or
+/// an entry out of token order (`<us> <key> <worker>/<mode> token T not above writer
+/// token W`), is explained by a freeze of one of the workers involved between its check
+/// (`CHECKED`) and the entry.
 fn explained(line: &str, events: &[Event], faults: &[FaultRecord]) -> bool {
     let mut words = line.split_whitespace();
     let at: u64 = words.next().and_then(|us| us.parse().ok()).unwrap_or(0);
@@ -327,6 +342,13 @@ impl fmt::Display for Report {
         )?;
         for line in &r.stale_accepted_log {
             writeln!(f, "     stale accepted: {line}")?;
+        }
+        if !r.token_order_log.is_empty() {
+            writeln!(
+                f,
+                "   tokens out of order explained by a freeze inside check→enter: {}",
+                self.token_order_explained
+            )?;
         }
         for line in &r.token_order_log {
             writeln!(f, "     token order: {line}")?;

@@ -6,9 +6,8 @@
 use std::time::Duration;
 
 use super::crew::Crew;
-use super::fleet::{worker_command, Spec};
+use super::fleet::{worker_command, Fleet, Spec};
 use super::record::{FaultKind, Target};
-use super::report::Report;
 use super::sentinel::Sentinels;
 
 /// The deployment and the crew of workers (with the referee and the faults so far).
@@ -16,6 +15,9 @@ pub struct SentinelFleet {
     pub deployment: Sentinels,
     pub crew: Crew,
     ttl_ms: u64,
+    /// How many replicas must acknowledge each acquire and renewal of the workers
+    /// spawned from now on: 1 unless set.
+    pub replicas: usize,
 }
 
 impl SentinelFleet {
@@ -26,18 +28,8 @@ impl SentinelFleet {
             deployment,
             crew: Crew::start().await,
             ttl_ms,
+            replicas: 1,
         }
-    }
-
-    /// Starts worker `name` with `spec` over the Sentinels, `replicas` of which must
-    /// acknowledge each acquire and renewal.
-    pub async fn spawn(&mut self, name: &str, spec: &Spec, replicas: usize) {
-        let mut command = worker_command(name, spec, self.ttl_ms, "faults");
-        command
-            .env("FW_LOCK_URL", self.deployment.sentinel_urls().join(","))
-            .env("FW_SENTINEL", self.deployment.master_name())
-            .env("FW_REPLICAS", replicas.to_string());
-        self.crew.launch(name, command).await;
     }
 
     /// Freezes the primary for `d`, shorter than `down-after-milliseconds`: no failover,
@@ -71,34 +63,38 @@ impl SentinelFleet {
         self.crew.end(index);
         self.deployment.restart_as_replica(killed).await;
     }
+}
 
-    /// Stops the workers (stdin closed; SIGKILL after 10 s), waits a TTL, and reads
-    /// everything into the report, which it prints.
-    pub async fn finish(&mut self, label: &str) -> Report {
-        self.crew.stop_all().await;
-        tokio::time::sleep(Duration::from_millis(self.ttl_ms + 300)).await;
-        let primary = self
-            .deployment
-            .server(self.deployment.primary())
-            .conn()
-            .await;
-        let keys: Vec<String> = super::raw::cmd(&primary, "KEYS", &["*"]).await;
-        let crew = &self.crew;
-        let referee = crew.referee.report().await.expect("read the referee");
-        let mut report = Report::build(
-            label,
-            &crew.log,
-            &crew.faults,
-            &[],
-            self.ttl_ms,
-            referee,
-            crew.secs(),
-        );
-        report.keys_left = keys
-            .into_iter()
-            .filter(|key| !key.ends_with(":fence"))
-            .collect();
-        println!("{report}");
-        report
+impl Fleet for SentinelFleet {
+    fn crew(&self) -> &Crew {
+        &self.crew
+    }
+
+    fn crew_mut(&mut self) -> &mut Crew {
+        &mut self.crew
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        self.ttl_ms
+    }
+
+    /// Starts worker `name` over the Sentinels, [`replicas`](SentinelFleet::replicas) of
+    /// which must acknowledge each acquire and renewal.
+    async fn spawn(&mut self, name: &str, spec: &Spec) {
+        let mut command = worker_command(name, spec, self.ttl_ms, "faults");
+        command
+            .env("FW_LOCK_URL", self.deployment.sentinel_urls().join(","))
+            .env("FW_SENTINEL", self.deployment.master_name())
+            .env("FW_REPLICAS", self.replicas.to_string());
+        self.crew.launch(name, command).await;
+    }
+
+    /// The keys on the primary now, but fence counters.
+    async fn keys_left(&self) -> Vec<String> {
+        let primary = self.deployment.primary();
+        let conn = self.deployment.server(primary).conn().await;
+        let keys: Vec<String> = super::raw::cmd(&conn, "KEYS", &["*"]).await;
+        let keys = keys.into_iter().filter(|key| !key.ends_with(":fence"));
+        keys.collect()
     }
 }

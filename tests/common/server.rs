@@ -1,6 +1,8 @@
 //! A `redis-server` started on a free loopback port in a temporary directory, killed
-//! when dropped; and [`spawn_redis`], the start of one such process, which the test
-//! cluster's nodes use too.
+//! when dropped; and the one way the harness starts a `redis-server` process, whatever
+//! it is: [`spawn_process`] (a data node's arguments from [`spawn_redis`], which the
+//! test cluster's nodes use too; a Sentinel's config file), on a port and in a directory
+//! from [`on_a_free_port`] unless the caller has its own.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -46,23 +48,19 @@ impl RedisServer {
 
     fn try_start_with(extra: &[&str]) -> Result<Self, String> {
         let extra: Vec<String> = extra.iter().map(|arg| arg.to_string()).collect();
-        let mut last = String::new();
-        for _ in 0..5 {
-            match Self::start_once(extra.clone()) {
-                Ok(server) => return Ok(server),
-                Err(err) if err == INSTALL_HINT => return Err(err),
-                Err(err) => last = err,
-            }
-        }
-        Err(last)
+        on_a_free_port(|port, dir| Self::spawn_in(port, dir, extra.clone()))
     }
 
-    fn start_once(extra: Vec<String>) -> Result<Self, String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map_err(|err| format!("no free loopback port: {err}"))?
-            .port();
+    /// Starts a server on `port`, which the caller picked, in a new temporary directory
+    /// (the test cluster's nodes, whose ports come from a range of their own); the
+    /// error has the server's log, or is [`INSTALL_HINT`].
+    pub fn try_start_on(port: u16, extra: &[&str]) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
+        let extra = extra.iter().map(|arg| arg.to_string()).collect();
+        Self::spawn_in(port, dir, extra)
+    }
+
+    fn spawn_in(port: u16, dir: tempfile::TempDir, extra: Vec<String>) -> Result<Self, String> {
         let child = spawn_redis(port, dir.path(), &extra)?;
         Ok(Self {
             child,
@@ -154,24 +152,68 @@ impl RedisServer {
     }
 }
 
+/// Calls `start` with a free loopback port and a new temporary directory, up to five
+/// times in case another process takes the port first; its first success, or its last
+/// error ([`INSTALL_HINT`] at once). For a server, a Sentinel, anything that listens on
+/// one port.
+pub fn on_a_free_port<T>(
+    mut start: impl FnMut(u16, tempfile::TempDir) -> Result<T, String>,
+) -> Result<T, String> {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|err| format!("no free loopback port: {err}"))?
+            .port();
+        let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
+        match start(port, dir) {
+            Ok(started) => return Ok(started),
+            Err(err) if err == INSTALL_HINT => return Err(err),
+            Err(err) => last = err,
+        }
+    }
+    Err(last)
+}
+
 /// Starts `redis-server` on 127.0.0.1:`port` without persistence, its files and its log
-/// (`redis.log`) in `dir`, with the `extra` arguments after the others, and waits until
-/// it answers PING. On failure the process is killed and the error has its log; it is
-/// [`INSTALL_HINT`] when there is no `redis-server`. Used by [`RedisServer`] and by the
-/// nodes of the test cluster.
+/// (`redis.log`) in `dir`, with the `extra` arguments after the others (see
+/// [`spawn_process`]). Used by [`RedisServer`] and by the nodes of the test cluster.
 pub fn spawn_redis<I, S>(port: u16, dir: &Path, extra: I) -> Result<Child, String>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    let port_arg = port.to_string();
+    let log = dir.join("redis.log");
+    let mut args: Vec<&OsStr> = vec![
+        "--port".as_ref(),
+        port_arg.as_ref(),
+        "--bind".as_ref(),
+        "127.0.0.1".as_ref(),
+    ];
+    args.extend(["--save", "", "--appendonly", "no", "--protected-mode", "no"].map(OsStr::new));
+    args.extend([
+        "--dir".as_ref(),
+        dir.as_os_str(),
+        "--logfile".as_ref(),
+        log.as_ref(),
+    ]);
+    let extra: Vec<S> = extra.into_iter().collect();
+    args.extend(extra.iter().map(AsRef::as_ref));
+    spawn_process(port, dir, args)
+}
+
+/// Starts `redis-server args...` (a data node or, with a config file and `--sentinel`,
+/// a Sentinel), whose log goes to `dir/redis.log` and which listens on 127.0.0.1:`port`,
+/// and waits until it answers PING there. On failure the process is killed and the
+/// error has its log; it is [`INSTALL_HINT`] when there is no `redis-server`.
+pub fn spawn_process<I, S>(port: u16, dir: &Path, args: I) -> Result<Child, String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
     let mut child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-        .arg("--dir")
-        .arg(dir)
-        .arg("--logfile")
-        .arg(dir.join("redis.log"))
-        .args(extra)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

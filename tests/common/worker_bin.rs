@@ -16,7 +16,7 @@ pub fn path() -> &'static Path {
 ///
 /// The test binary is `<target>/<profile>/deps/<test>-<hash>`, the example
 /// `<target>/<profile>/examples/<name>`. `cargo test` builds examples; `cargo test
-/// --test faults_server` does not, hence the build here. It runs `$CARGO` (or `cargo`)
+/// --test faults` does not, hence the build here. It runs `$CARGO` (or `cargo`)
 /// with the same target directory, profile and features as the test, and without the
 /// variables cargo set for the test: a build script that reads one of them (ring's reads
 /// `CARGO_MANIFEST_DIR`) would see it changed and rebuild. When the build fails and an

@@ -1,13 +1,12 @@
 //! One Sentinel: `redis-server <its config> --sentinel` on a free loopback port, with its
 //! config file and its log in a temporary directory of its own (Sentinel rewrites the
 //! file as it learns the deployment, so no two Sentinels may share one), killed when
-//! dropped.
+//! dropped. Started like every other server (`server.rs`).
 
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
-use super::super::server::{read_log, wait_ready, INSTALL_HINT};
+use super::super::server::{on_a_free_port, read_log, spawn_process, INSTALL_HINT};
 
 /// What the Sentinels are told of the master they monitor.
 #[derive(Debug, Clone, Copy)]
@@ -38,46 +37,17 @@ impl SentinelProcess {
     /// Starts a Sentinel monitoring `monitor`, trying a few free ports in case another
     /// process takes one first; the error has its log, or is [`INSTALL_HINT`].
     pub fn start(monitor: &Monitor) -> Result<Self, String> {
-        let mut last = String::new();
-        for _ in 0..5 {
-            match Self::start_once(monitor) {
-                Ok(sentinel) => return Ok(sentinel),
-                Err(err) if err == INSTALL_HINT => return Err(err),
-                Err(err) => last = err,
-            }
-        }
-        Err(last)
-    }
-
-    fn start_once(monitor: &Monitor) -> Result<Self, String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map_err(|err| format!("no free loopback port: {err}"))?
-            .port();
-        let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
-        let config = dir.path().join("sentinel.conf");
-        std::fs::write(&config, config_text(port, dir.path(), monitor))
-            .map_err(|err| format!("cannot write {config:?}: {err}"))?;
-        let mut child = Command::new("redis-server")
-            .arg(&config)
-            .arg("--sentinel")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|err| match err.kind() {
-                std::io::ErrorKind::NotFound => INSTALL_HINT.to_string(),
-                _ => format!("cannot run redis-server --sentinel: {err}"),
+        on_a_free_port(|port, dir| {
+            let config = dir.path().join("sentinel.conf");
+            std::fs::write(&config, config_text(port, dir.path(), monitor))
+                .map_err(|err| format!("cannot write {config:?}: {err}"))?;
+            let args = [config.as_os_str(), "--sentinel".as_ref()];
+            let child = spawn_process(port, dir.path(), args).map_err(|err| match err {
+                hint if hint == INSTALL_HINT => hint,
+                err => format!("sentinel: {err}"),
             })?;
-        if let Err(why) = wait_ready(&mut child, port) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
-                "sentinel on port {port} {why}:\n{}",
-                read_log(dir.path())
-            ));
-        }
-        Ok(Self { child, port, dir })
+            Ok(Self { child, port, dir })
+        })
     }
 
     pub fn port(&self) -> u16 {

@@ -1,0 +1,115 @@
+//! The fault suite on one lock server: a `redis-server`, and a [`Crew`] of worker
+//! processes (`examples/fault_worker.rs`) each reaching it through a [`Proxy`] of its
+//! own, so that a proxy fault hits one worker. The faults of the server itself are done
+//! on [`lock`](ServerFleet::lock) (paused, stopped and restarted) or here (`CLIENT
+//! KILL`); it notes who holds which lock right as a fault starts, for the report's fire
+//! lead.
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+
+use super::crew::Crew;
+use super::fleet::{worker_command, Fleet, Spec};
+use super::proxy::Proxy;
+use super::record::{FaultKind, HeldLock, Target};
+use super::RedisServer;
+
+/// The lock server, the workers behind their proxies, and the locks noted held.
+#[derive(Debug)]
+pub struct ServerFleet {
+    pub lock: RedisServer,
+    /// The workers, their events, the referee and the faults so far.
+    pub crew: Crew,
+    /// Locks seen held right as a fault started, with their server expiry.
+    pub held: Vec<HeldLock>,
+    pub ttl_ms: u64,
+    pub mutex: String,
+    /// How many lock keys the workers use at most.
+    pub keys: u64,
+}
+
+impl ServerFleet {
+    /// Starts the lock server and the referee; no workers yet.
+    pub async fn start(ttl_ms: u64) -> ServerFleet {
+        ServerFleet {
+            lock: RedisServer::start(),
+            crew: Crew::start().await,
+            held: Vec::new(),
+            ttl_ms,
+            mutex: "faults".to_string(),
+            keys: 1,
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+
+    /// A direct connection to the lock server.
+    pub async fn lock_conn(&self) -> MultiplexedConnection {
+        self.lock.conn().await
+    }
+
+    /// Reads who holds each lock key and when the key expires on the server, keeping
+    /// only the locks of `worker` if given, and notes them for the report's fire lead.
+    pub async fn note_held(&mut self, worker: Option<&str>) -> Vec<HeldLock> {
+        let mut held = HeldLock::read(&self.lock_conn().await, &self.mutex, self.keys).await;
+        if let Some(worker) = worker {
+            let crew = &self.crew;
+            held.retain(|h| crew.acquired(&h.id).is_some_and(|e| e.worker == worker));
+        }
+        self.held.extend(held.iter().cloned());
+        held
+    }
+
+    /// `CLIENT KILL TYPE normal` on the lock server: every client but this one.
+    pub async fn client_kill(&mut self) {
+        let index = self.crew.begin(FaultKind::ClientKill, Target::Server);
+        let _: i64 = redis::cmd("CLIENT")
+            .arg(&["KILL", "TYPE", "normal"])
+            .query_async(&mut self.lock_conn().await)
+            .await
+            .expect("CLIENT KILL");
+        self.crew.end(index);
+    }
+}
+
+impl Fleet for ServerFleet {
+    fn crew(&self) -> &Crew {
+        &self.crew
+    }
+
+    fn crew_mut(&mut self) -> &mut Crew {
+        &mut self.crew
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        self.ttl_ms
+    }
+
+    /// Starts worker `name` behind a new proxy to the lock server.
+    async fn spawn(&mut self, name: &str, spec: &Spec) {
+        self.keys = self.keys.max(spec.first_key + spec.keys);
+        let proxy = Proxy::start(self.lock.port()).await;
+        let mut command = worker_command(name, spec, self.ttl_ms, &self.mutex);
+        command.env("FW_LOCK_URL", proxy.url());
+        self.crew.launch_behind(name, command, proxy).await;
+    }
+
+    /// The lock server's keys other than fence counters.
+    async fn keys_left(&self) -> Vec<String> {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut self.lock_conn().await)
+            .await
+            .expect("KEYS");
+        keys.into_iter()
+            .filter(|k| !k.ends_with(":fence"))
+            .collect()
+    }
+
+    fn noted_held(&self) -> &[HeldLock] {
+        &self.held
+    }
+}

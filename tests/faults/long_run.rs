@@ -1,0 +1,371 @@
+//! The long checked run: the fault suite's worker processes (`examples/fault_worker.rs`)
+//! on many keys with short holds, checked by the referee, under each deployment's fault
+//! mix (`tests/common/mixes.rs`) one deployment after the other: a single server, a
+//! Redis Cluster (feature `cluster`), a quorum of three independent nodes, and a primary
+//! with two replicas under three Sentinels (feature `sentinel`, every acquire and
+//! renewal acknowledged by a replica). Each deployment runs for `LONG_RUN_SECS` seconds
+//! (default 120); then one table of what was checked.
+//!
+//! ```sh
+//! cargo test --release --all-features --test faults long_run:: -- --ignored --nocapture
+//! ```
+//!
+//! `long_run_short` runs the same for 15 s a deployment in every `cargo test`.
+//!
+//! What must be 0, per deployment: overlapping critical sections at the referee and
+//! guards overlapping in the log (both but those a worker frozen inside its
+//! check→leave window explains: the hazard only fencing covers), lost updates beyond
+//! those overlaps, stale fenced writes accepted, holders entering with a token not
+//! above the last writer's (but a holder frozen between its check and its entry, whose
+//! fenced write is then the stale one), section writes that returned after their
+//! guard's validity deadline (but after a freeze between check and write), lock keys
+//! left a TTL after the workers stopped, and tokens that fired after their key expired
+//! on the server.
+//! Each token that fired as lost has its lead measured against the expiry an
+//! [`ExpiryWatch`] last read (a lower bound): min, p50, max.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::common::crew::dump;
+use crate::common::events::{now_us, Log};
+use crate::common::expiry_watch::ExpiryWatch;
+use crate::common::fault_checks::{ms, SERIAL};
+use crate::common::fleet::{Fleet, Spec};
+use crate::common::mixes::{between, quorum_fault, single_fault, Roster};
+use crate::common::order::{explained_by_worker_freeze, guard_overlaps};
+use crate::common::quorum_fleet::QuorumFleet;
+use crate::common::record::FaultRecord;
+use crate::common::report::{leads, Report};
+use crate::common::server_fleet::ServerFleet;
+
+const TTL_MS: u64 = 1000;
+const MUTEX: &str = "faults";
+/// The quick workers' keys, `k0` ..
+const KEYS: u64 = 32;
+/// The slow workers' keys, after the quick workers'.
+const SLOW_KEYS: u64 = 8;
+
+/// `LONG_RUN_SECS`, 120 by default: seconds of work per deployment.
+fn secs_each() -> u64 {
+    std::env::var("LONG_RUN_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "runs for 4 × LONG_RUN_SECS (default 120 s): cargo test --release --all-features --test faults long_run:: -- --ignored --nocapture"]
+async fn long_run() {
+    let _serial = SERIAL.lock().await;
+    let secs = secs_each();
+    let rows = every_deployment(secs).await;
+    let total: u64 = rows.iter().map(|row| row.report.referee.sections).sum();
+    assert!(
+        total >= 100_000 || secs < 120,
+        "{total} sections checked, fewer than 100,000"
+    );
+}
+
+/// The long run for 15 s a deployment, in every `cargo test`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_run_short() {
+    let _serial = SERIAL.lock().await;
+    every_deployment(15).await;
+}
+
+/// Runs every deployment for `secs`, prints the table, and checks each row.
+async fn every_deployment(secs: u64) -> Vec<Row> {
+    let started = now_us();
+    let mut rows = Vec::new();
+    if chosen("single") {
+        rows.push(single(secs).await);
+    }
+    #[cfg(feature = "cluster")]
+    if chosen("cluster") {
+        rows.push(cluster(secs).await);
+    }
+    if chosen("quorum") {
+        rows.push(quorum(secs).await);
+    }
+    #[cfg(feature = "sentinel")]
+    if chosen("sentinel") {
+        rows.push(sentinel(secs).await);
+    }
+    println!("{}", table(&rows, (now_us() - started) as f64 / 1e6));
+    for row in &rows {
+        row.check(secs);
+    }
+    rows
+}
+
+/// Whether deployment `name` runs: all of them, or those `LONG_RUN_ONLY` names
+/// (comma-separated: `single`, `cluster`, `quorum`, `sentinel`).
+fn chosen(name: &str) -> bool {
+    std::env::var("LONG_RUN_ONLY").map_or(true, |only| only.split(',').any(|n| n.trim() == name))
+}
+
+/// Seven quick workers on [`KEYS`] keys and three slow ones on [`SLOW_KEYS`] keys of
+/// their own (a quick worker that met a slow holder would wait up to 1.5 s), 30 %
+/// readers, writers with the lock intent, each section acting only with 50 ms of
+/// validity left. The slow workers' guards outlive the faults, so that tokens fire as
+/// lost and their lead is measured.
+fn workers() -> Vec<Spec> {
+    let quick = Spec {
+        keys: KEYS,
+        read_pct: 30,
+        work_ms: (0, 2),
+        hold_ms: None,
+        intent: true,
+        margin_ms: 50,
+        first_key: 0,
+    };
+    let slow = Spec {
+        keys: SLOW_KEYS,
+        first_key: KEYS,
+        work_ms: (300, 1500),
+        ..quick.clone()
+    };
+    let mut specs = vec![quick; 7];
+    specs.extend([slow.clone(), slow.clone(), slow]);
+    specs
+}
+
+fn lock_keys(tagged: bool) -> Vec<String> {
+    let name = |k: u64| match tagged {
+        true => format!("{MUTEX}:{{k{k}}}"),
+        false => format!("{MUTEX}:k{k}"),
+    };
+    (0..KEYS + SLOW_KEYS).map(name).collect()
+}
+
+/// Runs `fault` after a pause of `pace_ms` (uniform) until `secs` have passed.
+async fn for_secs<F: AsyncFnMut()>(secs: u64, pace_ms: (u64, u64), mut fault: F) {
+    let end_us = now_us() + secs * 1_000_000;
+    while now_us() < end_us {
+        let left = Duration::from_micros(end_us.saturating_sub(now_us()));
+        tokio::time::sleep(ms(between(pace_ms.0, pace_ms.1)).min(left)).await;
+        if now_us() < end_us {
+            fault().await;
+        }
+    }
+}
+
+async fn single(secs: u64) -> Row {
+    let mut fleet = ServerFleet::start(TTL_MS).await;
+    let watch = ExpiryWatch::server(fleet.lock.client(), lock_keys(false));
+    let mut roster = Roster::start(&mut fleet, &workers()).await;
+    for_secs(secs, (1000, 2500), async || {
+        single_fault(&mut fleet, &mut roster, TTL_MS).await;
+    })
+    .await;
+    let mut report = fleet.finish("long run: single server").await;
+    let crew = &fleet.crew;
+    Row::new("single server", &mut report, &crew.log, &crew.faults, watch).await
+}
+
+#[cfg(feature = "cluster")]
+async fn cluster(secs: u64) -> Row {
+    use crate::common::cluster_fleet::ClusterFleet;
+    use crate::common::mixes::cluster_fault;
+
+    let mut fleet = ClusterFleet::start(TTL_MS).await;
+    let watch = ExpiryWatch::each(fleet.cluster.conn().await, lock_keys(true));
+    let mut roster = Roster::start(&mut fleet, &workers()).await;
+    for_secs(secs, (1500, 2500), async || {
+        cluster_fault(&mut fleet, &mut roster).await;
+    })
+    .await;
+    let mut report = fleet.finish("long run: Redis Cluster").await;
+    let crew = &fleet.crew;
+    let label = "Redis Cluster (3 masters, 3 replicas)";
+    Row::new(label, &mut report, &crew.log, &crew.faults, watch).await
+}
+
+async fn quorum(secs: u64) -> Row {
+    let mut fleet = QuorumFleet::start_aof(TTL_MS).await;
+    let nodes = fleet.nodes.iter().map(|node| node.client()).collect();
+    let watch = ExpiryWatch::majority(nodes, lock_keys(false));
+    let mut roster = Roster::start(&mut fleet, &workers()).await;
+    for_secs(secs, (1500, 2500), async || {
+        quorum_fault(&mut fleet, &mut roster, TTL_MS).await;
+    })
+    .await;
+    let mut report = fleet.finish("long run: quorum").await.fleet;
+    let crew = &fleet.crew;
+    Row::new(
+        "quorum (3 nodes)",
+        &mut report,
+        &crew.log,
+        &crew.faults,
+        watch,
+    )
+    .await
+}
+
+#[cfg(feature = "sentinel")]
+async fn sentinel(secs: u64) -> Row {
+    use crate::common::mixes::sentinel_fault;
+    use crate::common::sentinel_fleet::SentinelFleet;
+
+    let mut fleet = SentinelFleet::start(TTL_MS).await;
+    let conn = redismutex::SentinelConnection::new(fleet.deployment.sentinel_client());
+    let watch = ExpiryWatch::one(conn, lock_keys(false));
+    let mut roster = Roster::start(&mut fleet, &workers()).await;
+    for_secs(secs, (1500, 2500), async || {
+        sentinel_fault(&mut fleet, &mut roster).await;
+    })
+    .await;
+    let mut report = fleet.finish("long run: Sentinel, replicas(1)").await;
+    let crew = &fleet.crew;
+    let label = "Sentinel, replicas(1)";
+    let row = Row::new(label, &mut report, &crew.log, &crew.faults, watch).await;
+    if row.broken() {
+        let path = std::env::temp_dir().join(format!("long_run-sentinel-{}.log", now_us()));
+        std::fs::write(&path, fleet.deployment.describe()).expect("write the logs");
+        eprintln!("the Sentinel deployment's logs in {path:?}");
+    }
+    row
+}
+
+/// One deployment's run, checked.
+struct Row {
+    label: &'static str,
+    report: Report,
+    faults: usize,
+    /// Referee overlaps not explained by a freeze inside check→leave.
+    overlaps: usize,
+    /// Guards overlapping in the log, not explained by a worker's freeze.
+    guard_overlaps: Vec<String>,
+}
+
+impl Row {
+    /// The row of `report`, with the fire leads measured on `watch`'s notes and the
+    /// guard overlaps found in `log`.
+    async fn new(
+        label: &'static str,
+        report: &mut Report,
+        log: &Log,
+        faults: &[FaultRecord],
+        watch: ExpiryWatch,
+    ) -> Row {
+        let events = log.all();
+        report.leads = leads(&events, &watch.stop().await, faults, TTL_MS);
+        let guard_overlaps: Vec<String> = guard_overlaps(&events, faults)
+            .into_iter()
+            .filter(|line| !explained_by_worker_freeze(line, faults, TTL_MS))
+            .collect();
+        let r = &report.referee;
+        let row = Row {
+            label,
+            faults: faults.len(),
+            overlaps: r.violations as usize - report.overlaps_explained,
+            guard_overlaps,
+            report: report.clone(),
+        };
+        if row.broken() || std::env::var_os("LONG_RUN_DUMP").is_some() {
+            let path = std::env::temp_dir().join(format!("long_run-{}.log", now_us()));
+            let from_us = events.first().map_or(0, |e| e.us);
+            std::fs::write(&path, dump(&events, faults, from_us)).expect("write the log");
+            eprintln!("{label}: every event and fault in {path:?}");
+        }
+        row
+    }
+
+    /// Whether a safety check fails (then the log is worth keeping).
+    fn broken(&self) -> bool {
+        let (report, r) = (&self.report, &self.report.referee);
+        self.overlaps > 0
+            || !self.guard_overlaps.is_empty()
+            || !report.late_writes.is_empty()
+            || !report.token_order_unexplained.is_empty()
+            || r.stale_accepted > 0
+    }
+
+    /// The assertions of the module doc.
+    fn check(&self, secs: u64) {
+        let (report, label) = (&self.report, self.label);
+        let r = &report.referee;
+        assert_eq!(self.overlaps, 0, "{label}: overlaps {:?}", r.violation_log);
+        assert!(
+            self.guard_overlaps.is_empty(),
+            "{label}: guards overlapping {:?}",
+            self.guard_overlaps
+        );
+        assert!(
+            (0..=report.overlaps_explained as i64).contains(&r.lost_updates),
+            "{label}: {} lost updates, {} explained overlaps",
+            r.lost_updates,
+            report.overlaps_explained
+        );
+        assert_eq!(r.stale_accepted, 0, "{label}: {:?}", r.stale_accepted_log);
+        assert!(
+            report.token_order_unexplained.is_empty(),
+            "{label}: tokens out of order {:?}",
+            report.token_order_unexplained
+        );
+        assert!(
+            report.late_writes.is_empty(),
+            "{label}: writes after the deadline {:?}",
+            report.late_writes
+        );
+        assert!(
+            report.keys_left.is_empty(),
+            "{label}: keys left {:?}",
+            report.keys_left
+        );
+        assert!(
+            report.leads.iter().all(|l| l.lead_us > 0),
+            "{label}: tokens fired after their key expired: {:?}",
+            report.leads
+        );
+        assert!(self.faults > 0, "{label}: no fault injected");
+        assert!(
+            r.sections > secs * 5,
+            "{label}: work stalled, {} sections",
+            r.sections
+        );
+    }
+}
+
+/// The rows as a Markdown table, with the run's length.
+fn table(rows: &[Row], secs: f64) -> String {
+    let mut out = format!("== long run, {secs:.0} s\n");
+    out.push_str(
+        "| deployment | s | sections (writer) | faults | overlaps | guard overlaps | lost updates \
+         | stale fenced accepted | writes after deadline | keys left | fired as lost | lead min / p50 / max ms \
+         | explained by a frozen worker (overlaps / late writes / tokens out of order) |\n",
+    );
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for row in rows {
+        let (report, r) = (&row.report, &row.report.referee);
+        let lead = report
+            .lead_spread_ms()
+            .map_or("none".to_string(), |(min, p50, max)| {
+                format!("{min:.0} / {p50:.0} / {max:.0}")
+            });
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} ({} measured) | {lead} | {} / {} / {} |",
+            row.label,
+            report.secs,
+            r.sections,
+            r.writes,
+            row.faults,
+            row.overlaps,
+            row.guard_overlaps.len(),
+            r.lost_updates,
+            r.stale_accepted,
+            report.late_writes.len(),
+            report.keys_left.len(),
+            report.losses,
+            report.leads.len(),
+            report.overlaps_explained,
+            report.late_writes_explained,
+            report.token_order_explained,
+        );
+    }
+    let total: u64 = rows.iter().map(|row| row.report.referee.sections).sum();
+    let _ = writeln!(out, "total sections checked: {total}");
+    out
+}

@@ -1,0 +1,527 @@
+//! The Lua scripts in `lua/`, run directly: the wire protocol the protocol guide
+//! (`redismutex::guide::protocol`) documents.
+
+use crate::common::{raw, RedisServer};
+use redis::aio::MultiplexedConnection;
+use redis::{Script, Value};
+
+/// `lua/<file>` after `lua/base.lua` (and `lua/shared.lua` for the acquiring scripts), as
+/// the crate sends it.
+macro_rules! sent {
+    ($file:literal) => {
+        concat!(
+            include_str!("../../lua/base.lua"),
+            "\n",
+            include_str!(concat!("../../lua/", $file))
+        )
+    };
+    ($file:literal, shared) => {
+        concat!(
+            include_str!("../../lua/base.lua"),
+            "\n",
+            include_str!("../../lua/shared.lua"),
+            "\n",
+            include_str!(concat!("../../lua/", $file))
+        )
+    };
+}
+
+const LOCK: &str = sent!("lock.lua", shared);
+const RLOCK: &str = sent!("rlock.lua", shared);
+const REFRESH: &str = sent!("refresh.lua");
+const RENEW: &str = sent!("renew.lua");
+const UNLOCK: &str = sent!("unlock.lua");
+const DOWNGRADE: &str = sent!("downgrade.lua");
+
+const ID_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+/// The fence retention the scripts are called with: a day.
+const FENCE_MS: u64 = 86_400_000;
+
+fn bulk(s: &str) -> Value {
+    Value::BulkString(s.as_bytes().to_vec())
+}
+
+async fn lock(conn: &MultiplexedConnection, id: &str, ttl: u64, intent: bool) -> Value {
+    Script::new(LOCK)
+        .key("k")
+        .key("k:lock-intent")
+        .key("k:fence")
+        .arg(id)
+        .arg(ttl)
+        .arg(if intent { "1" } else { "0" })
+        .arg(FENCE_MS)
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap()
+}
+
+async fn rlock(conn: &MultiplexedConnection, id: &str, ttl: u64) -> Value {
+    rlock_counting(conn, id, ttl, false).await
+}
+
+/// `rlock.lua` with ARGV[4]: `counting` takes the fence key as a checked counter.
+async fn rlock_counting(conn: &MultiplexedConnection, id: &str, ttl: u64, counting: bool) -> Value {
+    Script::new(RLOCK)
+        .key("k")
+        .key("k:lock-intent")
+        .key("k:fence")
+        .arg(id)
+        .arg(ttl)
+        .arg(FENCE_MS)
+        .arg(if counting { "1" } else { "0" })
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap()
+}
+
+async fn refresh(conn: &MultiplexedConnection, id: &str, ttl: u64) -> i64 {
+    Script::new(REFRESH)
+        .key("k")
+        .arg(id)
+        .arg(ttl)
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap()
+}
+
+/// `unlock.lua` for a writer's id: 1 held and removed, + 2 when it published.
+async fn unlock(conn: &MultiplexedConnection, id: &str, clear_intent: bool) -> i64 {
+    unlock_as(conn, id, clear_intent, "w").await
+}
+
+async fn unlock_as(conn: &MultiplexedConnection, id: &str, clear_intent: bool, mode: &str) -> i64 {
+    let script = Script::new(UNLOCK);
+    let mut invocation = script.key("k");
+    if clear_intent {
+        invocation.key("k:lock-intent");
+    }
+    invocation
+        .arg(id)
+        .arg("k:released")
+        .arg(mode)
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap()
+}
+
+/// `downgrade.lua`: 1 now a reader, + 2 when the writer's key was replaced and published.
+async fn downgrade(conn: &MultiplexedConnection, id: &str, ttl: u64) -> i64 {
+    Script::new(DOWNGRADE)
+        .key("k")
+        .arg(id)
+        .arg(ttl)
+        .arg("k:released")
+        .arg("0")
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap()
+}
+
+/// The fencing token of an acquired reply (a positive integer); panics on any other.
+fn token(reply: &Value) -> i64 {
+    match reply {
+        Value::Int(token) if *token > 0 => *token,
+        other => panic!("expected acquired, got {other:?}"),
+    }
+}
+
+/// The PTTL of a blocked reply (`-1 - pttl`); panics on any other.
+fn blocked_pttl(reply: &Value) -> i64 {
+    match reply {
+        Value::Int(blocked) if *blocked < 0 => -1 - *blocked,
+        other => panic!("expected blocked, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn lock_is_idempotent_for_one_id_and_blocks_others() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let first = token(&lock(&conn, ID_A, 5000, false).await);
+    raw::cmd::<i64>(&conn, "PEXPIRE", &["k", "1000"]).await;
+    let resent = token(&lock(&conn, ID_A, 5000, false).await);
+    assert!(resent > first, "a resent acquire succeeds with a new token");
+    assert!(raw::pttl(&conn, "k").await > 4000, "and resets the TTL");
+    let pttl = blocked_pttl(&lock(&conn, ID_B, 5000, false).await);
+    assert!((1..=5000).contains(&pttl));
+    assert!(
+        !raw::exists(&conn, "k:lock-intent").await,
+        "no intent unless asked"
+    );
+    blocked_pttl(&rlock(&conn, ID_B, 5000).await);
+    assert_eq!(raw::get(&conn, "k").await.as_deref(), Some(ID_A));
+}
+
+#[tokio::test]
+async fn rlock_counts_on_a_checked_fence_and_reports_one_that_is_not_a_counter() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    raw::cmd::<()>(
+        &conn,
+        "SET",
+        &["k:fence", "1700000000000000", "PX", "600000"],
+    )
+    .await;
+    assert_eq!(
+        token(&rlock_counting(&conn, ID_A, 5000, true).await),
+        1_700_000_000_000_001
+    );
+    let pttl = raw::pttl(&conn, "k:fence").await;
+    assert!(
+        (1..=600_000).contains(&pttl),
+        "counting leaves the TTL: {pttl}"
+    );
+
+    // Gone (expired, or a restart): restarts at the server clock, with a TTL.
+    raw::cmd::<i64>(&conn, "DEL", &["k:fence"]).await;
+    let time: Vec<String> = raw::cmd(&conn, "TIME", &[]).await;
+    let clock: i64 = time[0].parse::<i64>().unwrap() * 1_000_000 + time[1].parse::<i64>().unwrap();
+    assert!(token(&rlock_counting(&conn, ID_B, 5000, true).await) >= clock);
+    assert!(raw::pttl(&conn, "k:fence").await > 600_000);
+
+    // Not a counter any more: nothing taken, a non-integer left as it was.
+    raw::cmd::<()>(&conn, "SET", &["k:fence", "abc", "PX", "600000"]).await;
+    let reply = rlock_counting(&conn, "cccccccccccccccccccccccccccccccc", 5000, true).await;
+    assert_eq!(reply, Value::Array(vec![bulk("unchecked")]));
+    assert_eq!(raw::get(&conn, "k:fence").await.as_deref(), Some("abc"));
+    assert_eq!(raw::members(&conn, "k").await.len(), 2, "no reader added");
+}
+
+#[tokio::test]
+async fn rlock_is_idempotent_and_never_shortens_the_set_ttl() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let first = token(&rlock(&conn, ID_A, 9000).await);
+    let resent = token(&rlock(&conn, ID_A, 9000).await);
+    assert!(resent > first, "a resent acquire succeeds with a new token");
+    assert_eq!(raw::members(&conn, "k").await, vec![ID_A]);
+    assert!(token(&rlock(&conn, ID_B, 1000).await) > resent);
+    assert!(raw::pttl(&conn, "k").await > 8000);
+    assert_eq!(refresh(&conn, ID_B, 1000).await, 1);
+    assert!(raw::pttl(&conn, "k").await > 8000);
+    blocked_pttl(&lock(&conn, "cccccccccccccccccccccccccccccccc", 5000, false).await);
+}
+
+#[tokio::test]
+async fn a_failed_writer_sets_its_own_intent_and_leaves_another_writers() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    rlock(&conn, ID_A, 5000).await;
+
+    blocked_pttl(&lock(&conn, ID_B, 9000, true).await);
+    assert_eq!(
+        raw::get(&conn, "k:lock-intent").await.as_deref(),
+        Some(ID_B)
+    );
+    assert!(raw::pttl(&conn, "k:lock-intent").await > 8000);
+    raw::cmd::<i64>(&conn, "PEXPIRE", &["k:lock-intent", "3000"]).await;
+    blocked_pttl(&lock(&conn, ID_B, 9000, true).await);
+    assert!(
+        raw::pttl(&conn, "k:lock-intent").await > 8000,
+        "a waiting writer renews its own intent"
+    );
+    blocked_pttl(&lock(&conn, "cccccccccccccccccccccccccccccccc", 1000, true).await);
+    assert_eq!(
+        raw::get(&conn, "k:lock-intent").await.as_deref(),
+        Some(ID_B),
+        "another waiting writer leaves it"
+    );
+    assert!(
+        raw::pttl(&conn, "k:lock-intent").await > 8000,
+        "and its TTL"
+    );
+    let intent_pttl = blocked_pttl(&rlock(&conn, "dddddddddddddddddddddddddddddddd", 5000).await);
+    assert!(
+        intent_pttl > 8000,
+        "readers are blocked for the intent's PTTL"
+    );
+    assert_eq!(
+        refresh(&conn, ID_A, 5000).await,
+        1,
+        "present readers keep their lock"
+    );
+
+    assert_eq!(
+        unlock_as(&conn, ID_A, false, "r").await,
+        3,
+        "the last reader publishes"
+    );
+    token(&lock(&conn, "cccccccccccccccccccccccccccccccc", 9000, true).await);
+    assert_eq!(
+        raw::get(&conn, "k:lock-intent").await.as_deref(),
+        Some(ID_B),
+        "acquiring leaves another writer's intent"
+    );
+    assert_eq!(
+        unlock(&conn, "cccccccccccccccccccccccccccccccc", false).await,
+        3
+    );
+    token(&lock(&conn, ID_B, 9000, true).await);
+    assert!(
+        !raw::exists(&conn, "k:lock-intent").await,
+        "acquiring deletes the writer's own intent"
+    );
+}
+
+#[tokio::test]
+async fn unlock_removes_only_its_own_id_and_clears_only_its_own_intent() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    lock(&conn, ID_A, 5000, false).await;
+    assert_eq!(unlock(&conn, ID_B, false).await, 0);
+    assert_eq!(
+        unlock_as(&conn, ID_A, false, "r").await,
+        0,
+        "a writer's id is no reader"
+    );
+    assert_eq!(raw::get(&conn, "k").await.as_deref(), Some(ID_A));
+    assert_eq!(unlock(&conn, ID_A, false).await, 3, "removed and published");
+    assert!(!raw::exists(&conn, "k").await);
+    assert_eq!(
+        unlock(&conn, ID_A, false).await,
+        0,
+        "a second unlock finds nothing"
+    );
+
+    rlock(&conn, ID_A, 5000).await;
+    rlock(&conn, ID_B, 5000).await;
+    assert_eq!(
+        unlock(&conn, ID_A, false).await,
+        0,
+        "a reader's id is no writer"
+    );
+    assert_eq!(
+        unlock_as(&conn, ID_A, false, "r").await,
+        1,
+        "another reader remains: no message"
+    );
+    assert_eq!(unlock_as(&conn, ID_B, false, "r").await, 3);
+    assert!(!raw::exists(&conn, "k").await);
+
+    raw::cmd::<()>(&conn, "SET", &["k:lock-intent", ID_A, "PX", "5000"]).await;
+    assert_eq!(unlock(&conn, ID_A, false).await, 0);
+    assert!(
+        raw::exists(&conn, "k:lock-intent").await,
+        "intent kept unless asked"
+    );
+    for other in ["1", ID_B] {
+        raw::cmd::<()>(&conn, "SET", &["k:lock-intent", other, "PX", "5000"]).await;
+        assert_eq!(unlock(&conn, ID_A, true).await, 0);
+        assert_eq!(
+            raw::get(&conn, "k:lock-intent").await.as_deref(),
+            Some(other),
+            "another writer's intent is left"
+        );
+    }
+    raw::cmd::<()>(&conn, "SET", &["k:lock-intent", ID_A, "PX", "5000"]).await;
+    assert_eq!(
+        unlock(&conn, ID_A, true).await,
+        2,
+        "its own intent: deleted, published"
+    );
+    assert!(!raw::exists(&conn, "k:lock-intent").await);
+
+    raw::cmd::<i64>(&conn, "HSET", &["k:lock-intent", "f", "v"]).await;
+    unlock(&conn, ID_B, true).await;
+    assert_eq!(
+        raw::key_type(&conn, "k:lock-intent").await,
+        "hash",
+        "a foreign intent key is left"
+    );
+}
+
+#[tokio::test]
+async fn refresh_reports_zero_and_changes_nothing_when_not_held() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    assert_eq!(refresh(&conn, ID_A, 5000).await, 0, "no key");
+    lock(&conn, ID_B, 5000, false).await;
+    assert_eq!(refresh(&conn, ID_A, 9000).await, 0, "another writer");
+    assert!(raw::pttl(&conn, "k").await <= 5000);
+    raw::cmd::<i64>(&conn, "DEL", &["k"]).await;
+    raw::cmd::<i64>(&conn, "RPUSH", &["k", ID_A]).await;
+    assert_eq!(refresh(&conn, ID_A, 5000).await, 0, "a list");
+    assert_eq!(raw::pttl(&conn, "k").await, -1);
+}
+
+#[tokio::test]
+async fn downgrade_turns_only_its_own_writers_key_into_a_readers_set() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    assert_eq!(downgrade(&conn, ID_A, 5000).await, 0, "nothing held");
+    assert!(!raw::exists(&conn, "k").await, "nothing created");
+
+    lock(&conn, ID_B, 5000, false).await;
+    assert_eq!(downgrade(&conn, ID_A, 5000).await, 0, "another writer's");
+    assert_eq!(raw::get(&conn, "k").await.as_deref(), Some(ID_B));
+    assert_eq!(unlock(&conn, ID_B, false).await, 3);
+
+    let minted = token(&lock(&conn, ID_A, 5000, false).await);
+    let fence = raw::stored_token(&conn, "k:fence").await;
+    assert_eq!(fence, minted as u64);
+    assert_eq!(
+        downgrade(&conn, ID_A, 9000).await,
+        3,
+        "replaced and published"
+    );
+    assert_eq!(raw::key_type(&conn, "k").await, "set");
+    assert_eq!(raw::members(&conn, "k").await, vec![ID_A.to_string()]);
+    let pttl = raw::pttl(&conn, "k").await;
+    assert!((8000..=9000).contains(&pttl), "PTTL {pttl}");
+    assert_eq!(
+        raw::stored_token(&conn, "k:fence").await,
+        fence,
+        "no token minted"
+    );
+
+    // A resent downgrade finds the set holding its id: success, nothing published, the
+    // TTL raised but never lowered.
+    assert_eq!(downgrade(&conn, ID_A, 20_000).await, 1);
+    assert!(raw::pttl(&conn, "k").await > 19_000);
+    assert_eq!(downgrade(&conn, ID_A, 100).await, 1);
+    assert!(raw::pttl(&conn, "k").await > 19_000, "never shortened");
+    assert_eq!(raw::members(&conn, "k").await, vec![ID_A.to_string()]);
+
+    // Now a reader like any other: another reader joins, a writer is blocked, and
+    // refresh and unlock treat the id as a reader's.
+    token(&rlock(&conn, ID_B, 5000).await);
+    blocked_pttl(&lock(&conn, "cccccccccccccccccccccccccccccccc", 5000, false).await);
+    assert_eq!(refresh(&conn, ID_A, 5000).await, 1);
+    assert_eq!(
+        unlock(&conn, ID_A, false).await,
+        0,
+        "no writer's id any more"
+    );
+    assert_eq!(unlock_as(&conn, ID_A, false, "r").await, 1);
+    assert_eq!(
+        downgrade(&conn, ID_A, 5000).await,
+        0,
+        "a set without the id"
+    );
+    assert_eq!(raw::members(&conn, "k").await, vec![ID_B.to_string()]);
+    assert_eq!(unlock_as(&conn, ID_B, false, "r").await, 3);
+
+    raw::cmd::<i64>(&conn, "HSET", &["k", "f", "v"]).await;
+    assert_eq!(downgrade(&conn, ID_A, 5000).await, 0, "a foreign type");
+    assert_eq!(raw::key_type(&conn, "k").await, "hash");
+    assert_eq!(raw::pttl(&conn, "k").await, -1, "no TTL put on it");
+}
+
+#[tokio::test]
+async fn downgrade_completes_out_of_memory() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    let conn = server.conn().await;
+    lock(&conn, ID_A, 5000, false).await;
+    // An empty server may use less than 1 MB; with 2 MB of filler it is surely over.
+    raw::cmd::<()>(&conn, "SET", &["filler", &"x".repeat(2 << 20)]).await;
+    raw::cmd::<()>(&conn, "CONFIG", &["SET", "maxmemory", "1mb"]).await;
+    let probe = redis::cmd("SADD")
+        .arg("probe")
+        .arg("1")
+        .query_async::<()>(&mut conn.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(probe.code(), Some("OOM"), "{probe}");
+
+    // DEL comes first, and a script that has written is let finish: the SADD after it
+    // is not refused, so the lock is never left deleted.
+    assert_eq!(downgrade(&conn, ID_A, 5000).await, 3);
+    assert_eq!(raw::members(&conn, "k").await, vec![ID_A.to_string()]);
+    assert!(raw::pttl(&conn, "k").await > 4000);
+}
+
+/// Puts at `key` the `n`th of the states `renew.lua` must treat as `refresh.lua` does: our
+/// writer's id, another's, nothing, a readers' set with and without us, a permit of ours
+/// live and run out, a hash, our id with no TTL.
+async fn set_state(conn: &MultiplexedConnection, key: &str, n: usize) {
+    let far = (server_now_ms(conn).await + 60_000).to_string();
+    let past = (server_now_ms(conn).await - 1_000).to_string();
+    match n {
+        0 => raw::cmd::<()>(conn, "SET", &[key, ID_A, "PX", "1000"]).await,
+        1 => raw::cmd::<()>(conn, "SET", &[key, ID_B, "PX", "1000"]).await,
+        2 => {}
+        3 => {
+            raw::cmd::<i64>(conn, "SADD", &[key, ID_A, ID_B]).await;
+            raw::cmd::<i64>(conn, "PEXPIRE", &[key, "1000"]).await;
+        }
+        4 => {
+            raw::cmd::<i64>(conn, "SADD", &[key, ID_B]).await;
+            raw::cmd::<i64>(conn, "PEXPIRE", &[key, "1000"]).await;
+        }
+        5 => {
+            raw::cmd::<i64>(conn, "ZADD", &[key, &far, ID_A]).await;
+            raw::cmd::<i64>(conn, "PEXPIRE", &[key, "1000"]).await;
+        }
+        6 => {
+            raw::cmd::<i64>(conn, "ZADD", &[key, &past, ID_A, &far, ID_B]).await;
+            raw::cmd::<i64>(conn, "PEXPIRE", &[key, "1000"]).await;
+        }
+        7 => {
+            raw::cmd::<i64>(conn, "HSET", &[key, "f", ID_A]).await;
+        }
+        8 => raw::cmd::<()>(conn, "SET", &[key, ID_A]).await,
+        _ => unreachable!(),
+    }
+}
+
+const STATES: usize = 9;
+
+async fn server_now_ms(conn: &MultiplexedConnection) -> i64 {
+    let (s, us): (i64, i64) = raw::cmd(conn, "TIME", &[]).await;
+    s * 1000 + us / 1000
+}
+
+/// What a key holds, for comparing: its type, its members or value, and whether its PTTL
+/// reached the TTL.
+async fn state(conn: &MultiplexedConnection, key: &str) -> (String, Vec<String>, bool) {
+    let kind = raw::key_type(conn, key).await;
+    let content = match kind.as_str() {
+        "string" => raw::get(conn, key).await.into_iter().collect(),
+        "set" => raw::members(conn, key).await,
+        "zset" => raw::cmd(conn, "ZRANGE", &[key, "0", "-1"]).await,
+        "hash" => raw::cmd(conn, "HKEYS", &[key]).await,
+        _ => Vec::new(),
+    };
+    (kind, content, raw::pttl(conn, key).await > 2_000)
+}
+
+#[tokio::test]
+async fn renew_treats_each_key_exactly_as_refresh_does_whatever_the_writer_hint() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    for hint in ["w", "-"] {
+        raw::cmd::<()>(&conn, "FLUSHALL", &[]).await;
+        let mut expected = Vec::new();
+        for n in 0..STATES {
+            set_state(&conn, "k", n).await;
+            let reply = refresh(&conn, ID_A, 5000).await;
+            expected.push((reply, state(&conn, "k").await));
+            raw::cmd::<i64>(&conn, "DEL", &["k"]).await;
+        }
+        let keys: Vec<String> = (0..STATES).map(|n| format!("b{n}")).collect();
+        for (n, key) in keys.iter().enumerate() {
+            set_state(&conn, key, n).await;
+        }
+        let script = Script::new(RENEW);
+        let mut renew = script.prepare_invoke();
+        for key in &keys {
+            renew.key(key);
+        }
+        renew.arg(5000).arg(hint.repeat(STATES));
+        for _ in &keys {
+            renew.arg(ID_A);
+        }
+        let replies: Vec<i64> = renew.invoke_async(&mut conn.clone()).await.unwrap();
+        assert_eq!(replies.len(), STATES);
+        for (n, key) in keys.iter().enumerate() {
+            let found = (replies[n], state(&conn, key).await);
+            assert_eq!(found, expected[n], "state {n}, hint {hint}");
+        }
+        assert_eq!(
+            replies,
+            [1, 0, 0, 1, 0, 1, 0, 0, 1],
+            "held: ours, ours among readers, our live permit, ours with no TTL"
+        );
+    }
+}

@@ -1,0 +1,229 @@
+//! Held locks across Sentinel failovers (feature `sentinel`). In each round a mutex with
+//! `replicas(1)` takes a burst of locks, then, with replication stopped (the replicas'
+//! links dropped and kept from coming back, as when a primary fails before it has sent its
+//! last writes), a mutex without it takes a burst too; the primary is killed and Sentinel
+//! promotes a replica. An acknowledged lock is always on the new primary, and another
+//! client never takes it while its guard holds it (0 overlaps), and while replication is
+//! stopped an acknowledged try is refused (`NotReplicated`); the test counts how many plain
+//! locks the failover lost, and how often another client then took one whose guard still
+//! held it (the Sentinel guide, `redismutex::guide::sentinel`).
+//!
+//! CI runs 3 failovers; `SENTINEL_FAILOVERS=20 cargo test --release --features sentinel
+//! --test replication failovers:: -- --nocapture` runs the long version.
+//!
+//! The frozen primary: in each round a `replicas(1)` burst is taken, the primary is
+//! frozen until Sentinel has promoted a replica, then thawed, a master still until a
+//! Sentinel demotes it (about 10 s). A client that still talks to it directly gets no
+//! acknowledged lock there (`NotReplicated`: its replicas follow the new primary), while
+//! a plain lock is taken there and, at the same time, by a client of the new primary:
+//! counted. CI runs 1 round; `SENTINEL_FREEZES=20` the long version (about 6 minutes).
+#![cfg(feature = "sentinel")]
+
+use std::future::IntoFuture;
+use std::time::Duration;
+
+use crate::common::raw;
+use crate::common::sentinel::Sentinels;
+use futures_util::future::join_all;
+use redis::aio::MultiplexedConnection;
+use redismutex::{Error, Guard, RwMutex, SentinelConnection};
+
+/// Locks each mutex takes in a round, all at once, right before the kill.
+const BURST: usize = 25;
+/// Long enough that no held lock needs a renewal across a failover (4–15 s).
+const TTL: Duration = Duration::from_secs(40);
+
+fn failovers() -> usize {
+    std::env::var("SENTINEL_FAILOVERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3)
+}
+
+fn freezes() -> usize {
+    std::env::var("SENTINEL_FREEZES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
+
+fn mutex(deployment: &Sentinels, name: &str, acked: bool) -> RwMutex<SentinelConnection> {
+    let conn = SentinelConnection::new(deployment.sentinel_client());
+    let builder = RwMutex::builder(conn, name).ttl(TTL);
+    let builder = if acked {
+        builder.replicas(1, Duration::from_millis(300))
+    } else {
+        builder
+    };
+    builder.build().unwrap()
+}
+
+/// `BURST` write locks of `mx` on keys `<round>-<i>`, taken at once.
+async fn burst(mx: &RwMutex<SentinelConnection>, round: usize) -> Vec<Guard> {
+    let taken = (0..BURST).map(|i| mx.write().key(format!("{round}-{i}")).into_future());
+    join_all(taken)
+        .await
+        .into_iter()
+        .map(|guard| guard.expect("taken before the kill"))
+        .collect()
+}
+
+/// How many of `guards` the primary behind `primary` still has, by id.
+async fn kept(primary: &MultiplexedConnection, guards: &[Guard]) -> usize {
+    let mut kept = 0;
+    for guard in guards {
+        if raw::get(primary, guard.key()).await.as_deref() == Some(guard.id()) {
+            kept += 1;
+        }
+    }
+    kept
+}
+
+/// How many of `guards` (of the mutex `name`) another client takes while the guard
+/// still holds it: each an overlap.
+async fn taken_while_held(deployment: &Sentinels, name: &str, guards: &[Guard]) -> usize {
+    let other = mutex(deployment, name, false);
+    let mut overlaps = 0;
+    for guard in guards {
+        let key = guard
+            .key()
+            .trim_start_matches(&format!("{name}:"))
+            .to_owned();
+        if let Some(taken) = other.try_write().key(key).await.unwrap() {
+            if !guard.is_cancelled() {
+                overlaps += 1;
+            }
+            drop(taken);
+        }
+    }
+    overlaps
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_locks_survive_every_failover_and_plain_ones_are_counted() {
+    let mut deployment = Sentinels::start();
+    let acked = mutex(&deployment, "acked", true);
+    let plain = mutex(&deployment, "plain", false);
+    // Each connects to the primary before the password below is set.
+    for mx in [&acked, &plain] {
+        assert!(mx
+            .write()
+            .key("warm")
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap());
+    }
+    let (mut acked_kept, mut plain_kept, mut overlaps, mut plain_overlaps) = (0, 0, 0, 0);
+    let rounds = failovers();
+    for round in 0..rounds {
+        let acked_guards = burst(&acked, round).await;
+        // Replication stops: the replicas' links are dropped, and a password they do not
+        // have keeps them from coming back (connections already open stay open).
+        let old = deployment.server(deployment.primary()).conn().await;
+        let _: () = raw::cmd(&old, "CONFIG", &["SET", "requirepass", "lag"]).await;
+        let _: i64 = raw::cmd(&old, "CLIENT", &["KILL", "TYPE", "replica"]).await;
+        let plain_guards = burst(&plain, round).await;
+        // With replication stopped, an acknowledged request is refused rather than given
+        // a lock the failover would lose.
+        let refused = acked.try_write().key(format!("{round}-refused")).await;
+        assert!(
+            matches!(refused, Err(Error::NotReplicated { acked: 0, .. })),
+            "{refused:?}"
+        );
+        let killed = deployment.kill_primary();
+        let new = deployment.failover().await;
+        let primary = deployment.server(new).conn().await;
+        acked_kept += kept(&primary, &acked_guards).await;
+        plain_kept += kept(&primary, &plain_guards).await;
+        overlaps += taken_while_held(&deployment, "acked", &acked_guards).await;
+        plain_overlaps += taken_while_held(&deployment, "plain", &plain_guards).await;
+        drop((acked_guards, plain_guards));
+        deployment.restart_as_replica(killed).await;
+    }
+    let total = rounds * BURST;
+    println!(
+        "{rounds} failovers (primary killed, replicas lagging for the plain burst), {BURST} \
+         locks per mutex per round: replicas(1) kept {acked_kept}/{total}, overlaps \
+         {overlaps}; plain kept {plain_kept}/{total}, taken by another client while held \
+         {plain_overlaps}"
+    );
+    assert_eq!(overlaps, 0, "another client took a held, acknowledged lock");
+    assert_eq!(
+        acked_kept, total,
+        "an acknowledged lock was lost in a failover"
+    );
+}
+
+/// A direct connection to data node `i` whose response timeout (5 s) outlasts a `WAIT`.
+async fn direct(deployment: &Sentinels, i: usize) -> MultiplexedConnection {
+    let config =
+        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(5)));
+    deployment
+        .server(i)
+        .client()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("connect to the primary")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thawed_old_primary_gives_no_acknowledged_lock_and_plain_ones_overlap() {
+    let mut deployment = Sentinels::start();
+    let acked = mutex(&deployment, "acked", true);
+    let warm = acked.write().key("warm").await.unwrap();
+    assert!(warm.unlock().await.unwrap());
+    let rounds = freezes();
+    let (mut acked_kept, mut overlaps, mut refused, mut stale_taken, mut stale_overlaps) =
+        (0, 0, 0, 0, 0);
+    for round in 0..rounds {
+        let acked_guards = burst(&acked, round).await;
+        let old = deployment.primary();
+        // A client that keeps talking to the old primary, connected before the freeze.
+        let conn = direct(&deployment, old).await;
+        let stale_acked = RwMutex::builder(conn.clone(), "stale-acked")
+            .ttl(TTL)
+            .replicas(1, Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let stale = RwMutex::builder(conn, "stale").ttl(TTL).build().unwrap();
+        let frozen = deployment.freeze_primary();
+        let new = deployment.failover().await;
+        deployment.thaw(frozen);
+
+        let key = format!("{round}");
+        match stale_acked.try_write().key(&key).await {
+            Err(Error::NotReplicated { acked: 0, .. }) => refused += 1,
+            other => panic!("an acknowledged lock on the deposed primary: {other:?}"),
+        }
+        let stale_guard = stale.try_write().key(&key).await.unwrap();
+        stale_taken += usize::from(stale_guard.is_some());
+        let other = mutex(&deployment, "stale", false);
+        if let Some(taken) = other.try_write().key(&key).await.unwrap() {
+            let held = stale_guard
+                .as_ref()
+                .is_some_and(|guard| !guard.is_cancelled());
+            stale_overlaps += usize::from(held);
+            drop(taken);
+        }
+        let primary = deployment.server(new).conn().await;
+        acked_kept += kept(&primary, &acked_guards).await;
+        overlaps += taken_while_held(&deployment, "acked", &acked_guards).await;
+        drop((acked_guards, stale_guard));
+        deployment.settle().await;
+    }
+    let total = rounds * BURST;
+    println!(
+        "{rounds} failovers (primary frozen, then thawed): replicas(1) kept {acked_kept}/{total}, \
+         overlaps {overlaps}; on the thawed old primary {refused}/{rounds} acknowledged \
+         tries refused, {stale_taken}/{rounds} plain locks taken, {stale_overlaps} of them \
+         taken at the same time on the new primary"
+    );
+    assert_eq!(overlaps, 0, "another client took a held, acknowledged lock");
+    assert_eq!(
+        acked_kept, total,
+        "an acknowledged lock was lost in a failover"
+    );
+    assert_eq!(refused, rounds);
+}
