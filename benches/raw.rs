@@ -1,5 +1,5 @@
 //! The raw redis-rs baseline shared by `benches/cycle.rs`, `benches/cluster.rs`,
-//! `benches/quorum.rs` and `examples/perf.rs`: what a lock costs with no library, so the
+//! `benches/quorum.rs` and `examples/perf/`: what a lock costs with no library, so the
 //! library's figures read as a ratio to it. On one server a raw write cycle is `SET NX
 //! PX` + a compare-and-delete script; over a quorum of independent servers it is the same
 //! Redis work sent to every node at once in three rounds, each bounded per node by a

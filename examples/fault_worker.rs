@@ -1,6 +1,7 @@
-//! A lock holder for the fault-injection tests (`tests/faults_holders.rs`,
-//! `tests/faults_server.rs`, `tests/soak.rs`) and for the semaphore and fair-mode tests
-//! (`tests/semaphore.rs`, `tests/fair.rs`, through `tests/common/lone_worker.rs`): a
+//! A lock holder for the fault-injection tests (`tests/faults/holders.rs`,
+//! `tests/faults/server.rs`, `tests/faults/soak.rs`) and for the semaphore and fair-mode
+//! tests (`tests/lock/semaphore.rs`, `tests/lock/fair.rs`, through
+//! `tests/common/lone_worker.rs`): a
 //! process, so that the tests can SIGKILL and SIGSTOP it. Not meant to be run by hand.
 //!
 //! It runs critical sections on the lock server and checks itself on a referee server
@@ -14,18 +15,18 @@
 //! so the check right after waking is made before that task has fired anything. That is
 //! what lets the frozen-holder test catch a guard that trusts only its token.
 //!
-//! Quorum mode (`tests/faults_quorum.rs`, the quorum soak in `tests/soak.rs`): when
+//! Quorum mode (`tests/faults/quorum.rs`, the quorum soak in `tests/faults/soak.rs`): when
 //! `FW_LOCK_URL` lists several URLs, comma-separated, each is one independent master of
 //! a [`Quorum`] (one `ConnectionManager` per node, in the order given) and the mutex is
 //! made over it, with `Notifier::quorum` on the same URLs; the sections and the events
 //! are the same.
 //!
-//! Sentinel mode (`tests/faults_sentinel.rs`, feature `sentinel`): when `FW_SENTINEL`
+//! Sentinel mode (`tests/faults/sentinel.rs`, feature `sentinel`): when `FW_SENTINEL`
 //! names a master, `FW_LOCK_URL` lists the Sentinels, and the mutex is made over a
 //! `SentinelConnection` with `Notifier::sentinel`, and `FW_REPLICAS` replicas must
 //! acknowledge each acquire and renewal (`Builder::replicas`, 300 ms).
 //!
-//! Cluster mode (`tests/faults_cluster.rs`, feature `cluster`): when `FW_CLUSTER` is
+//! Cluster mode (`tests/faults/cluster.rs`, feature `cluster`): when `FW_CLUSTER` is
 //! `1`, `FW_LOCK_URL` lists the nodes of a Redis Cluster (seeds: any of them will do),
 //! and the mutex is made over a `ClusterConnection` (RESP3, for sharded release
 //! messages) with `hash_tag_keys(true)`, so the lock keys `<mutex>:{k0}`, `<mutex>:{k1}`,

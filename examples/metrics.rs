@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// How long each request took (README, "Metrics").
+/// How long each request took (the guide `redismutex::guide::metrics`).
 const ACQUIRE_DURATION: &str = "redismutex_acquire_duration_seconds";
 /// How long each lock or permit was held.
 const HELD_DURATION: &str = "redismutex_held_duration_seconds";

@@ -1,5 +1,5 @@
 //! The counting global allocator of `benches/alloc.rs`, `tests/allocations.rs` and
-//! `examples/perf.rs`: including this module (`#[path]`) installs it in that program.
+//! `examples/perf/`: including this module (`#[path]`) installs it in that program.
 //!
 //! It is `stats_alloc`'s wrapper of the system allocator, which counts with atomics, over
 //! every thread, the calls that hand out memory (`alloc`, `alloc_zeroed`, `realloc`) and

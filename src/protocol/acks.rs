@@ -36,7 +36,7 @@ impl Acks {
 /// connection manager reconnecting, or a Sentinel-following connection re-resolving the
 /// primary between the two, and resending the `WAIT` alone to the new one), where the
 /// connection has written nothing and any replica "has it": an acquire on a deposed
-/// primary would count as acknowledged. Found by the long run (`tests/long_run.rs`).
+/// primary would count as acknowledged. Found by the long run (`tests/faults/long_run.rs`).
 pub(crate) struct Acked<C> {
     conn: C,
     acks: Acks,
