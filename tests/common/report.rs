@@ -277,28 +277,45 @@ fn late_writes(events: &[Event], faults: &[FaultRecord]) -> (Vec<Event>, usize) 
 /// an entry out of token order (`<us> <key> <worker>/<mode> token T not above writer
 /// token W`), is explained by a freeze of one of the workers involved between its check
 /// (`CHECKED`) and the entry.
+///
+/// `<us>` is the entrant's own clock when it sent its registration; the referee judges
+/// the entry when the registration arrives. An entrant frozen right after stamping it
+/// (while the request was on its way) is judged only after it thaws, so for the entrant
+/// the freeze may begin up to its first event after `<us>` (its `ENTERED`, or whatever
+/// it logs on waking); a worker already inside must have been frozen by `<us>`.
 fn explained(line: &str, events: &[Event], faults: &[FaultRecord]) -> bool {
     let mut words = line.split_whitespace();
     let at: u64 = words.next().and_then(|us| us.parse().ok()).unwrap_or(0);
     let key = words.next().unwrap_or("");
-    let mut involved: Vec<&str> = Vec::new();
+    let mut involved: Vec<(&str, u64)> = Vec::new();
     if let Some(entrant) = words.next() {
-        involved.push(entrant.split('/').next().unwrap_or(""));
+        let entrant = entrant.split('/').next().unwrap_or("");
+        let answered = events
+            .iter()
+            .filter(|e| e.worker == entrant && e.us >= at)
+            .map(|e| e.us)
+            .min()
+            .unwrap_or(u64::MAX);
+        involved.push((entrant, answered));
     }
     if let Some(inside) = line.split("inside: ").nth(1) {
-        involved.extend(inside.split(',').map(|w| w.split('/').next().unwrap_or("")));
+        involved.extend(
+            inside
+                .split(',')
+                .map(|w| (w.split('/').next().unwrap_or(""), at)),
+        );
     }
-    involved.iter().any(|worker| {
+    involved.iter().any(|&(worker, frozen_by)| {
         let checked = events
             .iter()
-            .filter(|e| &e.worker == worker && e.is("CHECKED") && e.key() == key && e.us <= at)
+            .filter(|e| e.worker == worker && e.is("CHECKED") && e.key() == key && e.us <= at)
             .map(|e| e.us)
             .max()
             .unwrap_or(0);
         faults.iter().any(|f| {
             f.kind == FaultKind::FreezeWorker
                 && f.hits(worker)
-                && f.start_us <= at
+                && f.start_us <= frozen_by
                 && f.end_us >= checked
         })
     })
