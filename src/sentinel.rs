@@ -31,9 +31,10 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// from a primary that was demoted; `MASTERDOWN`; `LOADING`) drops that connection, and
 /// the next request asks the Sentinels again, so requests, refreshes and releases reach
 /// the new primary without a new mutex. Finding the primary and connecting are bounded
-/// by 1 s, and each request by a response timeout of 2 s; while no primary is known, a request fails with
-/// [`Error::Redis`](crate::Error::Redis) naming its key (a waiting request keeps trying
-/// until its timeout; a refresh retries until the guard's deadline).
+/// by 1 s, and each request by a response timeout of 2 s; while the Sentinels name no
+/// primary that answers, a request fails with [`Error::NoPrimary`](crate::Error::NoPrimary)
+/// naming its key (a waiting request keeps trying until its timeout; a refresh retries
+/// until the guard's deadline).
 ///
 /// Clones share the connection. For releases to wake waiters, give the mutex a
 /// [`Notifier::sentinel`](crate::Notifier::sentinel) of the same Sentinels.

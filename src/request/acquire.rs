@@ -60,7 +60,8 @@ use crate::guard::Guard;
 ///   2^53 - 1); [`Error::NoExpiry`] at once when one exists with no TTL. The key is left
 ///   untouched.
 /// - [`Error::InvalidKey`] before anything is sent when the lock key is longer than
-///   [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence` or `:lock-intent`, or,
+///   [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) or ends in `:fence`, `:lock-intent`,
+///   `:queue` or `:queue-deadline` (another lock's keys), or,
 ///   on a Redis Cluster (or with
 ///   [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys)), has no hash tag.
 /// - [`Error::InvalidOptions`] when the mutex's options are not usable (see
