@@ -45,7 +45,9 @@ pub enum Error {
     Timeout,
 
     /// The [`parent`](crate::Acquire::parent) token was cancelled before the lock was
-    /// acquired.
+    /// acquired; or [`Guard::unlock`](crate::Guard::unlock) (or
+    /// [`Permit::unlock`](crate::Permit::unlock)) handed its release to the refresher's
+    /// task and that task was stopped first (a runtime shutting down).
     #[error("cancelled while waiting for the lock")]
     Cancelled,
 

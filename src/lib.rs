@@ -36,7 +36,7 @@
 //! # Where it runs
 //!
 //! A [`RwMutex`] or [`Semaphore`] is made over any redis-rs async connection that can be
-//! cloned and shared (tested with the three named here): [`redis::aio::MultiplexedConnection`] or
+//! cloned and shared (tested with those named here): [`redis::aio::MultiplexedConnection`] or
 //! [`redis::aio::ConnectionManager`] for one server, `redis::cluster_async::ClusterConnection`
 //! for a Redis Cluster (feature `cluster`), `SentinelConnection` for a primary under Redis
 //! Sentinel (feature `sentinel`); or over a [`Quorum`] of independent masters. The crate
@@ -60,6 +60,7 @@
 // The layers, from the bottom; each imports only those above it in this list (checked
 // by tests/layers.rs; described in docs/architecture.md).
 mod error;
+pub mod guide;
 mod mode;
 mod reason;
 mod spawner;
@@ -90,8 +91,6 @@ mod request;
 mod builder;
 mod mutex;
 mod semaphore;
-
-pub mod guide;
 
 // README.md's example, compiled as a doctest (README is not the crate's docs).
 #[cfg(doctest)]

@@ -333,6 +333,24 @@ mod tests {
     }
 
     #[test]
+    fn replica_acknowledgement_is_refused_on_a_cluster_and_taken_on_one_server() {
+        let acknowledged = |topology| Settings {
+            topology,
+            replicas: Some(Acks {
+                replicas: 1,
+                timeout: Duration::from_millis(100),
+            }),
+            ..Settings::new("{jobs}".into())
+        };
+        let err = acknowledged(Topology::Cluster).check().unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidOptions(ref m) if m.contains("replica") && m.contains("Redis Cluster")),
+            "{err}"
+        );
+        assert!(acknowledged(Topology::Server).check().is_ok());
+    }
+
+    #[test]
     fn fence_retention_must_cover_the_ttl() {
         for retention in [Duration::from_millis(999), MAX_FENCE_RETENTION * 2] {
             let settings = Settings {

@@ -1,5 +1,5 @@
 //! The uncontended lock cycles whose allocations `benches/alloc.rs`,
-//! `tests/allocations.rs` and `examples/perf.rs` count, each on a key of its own through
+//! `tests/allocations.rs` and `examples/perf/` count, each on a key of its own through
 //! one shared connection: the library's, through its public API, and the raw redis-rs
 //! write cycle of `benches/raw.rs` (`SET NX PX`, then the compare-and-delete script by
 //! EVALSHA) as their baseline. Needs the includer's `raw` module (`benches/raw.rs`).

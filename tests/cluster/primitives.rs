@@ -2,8 +2,9 @@
 //! test starts: every key of a semaphore or fair lock (the key, its fence, queue and
 //! queue-deadline keys) hashes to one slot and lives on the master that owns it, with a
 //! tagged name and with `hash_tag_keys`; the keys of different `.key(..)`s spread over the
-//! masters; permit counts, exclusion and arrival order hold across connections; and an
-//! untagged name is refused for a semaphore as for a mutex.
+//! masters; permit counts, exclusion and arrival order hold across connections; an
+//! untagged name is refused for a semaphore as for a mutex; and reentrant guards nest on
+//! a cluster as on one server.
 #![cfg(feature = "cluster")]
 
 use std::collections::{BTreeSet, HashMap};
@@ -16,7 +17,7 @@ use crate::common::lost_update::unguarded_increment;
 use crate::common::{eventually, join_within, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
-use redismutex::{Error, Notifier, RwMutex, Semaphore};
+use redismutex::{Error, Mode, Notifier, RwMutex, Semaphore};
 use tokio::task::JoinSet;
 
 type CC = ClusterConnection;
@@ -330,4 +331,47 @@ async fn an_untagged_name_is_refused_for_a_semaphore_and_a_fair_mutex() {
         other => panic!("{other:?}"),
     }
     assert_eq!(cluster.key_count().await, 0, "nothing was sent");
+}
+
+#[tokio::test]
+async fn reentrant_guards_nest_on_a_cluster_and_a_write_in_a_read_is_refused() {
+    let cluster = Cluster::start();
+    let conn = cluster.conn().await;
+    let mx = RwMutex::builder(conn.clone(), "nest")
+        .hash_tag_keys(true)
+        .reentrant(true)
+        .build()
+        .unwrap();
+    let stranger = RwMutex::builder(conn.clone(), "nest")
+        .hash_tag_keys(true)
+        .build()
+        .unwrap();
+
+    let outer = mx.write().key("a").await.unwrap();
+    let nested_write = tokio::time::timeout(LIVENESS, mx.write().key("a"))
+        .await
+        .expect("a write nests in the task's write at once")
+        .unwrap();
+    let nested_read = mx.try_read().key("a").await.unwrap().expect("nested");
+    for nested in [&nested_write, &nested_read] {
+        assert_eq!(nested.key(), "nest:{a}");
+        assert_eq!(nested.id(), outer.id());
+        assert_eq!(nested.fencing_token(), outer.fencing_token());
+    }
+    assert_eq!(nested_read.mode(), Mode::Read);
+    drop(nested_write);
+    drop(nested_read);
+    assert!(
+        stranger.try_write().key("a").await.unwrap().is_none(),
+        "the nested guards going left the outer lock held"
+    );
+    assert!(outer.unlock().await.unwrap());
+    assert!(stranger.try_write().key("a").await.unwrap().is_some());
+
+    let reader = mx.read().key("b").await.unwrap();
+    match mx.try_write().key("b").await {
+        Err(Error::WouldDeadlock { key }) => assert_eq!(key, "nest:{b}"),
+        other => panic!("a write in the task's read: {other:?}"),
+    }
+    drop(reader);
 }
