@@ -155,16 +155,69 @@ pub enum Error {
         source: redis::RedisError,
     },
 
-    /// The guard's lock was no longer held (its token had fired, or Redis no longer had
-    /// this id at `key`), so it could not be
-    /// [downgraded](crate::Guard::downgrade). The guard is gone, and so is the lock.
-    #[error(
-        "the lock on key {} was no longer held, so it could not be downgraded",
-        Preview(key)
-    )]
+    /// The guard's (or permit's) lock was no longer held, so what was asked of it did
+    /// not happen: its token had fired (nothing was sent then), or Redis no longer had
+    /// this id at `key` (the token then fires with
+    /// [`CancelReason::Lost`](crate::CancelReason::Lost)). From
+    /// [`Guard::exec`](crate::Guard::exec) and [`Permit::exec`](crate::Permit::exec) (no
+    /// command of the pipeline ran) and [`Guard::downgrade`](crate::Guard::downgrade) (the
+    /// guard is gone, and so is the lock).
+    #[error("the lock on key {} is no longer held", Preview(key))]
     NotHeld {
         /// The lock key.
         key: String,
+    },
+
+    /// [`Guard::exec`](crate::Guard::exec) on a Redis Cluster: the pipeline touches
+    /// `foreign`, a key that does not hash to the slot of lock key `key`, so it cannot
+    /// run in one step with the lock's check. Nothing was sent (but, at most, the
+    /// `COMMAND INFO` or `COMMAND GETKEYS` that found the keys). Give the data keys the
+    /// lock key's hash tag (see the [cluster guide](crate::guide::cluster)).
+    #[error(
+        "key {} of the pipeline is not in the slot of lock key {}",
+        Preview(foreign),
+        Preview(key)
+    )]
+    CrossSlot {
+        /// The lock key.
+        key: String,
+        /// The first key of the pipeline in another slot.
+        foreign: String,
+    },
+
+    /// [`Guard::exec`](crate::Guard::exec): the pipeline cannot run as one guarded step;
+    /// `reason` says why (a command the server does not know or that cannot run in a
+    /// script, such as `MULTI` or `SUBSCRIBE`; an empty command; one with more than 7,000
+    /// arguments; a key of the lock itself). No command of it ran.
+    #[error(
+        "the pipeline guarded by lock key {} cannot run: {reason}",
+        Preview(key)
+    )]
+    InvalidPipeline {
+        /// The lock key.
+        key: String,
+        /// What is wrong with the pipeline.
+        reason: String,
+    },
+
+    /// [`Guard::exec`](crate::Guard::exec): the lock was held and the pipeline ran until
+    /// one of its commands failed: the `ran` commands before it ran and what they wrote
+    /// stays (a Lua script has no rollback, as `MULTI` has none); it and the commands
+    /// after it did not run. `source` is its error reply, with the server's code
+    /// ([`redis::RedisError::code`], for example `WRONGTYPE`).
+    #[error(
+        "command {} of the pipeline guarded by lock key {} failed; the {ran} before it ran",
+        ran + 1,
+        Preview(key)
+    )]
+    CommandFailed {
+        /// The lock key.
+        key: String,
+        /// How many commands ran, before the one that failed.
+        ran: usize,
+        /// The failed command's error reply.
+        #[source]
+        source: redis::RedisError,
     },
 }
 
@@ -241,6 +294,24 @@ impl Error {
         }
     }
 
+    /// A guarded pipeline's command on lock key `key` failed with `source` after `ran`
+    /// commands ran: [`Error::Refused`] when none ran and the code is a [`Refusal`] (the
+    /// server refused the write, so nothing changed), else [`Error::CommandFailed`].
+    pub(crate) fn command_failed(key: &str, ran: usize, source: redis::RedisError) -> Self {
+        match source.code().and_then(Refusal::from_code) {
+            Some(refusal) if ran == 0 => Self::Refused {
+                key: key.to_owned(),
+                refusal,
+                source,
+            },
+            _ => Self::CommandFailed {
+                key: key.to_owned(),
+                ran,
+                source,
+            },
+        }
+    }
+
     /// The same failure of a request that carried several lock keys (a batched renewal),
     /// as seen by the lock at `key`. Only a failed request ([`Error::Redis`],
     /// [`Error::Refused`]) is shared that way; any other error becomes an
@@ -296,6 +367,9 @@ impl Error {
             | Self::InvalidKey { key, .. }
             | Self::WouldDeadlock { key }
             | Self::NotHeld { key }
+            | Self::CrossSlot { key, .. }
+            | Self::InvalidPipeline { key, .. }
+            | Self::CommandFailed { key, .. }
             | Self::NoQuorum { key, .. }
             | Self::NotReplicated { key, .. }
             | Self::NoPrimary { key, .. } => Some(key),

@@ -7,12 +7,15 @@ use std::fmt;
 use std::sync::Arc;
 
 use redis::aio::ConnectionLike;
+use redis::Pipeline;
 
 use super::Backend;
 use crate::error::Error;
 use crate::notify::hub::Hub;
 use crate::protocol::acks::{Acked, Acks};
 use crate::protocol::calls::{self, AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::command_keys::CommandKeys;
+use crate::protocol::exec::{Executed, Guarded};
 use crate::protocol::keys::hash_tag;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::protocol::topology::Topology;
@@ -38,6 +41,8 @@ pub(crate) struct Direct<C> {
     hub: Option<Arc<Hub>>,
     /// How many replicas must acknowledge an acquire or a renewal, if any must.
     acks: Option<Acks>,
+    /// Where the keys of the commands that guarded pipelines send are.
+    command_keys: CommandKeys,
 }
 
 impl<C> Direct<C> {
@@ -49,6 +54,7 @@ impl<C> Direct<C> {
             topology,
             hub,
             acks: None,
+            command_keys: CommandKeys::default(),
         }
     }
 
@@ -142,6 +148,25 @@ where
 
     async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
         calls::downgrade(&mut self.conn.clone(), call, self.topology).await
+    }
+
+    /// Finds the keys of `pipe`'s commands (on a cluster, all in the lock key's slot, or
+    /// nothing is sent), then one `exec.lua`; with replica acknowledgement, its `WAIT` in
+    /// the same request.
+    async fn exec(&self, call: &Call, pipe: &Pipeline) -> Result<Executed, Error> {
+        let mut conn = self.conn.clone();
+        let sharded = self.topology.sharded();
+        let guarded =
+            Guarded::new(&mut conn, &self.command_keys, &call.keys, pipe, sharded).await?;
+        let Some(acks) = self.acks else {
+            return guarded.run(&mut conn, call).await;
+        };
+        let mut conn = Acked::new(conn, acks);
+        let executed = guarded.run(&mut conn, call).await?;
+        if let Executed::Ran(_) = &executed {
+            conn.acknowledged(call.keys.lock())?;
+        }
+        Ok(executed)
     }
 
     fn hub(&self) -> Option<&Arc<Hub>> {

@@ -33,12 +33,16 @@
 //!   holds the lock; [`release`](Backend::release) and
 //!   [`downgrade`](Backend::downgrade) report in `held` whether the id held it, and in
 //!   `published` whether waiters on the release channel were told.
+//!   [`exec`](Backend::exec) runs a pipeline only while the id holds the lock, in one
+//!   atomic step with that check, or refuses it with a typed error before sending it.
 
 mod direct;
 mod quorum;
 
 use std::future::Future;
 use std::sync::Arc;
+
+use redis::Pipeline;
 
 pub(crate) use direct::Direct;
 pub(crate) use quorum::Majority;
@@ -47,6 +51,7 @@ pub use quorum::Quorum;
 use crate::error::Error;
 use crate::notify::hub::Hub;
 use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::exec::Executed;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 
 /// How the engine reaches Redis for one mutex or semaphore. See the module docs for what
@@ -94,6 +99,15 @@ pub(crate) trait Backend: Send + Sync + 'static {
         hold: Hold,
         leftovers: Leftovers,
     ) -> impl Future<Output = Result<Unlocked, Error>> + Send;
+
+    /// Runs `pipe`'s commands only while `call`'s id holds the lock, in one atomic step
+    /// with that check (`lua/exec.lua`): `Executed::NotHeld` when it did not hold it (and
+    /// nothing ran).
+    fn exec(
+        &self,
+        call: &Call,
+        pipe: &Pipeline,
+    ) -> impl Future<Output = Result<Executed, Error>> + Send;
 
     /// Turns the id's write lock into a read lock in one step.
     fn downgrade(&self, call: &Call) -> impl Future<Output = Result<Downgraded, Error>> + Send;

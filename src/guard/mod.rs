@@ -3,6 +3,7 @@
 //! returned, or of another guard; the lease layer keeps it alive.
 
 mod downgrade;
+mod exec;
 mod nested;
 mod permit;
 mod release;

@@ -101,6 +101,29 @@ impl Permit {
         self.guard.refreshes()
     }
 
+    /// Runs the commands of `pipe` only while this permit is still held (its entry in the
+    /// semaphore's sorted set, with a deadline after the server's `TIME`), in one atomic
+    /// step with that check, and parses their replies into `T` as
+    /// [`pipe.query_async::<T>`](redis::Pipeline::query_async) would. See
+    /// [`Guard::exec`], which this is, and the
+    /// [guarded writes guide](crate::guide::guarded_writes).
+    ///
+    /// # Errors
+    ///
+    /// As [`Guard::exec`]: [`Error::NotHeld`] when the permit is not held any more (no
+    /// command ran), [`Error::CommandFailed`], [`Error::InvalidPipeline`],
+    /// [`Error::CrossSlot`], [`Error::InvalidOptions`] over a quorum,
+    /// [`Error::NotReplicated`], [`Error::Timeout`], [`Error::Refused`] and
+    /// [`Error::Redis`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Guard::exec`]: dropping the future leaves the pipeline run or not; the permit
+    /// is unaffected.
+    pub async fn exec<T: redis::FromRedisValue>(&self, pipe: &redis::Pipeline) -> Result<T, Error> {
+        self.guard.exec(pipe).await
+    }
+
     /// Returns the permit and reports whether it was still held: `Ok(true)` when this id
     /// held an unexpired permit and is now removed, `Ok(false)` when it had been lost
     /// (its deadline passed, or its entry was removed).

@@ -5,11 +5,18 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::{Pipeline, Value};
+
 use crate::error::Error;
 use crate::mode::Mode;
 
 /// The boxed future of a call through [`AnyLease`].
 pub(crate) type LeaseFuture<'a> = Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + 'a>>;
+
+/// The boxed future of [`AnyLease::exec`]: the commands' replies, or `None` when the lock
+/// was not held (nothing ran).
+pub(crate) type ExecFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<Vec<Value>>, Error>> + Send + 'a>>;
 
 /// A held lease of any backend, so that a guard is one type whatever the connection.
 pub(crate) trait AnyLease: Send + Sync {
@@ -24,6 +31,9 @@ pub(crate) trait AnyLease: Send + Sync {
     fn release(&self) -> LeaseFuture<'_>;
     /// [`Lease::downgrade`](super::Lease::downgrade).
     fn downgrade(&self) -> LeaseFuture<'_>;
+    /// Runs `pipe` only while the lock is held ([`Lease::exec`](super::Lease::exec)); a
+    /// lock found not held is lost: its token fires with `CancelReason::Lost`.
+    fn exec<'a>(&'a self, pipe: &'a Pipeline) -> ExecFuture<'a>;
     /// The guard is dropped: if nobody has claimed the lock's end yet, claims it and has
     /// the refresher release the lock.
     fn dropped(self: Arc<Self>);

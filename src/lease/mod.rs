@@ -12,6 +12,8 @@ pub(crate) mod registry;
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::{Pipeline, Value};
+
 pub(crate) use any::AnyLease;
 pub(crate) use downgrade_state::DowngradeState;
 
@@ -20,6 +22,7 @@ use crate::backend::Backend;
 use crate::error::Error;
 use crate::mode::{Kind, Mode};
 use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::exec::Executed;
 use crate::protocol::replies::Attempt;
 
 /// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
@@ -126,6 +129,15 @@ impl<B: Backend> Lease<B> {
             self.released_here();
         }
         Ok(downgraded.held)
+    }
+
+    /// Runs `pipe`'s commands only while this id holds the lock, in one step with that
+    /// check: their replies, or `None` when the id did not hold it (nothing ran).
+    pub(crate) async fn exec(&self, pipe: &Pipeline) -> Result<Option<Vec<Value>>, Error> {
+        Ok(match self.backend.exec(&self.call, pipe).await? {
+            Executed::Ran(replies) => Some(replies),
+            Executed::NotHeld => None,
+        })
     }
 
     /// Removes this id from the lock key, and the `leftovers` of an unfinished acquire;

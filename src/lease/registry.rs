@@ -182,6 +182,9 @@ mod tests {
         fn downgrade(&self) -> crate::lease::any::LeaseFuture<'_> {
             Box::pin(async { Ok(true) })
         }
+        fn exec<'a>(&'a self, _: &'a redis::Pipeline) -> crate::lease::any::ExecFuture<'a> {
+            Box::pin(async { Ok(None) })
+        }
         fn dropped(self: Arc<Self>) {}
         fn handed_out(&self) -> bool {
             true

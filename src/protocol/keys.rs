@@ -118,6 +118,19 @@ impl Keys {
         self.name(2)
     }
 
+    /// Whether `name` is one of the lock's own keys: the lock key, its intent, its fence,
+    /// or its fair queue's two keys (whether or not the lock is fair).
+    pub(crate) fn is_own(&self, name: &[u8]) -> bool {
+        let lock = self.lock().as_bytes();
+        match name.strip_prefix(lock) {
+            Some([]) => true,
+            Some([b':', suffix @ ..]) => SUFFIXES
+                .iter()
+                .any(|own| *own != CHANNEL_SUFFIX && own.as_bytes() == suffix),
+            _ => false,
+        }
+    }
+
     /// The fair queue's two keys; `None` when the lock is not fair.
     pub(crate) fn queue(&self) -> Option<Queue<'_>> {
         (self.names.len() > self.start(PLAIN_NAMES)).then(|| Queue {
@@ -209,6 +222,22 @@ pub(crate) fn hash_tag(key: &str) -> Option<&str> {
     let rest = &key[open + 1..];
     let close = rest.find('}')?;
     (close > 0).then(|| &rest[..close])
+}
+
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key
+/// when it has none, modulo 16384 (redis.io, "Redis cluster specification", "Key
+/// distribution model"; the CRC16 of redis-rs's cluster client).
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&byte| byte == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            let close = rest.iter().position(|&byte| byte == b'}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(key);
+    crc16::State::<crc16::XMODEM>::calculate(tagged) % 16_384
 }
 
 /// The lock key of a request for `key` (or none) on mutex `name`: `<name>:<key>`, or
@@ -483,6 +512,39 @@ mod tests {
             "a:lock-intents",
         ] {
             assert!(check_key(fine).is_ok(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn slots_are_those_cluster_keyslot_gives() {
+        // CLUSTER KEYSLOT on Redis 7.0: foo 12182, somekey 11058; a tag decides alone.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"somekey"), 11058);
+        assert_eq!(slot(b"{foo}:bar"), 12182);
+        assert_eq!(slot(b"a{}b"), slot(b"a{}b"));
+        assert_ne!(slot(b"a{}b"), slot(b"b"));
+    }
+
+    #[test]
+    fn a_locks_own_keys_are_told_from_others() {
+        let keys = Keys::new("orders:42", false);
+        for own in [
+            "orders:42",
+            "orders:42:lock-intent",
+            "orders:42:fence",
+            "orders:42:queue",
+            "orders:42:queue-deadline",
+        ] {
+            assert!(keys.is_own(own.as_bytes()), "{own}");
+        }
+        for other in [
+            "orders:42:released",
+            "orders:42:data",
+            "orders:4",
+            "orders:420",
+            "x",
+        ] {
+            assert!(!keys.is_own(other.as_bytes()), "{other}");
         }
     }
 

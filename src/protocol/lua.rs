@@ -21,7 +21,7 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 8] = [
+pub(crate) const SCRIPT_FILES: [&str; 9] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
@@ -30,6 +30,7 @@ pub(crate) const SCRIPT_FILES: [&str; 8] = [
     "semaphore.lua",
     "downgrade.lua",
     "fence.lua",
+    "exec.lua",
 ];
 /// The functions every script uses (the server clock, raising a PTTL); sent before each
 /// script, as one script. Small, since every call of every script defines them.
@@ -119,10 +120,12 @@ pub(crate) struct Scripts {
     pub(crate) semaphore: Lua,
     pub(crate) downgrade: Lua,
     pub(crate) fence: Lua,
+    pub(crate) exec: Lua,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence] = SCRIPT_FILES.map(load);
+    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec] =
+        SCRIPT_FILES.map(load);
     Scripts {
         lock,
         rlock,
@@ -132,6 +135,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         semaphore,
         downgrade,
         fence,
+        exec,
     }
 });
 
@@ -191,6 +195,7 @@ mod tests {
             &SCRIPTS.semaphore,
             &SCRIPTS.downgrade,
             &SCRIPTS.fence,
+            &SCRIPTS.exec,
         ] {
             assert_eq!(script.sha.len(), 40);
         }

@@ -9,6 +9,7 @@ mod common;
 mod churn;
 mod downgrade;
 mod exclusion;
+mod exec;
 mod fair;
 mod intent;
 mod notify;

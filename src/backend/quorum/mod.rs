@@ -25,6 +25,7 @@ use crate::error::Error;
 use crate::notify::hub::Hub;
 use crate::observe::Meters;
 use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::exec::Executed;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::protocol::topology::Topology;
 use crate::spawner::Spawner;
@@ -257,6 +258,17 @@ where
 
     async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
         self.downgrade_all(call).await
+    }
+
+    /// Refused: the nodes are independent masters, which share no transaction, so no
+    /// step can both check the lock on a majority and write atomically with that check.
+    async fn exec(&self, call: &Call, _pipe: &redis::Pipeline) -> Result<Executed, Error> {
+        Err(Error::InvalidOptions(format!(
+            "exec on lock key {}: a quorum's nodes are independent masters that share no \
+             transaction, so a pipeline cannot run atomically with the lock's check; \
+             fence the writes with the guard's fencing token instead",
+            crate::error::Preview(call.keys.lock())
+        )))
     }
 
     fn hub(&self) -> Option<&Arc<Hub>> {

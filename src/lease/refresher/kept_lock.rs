@@ -5,12 +5,13 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use redis::Pipeline;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::Core;
 use crate::backend::Backend;
 use crate::error::{chain, Error};
-use crate::lease::any::{AnyLease, LeaseFuture};
+use crate::lease::any::{AnyLease, ExecFuture, LeaseFuture};
 use crate::lease::liveness::Liveness;
 use crate::lease::Lease;
 use crate::mode::Mode;
@@ -86,6 +87,12 @@ impl<B: Backend> KeptLock<B> {
     /// fires with [`CancelReason::Lost`].
     pub(super) fn lost(&self) {
         tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock lost: refresh found it no longer held");
+        self.gone();
+    }
+
+    /// The lock was found gone: the end is claimed (nothing is sent) and the token fires
+    /// with [`CancelReason::Lost`].
+    fn gone(&self) {
         if self.liveness.claim_end() {
             self.finish(Ok(false));
         }
@@ -159,6 +166,17 @@ impl<B: Backend> AnyLease for KeptLock<B> {
 
     fn downgrade(&self) -> LeaseFuture<'_> {
         Box::pin(self.lease.downgrade())
+    }
+
+    fn exec<'a>(&'a self, pipe: &'a Pipeline) -> ExecFuture<'a> {
+        Box::pin(async move {
+            let replies = self.lease.exec(pipe).await?;
+            if replies.is_none() && !self.liveness.is_fired() {
+                tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock lost: exec found it no longer held");
+                self.gone();
+            }
+            Ok(replies)
+        })
     }
 
     fn dropped(self: Arc<Self>) {

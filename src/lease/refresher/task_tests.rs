@@ -71,6 +71,14 @@ impl Backend for Scripted {
         Ok(Unlocked::from_reply(1))
     }
 
+    async fn exec(
+        &self,
+        _: &Call,
+        _: &redis::Pipeline,
+    ) -> Result<crate::protocol::exec::Executed, Error> {
+        Ok(crate::protocol::exec::Executed::NotHeld)
+    }
+
     async fn downgrade(&self, _: &Call) -> Result<Downgraded, Error> {
         Ok(Downgraded::from_reply(3))
     }

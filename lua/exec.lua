@@ -1,0 +1,73 @@
+-- exec.lua: run the commands of a pipeline only while ARGV[1] still holds the lock, all
+-- in one atomic step (Guard::exec, Permit::exec).
+--
+-- KEYS[1]    lock key: a string holding the writer's id, or a set of reader ids; or a
+--            semaphore key, a sorted set of permit ids scored by their deadline (server ms)
+-- KEYS[2..]  the keys of the commands, in the order they appear in them (declared as
+--            keys, so that a server or proxy that checks a script's keys sees them all)
+-- ARGV[1]    lock id: 32 lowercase hex characters
+-- ARGV[2..]  the commands, one after the other. Each is its shape, one character per
+--            argument of the command, its name first: `k` takes the next of KEYS, any
+--            other character the next of ARGV; then the arguments of ARGV it takes.
+--
+-- Sent after base.lua, as one script.
+--
+-- Replies:
+--   {1, r1, ..., rn}  ARGV[1] holds KEYS[1] (the writer's string, a member of the
+--                     readers' set, or a permit whose deadline is after the server TIME):
+--                     every command ran, in order, and ri is the reply of the i-th.
+--   {0}               ARGV[1] does not hold KEYS[1] (the key is gone, holds another id or
+--                     a type this protocol does not use, or holds ARGV[1] as a permit
+--                     whose deadline has passed): no command ran, nothing was changed.
+--   {2, i, err}       the i-th command failed with the error reply whose text is `err`
+--                     (its code first, as `WRONGTYPE ...`): the i - 1 commands before it
+--                     ran and what they wrote stays (a script has no rollback, as MULTI
+--                     has none); the commands after it did not run.
+
+local id = ARGV[1]
+local lock_type = redis.call('TYPE', KEYS[1])['ok']
+local held = false
+if lock_type == 'string' then
+    held = redis.call('GET', KEYS[1]) == id
+elseif lock_type == 'set' then
+    held = redis.call('SISMEMBER', KEYS[1], id) == 1
+elseif lock_type == 'zset' then
+    local deadline = redis.call('ZSCORE', KEYS[1], id)
+    held = deadline ~= false and tonumber(deadline) > now_ms()
+end
+if not held then
+    return {0}
+end
+
+-- One command from its arguments; a Lua error (more arguments than unpack takes) comes
+-- back as an error, as a command's does.
+local function run(args)
+    return redis.pcall(unpack(args))
+end
+
+local replies = {1}
+local key_at, arg_at, command = 2, 2, 0
+while arg_at <= #ARGV do
+    local shape = ARGV[arg_at]
+    arg_at = arg_at + 1
+    local args = {}
+    for i = 1, #shape do
+        if string.byte(shape, i) == 107 then -- 'k'
+            args[i] = KEYS[key_at]
+            key_at = key_at + 1
+        else
+            args[i] = ARGV[arg_at]
+            arg_at = arg_at + 1
+        end
+    end
+    command = command + 1
+    local ran, reply = pcall(run, args)
+    if not ran then
+        return {2, command, 'ERR ' .. tostring(reply)}
+    end
+    if type(reply) == 'table' and reply['err'] then
+        return {2, command, reply['err']}
+    end
+    replies[command + 1] = reply
+end
+return replies

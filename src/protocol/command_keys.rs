@@ -1,0 +1,337 @@
+//! Which arguments of a command are keys, as the server describes the command, so that
+//! a guarded pipeline ([`exec`](super::exec)) declares them as its script's keys and its
+//! keys' slots can be checked before it is sent.
+//!
+//! The method of redis-py's cluster client (`CommandsParser` in `redis/_parsers/
+//! commands.py`): a command's legacy key range from `COMMAND INFO` (first key, last key,
+//! step), asked once per command name and kept; for a command whose keys move with its
+//! arguments (flag `movablekeys`: `ZUNIONSTORE`, `EVAL`, `SORT ... STORE`, ...) or that
+//! has subcommands with keys of their own (`OBJECT`, `XINFO` from Redis 7), `COMMAND
+//! GETKEYS` with the command's arguments, on each call.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
+
+use crate::error::Error;
+
+/// Where a command's keys are among its arguments (its name is argument 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeySpec {
+    /// The keys are arguments `first`, `first + step`, ... up to `last` (counted from the
+    /// end when negative: -1 is the last argument).
+    Range {
+        first: usize,
+        last: i64,
+        step: usize,
+    },
+    /// The keys depend on the arguments: `COMMAND GETKEYS` says where, for each call.
+    Ask,
+    /// The command has the flag `noscript`: it cannot run inside a script.
+    NoScript,
+}
+
+/// The key specs of the commands asked about so far, by lowercase name; one per backend.
+#[derive(Debug, Default)]
+pub(crate) struct CommandKeys {
+    specs: Mutex<HashMap<Box<[u8]>, KeySpec>>,
+}
+
+/// The arguments of one command of a pipeline, its name first.
+pub(crate) type Arguments<'p> = Vec<&'p [u8]>;
+
+impl CommandKeys {
+    /// For each of `commands`, the positions of its arguments that are keys, in order.
+    /// Asks the server on `conn` about command names not asked about before (one
+    /// `COMMAND INFO` for all of them) and about the commands whose keys move (one request
+    /// of `COMMAND GETKEYS`s). Errors are named after the lock key `lock`:
+    /// [`Error::InvalidPipeline`] for an unknown command, one that cannot run in a script
+    /// or whose keys the server cannot find; [`Error::Redis`] or [`Error::Refused`] when a
+    /// request fails.
+    pub(crate) async fn positions<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        commands: &[Arguments<'_>],
+        lock: &str,
+    ) -> Result<Vec<Vec<usize>>, Error> {
+        self.learn(conn, commands, lock).await?;
+        let specs = commands
+            .iter()
+            .enumerate()
+            .map(|(at, args)| self.spec(args, at, lock))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let asked = ask(conn, commands, &specs, lock).await?;
+        let mut asked = asked.into_iter();
+        Ok(commands
+            .iter()
+            .zip(specs)
+            .map(|(args, spec)| match spec {
+                KeySpec::Range { first, last, step } => range(args.len(), first, last, step),
+                KeySpec::Ask | KeySpec::NoScript => asked.next().unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// The spec of the `at`-th command, `args`, once known; a refusal for a command that
+    /// cannot run in a script.
+    fn spec(&self, args: &Arguments<'_>, at: usize, lock: &str) -> Result<KeySpec, Error> {
+        let name = lowercase(args[0]);
+        let spec = crate::util::lock(&self.specs).get(&*name).copied();
+        match spec {
+            Some(KeySpec::NoScript) => Err(invalid(
+                lock,
+                format!(
+                    "command {} ({}) cannot run inside a script (flag noscript)",
+                    at + 1,
+                    String::from_utf8_lossy(args[0])
+                ),
+            )),
+            Some(spec) => Ok(spec),
+            None => Err(invalid(
+                lock,
+                format!(
+                    "command {} ({}) is not a command this server knows",
+                    at + 1,
+                    String::from_utf8_lossy(args[0])
+                ),
+            )),
+        }
+    }
+
+    /// Asks `COMMAND INFO` about every name of `commands` not known yet, and keeps the
+    /// answers; an unknown command is left out (and refused by [`spec`](Self::spec)).
+    async fn learn<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        commands: &[Arguments<'_>],
+        lock: &str,
+    ) -> Result<(), Error> {
+        let mut unknown: Vec<Box<[u8]>> = {
+            let specs = crate::util::lock(&self.specs);
+            commands
+                .iter()
+                .map(|args| lowercase(args[0]))
+                .filter(|name| !specs.contains_key(name))
+                .collect()
+        };
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        unknown.sort_unstable();
+        unknown.dedup();
+        let mut info = redis::cmd("COMMAND");
+        info.arg("INFO").arg(&unknown);
+        let reply: Value = info
+            .query_async(conn)
+            .await
+            .map_err(|err| Error::redis(lock, err))?;
+        let Value::Array(entries) = reply else {
+            return Err(super::replies::unexpected(&reply, lock));
+        };
+        let mut specs = crate::util::lock(&self.specs);
+        for (name, entry) in unknown.into_iter().zip(entries) {
+            if let Some(spec) = parse_info(&entry) {
+                specs.insert(name, spec);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The positions of the keys of a command of `argc` arguments whose legacy key range is
+/// `first`, `last`, `step` (as Redis's `getKeysUsingLegacyRangeSpec` reads it); only
+/// positions the command has.
+fn range(argc: usize, first: usize, last: i64, step: usize) -> Vec<usize> {
+    let last = if last < 0 {
+        i64::try_from(argc).unwrap_or(i64::MAX) + last
+    } else {
+        last
+    };
+    let Ok(last) = usize::try_from(last) else {
+        return Vec::new();
+    };
+    let end = last.min(argc.saturating_sub(1));
+    if first == 0 || first > end {
+        return Vec::new();
+    }
+    (first..=end).step_by(step.max(1)).collect()
+}
+
+/// The spec in one entry of a `COMMAND INFO` reply: `[name, arity, flags, first key,
+/// last key, step, ...]`, from Redis 7 with `[..., acl categories, tips, key specs,
+/// subcommands]`; `None` for a nil entry (an unknown command) or one not in that shape.
+fn parse_info(entry: &Value) -> Option<KeySpec> {
+    let Value::Array(fields) = entry else {
+        return None;
+    };
+    let flags = match fields.get(2)? {
+        Value::Array(flags) | Value::Set(flags) => flags,
+        _ => return None,
+    };
+    let has = |wanted: &str| {
+        flags.iter().any(|flag| match flag {
+            Value::SimpleString(flag) => flag.eq_ignore_ascii_case(wanted),
+            Value::BulkString(flag) => flag.eq_ignore_ascii_case(wanted.as_bytes()),
+            _ => false,
+        })
+    };
+    let number = |at: usize| match fields.get(at) {
+        Some(Value::Int(n)) => Some(*n),
+        _ => None,
+    };
+    let (first, last, step) = (number(3)?, number(4)?, number(5)?);
+    let subcommands = matches!(fields.get(9), Some(Value::Array(subs)) if !subs.is_empty());
+    Some(if has("noscript") {
+        KeySpec::NoScript
+    } else if has("movablekeys") || subcommands {
+        KeySpec::Ask
+    } else {
+        KeySpec::Range {
+            first: usize::try_from(first).unwrap_or(0),
+            last,
+            step: usize::try_from(step).unwrap_or(1),
+        }
+    })
+}
+
+/// The key positions of each command of `commands` whose spec is [`KeySpec::Ask`], in
+/// order, from one request of `COMMAND GETKEYS`s (none when no command asks).
+async fn ask<C: ConnectionLike>(
+    conn: &mut C,
+    commands: &[Arguments<'_>],
+    specs: &[KeySpec],
+    lock: &str,
+) -> Result<Vec<Vec<usize>>, Error> {
+    let asking: Vec<(usize, &Arguments<'_>)> = commands
+        .iter()
+        .zip(specs)
+        .enumerate()
+        .filter(|(_, (_, spec))| **spec == KeySpec::Ask)
+        .map(|(at, (args, _))| (at, args))
+        .collect();
+    if asking.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for (_, args) in &asking {
+        pipe.cmd("COMMAND").arg("GETKEYS").arg(*args);
+    }
+    let replies: Vec<RedisResult<Vec<Vec<u8>>>> = pipe
+        .ignore_errors()
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(lock, err))?;
+    asking
+        .iter()
+        .zip(replies)
+        .map(|((at, args), keys)| match keys {
+            Ok(keys) => Ok(located(args, &keys)),
+            // A subcommand without keys (`OBJECT HELP`) is no error.
+            Err(err) if err.to_string().contains("no key arguments") => Ok(Vec::new()),
+            Err(err) => Err(invalid(
+                lock,
+                format!(
+                    "the server could not find the keys of command {} ({}): {err}",
+                    at + 1,
+                    String::from_utf8_lossy(args[0])
+                ),
+            )),
+        })
+        .collect()
+}
+
+/// The positions of `keys` among `args`: each is the first argument after the previous
+/// key's (after the name for the first) that equals it. An argument equal to a key that
+/// comes before the key itself may be taken for it: the command the script runs is the
+/// same either way, since a key is put back in its place.
+fn located(args: &Arguments<'_>, keys: &[Vec<u8>]) -> Vec<usize> {
+    let mut from = 1;
+    let mut positions = Vec::with_capacity(keys.len());
+    for key in keys {
+        if let Some(found) = (from..args.len()).find(|&at| args[at] == key.as_slice()) {
+            positions.push(found);
+            from = found + 1;
+        }
+    }
+    positions
+}
+
+fn lowercase(name: &[u8]) -> Box<[u8]> {
+    name.to_ascii_lowercase().into_boxed_slice()
+}
+
+fn invalid(lock: &str, reason: String) -> Error {
+    Error::InvalidPipeline {
+        key: lock.to_owned(),
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_legacy_range_gives_the_positions_the_command_has() {
+        // SET k v; MSET k1 v1 k2 v2; DEL a b c; a command without keys; too few arguments.
+        assert_eq!(range(3, 1, 1, 1), vec![1]);
+        assert_eq!(range(5, 1, -1, 2), vec![1, 3]);
+        assert_eq!(range(4, 1, -1, 1), vec![1, 2, 3]);
+        assert_eq!(range(1, 0, 0, 0), Vec::<usize>::new());
+        assert_eq!(range(1, 1, 1, 1), Vec::<usize>::new());
+        // BLPOP a b 0: the last argument is the timeout.
+        assert_eq!(range(4, 1, -2, 1), vec![1, 2]);
+    }
+
+    #[test]
+    fn keys_are_found_in_order_after_the_name() {
+        let args: Arguments<'_> = vec![b"ZUNIONSTORE", b"d", b"2", b"d", b"x"];
+        assert_eq!(
+            located(&args, &[b"d".to_vec(), b"d".to_vec(), b"x".to_vec()]),
+            vec![1, 3, 4]
+        );
+        assert_eq!(located(&args, &[b"nope".to_vec()]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn command_info_entries_are_read_as_redis_6_and_7_give_them() {
+        let status = |s: &str| Value::SimpleString(s.to_owned());
+        let entry = |flags: Vec<Value>, first, last, step, subs: Option<Vec<Value>>| {
+            let mut fields = vec![
+                Value::BulkString(b"x".to_vec()),
+                Value::Int(-2),
+                Value::Array(flags),
+                Value::Int(first),
+                Value::Int(last),
+                Value::Int(step),
+            ];
+            if let Some(subs) = subs {
+                fields.extend([
+                    Value::Array(vec![]),
+                    Value::Array(vec![]),
+                    Value::Array(vec![]),
+                ]);
+                fields.push(Value::Array(subs));
+            }
+            Value::Array(fields)
+        };
+        let set = entry(vec![status("write")], 1, 1, 1, None);
+        assert_eq!(
+            parse_info(&set),
+            Some(KeySpec::Range {
+                first: 1,
+                last: 1,
+                step: 1
+            })
+        );
+        let zunion = entry(vec![status("movablekeys")], 1, 1, 1, Some(vec![]));
+        assert_eq!(parse_info(&zunion), Some(KeySpec::Ask));
+        let object = entry(vec![], 0, 0, 0, Some(vec![Value::Nil]));
+        assert_eq!(parse_info(&object), Some(KeySpec::Ask));
+        let multi = entry(vec![status("noscript")], 0, 0, 0, None);
+        assert_eq!(parse_info(&multi), Some(KeySpec::NoScript));
+        assert_eq!(parse_info(&Value::Nil), None);
+    }
+}

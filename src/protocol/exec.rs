@@ -1,0 +1,321 @@
+//! A guarded pipeline: the commands of a redis-rs [`Pipeline`] sent as one `exec.lua`,
+//! which runs them only while the lock's id still holds the lock, and their replies
+//! read back as the pipeline itself would read them.
+
+use std::future::Future as _;
+
+use redis::aio::ConnectionLike;
+use redis::{Arg, Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
+
+use super::calls::Call;
+use super::command_keys::{Arguments, CommandKeys};
+use super::keys::{slot, Keys};
+use super::lua::SCRIPTS;
+use crate::error::{Error, Preview};
+
+/// The most arguments one command of a guarded pipeline may have, its name included:
+/// the script hands them to `redis.pcall` with Lua's `unpack`, whose results must fit in
+/// the Lua stack of Redis's Lua 5.1 (`LUAI_MAXCSTACK`, 8,000 slots). A command with more
+/// is refused before anything is sent (`tests/lock/exec/input.rs` runs one at the limit).
+pub(crate) const MAX_COMMAND_ARGS: usize = 7_000;
+
+/// What a guarded pipeline did.
+#[derive(Debug)]
+pub(crate) enum Executed {
+    /// The id held the lock: every command ran; their replies, in order.
+    Ran(Vec<Value>),
+    /// The id did not hold the lock: nothing ran.
+    NotHeld,
+}
+
+/// A pipeline's commands, checked and with their keys found, ready to be sent.
+pub(crate) struct Guarded<'p> {
+    commands: Vec<Arguments<'p>>,
+    /// The positions of each command's keys among its arguments.
+    positions: Vec<Vec<usize>>,
+}
+
+impl<'p> Guarded<'p> {
+    /// `pipe`'s commands for the lock of `keys`: their keys found by `command_keys` (which
+    /// may ask the server on `conn`), none of them one of the lock's own keys, and all in
+    /// the lock key's slot when `sharded` (a Redis Cluster). Nothing runs yet.
+    ///
+    /// [`Error::InvalidPipeline`] for a command that is empty, has a cursor argument,
+    /// has more than [`MAX_COMMAND_ARGS`] arguments, is unknown to the server or cannot
+    /// run in a script, or touches the lock's own keys; [`Error::CrossSlot`] for the first
+    /// key of another slot.
+    pub(crate) async fn new<C: ConnectionLike>(
+        conn: &mut C,
+        command_keys: &CommandKeys,
+        keys: &Keys,
+        pipe: &'p Pipeline,
+        sharded: bool,
+    ) -> Result<Self, Error> {
+        let lock = keys.lock();
+        let commands = pipe
+            .cmd_iter()
+            .enumerate()
+            .map(|(at, cmd)| arguments(cmd, at, lock))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let positions = command_keys.positions(conn, &commands, lock).await?;
+        let guarded = Self {
+            commands,
+            positions,
+        };
+        guarded.check_keys(keys, sharded)?;
+        Ok(guarded)
+    }
+
+    /// Every key of every command, in order.
+    fn keys(&self) -> impl Iterator<Item = &'p [u8]> + '_ {
+        self.commands
+            .iter()
+            .zip(&self.positions)
+            .flat_map(|(args, at)| at.iter().map(|&at| args[at]))
+    }
+
+    /// Refuses a key that is one of the lock's own, or (when `sharded`) that is not in the
+    /// lock key's slot.
+    fn check_keys(&self, keys: &Keys, sharded: bool) -> Result<(), Error> {
+        let lock = keys.lock();
+        let lock_slot = slot(lock.as_bytes());
+        for key in self.keys() {
+            if keys.is_own(key) {
+                return Err(Error::InvalidPipeline {
+                    key: lock.to_owned(),
+                    reason: format!(
+                        "it touches {}, a key of the lock itself",
+                        Preview(&String::from_utf8_lossy(key))
+                    ),
+                });
+            }
+            if sharded && slot(key) != lock_slot {
+                return Err(Error::CrossSlot {
+                    key: lock.to_owned(),
+                    foreign: String::from_utf8_lossy(key).into_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// How many keys the script is sent: the lock key and every command's.
+    fn numkeys(&self) -> usize {
+        1 + self.positions.iter().map(Vec::len).sum::<usize>()
+    }
+
+    /// Each command's shape, as `exec.lua` reads it: `k` for a key, `a` for another
+    /// argument.
+    fn shapes(&self) -> Vec<String> {
+        self.commands
+            .iter()
+            .zip(&self.positions)
+            .map(|(args, keys)| {
+                let mut shape = vec![b'a'; args.len()];
+                for &at in keys {
+                    shape[at] = b'k';
+                }
+                String::from_utf8_lossy(&shape).into_owned()
+            })
+            .collect()
+    }
+
+    /// Sends the commands as one `exec.lua` for `call`'s lock.
+    pub(crate) async fn run<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        call: &Call,
+    ) -> Result<Executed, Error> {
+        let lock = call.keys.lock();
+        let shapes = self.shapes();
+        let reply: Value = SCRIPTS
+            .exec
+            .run(conn, &call.keys, self.numkeys(), |cmd| {
+                cmd.arg(lock);
+                for key in self.keys() {
+                    cmd.arg(key);
+                }
+                cmd.arg(call.id);
+                for ((args, keys), shape) in self.commands.iter().zip(&self.positions).zip(&shapes)
+                {
+                    cmd.arg(shape);
+                    let mut next_key = keys.iter().peekable();
+                    for (at, arg) in args.iter().enumerate() {
+                        if next_key.peek() == Some(&&at) {
+                            next_key.next();
+                        } else {
+                            cmd.arg(*arg);
+                        }
+                    }
+                }
+            })
+            .await
+            .map_err(|err| Error::redis(lock, err))?;
+        read_reply(reply, lock)
+    }
+}
+
+/// The arguments of the `at`-th command of a pipeline, `cmd`.
+fn arguments<'p>(cmd: &'p Cmd, at: usize, lock: &str) -> Result<Arguments<'p>, Error> {
+    let invalid = |reason: String| Error::InvalidPipeline {
+        key: lock.to_owned(),
+        reason,
+    };
+    let args = cmd
+        .args_iter()
+        .map(|arg| match arg {
+            Arg::Simple(arg) => Ok(arg),
+            _ => Err(invalid(format!(
+                "command {} has a cursor argument, which only an iterator sends",
+                at + 1
+            ))),
+        })
+        .collect::<Result<Arguments<'p>, Error>>()?;
+    match args.len() {
+        0 => Err(invalid(format!("command {} is empty", at + 1))),
+        n if n > MAX_COMMAND_ARGS => Err(invalid(format!(
+            "command {} ({}) has {n} arguments; a guarded command may have at most {MAX_COMMAND_ARGS}",
+            at + 1,
+            String::from_utf8_lossy(args[0])
+        ))),
+        _ => Ok(args),
+    }
+}
+
+/// `exec.lua`'s reply: see its header.
+fn read_reply(reply: Value, lock: &str) -> Result<Executed, Error> {
+    let Value::Array(mut items) = reply else {
+        return Err(super::replies::unexpected(&reply, lock));
+    };
+    match items.first() {
+        Some(Value::Int(1)) => {
+            items.remove(0);
+            Ok(Executed::Ran(items))
+        }
+        Some(Value::Int(0)) if items.len() == 1 => Ok(Executed::NotHeld),
+        Some(Value::Int(2)) if items.len() == 3 => {
+            let (Value::Int(failed), Value::BulkString(text)) = (&items[1], &items[2]) else {
+                return Err(super::replies::unexpected(&Value::Array(items), lock));
+            };
+            let ran = usize::try_from(*failed).unwrap_or(1).saturating_sub(1);
+            Err(Error::command_failed(lock, ran, server_error(text)))
+        }
+        _ => Err(super::replies::unexpected(&Value::Array(items), lock)),
+    }
+}
+
+/// The error reply whose text is `text` (`CODE detail`), read as redis-rs reads one from
+/// the wire, so that its code and kind are those of the command's own error.
+fn server_error(text: &[u8]) -> redis::RedisError {
+    let mut wire = Vec::with_capacity(text.len() + 3);
+    wire.push(b'-');
+    wire.extend(text.iter().map(|&byte| {
+        if byte == b'\r' || byte == b'\n' {
+            b' '
+        } else {
+            byte
+        }
+    }));
+    wire.extend_from_slice(b"\r\n");
+    match redis::parse_redis_value(&wire) {
+        Ok(Value::ServerError(err)) => err.into(),
+        _ => redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "a command failed",
+            String::from_utf8_lossy(text).into_owned(),
+        )),
+    }
+}
+
+/// `replies`, the replies of `pipe`'s commands, read as
+/// [`Pipeline::query_async`] reads them: ignored commands left out, an atomic pipeline's
+/// replies as a transaction's.
+pub(crate) fn read_replies<T: FromRedisValue>(
+    pipe: &Pipeline,
+    replies: Vec<Value>,
+) -> RedisResult<T> {
+    let mut replay = Replay(Some(replies));
+    let read = pipe.query_async(&mut replay);
+    // The replay answers at once: the future is ready on its first poll.
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut read = std::pin::pin!(read);
+    match read.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(result) => result,
+        std::task::Poll::Pending => Err(redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "reading a pipeline's replies did not complete",
+        ))),
+    }
+}
+
+/// A connection that answers one pipeline request with replies already received.
+struct Replay(Option<Vec<Value>>);
+
+impl ConnectionLike for Replay {
+    fn req_packed_command<'a>(&'a mut self, _cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async {
+            Err((redis::ErrorKind::Client, "a replay answers pipelines only").into())
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        _offset: usize,
+        _count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        let replies = self.0.take().unwrap_or_default();
+        Box::pin(async move {
+            if pipeline.is_transaction() {
+                // What `EXEC` answers: every reply in one array.
+                Ok(vec![Value::Array(replies)])
+            } else {
+                Ok(replies)
+            }
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_as_the_pipeline_reads_them() {
+        let mut pipe = redis::pipe();
+        pipe.set("a", 1).ignore().incr("b", 1).get("a");
+        let replies = vec![Value::Okay, Value::Int(5), Value::BulkString(b"1".to_vec())];
+        let (incr, get): (i64, String) = read_replies(&pipe, replies.clone()).unwrap();
+        assert_eq!((incr, get.as_str()), (5, "1"));
+        pipe.atomic();
+        let (incr, get): (i64, String) = read_replies(&pipe, replies).unwrap();
+        assert_eq!((incr, get.as_str()), (5, "1"));
+        let empty = redis::pipe();
+        let (): () = read_replies(&empty, vec![]).unwrap();
+        let wrong: RedisResult<(String,)> =
+            read_replies(&pipe, vec![Value::Okay, Value::Nil, Value::Nil]);
+        assert!(wrong.is_err());
+    }
+
+    #[test]
+    fn a_failed_command_keeps_its_code_and_what_ran_before_it() {
+        let reply = Value::Array(vec![
+            Value::Int(2),
+            Value::Int(3),
+            Value::BulkString(b"WRONGTYPE Operation against a key".to_vec()),
+        ]);
+        let Err(Error::CommandFailed { key, ran, source }) = read_reply(reply, "k") else {
+            panic!("not a failed command");
+        };
+        assert_eq!((key.as_str(), ran), ("k", 2));
+        assert_eq!(source.code(), Some("WRONGTYPE"));
+        let not_held = read_reply(Value::Array(vec![Value::Int(0)]), "k").unwrap();
+        assert!(matches!(not_held, Executed::NotHeld));
+        assert!(read_reply(Value::Int(0), "k").is_err());
+    }
+}

@@ -1,0 +1,160 @@
+//! Who may exec: a stale writer may not, a live one may; readers and permits while they
+//! hold and not after; a downgraded and a nested guard; a fired token sends nothing.
+
+use std::time::Duration;
+
+use crate::common::{self, raw, RedisServer};
+use redis::aio::MultiplexedConnection;
+use redismutex::{CancelReason, Error, RwMutex, Semaphore};
+
+const TTL: Duration = Duration::from_secs(30);
+// Sent after `base.lua`, as the crate sends it.
+const SCRIPT: &str = concat!(
+    include_str!("../../../lua/base.lua"),
+    "\n",
+    include_str!("../../../lua/exec.lua")
+);
+
+/// Whether the server has run `exec.lua` (it caches every script it runs).
+async fn exec_ran(conn: &MultiplexedConnection) -> bool {
+    let sha = redis::Script::new(SCRIPT).get_hash().to_owned();
+    let exists: Vec<i64> = raw::cmd(conn, "SCRIPT", &["EXISTS", &sha]).await;
+    exists == [1]
+}
+
+fn write_data(value: &str) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.set("data", value).ignore().incr("data:writes", 1);
+    pipe
+}
+
+#[tokio::test]
+async fn a_stale_holder_is_refused_and_nothing_of_it_runs_while_the_new_holder_writes() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = common::mutex(&conn, "entry", TTL);
+    let stale = mx.write().await.unwrap();
+    // The lock goes behind A's back (an operator, an expiry after a pause) and B takes it.
+    let _: () = raw::cmd(&conn, "DEL", &["entry"]).await;
+    let fresh = mx.write().await.unwrap();
+    assert!(!stale.is_cancelled(), "A has not noticed yet");
+
+    let refused = stale.exec::<(i64,)>(&write_data("from A")).await;
+    assert!(
+        matches!(&refused, Err(Error::NotHeld { key }) if key == "entry"),
+        "{refused:?}"
+    );
+    assert_eq!(raw::get(&conn, "data").await, None, "nothing of A's ran");
+    assert!(!raw::exists(&conn, "data:writes").await);
+    assert_eq!(stale.cancel_reason(), Some(CancelReason::Lost));
+
+    let (writes,): (i64,) = fresh.exec(&write_data("from B")).await.unwrap();
+    assert_eq!(writes, 1);
+    assert_eq!(raw::get(&conn, "data").await.as_deref(), Some("from B"));
+    assert!(!fresh.is_cancelled());
+    fresh.unlock().await.unwrap();
+    assert!(!stale.unlock().await.unwrap(), "A's lock was lost");
+}
+
+#[tokio::test]
+async fn a_fired_token_is_refused_without_a_round_trip() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = common::mutex(&conn, "entry", TTL);
+    let guard = mx.write().await.unwrap();
+    guard.token().cancel();
+    let refused = guard.exec::<()>(&write_data("late")).await;
+    assert!(matches!(refused, Err(Error::NotHeld { .. })), "{refused:?}");
+    assert!(!exec_ran(&conn).await, "the script was sent");
+    assert_eq!(raw::get(&conn, "data").await, None);
+}
+
+#[tokio::test]
+async fn readers_exec_while_they_hold_and_not_after() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = common::mutex(&conn, "entry", TTL);
+    let (first, second) = (mx.read().await.unwrap(), mx.read().await.unwrap());
+    let mut pipe = redis::pipe();
+    pipe.incr("reads", 1);
+    let (reads,): (i64,) = first.exec(&pipe).await.unwrap();
+    assert_eq!(reads, 1);
+    // The first reader's id leaves the set; the second's stays.
+    let _: i64 = raw::cmd(&conn, "SREM", &["entry", first.id()]).await;
+    let refused = first.exec::<(i64,)>(&pipe).await;
+    assert!(matches!(refused, Err(Error::NotHeld { .. })), "{refused:?}");
+    assert_eq!(first.cancel_reason(), Some(CancelReason::Lost));
+    let (reads,): (i64,) = second.exec(&pipe).await.unwrap();
+    assert_eq!(reads, 2, "the refused exec ran nothing");
+    second.unlock().await.unwrap();
+    let _ = first.unlock().await;
+}
+
+#[tokio::test]
+async fn permits_exec_while_they_hold_and_not_once_their_deadline_passed() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let sem = Semaphore::builder(conn.clone(), "pool", 2)
+        .ttl(TTL)
+        .build()
+        .unwrap();
+    let (first, second) = (sem.acquire().await.unwrap(), sem.acquire().await.unwrap());
+    let mut pipe = redis::pipe();
+    pipe.incr("jobs", 1);
+    let (jobs,): (i64,) = first.exec(&pipe).await.unwrap();
+    assert_eq!(jobs, 1);
+    // The first permit's deadline is in the past by the server's clock: it is not held,
+    // even though its entry is still in the sorted set.
+    let _: i64 = raw::cmd(&conn, "ZADD", &["pool", "1", first.id()]).await;
+    let refused = first.exec::<(i64,)>(&pipe).await;
+    assert!(matches!(refused, Err(Error::NotHeld { .. })), "{refused:?}");
+    assert_eq!(first.cancel_reason(), Some(CancelReason::Lost));
+    let (jobs,): (i64,) = second.exec(&pipe).await.unwrap();
+    assert_eq!(jobs, 2, "the refused exec ran nothing");
+    second.unlock().await.unwrap();
+    let _ = first.unlock().await;
+}
+
+#[tokio::test]
+async fn a_downgraded_guard_and_a_nested_guard_exec_on_the_lock_they_share() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = RwMutex::builder(conn.clone(), "entry")
+        .ttl(TTL)
+        .reentrant(true)
+        .build()
+        .unwrap();
+    let outer = mx.write().await.unwrap();
+    let nested = mx.read().await.unwrap();
+    let mut pipe = write_data("nested");
+    pipe.get("data");
+    let (writes, value): (i64, String) = nested.exec(&pipe).await.unwrap();
+    assert_eq!((writes, value.as_str()), (1, "nested"));
+    drop(nested);
+    let reader = outer.downgrade().await.unwrap();
+    assert_eq!(raw::key_type(&conn, "entry").await, "set");
+    let (writes,): (i64,) = reader.exec(&write_data("downgraded")).await.unwrap();
+    assert_eq!(writes, 2);
+    reader.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lock_key_of_another_type_is_not_held_and_is_left_alone() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = common::mutex(&conn, "entry", TTL);
+    let guard = mx.write().await.unwrap();
+    // Somebody else's hash replaces the lock key.
+    let _: () = raw::cmd(&conn, "DEL", &["entry"]).await;
+    let _: i64 = raw::cmd(&conn, "HSET", &["entry", "f", "v"]).await;
+    let refused = guard.exec::<(i64,)>(&write_data("x")).await;
+    assert!(matches!(refused, Err(Error::NotHeld { .. })), "{refused:?}");
+    assert_eq!(raw::key_type(&conn, "entry").await, "hash");
+    assert!(!raw::exists(&conn, "data").await);
+    let _ = guard.unlock().await;
+    assert_eq!(
+        raw::key_type(&conn, "entry").await,
+        "hash",
+        "the hash stays"
+    );
+}

@@ -1,0 +1,6 @@
+//! `Guard::exec` and `Permit::exec`: a pipeline that runs only while the lock is still
+//! the guard's, in one step with that check.
+
+mod holders;
+mod input;
+mod lost_update;
