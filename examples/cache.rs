@@ -1,7 +1,8 @@
 //! A shared-read/exclusive-write cache: readers share the lock, a writer with lock intent
-//! gets in without being starved, a guard's token stops work the moment its lock is
-//! lost, and a fair semaphore lets at most two cache rebuilds run at once across
-//! processes, in the order they asked.
+//! gets in without being starved and writes the entry through `Guard::exec` (only while
+//! the lock is still its own), a stale writer's write is refused, a guard's token stops
+//! work the moment its lock is lost, and a fair semaphore lets at most two cache rebuilds
+//! run at once across processes, in the order they asked.
 //!
 //! Run with `cargo run --example cache`. With `REDIS_URL` unset it starts a throwaway
 //! `redis-server` from PATH; with it set, it uses keys starting with `redismutex-example`.
@@ -19,6 +20,7 @@ use redis::AsyncCommands;
 use redismutex::{RwMutex, Semaphore};
 
 const VALUE: &str = "redismutex-example-data:profile";
+const VERSION: &str = "redismutex-example-data:profile:version";
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -80,7 +82,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         "{:>5} ms  writer holds the lock alone; updating",
         ms(started)
     );
-    conn.clone().set::<_, _, ()>(VALUE, "v2").await?;
+    // The write runs only if the lock is still this guard's, checked in the same step.
+    let mut pipe = redis::pipe();
+    pipe.set(VALUE, "v2").ignore().incr(VERSION, 1);
+    let (version,): (i64,) = guard.exec(&pipe).await?;
+    println!("{:>5} ms  writer wrote v2 (version {version})", ms(started));
     tokio::time::sleep(Duration::from_millis(200)).await;
     guard.unlock().await?;
     println!("{:>5} ms  writer released; readers see v2", ms(started));
@@ -88,9 +94,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         reader.await??;
     }
 
+    stale_writer_is_refused(&mx, conn.clone(), started).await?;
     stop_work_on_lost_lock(&mx, conn.clone(), started).await?;
     rebuilds_two_at_a_time(&client, started).await?;
     println!("{:>5} ms  done", ms(started));
+    Ok(())
+}
+
+/// A writer whose lock went while it was paused (here: its key is deleted, as its expiry
+/// would) writes too late: `exec` refuses its write, and the newer entry stays.
+async fn stale_writer_is_refused(
+    mx: &RwMutex<MultiplexedConnection>,
+    mut conn: MultiplexedConnection,
+    started: Instant,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let stale = mx.write().key("profile").await?;
+    conn.del::<_, ()>(stale.key()).await?;
+    let fresh = mx.write().key("profile").await?;
+    let mut pipe = redis::pipe();
+    pipe.set(VALUE, "v3").ignore();
+    fresh.exec::<()>(&pipe).await?;
+    println!("{:>5} ms  a new writer wrote v3", ms(started));
+    let mut late = redis::pipe();
+    late.set(VALUE, "stale").ignore();
+    match stale.exec::<()>(&late).await {
+        Err(redismutex::Error::NotHeld { .. }) => println!(
+            "{:>5} ms  the stale writer's write was refused ({:?}); nothing was written",
+            ms(started),
+            stale.cancel_reason()
+        ),
+        other => return Err(format!("a stale write was not refused: {other:?}").into()),
+    }
+    let value: String = conn.get(VALUE).await?;
+    assert_eq!(value, "v3", "the stale write overwrote the new entry");
+    fresh.unlock().await?;
+    drop(stale);
     Ok(())
 }
 

@@ -46,6 +46,7 @@
 //!
 //! The [`guide`] module holds one guide per topic: [waiting](guide::waiting),
 //! [refresh and the token](guide::refresh), [fencing](guide::fencing),
+//! [guarded writes](guide::guarded_writes),
 //! [semaphore and fair mode](guide::semaphore), [reentrancy and downgrade](guide::reentrancy),
 //! [Redis Cluster](guide::cluster), [quorum mode](guide::quorum),
 //! [Sentinel and replica acknowledgement](guide::sentinel), [metrics and tracing](guide::metrics),

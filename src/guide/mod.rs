@@ -6,6 +6,7 @@
 //! | [`waiting`] | how a request waits and is handed the lock: notifications, polling, lock intent |
 //! | [`refresh`] | how a held lock is kept, when its token fires, and how it is released |
 //! | [`fencing`] | how to make the protected resource refuse a stale holder |
+//! | [`guarded_writes`] | how to write data in the lock's Redis only while the lock is still yours |
 //! | [`semaphore`] | how to let N holders in at once, and how to serve waiters in arrival order |
 //! | [`reentrancy`] | how a task takes a lock it already holds, and how a writer becomes a reader |
 //! | [`cluster`] | how to run on a Redis Cluster |
@@ -55,6 +56,9 @@ pub mod refresh {}
 
 #[doc = include_str!("fencing.md")]
 pub mod fencing {}
+
+#[doc = include_str!("guarded_writes.md")]
+pub mod guarded_writes {}
 
 #[doc = include_str!("semaphore.md")]
 pub mod semaphore {}

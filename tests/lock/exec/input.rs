@@ -185,7 +185,9 @@ async fn commands_whose_keys_move_or_have_subcommands_run_with_their_keys_found(
         .arg("m2")
         .arg("nope");
     let (union, encoding, exists): (i64, String, i64) = guard.exec(&pipe).await.unwrap();
-    assert_eq!((union, encoding.as_str(), exists), (2, "listpack", 2));
+    assert_eq!((union, exists), (2, 2));
+    // listpack from Redis 7.0, ziplist before.
+    assert!(["listpack", "ziplist"].contains(&encoding.as_str()), "{encoding}");
     guard.unlock().await.unwrap();
 }
 
@@ -226,5 +228,25 @@ async fn what_cannot_run_as_one_guarded_step_is_refused_before_anything_runs() {
     assert!(!guard.is_cancelled());
     // The lock itself is untouched and still ours.
     let (): () = guard.exec(&redis::pipe()).await.unwrap();
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn integer_replies_pass_through_a_lua_number_exact_only_up_to_2_pow_53() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let guard = held(&conn).await;
+    let mut pipe = redis::pipe();
+    pipe.set("small", (1_i64 << 53) - 1)
+        .ignore()
+        .incr("small", 0)
+        .set("big", (1_i64 << 53) + 1)
+        .ignore()
+        .incr("big", 0)
+        .get("big");
+    let (small, big, text): (i64, i64, String) = guard.exec(&pipe).await.unwrap();
+    assert_eq!(small, (1 << 53) - 1, "exact below 2^53");
+    assert_eq!(big, 1 << 53, "an integer reply above 2^53 is rounded by Lua");
+    assert_eq!(text, ((1_i64 << 53) + 1).to_string(), "a string reply is exact");
     guard.unlock().await.unwrap();
 }
