@@ -56,14 +56,25 @@ impl CommandKeys {
         commands: &[Arguments<'_>],
         lock: &str,
     ) -> Result<Vec<Vec<usize>>, Error> {
-        self.learn(conn, commands, lock).await?;
-        let specs = commands
-            .iter()
-            .enumerate()
-            .map(|(at, args)| self.spec(args, at, lock))
-            .collect::<Result<Vec<_>, Error>>()?;
-        let asked = ask(conn, commands, &specs, lock).await?;
-        let mut asked = asked.into_iter();
+        let specs = match self.specs(commands) {
+            Some(specs) => specs,
+            None => {
+                self.learn(conn, commands, lock).await?;
+                self.specs(commands)
+                    .ok_or_else(|| unknown(commands, self, lock))?
+            }
+        };
+        if let Some(at) = specs.iter().position(|spec| *spec == KeySpec::NoScript) {
+            return Err(invalid(
+                lock,
+                format!(
+                    "command {} ({}) cannot run inside a script (flag noscript)",
+                    at + 1,
+                    String::from_utf8_lossy(commands[at][0])
+                ),
+            ));
+        }
+        let mut asked = ask(conn, commands, &specs, lock).await?.into_iter();
         Ok(commands
             .iter()
             .zip(specs)
@@ -74,51 +85,32 @@ impl CommandKeys {
             .collect())
     }
 
-    /// The spec of the `at`-th command, `args`, once known; a refusal for a command that
-    /// cannot run in a script.
-    fn spec(&self, args: &Arguments<'_>, at: usize, lock: &str) -> Result<KeySpec, Error> {
-        let name = lowercase(args[0]);
-        let spec = crate::util::lock(&self.specs).get(&*name).copied();
-        match spec {
-            Some(KeySpec::NoScript) => Err(invalid(
-                lock,
-                format!(
-                    "command {} ({}) cannot run inside a script (flag noscript)",
-                    at + 1,
-                    String::from_utf8_lossy(args[0])
-                ),
-            )),
-            Some(spec) => Ok(spec),
-            None => Err(invalid(
-                lock,
-                format!(
-                    "command {} ({}) is not a command this server knows",
-                    at + 1,
-                    String::from_utf8_lossy(args[0])
-                ),
-            )),
-        }
+    /// The spec of every command of `commands`, if each name is known; looked up under
+    /// one lock.
+    fn specs(&self, commands: &[Arguments<'_>]) -> Option<Vec<KeySpec>> {
+        let specs = crate::util::lock(&self.specs);
+        commands
+            .iter()
+            .map(|args| with_lowercase(args[0], |name| specs.get(name).copied()))
+            .collect()
     }
 
     /// Asks `COMMAND INFO` about every name of `commands` not known yet, and keeps the
-    /// answers; an unknown command is left out (and refused by [`spec`](Self::spec)).
+    /// answers; an unknown command is left out.
     async fn learn<C: ConnectionLike>(
         &self,
         conn: &mut C,
         commands: &[Arguments<'_>],
         lock: &str,
     ) -> Result<(), Error> {
-        let mut unknown: Vec<Box<[u8]>> = {
+        let mut unknown: Vec<Vec<u8>> = {
             let specs = crate::util::lock(&self.specs);
             commands
                 .iter()
-                .map(|args| lowercase(args[0]))
-                .filter(|name| !specs.contains_key(name))
+                .map(|args| args[0].to_ascii_lowercase())
+                .filter(|name| !specs.contains_key(name.as_slice()))
                 .collect()
         };
-        if unknown.is_empty() {
-            return Ok(());
-        }
         unknown.sort_unstable();
         unknown.dedup();
         let mut info = redis::cmd("COMMAND");
@@ -133,10 +125,46 @@ impl CommandKeys {
         let mut specs = crate::util::lock(&self.specs);
         for (name, entry) in unknown.into_iter().zip(entries) {
             if let Some(spec) = parse_info(&entry) {
-                specs.insert(name, spec);
+                specs.insert(name.into_boxed_slice(), spec);
             }
         }
         Ok(())
+    }
+}
+
+/// The refusal of the first command of `commands` whose name the server did not know.
+fn unknown(commands: &[Arguments<'_>], keys: &CommandKeys, lock: &str) -> Error {
+    let specs = crate::util::lock(&keys.specs);
+    let at = commands
+        .iter()
+        .position(|args| with_lowercase(args[0], |name| !specs.contains_key(name)))
+        .unwrap_or(0);
+    invalid(
+        lock,
+        format!(
+            "command {} ({}) is not a command this server knows",
+            at + 1,
+            commands
+                .get(at)
+                .map_or_else(String::new, |args| String::from_utf8_lossy(args[0])
+                    .into_owned())
+        ),
+    )
+}
+
+/// The longest command name lowercased without an allocation.
+const SHORT_NAME: usize = 32;
+
+/// Runs `f` on `name` in lowercase, written on the stack when it is short.
+fn with_lowercase<R>(name: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
+    if name.len() <= SHORT_NAME {
+        let mut buf = [0_u8; SHORT_NAME];
+        let lower = &mut buf[..name.len()];
+        lower.copy_from_slice(name);
+        lower.make_ascii_lowercase();
+        f(lower)
+    } else {
+        f(&name.to_ascii_lowercase())
     }
 }
 
@@ -256,10 +284,6 @@ fn located(args: &Arguments<'_>, keys: &[Vec<u8>]) -> Vec<usize> {
         }
     }
     positions
-}
-
-fn lowercase(name: &[u8]) -> Box<[u8]> {
-    name.to_ascii_lowercase().into_boxed_slice()
 }
 
 fn invalid(lock: &str, reason: String) -> Error {
