@@ -57,3 +57,16 @@ pub(crate) enum Refreshed {
     /// The renewal failed (no reply, a refused or failed request); it is retried.
     Error,
 }
+
+/// What one guarded pipeline found, the `outcome` label of `redismutex_exec_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exec {
+    /// The lock was held: every command ran.
+    Ran,
+    /// The lock was not held: nothing ran.
+    NotHeld,
+    /// The lock was held and a command failed.
+    Failed,
+    /// The pipeline was refused before it was sent, or the request failed.
+    Error,
+}

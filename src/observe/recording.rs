@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use metrics::{Key, Label, Level, Metadata, Unit};
 
-use super::{Outcome, Refreshed};
+use super::{Exec, Outcome, Refreshed};
 use crate::mode::Kind;
 use crate::reason::CancelReason;
 
@@ -26,6 +26,9 @@ pub(crate) const LOST: &str = "redismutex_lost_total";
 /// `redismutex_refresh_total{outcome}`: counter of lock renewals; `outcome` is `ok`,
 /// `lost` or `error`.
 pub(crate) const REFRESH: &str = "redismutex_refresh_total";
+/// `redismutex_exec_total{outcome}`: counter of guarded pipelines (`Guard::exec`) that got
+/// an answer; `outcome` is `ran`, `not_held`, `failed` or `error`.
+pub(crate) const EXEC: &str = "redismutex_exec_total";
 /// `redismutex_held{kind}`: gauge of the locks held now.
 pub(crate) const HELD: &str = "redismutex_held";
 /// `redismutex_waiting{kind}`: gauge of the waiting requests (`write`, `read`,
@@ -53,6 +56,8 @@ const OUTCOMES: [Outcome; 5] = [
 const LOSSES: [&str; 2] = ["lost", "expired"];
 /// The `outcome` label values of [`REFRESH`], by [`Refreshed`] index.
 const RENEWALS: [&str; 3] = ["ok", "lost", "error"];
+/// The `outcome` label values of [`EXEC`], by [`Exec`] index.
+const EXECS: [&str; 4] = ["ran", "not_held", "failed", "error"];
 
 /// Where every record says it comes from (a recorder may filter on it).
 static METADATA: Metadata<'static> = Metadata::new("redismutex", Level::INFO, Some("redismutex"));
@@ -85,6 +90,10 @@ pub fn describe() {
             ),
             (REFRESH, "Lock and permit renewals, by outcome."),
             (
+                EXEC,
+                "Guarded pipelines (exec) that got an answer, by outcome.",
+            ),
+            (
                 NODE_ERRORS,
                 "A quorum node's calls that failed or got no answer in time.",
             ),
@@ -114,6 +123,7 @@ struct Keys {
     waiting: [Key; KINDS.len()],
     lost: [[Key; LOSSES.len()]; KINDS.len()],
     refresh: [Key; RENEWALS.len()],
+    exec: [Key; EXECS.len()],
     /// The `name` label, when the handle has one.
     name: Option<Label>,
 }
@@ -146,6 +156,7 @@ impl Meters {
                 array::from_fn(|r| key(LOST, &[("kind", KINDS[k]), ("reason", LOSSES[r])]))
             }),
             refresh: array::from_fn(|r| key(REFRESH, &[("outcome", RENEWALS[r])])),
+            exec: array::from_fn(|e| key(EXEC, &[("outcome", EXECS[e])])),
             name: name.clone(),
         }))
     }
@@ -183,6 +194,17 @@ impl Meters {
             Refreshed::Error => 2,
         };
         counter(&self.0.refresh[at]);
+    }
+
+    /// One guarded pipeline found `exec`.
+    pub(crate) fn exec(&self, exec: Exec) {
+        let at = match exec {
+            Exec::Ran => 0,
+            Exec::NotHeld => 1,
+            Exec::Failed => 2,
+            Exec::Error => 3,
+        };
+        counter(&self.0.exec[at]);
     }
 
     /// A call to the quorum's node at index `node` failed or got no answer in time.

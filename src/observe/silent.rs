@@ -1,6 +1,6 @@
 //! [`Meters`] without the feature `metrics`: nothing, and every call does nothing.
 
-use super::{Outcome, Refreshed};
+use super::{Exec, Outcome, Refreshed};
 use crate::mode::Kind;
 use crate::reason::CancelReason;
 
@@ -22,6 +22,8 @@ impl Meters {
     }
 
     pub(crate) fn renewed(&self, _renewed: Refreshed) {}
+
+    pub(crate) fn exec(&self, _exec: Exec) {}
 
     pub(crate) fn node_error(&self, _node: usize) {}
 }

@@ -22,6 +22,7 @@ const REFRESH: &str = "redismutex_refresh_total";
 const HELD: &str = "redismutex_held";
 const WAITING: &str = "redismutex_waiting";
 const NODE_ERRORS: &str = "redismutex_node_errors_total";
+const EXEC: &str = "redismutex_exec_total";
 
 fn mutex(
     conn: &MultiplexedConnection,
@@ -356,6 +357,60 @@ async fn renewals_are_counted_by_outcome_and_on_the_guard() {
         "expired"
     );
     assert_idle(&mut recorded, "expiry");
+}
+
+#[tokio::test]
+async fn guarded_pipelines_are_counted_by_outcome_and_a_lost_lock_found_by_one_too() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let recorder = DebuggingRecorder::new();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let mut recorded = Recorded::of(&recorder);
+    let mx = mutex(&conn, "execs", Duration::from_secs(30));
+    let guard = mx.write().await.unwrap();
+    let mut ok = redis::pipe();
+    ok.set("data", 1).ignore();
+    let mut failing = redis::pipe();
+    failing.hset("data", "f", "v");
+    let mut invalid = redis::pipe();
+    invalid.cmd("MULTI");
+    guard.exec::<()>(&ok).await.unwrap();
+    guard.exec::<()>(&ok).await.unwrap();
+    assert!(matches!(
+        guard.exec::<()>(&failing).await,
+        Err(Error::CommandFailed { .. })
+    ));
+    assert!(matches!(
+        guard.exec::<()>(&invalid).await,
+        Err(Error::InvalidPipeline { .. })
+    ));
+    let _: () = raw::cmd(&conn, "DEL", &["execs"]).await;
+    assert!(matches!(
+        guard.exec::<()>(&ok).await,
+        Err(Error::NotHeld { .. })
+    ));
+    // Refused at once, without a request: not counted.
+    assert!(matches!(
+        guard.exec::<()>(&ok).await,
+        Err(Error::NotHeld { .. })
+    ));
+    for (outcome, count) in [("ran", 2), ("failed", 1), ("error", 1), ("not_held", 1)] {
+        assert_eq!(
+            recorded.counter(EXEC, &[("outcome", outcome)]),
+            count,
+            "{outcome}"
+        );
+    }
+    assert_eq!(
+        recorded.counter(LOST, &[("kind", "write"), ("reason", "lost")]),
+        1,
+        "the loss exec found"
+    );
+    drop(guard);
+    assert!(
+        until(&mut recorded, |recorded| recorded.gauge_total(HELD) == 0.0).await,
+        "lost"
+    );
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ use crate::lease::any::{AnyLease, ExecFuture, LeaseFuture};
 use crate::lease::liveness::Liveness;
 use crate::lease::Lease;
 use crate::mode::Mode;
+use crate::observe::Exec;
 use crate::protocol::calls::Leftovers;
 use crate::reason::CancelReason;
 use crate::util;
@@ -170,7 +171,14 @@ impl<B: Backend> AnyLease for KeptLock<B> {
 
     fn exec<'a>(&'a self, pipe: &'a Pipeline) -> ExecFuture<'a> {
         Box::pin(async move {
-            let replies = self.lease.exec(pipe).await?;
+            let replies = self.lease.exec(pipe).await;
+            self.core.meters.exec(match &replies {
+                Ok(Some(_)) => Exec::Ran,
+                Ok(None) => Exec::NotHeld,
+                Err(Error::CommandFailed { .. }) => Exec::Failed,
+                Err(_) => Exec::Error,
+            });
+            let replies = replies?;
             if replies.is_none() && !self.liveness.is_fired() {
                 tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock lost: exec found it no longer held");
                 self.gone();

@@ -169,8 +169,8 @@ pub(crate) struct Core<B: Backend> {
     handle: Handle,
     timing: Timing,
     tracker: Option<TaskTracker>,
-    /// Where renewals are counted.
-    meters: Meters,
+    /// Where renewals and guarded pipelines are counted.
+    pub(super) meters: Meters,
     inbox: Mutex<Inbox<B>>,
     /// New work for a running task: a lock whose watch comes sooner than the task looks
     /// next, or a release.
