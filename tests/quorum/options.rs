@@ -1,6 +1,6 @@
 //! Quorum mode with the options and calls a mutex on one server has: downgrade,
-//! reentrancy, lock intent, a task tracker; and what unlock, a try and a lost guard do
-//! when nodes are down or taken over.
+//! reentrancy, lock intent, a task tracker; `exec`, which a quorum refuses; and what
+//! unlock, a try and a lost guard do when nodes are down or taken over.
 
 use std::time::Duration;
 
@@ -226,4 +226,61 @@ async fn a_lost_guard_removes_its_id_from_the_nodes_that_still_hold_it() {
     for conn in &conns[..2] {
         assert_eq!(raw::get(conn, "opt").await.as_deref(), Some("someone-else"));
     }
+}
+
+/// `Guard::exec` over a quorum is refused with `Error::InvalidOptions` saying why, and
+/// without a round trip: no node is asked about the commands, runs a script or holds any
+/// key of the pipeline.
+#[tokio::test]
+async fn exec_over_a_quorum_is_refused_saying_why_and_nothing_reaches_a_node() {
+    let nodes = Nodes::start(3);
+    let conns = nodes.conns().await;
+    // Long enough that no refresh runs during the test.
+    let mx = RwMutex::builder(nodes.quorum().await, "opt")
+        .ttl(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let writer = mx.write().key("w").await.unwrap();
+    let reader = mx.read().key("r").await.unwrap();
+    written_everywhere(&conns, "opt:w", writer.id()).await;
+    read_everywhere(&conns, "opt:r", &[reader.id()]).await;
+    // What each node has run so far: the acquisitions' scripts.
+    let counted = ["evalsha", "eval", "command|info", "command|getkeys"];
+    let mut before = Vec::new();
+    for conn in &conns {
+        for command in counted {
+            before.push(raw::calls(conn, command).await);
+        }
+    }
+
+    let mut pipe = redis::pipe();
+    pipe.set("data", "must not be written")
+        .ignore()
+        .incr("data:writes", 1);
+    for (guard, lock_key) in [(&writer, "opt:w"), (&reader, "opt:r")] {
+        let refused = guard.exec::<(i64,)>(&pipe).await;
+        let Err(Error::InvalidOptions(why)) = &refused else {
+            panic!("{refused:?}");
+        };
+        assert!(why.contains(&format!("\"{lock_key}\"")), "{why}");
+        assert!(why.contains("quorum"), "{why}");
+        assert!(why.contains("atomically"), "{why}");
+        assert!(why.contains("fencing token"), "{why}");
+        assert!(!guard.is_cancelled(), "a refusal is no loss");
+    }
+
+    let mut after = Vec::new();
+    for conn in &conns {
+        for command in counted {
+            after.push(raw::calls(conn, command).await);
+        }
+        assert!(!raw::exists(conn, "data").await);
+        assert!(!raw::exists(conn, "data:writes").await);
+    }
+    assert_eq!(
+        after, before,
+        "a node was sent something ({counted:?} per node)"
+    );
+    assert!(writer.unlock().await.unwrap());
+    assert!(reader.unlock().await.unwrap());
 }

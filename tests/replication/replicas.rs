@@ -14,7 +14,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use redismutex::{CancelReason, Error, RwMutex, Semaphore};
 
 /// A primary and `n` replicas of it, each replicating (`master_link_status:up`).
-async fn replicated(n: usize) -> (RedisServer, Vec<RedisServer>) {
+pub(super) async fn replicated(n: usize) -> (RedisServer, Vec<RedisServer>) {
     // No 5 s wait before the full sync each replica starts with.
     let primary = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let port = primary.port().to_string();
@@ -36,7 +36,7 @@ async fn replicated(n: usize) -> (RedisServer, Vec<RedisServer>) {
 /// A connection to `server` whose response timeout (5 s) outlasts every `WAIT` here:
 /// redis-rs's default 500 ms would cut a slow `WAIT` short on a loaded machine, which is
 /// a failed request, not `NotReplicated` (see `Builder::replicas`).
-async fn patient(server: &RedisServer) -> MultiplexedConnection {
+pub(super) async fn patient(server: &RedisServer) -> MultiplexedConnection {
     let config =
         redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(5)));
     server
@@ -252,9 +252,9 @@ async fn unusable_acknowledgement_options_are_refused_when_built() {
 /// its own to `then`: what a reconnecting connection (a connection manager, or one that
 /// follows Sentinel to a new primary and resends) may do between two requests.
 #[derive(Clone)]
-struct Moving {
-    first: MultiplexedConnection,
-    then: MultiplexedConnection,
+pub(super) struct Moving {
+    pub(super) first: MultiplexedConnection,
+    pub(super) then: MultiplexedConnection,
 }
 
 impl ConnectionLike for Moving {
