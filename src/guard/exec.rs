@@ -57,7 +57,7 @@ impl Guard {
     ///   `WRONGTYPE`, a wrong number of arguments): it says how many ran before it, and
     ///   their writes stay, as after a failed command in a Redis script or `MULTI`.
     ///   [`Error::Refused`] instead when the first command was refused for a
-    ///   [`Refusal`](crate::Refusal) (`OOM`, `READONLY`): nothing changed.
+    ///   [`Refusal`](crate::Refusal) (`OOM` under `maxmemory`, say): nothing changed.
     /// - [`Error::InvalidPipeline`] when the pipeline cannot run as one guarded step: a
     ///   command the server does not know or that cannot run in a script (`MULTI`,
     ///   `WATCH`, `SUBSCRIBE`, ...), an empty command, one with more than 7,000

@@ -72,6 +72,21 @@ async fn out_of_memory_refuses_new_locks_but_keeps_and_releases_held_ones() {
     );
     assert!(raw::pttl(&conn, "oom:held").await > 0);
 
+    // A guarded write is refused as a whole, typed, with nothing changed; a guarded read runs.
+    let mut write = redis::pipe();
+    write.set("oom:data", "x").ignore().strlen("filler");
+    let refused = at_once(writer.exec::<(i64,)>(&write)).await.unwrap_err();
+    assert_refused(&refused, "oom:held", Refusal::OutOfMemory, "OOM");
+    assert!(!raw::exists(&conn, "oom:data").await);
+    let mut read = redis::pipe();
+    read.strlen("filler");
+    let (len,): (i64,) = at_once(writer.exec(&read)).await.unwrap();
+    assert_eq!(len, 2 << 20);
+    assert!(
+        !writer.is_cancelled(),
+        "a refused write does not end the lock"
+    );
+
     // Release deletes, which Redis allows out of memory as well.
     assert!(at_once(writer.unlock()).await.unwrap());
     assert!(at_once(reader.unlock()).await.unwrap());
