@@ -1,8 +1,8 @@
 //! A lock holder for the fault-injection tests (`tests/faults/holders.rs`,
-//! `tests/faults/server.rs`, `tests/faults/exec.rs`, `tests/faults/soak.rs`) and for the semaphore and fair-mode
-//! tests (`tests/lock/semaphore.rs`, `tests/lock/fair.rs`, through
-//! `tests/common/lone_worker.rs`): a
-//! process, so that the tests can SIGKILL and SIGSTOP it. Not meant to be run by hand.
+//! `tests/faults/server.rs`, `tests/faults/exec.rs`, `tests/faults/soak.rs`) and for the
+//! semaphore and fair-mode tests (`tests/lock/semaphore.rs`, `tests/lock/fair.rs`,
+//! through `tests/common/lone_worker.rs`): a process, so that the tests can SIGKILL and
+//! SIGSTOP it. Not meant to be run by hand.
 //!
 //! It runs critical sections on the lock server and checks itself on a referee server
 //! (see `tests/common/referee.rs`): acquire, work, then `if guard.is_cancelled()` give up,

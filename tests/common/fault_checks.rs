@@ -1,5 +1,6 @@
-//! What the fault tests (`tests/faults/holders.rs`, `tests/faults/server.rs`) share:
-//! the TTL, fleets of three workers, and the checks every run must pass.
+//! What the fault tests (`tests/faults/holders.rs`, `tests/faults/server.rs`,
+//! `tests/faults/exec.rs`) share: the TTL, fleets of three workers, and the checks every
+//! run must pass.
 //!
 //! The tests that start a fleet run one at a time (see [`SERIAL`]): their assertions
 //! are about timing (a token must fire before its key expires, 12 ms of drift margin at
