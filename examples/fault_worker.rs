@@ -1,8 +1,8 @@
 //! A lock holder for the fault-injection tests (`tests/faults/holders.rs`,
-//! `tests/faults/server.rs`, `tests/faults/soak.rs`) and for the semaphore and fair-mode
-//! tests (`tests/lock/semaphore.rs`, `tests/lock/fair.rs`, through
-//! `tests/common/lone_worker.rs`): a
-//! process, so that the tests can SIGKILL and SIGSTOP it. Not meant to be run by hand.
+//! `tests/faults/server.rs`, `tests/faults/exec.rs`, `tests/faults/soak.rs`) and for the
+//! semaphore and fair-mode tests (`tests/lock/semaphore.rs`, `tests/lock/fair.rs`,
+//! through `tests/common/lone_worker.rs`): a process, so that the tests can SIGKILL and
+//! SIGSTOP it. Not meant to be run by hand.
 //!
 //! It runs critical sections on the lock server and checks itself on a referee server
 //! (see `tests/common/referee.rs`): acquire, work, then `if guard.is_cancelled()` give up,
@@ -25,6 +25,14 @@
 //! names a master, `FW_LOCK_URL` lists the Sentinels, and the mutex is made over a
 //! `SentinelConnection` with `Notifier::sentinel`, and `FW_REPLICAS` replicas must
 //! acknowledge each acquire and renewal (`Builder::replicas`, 300 ms).
+//!
+//! Guarded data (`tests/faults/exec.rs`, the long run): with `FW_EXEC` set, a writer
+//! section also does a read-modify-write of a data counter on the lock server, at
+//! `<lock key>:data` (in the lock key's slot on a cluster, whose lock keys carry a hash
+//! tag): it reads the counter through `guard.exec` right after the acquire, before its
+//! work, so that a freeze can fall in between, and sets it to the value read + 1 through
+//! `guard.exec` after its fenced write, or, when the section is abandoned, as a probe
+//! after its fenced probe. Not over a quorum, where `exec` is refused.
 //!
 //! Cluster mode (`tests/faults/cluster.rs`, feature `cluster`): when `FW_CLUSTER` is
 //! `1`, `FW_LOCK_URL` lists the nodes of a Redis Cluster (seeds: any of them will do),
@@ -56,6 +64,7 @@
 //! | `FW_CLUSTER` | `1`: cluster mode; `FW_LOCK_URL` lists the cluster's nodes (feature `cluster`) | `0` |
 //! | `FW_REPLICAS` | replicas that must acknowledge (`Builder::replicas`, within the smaller of 300 ms and TTL/4), 0 for none | `0` |
 //! | `FW_MARGIN_MS` | a section acts only with at least this much validity left (`Guard::valid_until`), else it is abandoned with reason `margin` | `0` |
+//! | `FW_EXEC` | `1`: writers read and write a data counter at `<lock key>:data` through `Guard::exec` (see above) | `0` |
 //! | `FW_LOG` | if set: a `tracing` filter (`redismutex=debug`), the crate's logs on stderr | unset |
 //!
 //! Events, one a line on stdout, `<us>` being microseconds since the UNIX epoch:
@@ -70,6 +79,9 @@
 //! ENTERED <us> <key> <token> <ok|overlap>
 //! WROTE <us> <key> <token> <left_us>                  (validity left when the write returned; < 0: after the deadline)
 //! FENCED <us> <key> <token> <accepted|rejected> <write|probe>
+//! EXEC <us> <key> <token> <begun_us> <accepted|refused|error> <read|write|probe>
+//!                          (FW_EXEC; begun_us: when the exec call began; refused: NotHeld;
+//!                           an error is printed as ERROR too)
 //! READ <us> <key> <token>
 //! RELEASED <us> <key> <token> held=<bool>
 //! ERROR <us> <text>
@@ -91,7 +103,7 @@ use std::time::Duration;
 use events::now_us;
 use rand::RngExt;
 use redis::aio::ConnectionManager;
-use redismutex::{Deployment, Guard, Mode, Notifier, Quorum, RwMutex, Semaphore};
+use redismutex::{Deployment, Error, Guard, Mode, Notifier, Quorum, RwMutex, Semaphore};
 use referee::Referee;
 use tokio::sync::oneshot;
 
@@ -127,6 +139,8 @@ struct Config {
     hold: Option<Duration>,
     acquire_timeout: Duration,
     margin: Duration,
+    /// `FW_EXEC`: writers also update a data counter on the lock server through `exec`.
+    exec: bool,
 }
 
 struct Worker<C> {
@@ -168,6 +182,7 @@ impl Config {
                 .map(|ms| Duration::from_millis(ms.parse().expect("FW_HOLD_MS"))),
             acquire_timeout: Duration::from_millis(num("FW_ACQUIRE_TIMEOUT_MS", 3000)),
             margin: Duration::from_millis(num("FW_MARGIN_MS", 0)),
+            exec: var("FW_EXEC", "0") == "1",
         }
     }
 }
@@ -374,6 +389,10 @@ impl<C: Send + Sync + 'static> Worker<C> {
         let guard = Arc::new(guard);
         let (release, released) = oneshot::channel();
         let watcher = tokio::spawn(watch(Arc::clone(&guard), released));
+        let seen = match mode {
+            "w" if self.config.exec => data_read(&guard).await,
+            _ => None,
+        };
 
         let work = match self.config.hold {
             Some(hold) => {
@@ -399,9 +418,12 @@ impl<C: Send + Sync + 'static> Worker<C> {
             // A probe: a holder that lost its lock tries its fenced write anyway; the
             // resource must reject it if a later holder wrote meanwhile.
             self.fenced(&key, token, &id, "probe").await;
+            if let Some(seen) = seen {
+                data_write(&guard, seen, "probe").await;
+            }
         } else {
             event!("CHECKED", key, token);
-            if let Err(err) = self.act(&guard, mode, &id).await {
+            if let Err(err) = self.act(&guard, mode, &id, seen).await {
                 event!("ERROR", format!("referee: {err}"));
             }
         }
@@ -425,8 +447,15 @@ impl<C: Send + Sync + 'static> Worker<C> {
         }
     }
 
-    /// Registers with the referee, writes or reads, and leaves.
-    async fn act(&self, guard: &Guard, mode: &str, id: &str) -> redis::RedisResult<()> {
+    /// Registers with the referee, writes or reads, and leaves. A writer that read the
+    /// data counter (`seen`, with `FW_EXEC`) writes it after its fenced write.
+    async fn act(
+        &self,
+        guard: &Guard,
+        mode: &str,
+        id: &str,
+        seen: Option<i64>,
+    ) -> redis::RedisResult<()> {
         let (key, token) = (guard.key(), guard.fencing_token());
         let name = &self.config.name;
         let overlap = self.referee.enter(key, mode, name, token, now_us()).await?;
@@ -444,6 +473,9 @@ impl<C: Send + Sync + 'static> Worker<C> {
             self.referee.commit(key, value + 1).await?;
             event!("WROTE", key, token, left_us(guard.valid_until()));
             self.fenced(key, token, id, "write").await;
+            if let Some(seen) = seen {
+                data_write(guard, seen, "write").await;
+            }
         } else {
             self.referee.counter(key).await?;
             event!("READ", key, token);
@@ -459,6 +491,55 @@ impl<C: Send + Sync + 'static> Worker<C> {
                 event!("FENCED", key, token, verdict, what);
             }
             Err(err) => event!("ERROR", format!("fenced {key}: {err}")),
+        }
+    }
+}
+
+/// `FW_EXEC`: reads the data counter of `guard`'s key on the lock server through
+/// `guard.exec` (0 when unset); `None` unless accepted.
+async fn data_read(guard: &Guard) -> Option<i64> {
+    let mut pipe = redis::pipe();
+    pipe.get(format!("{}:data", guard.key()));
+    let begun = now_us();
+    let read = guard.exec::<(Option<i64>,)>(&pipe).await;
+    exec_event(
+        guard,
+        begun,
+        "read",
+        read.map(|(value,)| value.unwrap_or(0)),
+    )
+}
+
+/// `FW_EXEC`: sets the data counter of `guard`'s key to `seen + 1` through `guard.exec`,
+/// as a section's `write` or an abandoned section's `probe`.
+async fn data_write(guard: &Guard, seen: i64, what: &str) {
+    let mut pipe = redis::pipe();
+    pipe.set(format!("{}:data", guard.key()), seen + 1).ignore();
+    let begun = now_us();
+    let written = guard.exec::<()>(&pipe).await;
+    exec_event(guard, begun, what, written);
+}
+
+/// Prints the `EXEC` event of an exec begun at `begun` (µs): accepted, refused
+/// (`NotHeld`) or an error (also printed as `ERROR`); the value if accepted.
+fn exec_event<T>(guard: &Guard, begun: u64, what: &str, result: Result<T, Error>) -> Option<T> {
+    let (key, token) = (guard.key(), guard.fencing_token());
+    match result {
+        Ok(value) => {
+            event!("EXEC", key, token, begun, "accepted", what);
+            Some(value)
+        }
+        Err(Error::NotHeld { .. }) => {
+            event!("EXEC", key, token, begun, "refused", what);
+            None
+        }
+        Err(err) => {
+            event!("EXEC", key, token, begun, "error", what);
+            event!(
+                "ERROR",
+                format!("exec {what} {key}: {err}").replace('\n', " ")
+            );
+            None
         }
     }
 }

@@ -12,7 +12,7 @@ use redis::cluster_async::ClusterConnection;
 
 use super::cluster::{Cluster, State};
 use super::crew::Crew;
-use super::fleet::{worker_command, Fleet, Spec};
+use super::fleet::{kept, read_data_counters, worker_command, Fleet, Spec};
 use super::record::{FaultKind, HeldLock, Target};
 
 /// The workers' mutex name.
@@ -134,7 +134,7 @@ impl Fleet for ClusterFleet {
         self.crew.launch(name, command).await;
     }
 
-    /// Every key but fence counters on every master, as `<port>: <key>`.
+    /// Every key but fence and data counters on every master, as `<port>: <key>`.
     async fn keys_left(&self) -> Vec<String> {
         let mut left = Vec::new();
         for master in self.cluster.masters() {
@@ -143,9 +143,20 @@ impl Fleet for ClusterFleet {
                 .query_async(&mut self.cluster.node_conn(master.port).await)
                 .await
                 .expect("KEYS");
-            let keys = keys.into_iter().filter(|key| !key.ends_with(":fence"));
+            let keys = keys.into_iter().filter(|key| !kept(key));
             left.extend(keys.map(|key| format!("{}: {key}", master.port)));
         }
         left
+    }
+
+    /// The data counters on every master.
+    async fn data_counters(&self) -> Vec<(String, i64)> {
+        let mut counters = Vec::new();
+        for master in self.cluster.masters() {
+            let conn = self.cluster.node_conn(master.port).await;
+            let keys: Vec<String> = super::raw::cmd(&conn, "KEYS", &["*:data"]).await;
+            counters.extend(read_data_counters(&conn, &keys).await);
+        }
+        counters
     }
 }

@@ -1,5 +1,6 @@
-//! What the fault tests (`tests/faults/holders.rs`, `tests/faults/server.rs`) share:
-//! the TTL, fleets of three workers, and the checks every run must pass.
+//! What the fault tests (`tests/faults/holders.rs`, `tests/faults/server.rs`,
+//! `tests/faults/exec.rs`) share: the TTL, fleets of three workers, and the checks every
+//! run must pass.
 //!
 //! The tests that start a fleet run one at a time (see [`SERIAL`]): their assertions
 //! are about timing (a token must fire before its key expires, 12 ms of drift margin at
@@ -107,4 +108,67 @@ pub async fn wait_released_after(crew: &Crew, us: u64, n: usize, timeout: Durati
         tokio::time::sleep(ms(10)).await;
     }
     released_after(crew, us)
+}
+
+/// The checks of a run whose writers were frozen inside their sections on purpose, as in
+/// the soaks: every overlap explained by a freeze inside check→leave, lost updates of
+/// the referee's unguarded counter and refused section writes within those, no stale
+/// fenced write accepted, tokens in order but after a freeze between check and entry,
+/// no write after its deadline but after a freeze, no lock key left.
+pub fn assert_safe_but_for_freezes(report: &Report) {
+    let r = &report.referee;
+    let unexplained = r.violations as usize - report.overlaps_explained;
+    assert_eq!(unexplained, 0, "overlaps: {:?}", r.violation_log);
+    assert!(
+        (0..=report.overlaps_explained as i64).contains(&r.lost_updates),
+        "{} lost updates, {} explained overlaps",
+        r.lost_updates,
+        report.overlaps_explained
+    );
+    assert!(
+        report.rejected_writes <= report.overlaps_explained,
+        "{} section writes refused, {} explained overlaps",
+        report.rejected_writes,
+        report.overlaps_explained
+    );
+    assert_eq!(r.stale_accepted, 0, "{:?}", r.stale_accepted_log);
+    assert!(
+        report.token_order_unexplained.is_empty(),
+        "tokens out of order: {:?}",
+        report.token_order_unexplained
+    );
+    assert!(
+        report.late_writes.is_empty(),
+        "writes after the deadline: {:?}",
+        report.late_writes
+    );
+    assert!(
+        report.keys_left.is_empty(),
+        "keys left: {:?}",
+        report.keys_left
+    );
+}
+
+/// The guarded data of workers run with `FW_EXEC` (see `guarded.rs`): every key's data
+/// counter is at least its accepted `exec` writes (no accepted update lost) and at most
+/// those and the uncertain ones (no write ran uncounted), and every write begun after
+/// its worker was frozen past the TTL was refused.
+pub fn assert_guarded_data(report: &Report) {
+    let guarded = &report.guarded;
+    assert!(guarded.used(), "no worker wrote through exec");
+    assert!(
+        guarded.lost().is_empty(),
+        "accepted exec writes lost: {:?}",
+        guarded.lost()
+    );
+    assert!(
+        guarded.uncounted().is_empty(),
+        "data written by no accepted exec: {:?}",
+        guarded.uncounted()
+    );
+    assert!(
+        guarded.stale_not_refused.is_empty(),
+        "stale exec writes not refused: {:?}",
+        guarded.stale_not_refused
+    );
 }

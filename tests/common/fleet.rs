@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use super::crew::Crew;
+use super::guarded::Guarded;
 use super::record::HeldLock;
 use super::report::Report;
 use super::worker_bin;
@@ -28,6 +29,8 @@ pub struct Spec {
     pub margin_ms: u64,
     /// `FW_FIRST_KEY`: the worker's keys are `k<first_key>` .. `k<first_key + keys - 1>`.
     pub first_key: u64,
+    /// `FW_EXEC`: writers also update a data counter on the lock server through `exec`.
+    pub exec: bool,
 }
 
 impl Default for Spec {
@@ -40,6 +43,7 @@ impl Default for Spec {
             intent: false,
             margin_ms: 0,
             first_key: 0,
+            exec: false,
         }
     }
 }
@@ -57,9 +61,15 @@ pub trait Fleet {
     /// task that logs its events.
     async fn spawn(&mut self, name: &str, spec: &Spec);
 
-    /// The keys left on the deployment but fence counters, each prefixed by where it
-    /// lives when there is more than one place.
+    /// The keys left on the deployment but fence counters and the data counters of
+    /// `FW_EXEC`, each prefixed by where it lives when there is more than one place.
     async fn keys_left(&self) -> Vec<String>;
+
+    /// The data counters of workers run with `FW_EXEC` (`<lock key>:data`), as (lock
+    /// key, value); none on a deployment where `exec` is not used (a quorum).
+    async fn data_counters(&self) -> Vec<(String, i64)> {
+        Vec::new()
+    }
 
     /// Locks seen held right as a fault started, with their server expiry, for the
     /// report's fire lead; none unless the fleet notes them.
@@ -73,12 +83,13 @@ pub trait Fleet {
     }
 
     /// Stops the workers (stdin closed; SIGKILL after 10 s), waits a TTL, and reads
-    /// everything into the report, which it prints (with every event and fault when
-    /// `FAULTS_DUMP` is set).
+    /// everything into the report, the data counters of `FW_EXEC` with it, which it
+    /// prints (with every event and fault when `FAULTS_DUMP` is set).
     async fn finish(&mut self, label: &str) -> Report {
         self.crew_mut().stop_all().await;
         tokio::time::sleep(Duration::from_millis(self.ttl_ms() + 300)).await;
         let keys_left = self.keys_left().await;
+        let counters = self.data_counters().await;
         let crew = self.crew();
         let referee = crew.referee.report().await.expect("read the referee");
         let mut report = Report::build(
@@ -91,12 +102,40 @@ pub trait Fleet {
             crew.secs(),
         );
         report.keys_left = keys_left;
+        report.guarded = Guarded::build(&crew.log.all(), &crew.faults, self.ttl_ms(), &counters);
         if std::env::var_os("FAULTS_DUMP").is_some() {
             println!("{}", self.dump());
         }
         println!("{report}");
         report
     }
+}
+
+/// The data counters among `keys` (those ending in `:data`) of the server `conn` reaches,
+/// as (lock key, value).
+pub async fn read_data_counters<C>(conn: &C, keys: &[String]) -> Vec<(String, i64)>
+where
+    C: redis::aio::ConnectionLike + Clone,
+{
+    let mut counters = Vec::new();
+    for key in keys {
+        let Some(lock) = key.strip_suffix(":data") else {
+            continue;
+        };
+        let value: Option<i64> = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut conn.clone())
+            .await
+            .expect("GET a data counter");
+        counters.push((lock.to_string(), value.unwrap_or(0)));
+    }
+    counters
+}
+
+/// Whether `key` is a key the workers leave on purpose: a fence counter, or a data
+/// counter of `FW_EXEC`.
+pub fn kept(key: &str) -> bool {
+    key.ends_with(":fence") || key.ends_with(":data")
 }
 
 /// The command that starts `examples/fault_worker.rs` as worker `name` with `spec`, a
@@ -115,6 +154,7 @@ pub fn worker_command(name: &str, spec: &Spec, ttl_ms: u64, mutex: &str) -> Comm
         .env("FW_INTENT", if spec.intent { "1" } else { "0" })
         .env("FW_MARGIN_MS", spec.margin_ms.to_string())
         .env("FW_FIRST_KEY", spec.first_key.to_string())
+        .env("FW_EXEC", if spec.exec { "1" } else { "0" })
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -22,6 +22,7 @@ pub mod expiry_watch;
 pub mod fault_checks;
 pub mod fleet;
 pub mod go_peer;
+pub mod guarded;
 pub mod hostile;
 pub mod lone_worker;
 pub mod lost_update;

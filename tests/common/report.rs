@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use super::events::{Event, Log};
+use super::guarded::Guarded;
 use super::record::{FaultKind, FaultRecord, HeldLock, Target};
 use super::referee::RefereeReport;
 
@@ -60,6 +61,10 @@ pub struct Report {
     /// past its TTL while another writer took the lock, and entered on waking; its
     /// fenced write is then the stale one the referee rejects.
     pub token_order_explained: usize,
+    /// The guarded data of workers run with `FW_EXEC`: writes `exec` accepted, refused
+    /// and left uncertain, the stale ones, and the data counters read at the end (set by
+    /// `Fleet::finish`).
+    pub guarded: Guarded,
 }
 
 /// A guard in the log: its worker, key and fencing token.
@@ -369,6 +374,9 @@ impl fmt::Display for Report {
         }
         for line in &r.token_order_log {
             writeln!(f, "     token order: {line}")?;
+        }
+        if self.guarded.used() {
+            write!(f, "{}", self.guarded)?;
         }
         writeln!(f, "   keys left after TTL {:?}", self.keys_left)?;
         writeln!(f, "   takeover latency   {:?} ms", self.takeovers_ms)?;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::crew::Crew;
-use super::fleet::{worker_command, Fleet, Spec};
+use super::fleet::{kept, read_data_counters, worker_command, Fleet, Spec};
 use super::record::{FaultKind, Target};
 use super::sentinel::Sentinels;
 
@@ -89,12 +89,20 @@ impl Fleet for SentinelFleet {
         self.crew.launch(name, command).await;
     }
 
-    /// The keys on the primary now, but fence counters.
+    /// The keys on the primary now, but fence and data counters.
     async fn keys_left(&self) -> Vec<String> {
         let primary = self.deployment.primary();
         let conn = self.deployment.server(primary).conn().await;
         let keys: Vec<String> = super::raw::cmd(&conn, "KEYS", &["*"]).await;
-        let keys = keys.into_iter().filter(|key| !key.ends_with(":fence"));
+        let keys = keys.into_iter().filter(|key| !kept(key));
         keys.collect()
+    }
+
+    /// The data counters on the primary now.
+    async fn data_counters(&self) -> Vec<(String, i64)> {
+        let primary = self.deployment.primary();
+        let conn = self.deployment.server(primary).conn().await;
+        let keys: Vec<String> = super::raw::cmd(&conn, "KEYS", &["*:data"]).await;
+        read_data_counters(&conn, &keys).await
     }
 }

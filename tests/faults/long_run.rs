@@ -20,7 +20,11 @@
 //! fenced write is then the stale one), section writes that returned after their
 //! guard's validity deadline (but after a freeze between check and write), lock keys
 //! left a TTL after the workers stopped, and tokens that fired after their key expired
-//! on the server.
+//! on the server. Where the writers update a data counter through `Guard::exec` (every
+//! deployment but the quorum), no exec write begun after its worker was frozen past the
+//! TTL may go through, and no data counter may be above the exec writes accepted and
+//! left uncertain (it may be below: a server restarted empty or a failover loses
+//! writes); the counts are in the table.
 //! Each token that fired as lost has its lead measured against the expiry an
 //! [`ExpiryWatch`] last read (a lower bound): min, p50, max.
 
@@ -109,8 +113,10 @@ fn chosen(name: &str) -> bool {
 /// their own (a quick worker that met a slow holder would wait up to 1.5 s), 30 %
 /// readers, writers with the lock intent, each section acting only with 50 ms of
 /// validity left. The slow workers' guards outlive the faults, so that tokens fire as
-/// lost and their lead is measured.
-fn workers() -> Vec<Spec> {
+/// lost and their lead is measured. With `exec` (`FW_EXEC`: every deployment but the
+/// quorum, where `Guard::exec` is refused) the writers also update a data counter per
+/// key on the lock server through `exec`.
+fn workers(exec: bool) -> Vec<Spec> {
     let quick = Spec {
         keys: KEYS,
         read_pct: 30,
@@ -119,6 +125,7 @@ fn workers() -> Vec<Spec> {
         intent: true,
         margin_ms: 50,
         first_key: 0,
+        exec,
     };
     let slow = Spec {
         keys: SLOW_KEYS,
@@ -154,7 +161,7 @@ async fn for_secs<F: AsyncFnMut()>(secs: u64, pace_ms: (u64, u64), mut fault: F)
 async fn single(secs: u64) -> Row {
     let mut fleet = ServerFleet::start(TTL_MS).await;
     let watch = ExpiryWatch::server(fleet.lock.client(), lock_keys(false));
-    let mut roster = Roster::start(&mut fleet, &workers()).await;
+    let mut roster = Roster::start(&mut fleet, &workers(true)).await;
     for_secs(secs, (1000, 2500), async || {
         single_fault(&mut fleet, &mut roster, TTL_MS).await;
     })
@@ -171,7 +178,7 @@ async fn cluster(secs: u64) -> Row {
 
     let mut fleet = ClusterFleet::start(TTL_MS).await;
     let watch = ExpiryWatch::each(fleet.cluster.conn().await, lock_keys(true));
-    let mut roster = Roster::start(&mut fleet, &workers()).await;
+    let mut roster = Roster::start(&mut fleet, &workers(true)).await;
     for_secs(secs, (1500, 2500), async || {
         cluster_fault(&mut fleet, &mut roster).await;
     })
@@ -186,7 +193,7 @@ async fn quorum(secs: u64) -> Row {
     let mut fleet = QuorumFleet::start_aof(TTL_MS).await;
     let nodes = fleet.nodes.iter().map(|node| node.client()).collect();
     let watch = ExpiryWatch::majority(nodes, lock_keys(false));
-    let mut roster = Roster::start(&mut fleet, &workers()).await;
+    let mut roster = Roster::start(&mut fleet, &workers(false)).await;
     for_secs(secs, (1500, 2500), async || {
         quorum_fault(&mut fleet, &mut roster, TTL_MS).await;
     })
@@ -211,7 +218,7 @@ async fn sentinel(secs: u64) -> Row {
     let mut fleet = SentinelFleet::start(TTL_MS).await;
     let conn = redismutex::SentinelConnection::new(fleet.deployment.sentinel_client());
     let watch = ExpiryWatch::one(conn, lock_keys(false));
-    let mut roster = Roster::start(&mut fleet, &workers()).await;
+    let mut roster = Roster::start(&mut fleet, &workers(true)).await;
     for_secs(secs, (1500, 2500), async || {
         sentinel_fault(&mut fleet, &mut roster).await;
     })
@@ -280,6 +287,8 @@ impl Row {
             || !report.late_writes.is_empty()
             || !report.token_order_unexplained.is_empty()
             || r.stale_accepted > 0
+            || !report.guarded.stale_not_refused.is_empty()
+            || !report.guarded.uncounted().is_empty()
     }
 
     /// The assertions of the module doc.
@@ -319,6 +328,17 @@ impl Row {
             "{label}: tokens fired after their key expired: {:?}",
             report.leads
         );
+        let guarded = &report.guarded;
+        assert!(
+            guarded.stale_not_refused.is_empty(),
+            "{label}: stale exec writes not refused {:?}",
+            guarded.stale_not_refused
+        );
+        assert!(
+            guarded.uncounted().is_empty(),
+            "{label}: data written by no accepted exec {:?}",
+            guarded.uncounted()
+        );
         assert!(self.faults > 0, "{label}: no fault injected");
         assert!(
             r.sections > secs * 5,
@@ -334,9 +354,10 @@ fn table(rows: &[Row], secs: f64) -> String {
     out.push_str(
         "| deployment | s | sections (writer) | faults | overlaps | guard overlaps | lost updates \
          | stale fenced accepted | writes after deadline | keys left | fired as lost | lead min / p50 / max ms \
-         | explained by a frozen worker (overlaps / late writes / tokens out of order) |\n",
+         | explained by a frozen worker (overlaps / late writes / tokens out of order) \
+         | exec writes accepted / refused (stale) / uncertain | data below accepted |\n",
     );
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for row in rows {
         let (report, r) = (&row.report, &row.report.referee);
         let lead = report
@@ -344,9 +365,10 @@ fn table(rows: &[Row], secs: f64) -> String {
             .map_or("none".to_string(), |(min, p50, max)| {
                 format!("{min:.0} / {p50:.0} / {max:.0}")
             });
+        let (exec, below) = exec_columns(report);
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} ({} measured) | {lead} | {} / {} / {} |",
+            "| {} | {:.0} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} ({} measured) | {lead} | {} / {} / {} | {exec} | {below} |",
             row.label,
             report.secs,
             r.sections,
@@ -368,4 +390,24 @@ fn table(rows: &[Row], secs: f64) -> String {
     let total: u64 = rows.iter().map(|row| row.report.referee.sections).sum();
     let _ = writeln!(out, "total sections checked: {total}");
     out
+}
+
+/// The exec columns of `report`'s row: the writes `exec` accepted, refused (of them
+/// stale, after a freeze past the TTL) and left uncertain, and by how much the data
+/// counters fell below the accepted writes (restarts and failovers lose writes); `-`
+/// where the workers did not use `exec`.
+fn exec_columns(report: &Report) -> (String, String) {
+    let guarded = &report.guarded;
+    if !guarded.used() {
+        return ("-".to_string(), "-".to_string());
+    }
+    let t = guarded.totals();
+    let below: i64 = (guarded.keys.values())
+        .map(|d| (d.accepted - d.counter).max(0))
+        .sum();
+    let exec = format!(
+        "{} / {} ({}) / {}",
+        t.accepted, t.refused, guarded.stale_refused, t.uncertain
+    );
+    (exec, below.to_string())
 }

@@ -1,13 +1,15 @@
 //! The fault suite: lock holders run as worker processes (`examples/fault_worker.rs`),
 //! checked by a referee server, while the harness kills, freezes, cuts off and slows
-//! them, their servers and their proxies: on one server (holders, server), a quorum, a
-//! Redis Cluster (feature `cluster`) and Sentinel (feature `sentinel`); the proxy
-//! itself; the soaks and the long run (ignored; the short versions run every time).
+//! them, their servers and their proxies: on one server (holders, server, and exec:
+//! guarded writes of writers frozen past their TTL), a quorum, a Redis Cluster (feature
+//! `cluster`) and Sentinel (feature `sentinel`); the proxy itself; the soaks and the long
+//! run (ignored; the short versions run every time).
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod cluster;
+mod exec;
 mod holders;
 mod long_run;
 mod proxy;

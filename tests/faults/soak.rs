@@ -216,6 +216,7 @@ fn quick_and_slow() -> (Spec, Spec) {
         intent: true,
         margin_ms: 0,
         first_key: 0,
+        exec: false,
     };
     let slow = Spec {
         work_ms: (300, 1500),
