@@ -25,22 +25,26 @@
 --                     has none); the commands after it did not run.
 
 local id = ARGV[1]
-local lock_type = redis.call('TYPE', KEYS[1])['ok']
-local held = false
-if lock_type == 'string' then
-    held = redis.call('GET', KEYS[1]) == id
-elseif lock_type == 'set' then
-    held = redis.call('SISMEMBER', KEYS[1], id) == 1
-elseif lock_type == 'zset' then
-    local deadline = redis.call('ZSCORE', KEYS[1], id)
-    held = deadline ~= false and tonumber(deadline) > now_ms()
+-- A writer's lock is read with GET alone; GET fails on a set or a sorted set (a reader's
+-- or a permit's lock, or a type this protocol does not use), which TYPE then tells apart.
+local value = redis.pcall('GET', KEYS[1])
+local held = value == id
+if type(value) == 'table' then
+    local lock_type = redis.call('TYPE', KEYS[1])['ok']
+    if lock_type == 'set' then
+        held = redis.call('SISMEMBER', KEYS[1], id) == 1
+    elseif lock_type == 'zset' then
+        local deadline = redis.call('ZSCORE', KEYS[1], id)
+        held = deadline ~= false and tonumber(deadline) > now_ms()
+    end
 end
 if not held then
     return {0}
 end
 
--- One command from its arguments; a Lua error (more arguments than unpack takes) comes
--- back as an error, as a command's does.
+-- One command from its arguments; a Lua error (more arguments than unpack takes, which
+-- the crate's limit of 7,000 prevents) comes back as an error, as a command's does, so
+-- that the reply still says how many commands ran.
 local function run(args)
     return redis.pcall(unpack(args))
 end

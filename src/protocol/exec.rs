@@ -184,14 +184,11 @@ fn arguments<'p>(cmd: &'p Cmd, at: usize, lock: &str) -> Result<Arguments<'p>, E
 
 /// `exec.lua`'s reply: see its header.
 fn read_reply(reply: Value, lock: &str) -> Result<Executed, Error> {
-    let Value::Array(mut items) = reply else {
+    let Value::Array(items) = reply else {
         return Err(super::replies::unexpected(&reply, lock));
     };
     match items.first() {
-        Some(Value::Int(1)) => {
-            items.remove(0);
-            Ok(Executed::Ran(items))
-        }
+        Some(Value::Int(1)) => Ok(Executed::Ran(items.into_iter().skip(1).collect())),
         Some(Value::Int(0)) if items.len() == 1 => Ok(Executed::NotHeld),
         Some(Value::Int(2)) if items.len() == 3 => {
             let (Value::Int(failed), Value::BulkString(text)) = (&items[1], &items[2]) else {
