@@ -525,3 +525,76 @@ async fn renew_treats_each_key_exactly_as_refresh_does_whatever_the_writer_hint(
         );
     }
 }
+
+const EXEC: &str = sent!("exec.lua");
+
+/// `exec.lua` for `id` on lock key `k`, with one command: `INCR data` (`k` marks its key).
+async fn exec_incr(conn: &MultiplexedConnection, id: &str) -> Value {
+    Script::new(EXEC)
+        .key("k")
+        .key("data")
+        .arg(id)
+        .arg("ak")
+        .arg("INCR")
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn exec_runs_its_commands_only_for_the_id_holding_the_lock_in_every_form() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let not_held = Value::Array(vec![Value::Int(0)]);
+    let ran = |n: i64| Value::Array(vec![Value::Int(1), Value::Int(n)]);
+    // Free.
+    assert_eq!(exec_incr(&conn, ID_A).await, not_held);
+    // A writer's string: its id, another id.
+    raw::cmd::<()>(&conn, "SET", &["k", ID_A, "PX", "60000"]).await;
+    assert_eq!(exec_incr(&conn, ID_A).await, ran(1));
+    assert_eq!(exec_incr(&conn, ID_B).await, not_held);
+    // A readers' set: a member, not a member.
+    raw::cmd::<()>(&conn, "DEL", &["k"]).await;
+    raw::cmd::<i64>(&conn, "SADD", &["k", ID_A]).await;
+    assert_eq!(exec_incr(&conn, ID_A).await, ran(2));
+    assert_eq!(exec_incr(&conn, ID_B).await, not_held);
+    // A semaphore: a deadline after the server's TIME, one before it (left in place).
+    raw::cmd::<()>(&conn, "DEL", &["k"]).await;
+    let later = (server_now_ms(&conn).await + 60_000).to_string();
+    raw::cmd::<i64>(&conn, "ZADD", &["k", &later, ID_A, "1", ID_B]).await;
+    assert_eq!(exec_incr(&conn, ID_A).await, ran(3));
+    assert_eq!(exec_incr(&conn, ID_B).await, not_held);
+    assert_eq!(raw::cmd::<i64>(&conn, "ZCARD", &["k"]).await, 2);
+    // A type this protocol does not use.
+    raw::cmd::<()>(&conn, "DEL", &["k"]).await;
+    raw::cmd::<i64>(&conn, "HSET", &["k", "f", ID_A]).await;
+    assert_eq!(exec_incr(&conn, ID_A).await, not_held);
+    assert_eq!(
+        raw::get(&conn, "data").await.as_deref(),
+        Some("3"),
+        "ran 3 times"
+    );
+    // A failing command: its number and error text, the one before it ran.
+    raw::cmd::<()>(&conn, "SET", &["k", ID_A, "PX", "60000"]).await;
+    let failed: Value = Script::new(EXEC)
+        .key("k")
+        .key("data")
+        .key("k:h")
+        .arg(ID_A)
+        .arg("ak")
+        .arg("INCR")
+        .arg("ak")
+        .arg("LPUSH")
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap();
+    let Value::Array(items) = failed else {
+        panic!("{failed:?}")
+    };
+    assert_eq!(items[..2], [Value::Int(2), Value::Int(2)]);
+    assert!(
+        matches!(&items[2], Value::BulkString(err) if err.starts_with(b"ERR")),
+        "{items:?}"
+    );
+    assert_eq!(raw::get(&conn, "data").await.as_deref(), Some("4"));
+}
