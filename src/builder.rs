@@ -158,6 +158,20 @@ impl<C, T> Builder<C, T> {
         self
     }
 
+    /// Caps how long a lock or permit is held (default: no cap), from 1 ms to 365 days: a
+    /// lock is not renewed past `max_hold` after its acquiring request was sent. At that
+    /// moment its guard's token fires with [`CancelReason::MaxHold`](crate::CancelReason::MaxHold)
+    /// (its [`valid_until`](crate::Guard::valid_until) is never later), while the server
+    /// still holds the lock, and the refresher releases it, so waiters get in. It stops a
+    /// holder stuck in a loop from keeping its lock alive forever; the holder's work must
+    /// watch the token, as for any loss. A [nested guard](crate::Guard#nested-guards)
+    /// shares its outer guard's cap; a [downgrade](crate::Guard::downgrade) does not
+    /// move it.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.settings.max_hold = Some(max_hold);
+        self
+    }
+
     /// Counts every held lock on `tracker` until its release is done, and spawns the
     /// other background tasks (clean-up after giving up, a quorum's calls past the
     /// majority) on it, so a service can `tracker.close()` and `tracker.wait().await` for
@@ -306,6 +320,7 @@ impl<C, T> fmt::Debug for Builder<C, T> {
             .field("cluster", &self.settings.on_cluster())
             .field("name_label", &self.settings.name_label)
             .field("replicas", &self.settings.replicas)
+            .field("max_hold", &self.settings.max_hold)
             .finish_non_exhaustive()
     }
 }

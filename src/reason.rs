@@ -19,4 +19,9 @@ pub enum CancelReason {
     /// margin) after the last successful acquire or refresh, for example because Redis
     /// could not be reached: the lock may have expired, so the guard gave it up.
     Expired,
+    /// The lock had been held for [`Builder::max_hold`](crate::Builder::max_hold) since
+    /// its acquiring request was sent: it is renewed no further, its token fires at that
+    /// moment (while the server still holds the lock), and the lock is released in the
+    /// background.
+    MaxHold,
 }

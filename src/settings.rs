@@ -21,6 +21,10 @@ pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 pub(crate) const DEFAULT_FENCE_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 /// The longest fence retention accepted: 365 days.
 pub(crate) const MAX_FENCE_RETENTION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+/// The shortest [`Builder::max_hold`](crate::Builder::max_hold): 1 ms.
+const MIN_HOLD: Duration = Duration::from_millis(1);
+/// The longest [`Builder::max_hold`](crate::Builder::max_hold): 365 days.
+const MAX_HOLD: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
 /// What a mutex or semaphore was configured with; shared by every lock or permit it
 /// takes.
@@ -54,6 +58,8 @@ pub(crate) struct Settings {
     pub(crate) name_label: bool,
     /// How many replicas must acknowledge an acquire or a renewal, and within how long.
     pub(crate) replicas: Option<Acks>,
+    /// The longest a lock or permit is held ([`Builder::max_hold`](crate::Builder::max_hold)).
+    pub(crate) max_hold: Option<Duration>,
 }
 
 impl Settings {
@@ -73,6 +79,7 @@ impl Settings {
             quorum: None,
             name_label: false,
             replicas: None,
+            max_hold: None,
         }
     }
 
@@ -130,6 +137,12 @@ impl Settings {
             return Err(Error::InvalidOptions(format!(
                 "fence retention {:?} of {} {name} is outside its ttl..={MAX_FENCE_RETENTION:?}",
                 self.fence_retention,
+                self.what()
+            )));
+        }
+        if let Some(max_hold) = self.max_hold.filter(|d| !(MIN_HOLD..=MAX_HOLD).contains(d)) {
+            return Err(Error::InvalidOptions(format!(
+                "max hold {max_hold:?} of {} {name} is outside {MIN_HOLD:?}..={MAX_HOLD:?}",
                 self.what()
             )));
         }
@@ -348,6 +361,30 @@ mod tests {
             "{err}"
         );
         assert!(acknowledged(Topology::Server).check().is_ok());
+    }
+
+    #[test]
+    fn max_hold_is_from_1_ms_to_365_days() {
+        for max_hold in [
+            Duration::ZERO,
+            Duration::from_micros(999),
+            MAX_HOLD * 2,
+            Duration::MAX,
+        ] {
+            let settings = Settings {
+                max_hold: Some(max_hold),
+                ..with_ttl(Duration::from_secs(1))
+            };
+            let err = settings.check().unwrap_err();
+            assert!(err.to_string().contains("max hold"), "{max_hold:?}: {err}");
+        }
+        for max_hold in [MIN_HOLD, MAX_HOLD] {
+            let settings = Settings {
+                max_hold: Some(max_hold),
+                ..with_ttl(Duration::from_secs(1))
+            };
+            assert!(settings.check().is_ok(), "{max_hold:?}");
+        }
     }
 
     #[test]

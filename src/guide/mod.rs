@@ -31,6 +31,7 @@
 //! | [`notifier`](crate::Builder::notifier) | none: waiters poll | [`waiting`] |
 //! | [`lock_intent`](crate::Builder::lock_intent) (mutex only) | off | [`waiting`](waiting#lock-intent) |
 //! | [`task_tracker`](crate::Builder::task_tracker) | none | [`refresh`](refresh#release) |
+//! | [`max_hold`](crate::Builder::max_hold) | no cap | [`refresh`](refresh#a-cap-on-holding) |
 //! | [`fence_retention`](crate::Builder::fence_retention) | 24 h | [`fencing`](fencing#retention-bounds-the-memory) |
 //! | [`fair`](crate::Builder::fair) | off | [`semaphore`](semaphore#fair-mode) |
 //! | [`reentrant`](crate::Builder::reentrant) (mutex only) | off | [`reentrancy`] |

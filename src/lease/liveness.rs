@@ -32,6 +32,9 @@ pub(crate) struct Liveness {
     base: Instant,
     /// The validity deadline, in nanoseconds after `base`.
     deadline_ns: AtomicU64,
+    /// The latest the deadline may reach ([`Builder::max_hold`](crate::Builder::max_hold)),
+    /// in nanoseconds after `base`; `u64::MAX` when there is no cap.
+    cap_ns: u64,
     /// Whoever ends the lock (`unlock`, a drop, or the refresher) has claimed it, so that
     /// exactly one of them releases it.
     ended: AtomicBool,
@@ -66,6 +69,7 @@ impl Liveness {
             parent,
             base: sent,
             deadline_ns: AtomicU64::new(0),
+            cap_ns: u64::MAX,
             ended: AtomicBool::new(false),
             owner: None,
             renewals: AtomicU64::new(0),
@@ -73,6 +77,30 @@ impl Liveness {
         };
         liveness.extend(deadline);
         liveness
+    }
+
+    /// This liveness with its deadline never past `cap` (a lock held at most until then);
+    /// a deadline already later is moved back to it.
+    pub(crate) fn capped(mut self, cap: Instant) -> Self {
+        let ns = cap.saturating_duration_since(self.base).as_nanos();
+        self.cap_ns = u64::try_from(ns).unwrap_or(u64::MAX);
+        let deadline = self.deadline_ns.get_mut();
+        *deadline = (*deadline).min(self.cap_ns);
+        self
+    }
+
+    /// Why the lock ends when its deadline passes: [`CancelReason::MaxHold`] when the
+    /// deadline is the cap, else [`CancelReason::Expired`] (no renewal succeeded in time).
+    /// A nested guard's is its outer guard's.
+    pub(crate) fn expiry(&self) -> CancelReason {
+        if let Some(outer) = &self.owner {
+            return outer.expiry();
+        }
+        if self.deadline_ns.load(Ordering::Acquire) >= self.cap_ns {
+            CancelReason::MaxHold
+        } else {
+            CancelReason::Expired
+        }
     }
 
     /// The liveness of a nested guard sharing the lock whose liveness `owner` is: its
@@ -89,6 +117,7 @@ impl Liveness {
             parent,
             base: owner.base,
             deadline_ns: AtomicU64::new(0),
+            cap_ns: u64::MAX,
             ended: AtomicBool::new(true),
             owner: Some(owner),
             renewals: AtomicU64::new(0),
@@ -146,10 +175,11 @@ impl Liveness {
         self.base
     }
 
-    /// Moves the validity deadline to `deadline`, unless it is already later.
+    /// Moves the validity deadline to `deadline` (never past the cap), unless it is
+    /// already later.
     pub(crate) fn extend(&self, deadline: Instant) {
         let ns = deadline.saturating_duration_since(self.base).as_nanos();
-        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+        let ns = u64::try_from(ns).unwrap_or(u64::MAX).min(self.cap_ns);
         self.deadline_ns.fetch_max(ns, Ordering::AcqRel);
     }
 
@@ -177,14 +207,15 @@ impl Liveness {
         self.base + Duration::from_nanos(self.deadline_ns.load(Ordering::Acquire))
     }
 
-    /// Fires the token with [`CancelReason::Expired`] if the deadline has passed, and
-    /// reports whether the token has fired (now, or before).
+    /// Fires the token with [`CancelReason::Expired`] (or [`CancelReason::MaxHold`] at the
+    /// cap) if the deadline has passed, and reports whether the token has fired (now, or
+    /// before).
     pub(crate) fn fire_if_expired(&self) -> bool {
         if self.is_fired() {
             return true;
         }
         if Instant::now() >= self.deadline() {
-            self.cancel(CancelReason::Expired);
+            self.cancel(self.expiry());
             return true;
         }
         false
@@ -203,7 +234,7 @@ impl Liveness {
     pub(crate) fn found_gone(&self) {
         if !matches!(
             self.reason.get(),
-            Some(CancelReason::Lost | CancelReason::Expired)
+            Some(CancelReason::Lost | CancelReason::Expired | CancelReason::MaxHold)
         ) {
             self.held.lost(CancelReason::Lost);
         }
@@ -280,6 +311,42 @@ impl Drop for Liveness {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_capped_deadline_never_passes_the_cap_and_ends_as_max_hold() {
+        let now = Instant::now();
+        let cap = now + Duration::from_millis(250);
+        let liveness =
+            Liveness::new(None, now, now + Duration::from_millis(100), Held::default()).capped(cap);
+        liveness.extend(now + Duration::from_millis(200));
+        assert_eq!(liveness.deadline(), now + Duration::from_millis(200));
+        tokio::time::advance(Duration::from_millis(150)).await;
+        assert!(!liveness.fire_if_expired(), "renewed before the cap");
+        liveness.extend(now + Duration::from_millis(300));
+        assert_eq!(liveness.deadline(), cap, "a renewal stops at the cap");
+        let nested = Liveness::nested(
+            None,
+            Arc::new(
+                Liveness::new(None, now, now + Duration::from_millis(100), Held::default())
+                    .capped(now + Duration::from_millis(100)),
+            ),
+        );
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert_eq!(liveness.reason(), Some(CancelReason::MaxHold));
+        assert_eq!(
+            nested.reason(),
+            Some(CancelReason::MaxHold),
+            "the outer's cap"
+        );
+        // Without reaching the cap, a passed deadline is an expiry.
+        let short = Liveness::new(None, now, now + Duration::from_millis(10), Held::default())
+            .capped(now + Duration::from_secs(60));
+        assert_eq!(short.reason(), Some(CancelReason::Expired));
+        // A deadline already past the cap is moved back to it.
+        let late =
+            Liveness::new(None, now, now + Duration::from_secs(60), Held::default()).capped(now);
+        assert_eq!(late.deadline(), now);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_look_after_the_deadline_fires_expired_without_the_task() {

@@ -21,7 +21,7 @@ pub(crate) const ACQUIRE_DURATION: &str = "redismutex_acquire_duration_seconds";
 /// from its acquisition to its end (release, loss, expiry, cancel), in seconds.
 pub(crate) const HELD_DURATION: &str = "redismutex_held_duration_seconds";
 /// `redismutex_lost_total{kind, reason}`: counter of locks that ended without their
-/// holder giving them up; `reason` is `lost` or `expired`.
+/// holder giving them up; `reason` is `lost`, `expired` or `max_hold`.
 pub(crate) const LOST: &str = "redismutex_lost_total";
 /// `redismutex_refresh_total{outcome}`: counter of lock renewals; `outcome` is `ok`,
 /// `lost` or `error`.
@@ -53,7 +53,7 @@ const OUTCOMES: [Outcome; 5] = [
     Outcome::Error,
 ];
 /// The `reason` label values of [`LOST`].
-const LOSSES: [&str; 2] = ["lost", "expired"];
+const LOSSES: [&str; 3] = ["lost", "expired", "max_hold"];
 /// The `outcome` label values of [`REFRESH`], by [`Refreshed`] index.
 const RENEWALS: [&str; 3] = ["ok", "lost", "error"];
 /// The `outcome` label values of [`EXEC`], by [`Exec`] index.
@@ -302,6 +302,7 @@ impl Held {
         let at = match reason {
             CancelReason::Lost => 0,
             CancelReason::Expired => 1,
+            CancelReason::MaxHold => 2,
             _ => return,
         };
         counter(&meters.0.lost[*kind][at]);

@@ -91,7 +91,8 @@ where
             settings.ttl,
             settings.tracker.clone(),
             meters.clone(),
-        );
+        )
+        .with_max_hold(settings.max_hold);
         Self::new(conn, settings, Arc::new(refresher), meters)
     }
 }
@@ -115,7 +116,8 @@ where
             settings.ttl,
             settings.tracker.clone(),
             meters.clone(),
-        );
+        )
+        .with_max_hold(settings.max_hold);
         Self::new(quorum, settings, Arc::new(refresher), meters)
     }
 }

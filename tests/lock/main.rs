@@ -12,6 +12,7 @@ mod exclusion;
 mod exec;
 mod fair;
 mod intent;
+mod max_hold;
 mod notify;
 mod reentrant;
 mod refresh;

@@ -414,6 +414,36 @@ async fn guarded_pipelines_are_counted_by_outcome_and_a_lost_lock_found_by_one_t
 }
 
 #[tokio::test]
+async fn an_end_at_the_cap_on_holding_counts_as_max_hold() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let recorder = DebuggingRecorder::new();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let mut recorded = Recorded::of(&recorder);
+    let mx = RwMutex::builder(conn.clone(), "capped")
+        .ttl(Duration::from_millis(200))
+        .max_hold(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let guard = mx.write().await.unwrap();
+    guard.cancelled().await;
+    assert_eq!(guard.cancel_reason(), Some(CancelReason::MaxHold));
+    assert_eq!(
+        recorded.counter(LOST, &[("kind", "write"), ("reason", "max_hold")]),
+        1
+    );
+    assert_eq!(
+        recorded.counter(LOST, &[("kind", "write"), ("reason", "expired")]),
+        0
+    );
+    drop(guard);
+    assert!(
+        until(&mut recorded, |recorded| recorded.gauge_total(HELD) == 0.0).await,
+        "released"
+    );
+}
+
+#[tokio::test]
 async fn a_quorum_counts_the_errors_of_each_node_by_its_index() {
     let mut nodes = Nodes::start(3);
     let quorum = nodes.quorum().await;

@@ -100,12 +100,17 @@ impl<B: Backend> KeptLock<B> {
         self.liveness.cancel(CancelReason::Lost);
     }
 
-    /// The deadline passed with no renewal answered: the token fires with
-    /// [`CancelReason::Expired`]; the refresher then releases the lock, which may still
-    /// be held.
+    /// The deadline passed: the token fires with [`CancelReason::Expired`] when no
+    /// renewal answered in time, or [`CancelReason::MaxHold`] when the deadline was the
+    /// cap on holding; the refresher then releases the lock, which may still be held.
     pub(super) fn expired(&self) {
-        tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock expired: no refresh succeeded in time");
-        self.liveness.cancel(CancelReason::Expired);
+        let reason = self.liveness.expiry();
+        if reason == CancelReason::MaxHold {
+            tracing::info!(key = %self.lease.key(), id = %self.lease.id(), "lock ended: held for max_hold");
+        } else {
+            tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock expired: no refresh succeeded in time");
+        }
+        self.liveness.cancel(reason);
     }
 }
 

@@ -66,13 +66,16 @@ pub(crate) struct Refresher<B: Backend> {
     cores: Mutex<Vec<Arc<Core<B>>>>,
 }
 
-/// The renewal times of one mutex's locks, from its TTL.
+/// The renewal times of one mutex's locks, from its TTL, and how long one may be held.
 #[derive(Debug, Clone, Copy)]
 struct Timing {
     /// ttl/2, as in Go.
     interval: Duration,
     /// ttl/8 after a failed renewal.
     retry: Duration,
+    /// [`Builder::max_hold`](crate::Builder::max_hold): no lock is kept longer after its
+    /// acquiring request was sent.
+    max_hold: Option<Duration>,
 }
 
 impl Timing {
@@ -80,6 +83,7 @@ impl Timing {
         Self {
             interval: ttl / 2,
             retry: ttl / 8,
+            max_hold: None,
         }
     }
 }
@@ -103,6 +107,13 @@ impl<B: Backend> Refresher<B> {
         }
     }
 
+    /// The refresher whose locks are held at most `max_hold` after their acquiring
+    /// request was sent, when it is set.
+    pub(crate) fn with_max_hold(mut self, max_hold: Option<Duration>) -> Self {
+        self.timing.max_hold = max_hold;
+        self
+    }
+
     pub(crate) fn backend(&self) -> &Arc<B> {
         &self.backend
     }
@@ -118,7 +129,11 @@ impl<B: Backend> Refresher<B> {
     ) -> Arc<KeptLock<B>> {
         let watch = parent.is_some();
         let held = self.meters.held(lease.kind);
-        let liveness = Arc::new(Liveness::new(parent, sent, sent + lease.validity(), held));
+        let mut liveness = Liveness::new(parent, sent, sent + lease.validity(), held);
+        if let Some(until) = self.timing.max_hold.and_then(|max| sent.checked_add(max)) {
+            liveness = liveness.capped(until);
+        }
+        let liveness = Arc::new(liveness);
         let core = self.core();
         let lock = Arc::new(KeptLock::new(lease, liveness, Arc::clone(&core), watch));
         core.register(&lock);
