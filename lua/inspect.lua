@@ -4,6 +4,7 @@
 -- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids; or a
 --          semaphore key, a sorted set of permit ids scored by their deadline (server ms)
 -- KEYS[2]  lock-intent key: "<lock key>:lock-intent", the id of the writer waiting
+--          (or "1", set by the Go package's writers)
 -- KEYS[3]  fence key: "<lock key>:fence", the last fencing token minted for KEYS[1]
 -- KEYS[4]  the fair queue "<lock key>:queue" (see shared.lua)
 -- KEYS[5]  the queue's deadlines "<lock key>:queue-deadline"
