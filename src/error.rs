@@ -40,7 +40,8 @@ pub enum Error {
     /// [`try_write`](crate::RwMutex::try_write)'s or
     /// [`try_read`](crate::RwMutex::try_read)'s attempt within the lock's validity, a
     /// release ([`Guard::unlock`](crate::Guard::unlock)) within the TTL, a
-    /// [`Guard::downgrade`](crate::Guard::downgrade) within the guard's validity deadline.
+    /// [`Guard::downgrade`](crate::Guard::downgrade) within the guard's validity deadline,
+    /// an inspection ([`RwMutex::inspect`](crate::RwMutex::inspect)) within the TTL.
     #[error("timed out waiting for the lock")]
     Timeout,
 

@@ -50,7 +50,7 @@
 //! [semaphore and fair mode](guide::semaphore), [reentrancy and downgrade](guide::reentrancy),
 //! [Redis Cluster](guide::cluster), [quorum mode](guide::quorum),
 //! [Sentinel and replica acknowledgement](guide::sentinel), [metrics and tracing](guide::metrics),
-//! [errors](guide::errors), [guarantees and limits](guide::guarantees),
+//! [inspection](guide::inspection), [errors](guide::errors), [guarantees and limits](guide::guarantees),
 //! [Go compatibility and the protocol](guide::protocol), and the
 //! [`redismutex` command](guide::command_line). Each opens with when to use what it
 //! describes.
@@ -62,6 +62,7 @@
 // by tests/layers.rs; described in docs/architecture.md).
 mod error;
 pub mod guide;
+mod lock_state;
 mod mode;
 mod reason;
 mod spawner;
@@ -102,6 +103,7 @@ pub use backend::Quorum;
 pub use builder::Builder;
 pub use error::{Error, Refusal};
 pub use guard::{Guard, Permit};
+pub use lock_state::LockState;
 pub use mode::Mode;
 pub use mutex::RwMutex;
 pub use notify::Notifier;

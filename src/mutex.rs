@@ -5,8 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::builder::Builder;
+use crate::error::Error;
+use crate::lock_state::LockState;
 use crate::mode::Kind;
 use crate::notify::Notifier;
+use crate::protocol::inspect::Form;
 use crate::request::{Acquire, Request, TryAcquire};
 use crate::shared::{Deployment, Shared};
 
@@ -127,6 +130,36 @@ impl<C> RwMutex<C> {
     /// Errors and cancel safety are on [`TryAcquire`].
     pub fn try_read(&self) -> TryAcquire<C> {
         TryAcquire::new(self.request(Kind::Read))
+    }
+
+    /// Reads who holds the lock at `key`, for how long, who waits for it and its last
+    /// fencing token, as one snapshot: a [`LockState`]. `key` is what [`Acquire::key`]
+    /// takes: `""` for the lock key `<name>`, else `<name>:<key>` (with
+    /// [`Builder::hash_tag_keys`], tagged as a request tags it). One script of reads: it
+    /// takes, changes and waits for nothing, and sees the lock whether this handle, a
+    /// clone, another process or a Go client took it (see the
+    /// [inspection guide](crate::guide::inspection)).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidKey`] when the lock key cannot be used, as for a request;
+    ///   [`Error::InvalidOptions`] for options every request refuses, and over a
+    ///   [`Quorum`](crate::Quorum): an inspection reads one server, and a quorum's nodes
+    ///   may each hold another state (make a handle on one node's connection to read
+    ///   it). Nothing was sent.
+    /// - [`Error::WrongType`] when the lock key, its intent, fence or fair queue keys
+    ///   hold a type the lock does not use (a sorted set at the lock key is a
+    ///   semaphore's: inspect it with [`Semaphore::inspect`](crate::Semaphore::inspect)),
+    ///   or the fence key holds no token; [`Error::NoExpiry`] when one of them has no
+    ///   TTL. These are the keys a request would refuse; nothing was changed.
+    /// - [`Error::Timeout`] when Redis does not answer within the TTL;
+    ///   [`Error::Refused`] and [`Error::Redis`] when the request fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads, so dropping the future changes nothing.
+    pub async fn inspect(&self, key: &str) -> Result<LockState, Error> {
+        self.shared.inspect(key, Form::Lock).await
     }
 
     fn request(&self, kind: Kind) -> Request<C> {

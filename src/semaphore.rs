@@ -5,9 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::builder::Builder;
+use crate::error::Error;
 use crate::guard::Permit;
+use crate::lock_state::LockState;
 use crate::mode::Kind;
 use crate::notify::Notifier;
+use crate::protocol::inspect::Form;
 use crate::request::{Acquire, Request, TryAcquire};
 use crate::shared::{Deployment, Shared};
 
@@ -94,6 +97,40 @@ impl<C> Semaphore<C> {
     /// Errors and cancel safety are on [`TryAcquire`].
     pub fn try_acquire(&self) -> TryAcquire<C, Permit> {
         TryAcquire::new(self.request())
+    }
+
+    /// Reads who holds permits at `key`, for how long, who waits for one and the last
+    /// fencing token, as one snapshot: a [`LockState`]. `key` is what [`Acquire::key`]
+    /// takes: `""` for the semaphore key `<name>`, else `<name>:<key>` (with
+    /// [`Builder::hash_tag_keys`], tagged as a request tags it). One script of reads: it
+    /// takes, changes and waits for nothing.
+    ///
+    /// A semaphore held by at least one unexpired permit is
+    /// [`Mode::Read`](crate::Mode::Read) (its holders share it); its
+    /// [`holders`](LockState::holders) and
+    /// [`permits_in_use`](LockState::permits_in_use) count only the permits whose
+    /// deadline is after the server's clock (`TIME`), as a request counts them. The
+    /// permit count is each caller's own and is not stored in Redis: compare with
+    /// [`permits`](Self::permits).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidKey`] when the semaphore key cannot be used, as for a request;
+    ///   [`Error::InvalidOptions`] for options every request refuses (a semaphore over a
+    ///   [`Quorum`](crate::Quorum) among them). Nothing was sent.
+    /// - [`Error::WrongType`] when the semaphore key, its fence or fair queue keys (or
+    ///   a `:lock-intent` key beside it) hold a type the semaphore does not use (a string
+    ///   or a set at the semaphore key is a read-write lock's: inspect it with
+    ///   [`RwMutex::inspect`](crate::RwMutex::inspect)), or the fence key holds no
+    ///   token; [`Error::NoExpiry`] when one of them has no TTL. Nothing was changed.
+    /// - [`Error::Timeout`] when Redis does not answer within the TTL;
+    ///   [`Error::Refused`] and [`Error::Redis`] when the request fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads, so dropping the future changes nothing.
+    pub async fn inspect(&self, key: &str) -> Result<LockState, Error> {
+        self.shared.inspect(key, Form::Semaphore).await
     }
 
     fn request(&self) -> Request<C> {

@@ -9,7 +9,15 @@ use std::path::{Path, PathBuf};
 /// The top-level modules of `src/`, from the bottom layer up; the modules of one layer
 /// may import each other only without a cycle, and each may import any layer below.
 const LAYERS: &[&[&str]] = &[
-    &["error", "guide", "mode", "reason", "spawner", "util"],
+    &[
+        "error",
+        "guide",
+        "lock_state",
+        "mode",
+        "reason",
+        "spawner",
+        "util",
+    ],
     &["observe"],
     &["protocol", "sentinel"],
     &["notify"],

@@ -11,12 +11,14 @@ use redis::Pipeline;
 
 use super::Backend;
 use crate::error::Error;
+use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::protocol::acks::{Acked, Acks};
 use crate::protocol::calls::{self, AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::command_keys::CommandKeys;
 use crate::protocol::exec::{Executed, Guarded};
-use crate::protocol::keys::hash_tag;
+use crate::protocol::inspect::{self, Form};
+use crate::protocol::keys::{hash_tag, Keys};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::protocol::topology::Topology;
 
@@ -167,6 +169,11 @@ where
             conn.acknowledged(call.keys.lock())?;
         }
         Ok(executed)
+    }
+
+    /// One `inspect.lua`, a read: no replica acknowledges it.
+    async fn inspect(&self, keys: &Keys, form: Form) -> Result<LockState, Error> {
+        inspect::inspect(&mut self.conn.clone(), keys, form).await
     }
 
     fn hub(&self) -> Option<&Arc<Hub>> {

@@ -35,6 +35,8 @@
 //!   `published` whether waiters on the release channel were told.
 //!   [`exec`](Backend::exec) runs a pipeline only while the id holds the lock, in one
 //!   atomic step with that check, or refuses it with a typed error before sending it.
+//!   [`inspect`](Backend::inspect) reads the state of a lock key in one step and writes
+//!   nothing.
 
 mod direct;
 mod quorum;
@@ -49,9 +51,12 @@ pub(crate) use quorum::Majority;
 pub use quorum::Quorum;
 
 use crate::error::Error;
+use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::exec::Executed;
+use crate::protocol::inspect::Form;
+use crate::protocol::keys::Keys;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 
 /// How the engine reaches Redis for one mutex or semaphore. See the module docs for what
@@ -108,6 +113,14 @@ pub(crate) trait Backend: Send + Sync + 'static {
         call: &Call,
         pipe: &Pipeline,
     ) -> impl Future<Output = Result<Executed, Error>> + Send;
+
+    /// Reads the state of the lock at `keys` (which name its fair queue's keys too), kept
+    /// as a `form` handle keeps it, in one step that writes nothing (`lua/inspect.lua`).
+    fn inspect(
+        &self,
+        keys: &Keys,
+        form: Form,
+    ) -> impl Future<Output = Result<LockState, Error>> + Send;
 
     /// Turns the id's write lock into a read lock in one step.
     fn downgrade(&self, call: &Call) -> impl Future<Output = Result<Downgraded, Error>> + Send;

@@ -13,6 +13,7 @@
 //! | [`quorum`] | how to hold a lock on a majority of independent masters (Redlock) |
 //! | [`sentinel`] | how to follow a Sentinel failover, and how replica acknowledgement narrows its window |
 //! | [`metrics`] | what is recorded for dashboards and traces |
+//! | [`inspection`] | how a program reads who holds a lock, for how long, and who waits |
 //! | [`errors`] | what each error means and what to do about it |
 //! | [`guarantees`] | what the lock guarantees, under which assumptions, and where it stops |
 //! | [`protocol`] | the keys, values and scripts, and sharing locks with Go services |
@@ -114,6 +115,9 @@ pub mod sentinel {}
     doc = "[`Builder::name_label`]: super::Builder"
 )]
 pub mod metrics {}
+
+#[doc = include_str!("inspection.md")]
+pub mod inspection {}
 
 #[doc = include_str!("errors.md")]
 pub mod errors {}

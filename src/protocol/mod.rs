@@ -9,6 +9,7 @@ pub(crate) mod exec;
 pub(crate) mod fast;
 pub(crate) mod fences;
 pub(crate) mod id;
+pub(crate) mod inspect;
 pub(crate) mod keys;
 pub(crate) mod lua;
 pub(crate) mod replies;

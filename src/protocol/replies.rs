@@ -91,21 +91,28 @@ pub(crate) fn parse_attempt(reply: Value, key: &str) -> Result<Attempt, Error> {
         Value::Array(items) => items,
         _ => return Err(unexpected(&reply, key)),
     };
+    if let [Value::BulkString(only)] = items.as_slice() {
+        if only.as_slice() == b"unchecked" {
+            return Ok(Attempt::Unchecked);
+        }
+    }
+    Err(refusal(items).unwrap_or_else(|| unexpected(&reply, key)))
+}
+
+/// The typed error of a script's refusal, the array `{"wrongtype", key, type}` or
+/// `{"noexpiry", key}` (`items`); `None` for any other array.
+pub(crate) fn refusal(items: &[Value]) -> Option<Error> {
     let text = |i: usize| match items.get(i) {
         Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
         _ => None,
     };
-    match text(0).as_deref() {
-        Some("unchecked") if items.len() == 1 => Ok(Attempt::Unchecked),
-        Some("wrongtype") => match (text(1), text(2)) {
-            (Some(key), Some(found)) => Err(Error::WrongType { key, found }),
-            _ => Err(unexpected(&reply, key)),
-        },
-        Some("noexpiry") => match text(1) {
-            Some(key) => Err(Error::NoExpiry { key }),
-            None => Err(unexpected(&reply, key)),
-        },
-        _ => Err(unexpected(&reply, key)),
+    match text(0).as_deref()? {
+        "wrongtype" => Some(Error::WrongType {
+            key: text(1)?,
+            found: text(2)?,
+        }),
+        "noexpiry" => Some(Error::NoExpiry { key: text(1)? }),
+        _ => None,
     }
 }
 

@@ -14,10 +14,12 @@ use crate::error::Error;
 use crate::guard::Guard;
 use crate::lease::refresher::Refresher;
 use crate::lease::Lease;
+use crate::lock_state::LockState;
 use crate::mode::Kind;
 use crate::protocol::calls::{Call, NodeOrder, Queueing};
 use crate::protocol::fences::Fences;
 use crate::protocol::id::Id;
+use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
 use crate::settings::Settings;
 use crate::spawner::Spawner;
@@ -41,17 +43,28 @@ pub(crate) struct CheckedRequest<'a> {
 pub(crate) type Acquiring<'a> =
     Pin<Box<dyn Future<Output = Result<Option<Guard>, Error>> + Send + 'a>>;
 
+/// The boxed future of [`AnyRefresher::inspect`].
+pub(crate) type Inspecting<'a> =
+    Pin<Box<dyn Future<Output = Result<LockState, Error>> + Send + 'a>>;
+
 /// The refresher of a handle's locks, over a [`Backend`] of any type, as a handle holds
 /// it.
 pub(crate) trait AnyRefresher: Send + Sync {
     /// Takes the lock `request` asks for under a fresh id, through the backend, and makes
     /// its guard. `Ok(None)` only with [`Patience::Once`].
     fn acquire<'a>(self: Arc<Self>, request: CheckedRequest<'a>) -> Acquiring<'a>;
+
+    /// Reads the state of the lock at `keys` through the backend ([`Backend::inspect`]).
+    fn inspect<'a>(&'a self, keys: &'a Keys, form: Form) -> Inspecting<'a>;
 }
 
 impl<B: Backend> AnyRefresher for Refresher<B> {
     fn acquire<'a>(self: Arc<Self>, request: CheckedRequest<'a>) -> Acquiring<'a> {
         Box::pin(acquire_on(self, request))
+    }
+
+    fn inspect<'a>(&'a self, keys: &'a Keys, form: Form) -> Inspecting<'a> {
+        Box::pin(self.backend().inspect(keys, form))
     }
 }
 

@@ -1,8 +1,8 @@
 //! The mutex on a real Redis Cluster (3 masters, 3 replicas) that each test starts:
 //! naming rules checked before anything is sent, locks spread over every master with
 //! exclusion, shared reads and intent, no lost updates across connections, `SCRIPT
-//! FLUSH` under held guards, sharded release notification, clock-floored tokens, and a
-//! Go-protocol peer sharing a tagged lock.
+//! FLUSH` under held guards, sharded release notification, clock-floored tokens, a
+//! Go-protocol peer sharing a tagged lock, and inspection on the master of each slot.
 #![cfg(feature = "cluster")]
 
 use std::collections::BTreeSet;
@@ -633,4 +633,60 @@ async fn migrate(cluster: &Cluster, slot: u16, pause: Duration) -> u16 {
     }
     assign_slot(cluster, slot, &target_id).await;
     target
+}
+
+#[tokio::test]
+async fn inspection_reads_each_lock_on_the_master_of_its_slot() {
+    let cluster = Cluster::start();
+    let conn = cluster.conn().await;
+    let masters = cluster.masters().len();
+    for i in 0..masters {
+        let name = cluster.name_on_master(i, "inspect");
+        let mx = RwMutex::builder(conn.clone(), name.as_str())
+            .fair(true)
+            .build()
+            .unwrap();
+        assert_eq!(mx.inspect("42").await.unwrap().mode(), None);
+        let guard = mx.write().key("42").await.unwrap();
+        let waiter = tokio::spawn({
+            let mx = mx.clone();
+            async move { mx.read().key("42").await }
+        });
+        let queue = format!("{name}:42:queue");
+        assert!(
+            eventually(|| async {
+                let n: i64 = redis::cmd("ZCARD")
+                    .arg(&queue)
+                    .query_async(&mut conn.clone())
+                    .await
+                    .unwrap();
+                n == 1
+            })
+            .await,
+            "the reader queued"
+        );
+        let state = mx.inspect("42").await.unwrap();
+        assert_eq!(state.holders(), [guard.id()]);
+        assert_eq!(state.last_fencing_token(), Some(guard.fencing_token()));
+        assert_eq!(state.queue().len(), 1);
+        assert!(state.queue()[0].starts_with("r:"), "{:?}", state.queue());
+        guard.unlock().await.unwrap();
+        let reader = waiter.await.unwrap().unwrap();
+        let state = mx.inspect("42").await.unwrap();
+        assert_eq!(state.holders(), [reader.id()]);
+        assert!(state.queue().is_empty());
+    }
+    // With tagged keys the key is tagged as a request tags it; an untagged name is
+    // refused before anything is sent, as every request refuses it.
+    let tagged = RwMutex::builder(conn.clone(), "orders")
+        .hash_tag_keys(true)
+        .build()
+        .unwrap();
+    let guard = tagged.write().key("7").await.unwrap();
+    assert_eq!(tagged.inspect("7").await.unwrap().holders(), [guard.id()]);
+    let untagged = RwMutex::new(conn.clone(), "orders");
+    assert!(matches!(
+        untagged.inspect("7").await,
+        Err(Error::InvalidOptions(_))
+    ));
 }

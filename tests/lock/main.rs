@@ -11,6 +11,7 @@ mod downgrade;
 mod exclusion;
 mod exec;
 mod fair;
+mod inspect;
 mod intent;
 mod max_hold;
 mod notify;

@@ -72,3 +72,15 @@ fn permit_futures_are_send_and_static(sem: Semaphore<MultiplexedConnection>, per
     send(&permit.cancelled());
     send(&permit.unlock());
 }
+
+#[allow(dead_code, clippy::let_underscore_future)]
+fn inspect_futures_are_send(
+    mx: RwMutex<MultiplexedConnection>,
+    quorum: RwMutex<Quorum<ConnectionManager>>,
+    sem: Semaphore<ConnectionManager>,
+) {
+    send_sync::<redismutex::LockState>();
+    send(&mx.inspect("42"));
+    send(&quorum.inspect("42"));
+    send(&sem.inspect(""));
+}

@@ -22,10 +22,13 @@ use round::Answers;
 use super::direct::Direct;
 use super::Backend;
 use crate::error::Error;
+use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::observe::Meters;
 use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::exec::Executed;
+use crate::protocol::inspect::Form;
+use crate::protocol::keys::Keys;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::protocol::topology::Topology;
 use crate::spawner::Spawner;
@@ -268,6 +271,18 @@ where
              transaction, so a pipeline cannot run atomically with the lock's check; \
              fence the writes with the guard's fencing token instead",
             crate::error::Preview(call.keys.lock())
+        )))
+    }
+
+    /// Refused: an inspection reads one server in one step, and a quorum's nodes are
+    /// independent masters that may each hold another state (a node that missed a
+    /// release, one restarted empty), with no step that reads them all at once.
+    async fn inspect(&self, keys: &Keys, _form: Form) -> Result<LockState, Error> {
+        Err(Error::InvalidOptions(format!(
+            "inspect on lock key {}: an inspection reads one server in one step, and over \
+             a quorum the nodes are independent masters whose states may differ; inspect \
+             each node with a handle on its own connection",
+            crate::error::Preview(keys.lock())
         )))
     }
 

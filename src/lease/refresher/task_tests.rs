@@ -83,6 +83,14 @@ impl Backend for Scripted {
         Ok(Downgraded::from_reply(3))
     }
 
+    async fn inspect(
+        &self,
+        _: &crate::protocol::keys::Keys,
+        _: crate::protocol::inspect::Form,
+    ) -> Result<crate::LockState, Error> {
+        Err(Error::Timeout)
+    }
+
     fn hub(&self) -> Option<&Arc<Hub>> {
         None
     }

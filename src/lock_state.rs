@@ -1,0 +1,103 @@
+//! What [`RwMutex::inspect`](crate::RwMutex::inspect) and
+//! [`Semaphore::inspect`](crate::Semaphore::inspect) read: the state of one lock key.
+
+use std::time::Duration;
+
+use crate::mode::Mode;
+
+/// The state of one lock or semaphore key as Redis held it at one instant: who holds it,
+/// for how long, who waits, and the last fencing token. Made by
+/// [`RwMutex::inspect`](crate::RwMutex::inspect) and
+/// [`Semaphore::inspect`](crate::Semaphore::inspect), which read every field in one
+/// script, so the fields are one snapshot of the server, never a mix of two moments.
+///
+/// It is a report, not a lock: by the time it is read the state may have changed. To act
+/// on a lock, take it; to stop a stale holder's writes, fence them (see the
+/// [inspection guide](crate::guide::inspection)).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo(mx: redismutex::RwMutex<redis::aio::MultiplexedConnection>)
+/// # -> Result<(), redismutex::Error> {
+/// let state = mx.inspect("42").await?;
+/// match state.mode() {
+///     None => println!("free"),
+///     Some(mode) => println!(
+///         "{mode:?} held by {:?} for {:?} more",
+///         state.holders(),
+///         state.ttl()
+///     ),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockState {
+    pub(crate) mode: Option<Mode>,
+    pub(crate) holders: Vec<String>,
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) writer_waiting: bool,
+    pub(crate) last_fencing_token: Option<u64>,
+    pub(crate) queue: Vec<String>,
+}
+
+impl LockState {
+    /// How the key is held: `None` when it is free, `Some(Mode::Write)` when a writer
+    /// holds it (the lock key is a string), `Some(Mode::Read)` when readers hold it (a
+    /// set). A semaphore that at least one unexpired permit holds is `Some(Mode::Read)`:
+    /// its holders share it, as readers do; one whose every permit has run out is free.
+    pub fn mode(&self) -> Option<Mode> {
+        self.mode
+    }
+
+    /// The ids that hold the key: the writer's id, the readers' ids in sorted order, or
+    /// the ids of the unexpired permits, the first to run out first. Empty when the key
+    /// is free. These are the ids [`Guard::id`](crate::Guard::id) gives.
+    pub fn holders(&self) -> &[String] {
+        &self.holders
+    }
+
+    /// How long the lock key lives without a refresh: its PTTL, in whole milliseconds.
+    /// `None` when the key is free. A readers' set or a semaphore's sorted set lives as
+    /// long as its longest-lived holder: each acquire and refresh raises its PTTL, never
+    /// shortens it (a permit's own deadline is its score in the key).
+    pub fn ttl(&self) -> Option<Duration> {
+        self.ttl
+    }
+
+    /// Whether a writer waits with its lock intent set (the key `<lock key>:lock-intent`
+    /// exists), which keeps new readers out (see [`Builder::lock_intent`]).
+    ///
+    /// [`Builder::lock_intent`]: crate::Builder::lock_intent
+    pub fn writer_waiting(&self) -> bool {
+        self.writer_waiting
+    }
+
+    /// The last fencing token minted for the key, the value stored at
+    /// `<lock key>:fence`: the token of the last guard or permit acquired (a holder's
+    /// [`Guard::fencing_token`](crate::Guard::fencing_token) is at most this). `None`
+    /// when that key is absent: no acquisition within the fence retention.
+    pub fn last_fencing_token(&self) -> Option<u64> {
+        self.last_fencing_token
+    }
+
+    /// How many hold the key: [`holders`](Self::holders)`().len()`. For a semaphore, the
+    /// permits in use: the holders whose deadline is after the server's clock (`TIME`);
+    /// a permit whose deadline has passed counts for nothing, though its id stays in the
+    /// key until the next acquire removes it.
+    pub fn permits_in_use(&self) -> usize {
+        self.holders.len()
+    }
+
+    /// The fair queue (see [`Builder::fair`]), the next to be served first, each member as
+    /// stored: `"<kind>:<id>"`, with kind `w` for a writer, `r` for a reader and `p` for
+    /// a permit. Waiters whose deadline to attempt again has passed are left out, as the
+    /// next fair request drops them. Empty when the lock is not fair or nobody waits.
+    ///
+    /// [`Builder::fair`]: crate::Builder::fair
+    pub fn queue(&self) -> &[String] {
+        &self.queue
+    }
+}

@@ -1,0 +1,430 @@
+//! Inspection (`RwMutex::inspect`, `Semaphore::inspect`, `lua/inspect.lua`) on every
+//! state of a lock key: free, a writer, readers, a waiting writer's intent, a semaphore
+//! with an expired entry, a fair queue; the keys a request refuses refused alike with
+//! nothing changed; the key built as a request builds it; and the script writes nothing.
+
+use std::time::Duration;
+
+use crate::common::wrong_type::assert_wrong_type;
+use crate::common::{eventually, raw, RedisServer};
+use redis::aio::MultiplexedConnection;
+use redismutex::{Error, LockState, Mode, Quorum, RwMutex, Semaphore};
+
+type C = MultiplexedConnection;
+
+const TTL: Duration = Duration::from_secs(30);
+
+fn mutex(conn: &C, name: &str) -> RwMutex<C> {
+    RwMutex::builder(conn.clone(), name)
+        .ttl(TTL)
+        .build()
+        .unwrap()
+}
+
+fn semaphore(conn: &C, name: &str, permits: u32) -> Semaphore<C> {
+    Semaphore::builder(conn.clone(), name, permits)
+        .ttl(TTL)
+        .build()
+        .unwrap()
+}
+
+/// The server clock in milliseconds (`TIME`).
+async fn server_ms(conn: &C) -> i64 {
+    let (secs, micros): (i64, i64) = raw::cmd(conn, "TIME", &[]).await;
+    secs * 1000 + micros / 1000
+}
+
+/// The TTL is within (0, TTL].
+#[track_caller]
+fn assert_ttl_within(state: &LockState) {
+    let ttl = state.ttl().expect("a held key has a TTL");
+    assert!(ttl > Duration::ZERO && ttl <= TTL, "{ttl:?}");
+}
+
+/// Whether `a` and `b` are the same state, but for their TTLs, which run down between
+/// two reads.
+#[track_caller]
+fn assert_same_but_ttl(a: &LockState, b: &LockState) {
+    assert_eq!(a.mode(), b.mode());
+    assert_eq!(a.holders(), b.holders());
+    assert_eq!(a.writer_waiting(), b.writer_waiting());
+    assert_eq!(a.last_fencing_token(), b.last_fencing_token());
+    assert_eq!(a.queue(), b.queue());
+    assert_eq!(a.ttl().is_some(), b.ttl().is_some());
+}
+
+/// Everything stored on the server, key by key: its type, its value (`DUMP`) and whether
+/// it has a TTL; and the server's count of writes since the last save.
+async fn stored(conn: &C) -> (Vec<(String, String, Vec<u8>, bool)>, i64) {
+    let mut keys: Vec<String> = raw::cmd(conn, "KEYS", &["*"]).await;
+    keys.sort();
+    let mut all = Vec::new();
+    for key in keys {
+        let kind = raw::key_type(conn, &key).await;
+        let dump: Vec<u8> = raw::cmd(conn, "DUMP", &[&key]).await;
+        let expires = raw::pttl(conn, &key).await > 0;
+        all.push((key, kind, dump, expires));
+    }
+    let info: String = raw::cmd(conn, "INFO", &["persistence"]).await;
+    let dirty = info
+        .lines()
+        .find_map(|line| line.strip_prefix("rdb_changes_since_last_save:"))
+        .expect("INFO persistence gives rdb_changes_since_last_save")
+        .trim()
+        .parse()
+        .unwrap();
+    (all, dirty)
+}
+
+#[tokio::test]
+async fn a_free_lock_is_free_and_a_writer_is_its_id_its_ttl_and_its_token() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = mutex(&conn, "orders");
+
+    let free = mx.inspect("42").await.unwrap();
+    assert_eq!(free.mode(), None);
+    assert!(free.holders().is_empty() && free.queue().is_empty());
+    assert_eq!((free.ttl(), free.last_fencing_token()), (None, None));
+    assert_eq!((free.writer_waiting(), free.permits_in_use()), (false, 0));
+
+    let guard = mx.write().key("42").await.unwrap();
+    let held = mx.inspect("42").await.unwrap();
+    assert_eq!(held.mode(), Some(Mode::Write));
+    assert_eq!(held.holders(), [guard.id()]);
+    assert_eq!(held.permits_in_use(), 1);
+    assert_ttl_within(&held);
+    assert_eq!(held.last_fencing_token(), Some(guard.fencing_token()));
+    // Another key of the mutex, and the name itself, are other locks.
+    assert_eq!(mx.inspect("43").await.unwrap().mode(), None);
+    assert_eq!(mx.inspect("").await.unwrap().mode(), None);
+    // A clone, or another handle on another connection, sees the same.
+    let other = mutex(&server.conn().await, "orders");
+    assert_same_but_ttl(&other.inspect("42").await.unwrap(), &held);
+    guard.unlock().await.unwrap();
+
+    // Released: free, and the fence key keeps the last token.
+    let after = mx.inspect("42").await.unwrap();
+    assert_eq!((after.mode(), after.ttl()), (None, None));
+    assert!(after.holders().is_empty());
+    assert_eq!(after.last_fencing_token(), held.last_fencing_token());
+
+    // The name itself: `""` is the lock key `<name>`.
+    let whole = mx.write().await.unwrap();
+    let state = mx.inspect("").await.unwrap();
+    assert_eq!(state.holders(), [whole.id()]);
+    assert_eq!(state.last_fencing_token(), Some(whole.fencing_token()));
+}
+
+#[tokio::test]
+async fn readers_are_their_ids_sorted_and_the_token_is_the_last_readers() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = mutex(&conn, "feed");
+    let mut readers = Vec::new();
+    for _ in 0..4 {
+        readers.push(mx.read().await.unwrap());
+    }
+    let state = mx.inspect("").await.unwrap();
+    assert_eq!(state.mode(), Some(Mode::Read));
+    let mut ids: Vec<String> = readers.iter().map(|r| r.id().to_owned()).collect();
+    ids.sort();
+    assert_eq!(state.holders(), ids.as_slice());
+    assert_eq!(state.permits_in_use(), 4);
+    assert_ttl_within(&state);
+    let last = readers.last().unwrap().fencing_token();
+    assert_eq!(state.last_fencing_token(), Some(last));
+    assert!(!state.writer_waiting());
+}
+
+#[tokio::test]
+async fn a_writer_waiting_with_its_intent_is_seen_beside_the_readers_it_waits_for() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = RwMutex::builder(conn.clone(), "feed")
+        .ttl(TTL)
+        .lock_intent(true)
+        .build()
+        .unwrap();
+    let reader = mx.read().await.unwrap();
+    assert!(!mx.inspect("").await.unwrap().writer_waiting());
+    let writer = tokio::spawn({
+        let mx = mx.clone();
+        async move { mx.write().await }
+    });
+    assert!(
+        eventually(|| async { mx.inspect("").await.unwrap().writer_waiting() }).await,
+        "the waiting writer's intent is seen"
+    );
+    let state = mx.inspect("").await.unwrap();
+    assert_eq!(state.mode(), Some(Mode::Read));
+    assert_eq!(state.holders(), [reader.id()]);
+    assert!(raw::exists(&conn, "feed:lock-intent").await);
+
+    reader.unlock().await.unwrap();
+    let writer = writer.await.unwrap().unwrap();
+    let state = mx.inspect("").await.unwrap();
+    assert_eq!(state.holders(), [writer.id()]);
+    assert!(!state.writer_waiting(), "acquiring deleted the intent");
+}
+
+#[tokio::test]
+async fn a_semaphore_counts_its_unexpired_permits_and_leaves_the_expired_in_place() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let sem = semaphore(&conn, "exports", 3);
+    let first = sem.acquire().await.unwrap();
+    let second = sem.acquire().await.unwrap();
+    // A holder whose deadline has passed by the server's clock, still in the key.
+    let stale = "0123456789abcdef0123456789abcdef";
+    let past = (server_ms(&conn).await - 1000).to_string();
+    let _: i64 = raw::cmd(&conn, "ZADD", &["exports", &past, stale]).await;
+
+    let state = sem.inspect("").await.unwrap();
+    assert_eq!(state.mode(), Some(Mode::Read), "its holders share it");
+    assert_eq!(state.permits_in_use(), 2);
+    let mut ids = state.holders().to_vec();
+    ids.sort();
+    let mut held = vec![first.id().to_owned(), second.id().to_owned()];
+    held.sort();
+    assert_eq!(ids, held, "the expired entry is not counted");
+    assert_ttl_within(&state);
+    assert_eq!(state.last_fencing_token(), Some(second.fencing_token()));
+    let stored: i64 = raw::cmd(&conn, "ZCARD", &["exports"]).await;
+    assert_eq!(stored, 3, "inspection removed nothing");
+
+    // Every permit run out: free, though the key is there.
+    first.unlock().await.unwrap();
+    second.unlock().await.unwrap();
+    assert!(raw::exists(&conn, "exports").await);
+    let state = sem.inspect("").await.unwrap();
+    assert_eq!(
+        (state.mode(), state.ttl(), state.permits_in_use()),
+        (None, None, 0)
+    );
+}
+
+#[tokio::test]
+async fn a_fair_queue_is_its_waiters_in_order_without_those_past_their_deadline() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = RwMutex::builder(conn.clone(), "line")
+        .ttl(TTL)
+        .fair(true)
+        .build()
+        .unwrap();
+    let holder = mx.write().await.unwrap();
+    assert!(mx.inspect("").await.unwrap().queue().is_empty());
+    let mut waiters = Vec::new();
+    for (n, read) in [false, true, false].into_iter().enumerate() {
+        let mx = mx.clone();
+        waiters.push(tokio::spawn(async move {
+            if read {
+                mx.read().await
+            } else {
+                mx.write().await
+            }
+        }));
+        let queued = n + 1;
+        assert!(
+            eventually(|| async { mx_queue_len(&conn).await == queued }).await,
+            "waiter {queued} queued"
+        );
+    }
+    let state = mx.inspect("").await.unwrap();
+    let stored: Vec<String> = raw::cmd(&conn, "ZRANGE", &["line:queue", "0", "-1"]).await;
+    assert_eq!(state.queue(), stored.as_slice());
+    let kinds: Vec<&str> = state.queue().iter().map(|m| &m[..2]).collect();
+    assert_eq!(kinds, ["w:", "r:", "w:"], "in arrival order");
+    assert!(state.queue().iter().all(|m| m.len() == 34));
+    assert_eq!(state.holders(), [holder.id()]);
+    // A plain handle on the same lock sees the queue too.
+    assert_same_but_ttl(&mutex(&conn, "line").inspect("").await.unwrap(), &state);
+
+    // A waiter whose deadline has passed is left out, and stays stored.
+    let gone = "w:0123456789abcdef0123456789abcdef";
+    let past = (server_ms(&conn).await - 1000).to_string();
+    let _: i64 = raw::cmd(&conn, "ZADD", &["line:queue", "99", gone]).await;
+    let _: i64 = raw::cmd(&conn, "ZADD", &["line:queue-deadline", &past, gone]).await;
+    assert_eq!(mx.inspect("").await.unwrap().queue(), state.queue());
+    assert_eq!(mx_queue_len(&conn).await, 4);
+    for waiter in waiters {
+        waiter.abort();
+    }
+}
+
+async fn mx_queue_len(conn: &C) -> usize {
+    raw::cmd::<usize>(conn, "ZCARD", &["line:queue"]).await
+}
+
+#[tokio::test]
+async fn keys_a_request_refuses_are_refused_alike_and_left_as_they_were() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = mutex(&conn, "k");
+    let sem = semaphore(&conn, "k", 2);
+    let set = |args: &'static [&'static str]| {
+        let conn = conn.clone();
+        async move {
+            let _: redis::Value = raw::cmd(&conn, args[0], &args[1..]).await;
+        }
+    };
+    // A hash at the lock key, and at each key beside it.
+    for (key, setup) in [
+        ("k:a", &["HSET", "k:a", "f", "v"][..]),
+        (
+            "k:b:lock-intent",
+            &["HSET", "k:b:lock-intent", "f", "v"][..],
+        ),
+        ("k:c:fence", &["HSET", "k:c:fence", "f", "v"][..]),
+        ("k:d:queue", &["HSET", "k:d:queue", "f", "v"][..]),
+        (
+            "k:e:queue-deadline",
+            &["HSET", "k:e:queue-deadline", "f", "v"][..],
+        ),
+    ] {
+        set(setup).await;
+        let _: i64 = raw::cmd(&conn, "PEXPIRE", &[key, "60000"]).await;
+        let lock = key.split(':').nth(1).unwrap();
+        let before = stored(&conn).await;
+        assert_wrong_type(mx.inspect(lock).await, key, "hash");
+        assert_wrong_type(sem.inspect(lock).await, key, "hash");
+        assert_eq!(stored(&conn).await, before, "{key} left as it was");
+    }
+    // Each handle refuses the other's form.
+    set(&["ZADD", "k:sem", "1", "x"]).await;
+    set(&["SET", "k:str", "x", "PX", "60000"]).await;
+    set(&["SADD", "k:set", "x"]).await;
+    assert_wrong_type(mx.inspect("sem").await, "k:sem", "zset");
+    assert_wrong_type(sem.inspect("str").await, "k:str", "string");
+    assert_wrong_type(sem.inspect("set").await, "k:set", "set");
+    // A fence that is not a token.
+    set(&["SET", "k:f:fence", "abc", "PX", "60000"]).await;
+    assert_wrong_type(mx.inspect("f").await, "k:f:fence", "non-integer string");
+    assert_wrong_type(sem.inspect("f").await, "k:f:fence", "non-integer string");
+    assert_eq!(raw::get(&conn, "k:f:fence").await.as_deref(), Some("abc"));
+    // A lock key with no TTL (the sorted set and the set above have none either).
+    set(&["SET", "k:forever", "0123456789abcdef0123456789abcdef"]).await;
+    for result in [
+        mx.inspect("forever").await,
+        mx.inspect("set").await,
+        sem.inspect("sem").await,
+    ] {
+        assert!(
+            matches!(&result, Err(Error::NoExpiry { key }) if key.starts_with("k:")),
+            "{result:?}"
+        );
+    }
+    assert_eq!(
+        raw::pttl(&conn, "k:forever").await,
+        -1,
+        "left without a TTL"
+    );
+}
+
+#[tokio::test]
+async fn the_key_is_built_and_checked_as_a_request_builds_it() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let tagged = RwMutex::builder(conn.clone(), "orders")
+        .ttl(TTL)
+        .hash_tag_keys(true)
+        .build()
+        .unwrap();
+    let guard = tagged.write().key("42").await.unwrap();
+    assert_eq!(guard.key(), "orders:{42}");
+    assert_eq!(tagged.inspect("42").await.unwrap().holders(), [guard.id()]);
+    // The untagged name is another key: free.
+    assert_eq!(
+        mutex(&conn, "orders").inspect("42").await.unwrap().mode(),
+        None
+    );
+    // A key that defeats the tag tagging adds (its keys would cross slots).
+    assert!(matches!(
+        tagged.inspect("}x").await,
+        Err(Error::InvalidKey { key, .. }) if key == "orders:{}x}"
+    ));
+    for bad in ["a:fence", "b:lock-intent", "c:queue-deadline"] {
+        let result = mutex(&conn, "orders").inspect(bad).await;
+        assert!(
+            matches!(&result, Err(Error::InvalidKey { .. })),
+            "{bad}: {result:?}"
+        );
+    }
+    let long = "k".repeat(redismutex::MAX_KEY_BYTES);
+    assert!(matches!(
+        mutex(&conn, "orders").inspect(&long).await,
+        Err(Error::InvalidKey { .. })
+    ));
+    // Options every request refuses are refused alike.
+    let nameless = RwMutex::new(conn.clone(), "");
+    assert!(matches!(
+        nameless.inspect("42").await,
+        Err(Error::InvalidOptions(_))
+    ));
+}
+
+#[tokio::test]
+async fn over_a_quorum_inspection_is_refused_saying_why_and_sends_nothing() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let nodes = vec![conn.clone(), server.conn().await, server.conn().await];
+    let mx = RwMutex::new(Quorum::new(nodes).unwrap(), "orders");
+    let (evalsha, _) = raw::calls(&conn, "evalsha").await;
+    match mx.inspect("42").await {
+        Err(Error::InvalidOptions(message)) => {
+            assert!(message.contains("orders:42"), "{message}");
+            assert!(message.contains("quorum"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(raw::calls(&conn, "evalsha").await.0, evalsha);
+    assert_eq!(raw::calls(&conn, "eval").await.0, 0);
+}
+
+#[tokio::test]
+async fn the_script_writes_nothing_in_any_state() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let id = "0123456789abcdef0123456789abcdef";
+    let waiter = "r:fedcba9876543210fedcba9876543210";
+    let gone = "w:00000000000000000000000000000000";
+    let now = server_ms(&conn).await;
+    let (future, past) = ((now + 60_000).to_string(), (now - 1000).to_string());
+    for args in [
+        &["SET", "w", id, "PX", "60000"][..],
+        &["SET", "w:lock-intent", id, "PX", "60000"][..],
+        &["SET", "w:fence", "17", "PX", "60000"][..],
+        &["ZADD", "w:queue", "1", waiter, "2", gone][..],
+        &["PEXPIRE", "w:queue", "60000"][..],
+        &["ZADD", "w:queue-deadline", &future, waiter, &past, gone][..],
+        &["PEXPIRE", "w:queue-deadline", "60000"][..],
+        &["SADD", "r", id][..],
+        &["PEXPIRE", "r", "60000"][..],
+        &["ZADD", "s", &future, id, &past, "expired"][..],
+        &["PEXPIRE", "s", "60000"][..],
+    ] {
+        let _: redis::Value = raw::cmd(&conn, args[0], &args[1..]).await;
+    }
+    let mx = mutex(&conn, "w");
+    let before = stored(&conn).await;
+    let writer = mx.inspect("").await.unwrap();
+    assert_eq!(writer.holders(), [id]);
+    assert!(writer.writer_waiting());
+    assert_eq!(writer.last_fencing_token(), Some(17));
+    assert_eq!(writer.queue(), [waiter]);
+    let readers = mutex(&conn, "r").inspect("").await.unwrap();
+    assert_eq!(
+        (readers.mode(), readers.holders()),
+        (Some(Mode::Read), &[id.to_owned()][..])
+    );
+    let permits = semaphore(&conn, "s", 1).inspect("").await.unwrap();
+    assert_eq!(permits.holders(), [id]);
+    for name in ["w", "r", "free"] {
+        mutex(&conn, name).inspect("").await.unwrap();
+    }
+    semaphore(&conn, "s", 1).inspect("").await.unwrap();
+    let (keys, dirty) = stored(&conn).await;
+    assert_eq!(keys, before.0, "every key, value and TTL as it was");
+    assert_eq!(dirty, before.1, "the server counted no write");
+}
