@@ -21,7 +21,7 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 9] = [
+pub(crate) const SCRIPT_FILES: [&str; 10] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
@@ -31,6 +31,7 @@ pub(crate) const SCRIPT_FILES: [&str; 9] = [
     "downgrade.lua",
     "fence.lua",
     "exec.lua",
+    "force_unlock.lua",
 ];
 /// The functions every script uses (the server clock, raising a PTTL); sent before each
 /// script, as one script. Small, since every call of every script defines them.
@@ -121,10 +122,11 @@ pub(crate) struct Scripts {
     pub(crate) downgrade: Lua,
     pub(crate) fence: Lua,
     pub(crate) exec: Lua,
+    pub(crate) force_unlock: Lua,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec] =
+    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, force_unlock] =
         SCRIPT_FILES.map(load);
     Scripts {
         lock,
@@ -136,6 +138,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         downgrade,
         fence,
         exec,
+        force_unlock,
     }
 });
 
@@ -196,6 +199,7 @@ mod tests {
             &SCRIPTS.downgrade,
             &SCRIPTS.fence,
             &SCRIPTS.exec,
+            &SCRIPTS.force_unlock,
         ] {
             assert_eq!(script.sha.len(), 40);
         }
@@ -227,6 +231,8 @@ mod tests {
         assert!(SCRIPTS.refresh.code.starts_with("-- base.lua:"));
         assert!(SCRIPTS.lock.code.contains("\n-- shared.lua:"));
         assert!(!SCRIPTS.unlock.code.contains("-- shared.lua:"));
+        assert!(SCRIPTS.force_unlock.code.starts_with("-- base.lua:"));
+        assert!(!SCRIPTS.force_unlock.code.contains("-- shared.lua:"));
     }
 
     /// The names of the functions shared.lua defines, as calls: `name(`.

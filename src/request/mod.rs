@@ -27,7 +27,7 @@ use crate::guard::Guard;
 use crate::mode::Kind;
 use crate::observe::Outcome;
 use crate::protocol::id::Id;
-use crate::protocol::keys::{check_key, check_slot, lock_key, Keys};
+use crate::protocol::keys::lock_key;
 use crate::shared::{CheckedRequest, Shared};
 
 /// The future of an [`Acquire`]: a [`Guard`], or with `G` = [`Permit`](crate::Permit) a
@@ -125,20 +125,7 @@ impl<C> Request<C> {
         {
             return Err(Error::Cancelled);
         }
-        let one_slot = settings.on_cluster() || settings.hash_tag_keys;
-        let keys = Keys::of_request(
-            &settings.name,
-            self.key.as_deref(),
-            settings.hash_tag_keys,
-            settings.fair,
-            |lock| {
-                check_key(lock)?;
-                if one_slot {
-                    check_slot(lock)?;
-                }
-                Ok(())
-            },
-        )?;
+        let keys = settings.keys_of(self.key.as_deref())?;
         let id = Id::new();
         span.record("key", keys.lock());
         span.record("id", id.as_str());

@@ -47,11 +47,22 @@ pub(crate) trait AnyRefresher: Send + Sync {
     /// Takes the lock `request` asks for under a fresh id, through the backend, and makes
     /// its guard. `Ok(None)` only with [`Patience::Once`].
     fn acquire<'a>(self: Arc<Self>, request: CheckedRequest<'a>) -> Acquiring<'a>;
+
+    /// Removes every holder of `call`'s lock through the backend and wakes this
+    /// process's waiters on it (see `shared/force.rs`): true when something was held.
+    fn force_unlock(self: Arc<Self>, call: Call) -> Forcing;
 }
+
+/// The boxed future of [`AnyRefresher::force_unlock`].
+pub(crate) type Forcing = Pin<Box<dyn Future<Output = Result<bool, Error>> + Send>>;
 
 impl<B: Backend> AnyRefresher for Refresher<B> {
     fn acquire<'a>(self: Arc<Self>, request: CheckedRequest<'a>) -> Acquiring<'a> {
         Box::pin(acquire_on(self, request))
+    }
+
+    fn force_unlock(self: Arc<Self>, call: Call) -> Forcing {
+        Box::pin(super::force::force_on(Arc::clone(self.backend()), call))
     }
 }
 

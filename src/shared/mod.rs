@@ -3,6 +3,7 @@
 
 mod any_refresher;
 mod deployment;
+mod force;
 
 use std::fmt;
 use std::sync::Arc;
