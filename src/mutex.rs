@@ -166,6 +166,38 @@ impl<C> RwMutex<C> {
         Request::new(Arc::clone(&self.shared), kind)
     }
 
+    /// Releases the lock `key` by force, whoever holds it: the writer or every reader
+    /// (an operator clearing a lock a crashed deploy left behind). `key` is what
+    /// [`Acquire::key`] takes, `""` for the mutex name itself; the lock key is formed as
+    /// a request forms it (with [`Builder::hash_tag_keys`] too). `Ok(true)` when
+    /// something was held, `Ok(false)` when the lock was free. Waiters here and elsewhere
+    /// are told at once; the fencing counter is kept, so the next holder's token is
+    /// larger than every earlier one.
+    ///
+    /// This breaks mutual exclusion while the holder still runs: it learns of the loss at
+    /// its next renewal at the latest (up to ttl/2 later), when its token fires
+    /// [`CancelReason::Lost`](crate::CancelReason::Lost); a
+    /// [`Guard::exec`](crate::Guard::exec) of it is refused at once. See
+    /// [Forced release](crate::guide::refresh#forced-release).
+    ///
+    /// Over a [`Quorum`](crate::Quorum), every node is cleared; `Ok(true)` when any node
+    /// that answered had something held. A live holder there takes the lock back at its
+    /// next renewal (which retakes nodes that lost it, as after a restart) unless another
+    /// holder took it on a majority first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidKey`](crate::Error::InvalidKey) and
+    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions) as for a request, before
+    /// anything is sent; [`Error::WrongType`](crate::Error::WrongType) when the lock key
+    /// holds another type, and [`Error::NoExpiry`](crate::Error::NoExpiry) when it has
+    /// no TTL (no request of the crate leaves one), both left untouched;
+    /// [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a majority of a
+    /// quorum's nodes answered (those that did were cleared); a Redis error.
+    pub async fn force_unlock(&self, key: &str) -> Result<bool, crate::Error> {
+        self.shared.force_unlock(key).await
+    }
+
     /// The connection the mutex was made with, for the work the lock protects.
     pub fn connection(&self) -> &C {
         &self.shared.conn

@@ -133,6 +133,25 @@ impl<C> Semaphore<C> {
         self.shared.inspect(key, Form::Semaphore).await
     }
 
+    /// Returns every permit of `key` by force, whoever holds them (an operator clearing
+    /// permits a crashed deploy left behind). `key` is what [`Acquire::key`] takes, `""`
+    /// for the semaphore name itself. `Ok(true)` when a permit was held (its deadline
+    /// not yet passed by the server's clock), `Ok(false)` otherwise. Waiters here and
+    /// elsewhere are told at once; the fencing counter is kept.
+    ///
+    /// The holders still running learn of it at their next renewal at the latest (up to
+    /// ttl/2 later), when their tokens fire
+    /// [`CancelReason::Lost`](crate::CancelReason::Lost); their
+    /// [`Permit::exec`](crate::Permit::exec) is refused at once. See
+    /// [Forced release](crate::guide::refresh#forced-release).
+    ///
+    /// # Errors
+    ///
+    /// As [`RwMutex::force_unlock`](crate::RwMutex::force_unlock).
+    pub async fn force_unlock(&self, key: &str) -> Result<bool, crate::Error> {
+        self.shared.force_unlock(key).await
+    }
+
     fn request(&self) -> Request<C> {
         // A count of 0 is refused by every request (`Settings::check`).
         let permits = self.shared.settings.permits.unwrap_or_default();

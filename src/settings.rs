@@ -7,7 +7,7 @@ use tokio_util::task::TaskTracker;
 use crate::error::{Error, Preview};
 use crate::notify::Notifier;
 use crate::protocol::acks::Acks;
-use crate::protocol::keys::{check_key, check_slot, lock_key};
+use crate::protocol::keys::{check_key, check_slot, lock_key, Keys};
 use crate::protocol::topology::Topology;
 
 /// The lock TTL when none is set: 4 s, as in the Go package.
@@ -301,6 +301,20 @@ impl Settings {
     /// The fence retention in whole milliseconds, rounded down: the `PX` of the fence key.
     pub(crate) fn fence_ms(&self) -> u64 {
         u64::try_from(self.fence_retention.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The keys of the lock a request for `key` (or none) takes, once its lock key is
+    /// checked ([`check_key`], and [`check_slot`] on a cluster or with hash-tagged keys):
+    /// [`Error::InvalidKey`] before anything is sent.
+    pub(crate) fn keys_of(&self, key: Option<&str>, fair: bool) -> Result<Keys, Error> {
+        let one_slot = self.on_cluster() || self.hash_tag_keys;
+        Keys::of_request(&self.name, key, self.hash_tag_keys, fair, |lock| {
+            check_key(lock)?;
+            if one_slot {
+                check_slot(lock)?;
+            }
+            Ok(())
+        })
     }
 }
 

@@ -17,6 +17,7 @@ use crate::protocol::acks::{Acked, Acks};
 use crate::protocol::calls::{self, AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::command_keys::CommandKeys;
 use crate::protocol::exec::{Executed, Guarded};
+use crate::protocol::force;
 use crate::protocol::inspect::{self, Form};
 use crate::protocol::keys::{hash_tag, Keys};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
@@ -150,6 +151,12 @@ where
 
     async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
         calls::downgrade(&mut self.conn.clone(), call, self.topology).await
+    }
+
+    /// One `force_unlock.lua`; never waits for replicas (the release of a lock is not
+    /// acknowledged either).
+    async fn force_unlock(&self, call: &Call) -> Result<Unlocked, Error> {
+        force::force_unlock(&mut self.conn.clone(), call, self.topology).await
     }
 
     /// Finds the keys of `pipe`'s commands (on a cluster, all in the lock key's slot, or

@@ -125,6 +125,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Turns the id's write lock into a read lock in one step.
     fn downgrade(&self, call: &Call) -> impl Future<Output = Result<Downgraded, Error>> + Send;
 
+    /// Removes every holder of `call`'s lock key, whoever they are, in one step
+    /// (`lua/force_unlock.lua`), keeping the fence key, the lock intent and the fair
+    /// queue, and publishes `call`'s id (drawn for this call, naming no holder) on the
+    /// release channel: `held` when something was held (on a backend over several
+    /// nodes, on any node that answered), `published` when waiters were told.
+    fn force_unlock(&self, call: &Call) -> impl Future<Output = Result<Unlocked, Error>> + Send;
+
     /// Where this process's waiters wait for releases, when the mutex has a notifier.
     fn hub(&self) -> Option<&Arc<Hub>>;
 

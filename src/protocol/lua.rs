@@ -21,7 +21,7 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 10] = [
+pub(crate) const SCRIPT_FILES: [&str; 11] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
@@ -32,6 +32,7 @@ pub(crate) const SCRIPT_FILES: [&str; 10] = [
     "fence.lua",
     "exec.lua",
     "inspect.lua",
+    "force_unlock.lua",
 ];
 /// The functions every script uses (the server clock, raising a PTTL); sent before each
 /// script, as one script. Small, since every call of every script defines them.
@@ -123,10 +124,11 @@ pub(crate) struct Scripts {
     pub(crate) fence: Lua,
     pub(crate) exec: Lua,
     pub(crate) inspect: Lua,
+    pub(crate) force_unlock: Lua,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect] =
+    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock] =
         SCRIPT_FILES.map(load);
     Scripts {
         lock,
@@ -139,6 +141,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         fence,
         exec,
         inspect,
+        force_unlock,
     }
 });
 
@@ -200,6 +203,7 @@ mod tests {
             &SCRIPTS.fence,
             &SCRIPTS.exec,
             &SCRIPTS.inspect,
+            &SCRIPTS.force_unlock,
         ] {
             assert_eq!(script.sha.len(), 40);
         }
@@ -231,6 +235,8 @@ mod tests {
         assert!(SCRIPTS.refresh.code.starts_with("-- base.lua:"));
         assert!(SCRIPTS.lock.code.contains("\n-- shared.lua:"));
         assert!(!SCRIPTS.unlock.code.contains("-- shared.lua:"));
+        assert!(SCRIPTS.force_unlock.code.starts_with("-- base.lua:"));
+        assert!(!SCRIPTS.force_unlock.code.contains("-- shared.lua:"));
     }
 
     #[test]

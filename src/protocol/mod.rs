@@ -8,6 +8,7 @@ pub(crate) mod command_keys;
 pub(crate) mod exec;
 pub(crate) mod fast;
 pub(crate) mod fences;
+pub(crate) mod force;
 pub(crate) mod id;
 pub(crate) mod inspect;
 pub(crate) mod keys;

@@ -125,7 +125,7 @@ impl<C> Request<C> {
         {
             return Err(Error::Cancelled);
         }
-        let keys = shared.lock_keys(self.key.as_deref(), settings.fair)?;
+        let keys = settings.keys_of(self.key.as_deref(), settings.fair)?;
         let id = Id::new();
         span.record("key", keys.lock());
         span.record("id", id.as_str());

@@ -56,7 +56,13 @@ pub(crate) trait AnyRefresher: Send + Sync {
 
     /// Reads the state of the lock at `keys` through the backend ([`Backend::inspect`]).
     fn inspect<'a>(&'a self, keys: &'a Keys, form: Form) -> Inspecting<'a>;
+    /// Removes every holder of `call`'s lock through the backend and wakes this
+    /// process's waiters on it (see `shared/force.rs`): true when something was held.
+    fn force_unlock(self: Arc<Self>, call: Call) -> Forcing;
 }
+
+/// The boxed future of [`AnyRefresher::force_unlock`].
+pub(crate) type Forcing = Pin<Box<dyn Future<Output = Result<bool, Error>> + Send>>;
 
 impl<B: Backend> AnyRefresher for Refresher<B> {
     fn acquire<'a>(self: Arc<Self>, request: CheckedRequest<'a>) -> Acquiring<'a> {
@@ -65,6 +71,10 @@ impl<B: Backend> AnyRefresher for Refresher<B> {
 
     fn inspect<'a>(&'a self, keys: &'a Keys, form: Form) -> Inspecting<'a> {
         Box::pin(self.backend().inspect(keys, form))
+    }
+
+    fn force_unlock(self: Arc<Self>, call: Call) -> Forcing {
+        Box::pin(super::force::force_on(Arc::clone(self.backend()), call))
     }
 }
 

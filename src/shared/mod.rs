@@ -3,6 +3,7 @@
 
 mod any_refresher;
 mod deployment;
+mod force;
 mod inspect;
 
 use std::fmt;

@@ -1,8 +1,9 @@
 //! The mutex on a real Redis Cluster (3 masters, 3 replicas) that each test starts:
 //! naming rules checked before anything is sent, locks spread over every master with
 //! exclusion, shared reads and intent, no lost updates across connections, `SCRIPT
-//! FLUSH` under held guards, sharded release notification, clock-floored tokens, a
-//! Go-protocol peer sharing a tagged lock, and inspection on the master of each slot.
+//! FLUSH` under held guards, sharded release notification (of a forced release too),
+//! clock-floored tokens, a Go-protocol peer sharing a tagged lock, and inspection on the
+//! master of each slot.
 #![cfg(feature = "cluster")]
 
 use std::collections::BTreeSet;
@@ -689,4 +690,44 @@ async fn inspection_reads_each_lock_on_the_master_of_its_slot() {
         untagged.inspect("7").await,
         Err(Error::InvalidOptions(_))
     ));
+}
+
+/// Forced release on a cluster: the script runs on the master of the lock key's slot
+/// (a hash-tagged key), and its `SPUBLISH` wakes a waiter (TTL 30 s: its fallback timer would be far later)
+/// from another connection.
+#[tokio::test]
+async fn a_forced_release_on_a_cluster_wakes_a_waiter_by_its_sharded_message() {
+    let cluster = Cluster::start();
+    let notifier = Notifier::cluster(cluster.client());
+    let ttl = Duration::from_secs(30);
+    let plain = RwMutex::builder(cluster.conn().await, "forced")
+        .ttl(ttl)
+        .hash_tag_keys(true)
+        .build()
+        .unwrap();
+    let notified = RwMutex::builder(cluster.conn().await, "forced")
+        .ttl(ttl)
+        .hash_tag_keys(true)
+        .notifier(notifier)
+        .build()
+        .unwrap();
+    let holder = plain.write().key("42").await.unwrap();
+    assert_eq!(holder.key(), "forced:{42}");
+    let waiter = {
+        let notified = notified.clone();
+        tokio::spawn(async move { notified.write().key("42").await })
+    };
+    // Let the waiter subscribe and sleep on the channel (a release before that is found
+    // by its attempt once subscribed).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiter.is_finished());
+    assert!(plain.force_unlock("42").await.unwrap());
+    let guard = tokio::time::timeout(LIVENESS, waiter)
+        .await
+        .expect("woken by the sharded release message")
+        .unwrap()
+        .unwrap();
+    assert!(guard.fencing_token() > holder.fencing_token());
+    guard.unlock().await.unwrap();
+    assert!(!plain.force_unlock("42").await.unwrap());
 }

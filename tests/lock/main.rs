@@ -1,6 +1,6 @@
 //! The lock on one `redis-server`: exclusion, waiting and the lock intent, release
-//! notifications, release, the refresher, downgrade, reentrancy, the semaphore and fair
-//! mode, random cancels, a server that goes away, and the `Send`/`Sync` promises. Each
+//! notifications, release, forced release, the refresher, downgrade, reentrancy, the
+//! semaphore and fair mode, random cancels, a server that goes away, and the `Send`/`Sync` promises. Each
 //! test starts its own server on a free loopback port (`tests/common/server.rs`).
 
 #[path = "../common/mod.rs"]
@@ -11,6 +11,7 @@ mod downgrade;
 mod exclusion;
 mod exec;
 mod fair;
+mod force_unlock;
 mod inspect;
 mod intent;
 mod max_hold;

@@ -598,3 +598,66 @@ async fn exec_runs_its_commands_only_for_the_id_holding_the_lock_in_every_form()
     );
     assert_eq!(raw::get(&conn, "data").await.as_deref(), Some("4"));
 }
+
+/// `force_unlock.lua` on `key`, publishing `ID_B` on its release channel.
+async fn force_unlock(conn: &MultiplexedConnection, key: &str) -> Value {
+    Script::new(sent!("force_unlock.lua"))
+        .key(key)
+        .arg(format!("{key}:released"))
+        .arg(ID_B)
+        .arg("0")
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn force_unlock_removes_every_holder_of_a_lock_and_refuses_every_other_key() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    // Per state of `set_state`: the reply, and whether the key is then gone.
+    let expected = [
+        (Value::Int(3), true), // a writer's string
+        (Value::Int(3), true), // another writer's string
+        (Value::Int(0), true), // free
+        (Value::Int(3), true), // a readers' set
+        (Value::Int(3), true), // another readers' set
+        (Value::Int(3), true), // a live permit
+        (Value::Int(3), true), // a run-out permit and a live one
+        (
+            Value::Array(vec![bulk("wrongtype"), bulk("k7"), bulk("hash")]),
+            false,
+        ),
+        (Value::Array(vec![bulk("noexpiry"), bulk("k8")]), false),
+    ];
+    for (n, (reply, gone)) in expected.into_iter().enumerate() {
+        let key = format!("k{n}");
+        set_state(&conn, &key, n).await;
+        for (suffix, value) in [("fence", "41"), ("lock-intent", ID_A)] {
+            let name = format!("{key}:{suffix}");
+            raw::cmd::<()>(&conn, "SET", &[&name, value, "PX", "60000"]).await;
+        }
+        let before = state(&conn, &key).await;
+        assert_eq!(force_unlock(&conn, &key).await, reply, "state {n}");
+        if gone {
+            assert!(!raw::exists(&conn, &key).await, "state {n}");
+        } else {
+            assert_eq!(state(&conn, &key).await, before, "state {n} untouched");
+        }
+        let fence = raw::get(&conn, &format!("{key}:fence")).await;
+        assert_eq!(fence.as_deref(), Some("41"), "state {n}: the fence is kept");
+        let intent = raw::get(&conn, &format!("{key}:lock-intent")).await;
+        assert_eq!(
+            intent.as_deref(),
+            Some(ID_A),
+            "state {n}: the intent is kept"
+        );
+    }
+
+    // A semaphore whose every permit ran out held nothing, and is cleared all the same.
+    let past = (server_now_ms(&conn).await - 1_000).to_string();
+    raw::cmd::<i64>(&conn, "ZADD", &["old", &past, ID_A]).await;
+    raw::cmd::<i64>(&conn, "PEXPIRE", &["old", "60000"]).await;
+    assert_eq!(force_unlock(&conn, "old").await, Value::Int(2));
+    assert!(!raw::exists(&conn, "old").await);
+}

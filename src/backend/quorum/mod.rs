@@ -6,6 +6,7 @@
 //! (`keep.rs`). Each node keeps the single-server key layout.
 
 mod attempt;
+mod force;
 mod keep;
 mod round;
 
@@ -261,6 +262,10 @@ where
 
     async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
         self.downgrade_all(call).await
+    }
+
+    async fn force_unlock(&self, call: &Call) -> Result<Unlocked, Error> {
+        self.force_unlock_all(call).await
     }
 
     /// Refused: the nodes are independent masters, which share no transaction, so no

@@ -6,15 +6,17 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-/// Run a program under a distributed read-write lock on Redis, or see who holds one.
+/// Run a program under a distributed read-write lock on Redis, see who holds one, or
+/// release one by force.
 /// Speaks the protocol of the redismutex crate and of the Go package redismutex.
 #[derive(Debug, Parser)]
 #[command(name = "redismutex", version)]
 pub(crate) struct Cli {
     /// The Redis server: `redis://[user:password@]host[:port][/db]`, or `rediss://` for
     /// TLS. Give it N >= 2 times, one independent master each, for quorum mode: `lock`
-    /// holds the lock while a majority (N/2 + 1) of the nodes holds it, and `status`
-    /// shows every node's view and whether a majority agrees.
+    /// holds the lock while a majority (N/2 + 1) of the nodes holds it, `status`
+    /// shows every node's view and whether a majority agrees, and `unlock --force`
+    /// clears every node.
     #[arg(
         long = "url",
         value_name = "URL",
@@ -48,6 +50,7 @@ impl Cli {
         let after = match &cli.command {
             Command::Lock(args) => &args.urls.urls,
             Command::Status(args) => &args.urls.urls,
+            Command::Unlock(args) => &args.urls.urls,
         };
         let urls = match (before_given, after.is_empty()) {
             (_, true) => cli.urls.clone(),
@@ -78,6 +81,19 @@ pub(crate) enum Command {
     /// token. With several --url, each node's view side by side and whether a majority
     /// of the nodes holds the lock the same way. Reads only.
     Status(StatusArgs),
+    /// Release the lock or semaphore NAME by force, whoever holds it (--force is
+    /// required): the writer, every reader, every permit. For an operator clearing what a
+    /// crashed run left behind: a holder that is still alive keeps running until its next
+    /// refresh (up to ttl/2) finds the lock gone. Waiters are woken at once; the fencing
+    /// counter, a waiting writer's intent and the fair queue are kept. With several
+    /// --url, every node is cleared.
+    #[command(
+        after_help = "Exit codes: 0 something was held and is released; 1 nothing was \
+        held (the lock was free); 69 a Redis error (a key that is not a lock, or one with \
+        no TTL, is left untouched; with several --url: fewer than a majority of the \
+        nodes answering); 2 bad arguments, a bad key, or no --force."
+    )]
+    Unlock(UnlockArgs),
 }
 
 #[derive(Debug, Args)]
@@ -132,6 +148,28 @@ pub(crate) struct StatusArgs {
     pub(crate) permits: Option<u32>,
     #[command(flatten)]
     pub(crate) urls: Urls,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UnlockArgs {
+    /// The lock's name (the mutex or semaphore name).
+    pub(crate) name: String,
+    /// Release `<NAME>:<KEY>` instead of `<NAME>`.
+    #[arg(long)]
+    pub(crate) key: Option<String>,
+    /// Release the lock whoever holds it. Required: a process releases its own lock when
+    /// its `lock` run ends; there is no other release from the command line.
+    #[arg(long)]
+    pub(crate) force: bool,
+    #[command(flatten)]
+    pub(crate) urls: Urls,
+}
+
+impl UnlockArgs {
+    /// The lock key, as the mutex forms it.
+    pub(crate) fn lock_key(&self) -> String {
+        lock_key(&self.name, self.key.as_deref())
+    }
 }
 
 impl LockArgs {

@@ -3,6 +3,8 @@
 /// `lock --no-wait` found the lock busy (`EX_TEMPFAIL`; `--conflict-exit-code`
 /// changes it, as `flock -E` does).
 pub(crate) const BUSY: u8 = 75;
+/// `unlock --force` found nothing held: the lock was free (as `grep` finding nothing).
+pub(crate) const NOT_HELD: u8 = 1;
 /// `lock --timeout` ran out before the lock was acquired (as `timeout(1)`).
 pub(crate) const TIMEOUT: u8 = 124;
 /// A Redis error: the server unreachable, refused, or a key that is not a lock

@@ -1,6 +1,6 @@
 //! `redismutex lock`: take the lock, run the command under it, release it.
 
-mod link;
+pub(crate) mod link;
 mod mutex;
 
 pub(crate) use mutex::settle;

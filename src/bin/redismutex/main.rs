@@ -1,4 +1,5 @@
-//! `redismutex`: run a program under a distributed lock on Redis, or see who holds one.
+//! `redismutex`: run a program under a distributed lock on Redis, see who holds one, or
+//! release one by force.
 //!
 //! Speaks the crate's lock protocol (and so the Go package's): see the
 //! [command line guide](redismutex::guide::command_line) for the commands, their options
@@ -9,6 +10,7 @@ mod exit;
 mod lock;
 mod nodes;
 mod status;
+mod unlock;
 
 use std::process::ExitCode;
 
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
                 code
             }
             Command::Status(status) => status::run(&urls, status).await,
+            Command::Unlock(unlock) => unlock::run(&urls, unlock).await,
         }
     });
     // A child that ignored our signals may still be running: do not wait for the

@@ -1,0 +1,64 @@
+-- force_unlock.lua: remove every holder of a lock at once, whoever they are (an
+-- operator's forced release, RwMutex::force_unlock and Semaphore::force_unlock), and tell
+-- waiters that the lock may now be taken.
+--
+-- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids; or a
+--          semaphore key, a sorted set of permit ids scored by their deadline (server ms)
+-- ARGV[1]  release channel: "<lock key>:released"
+-- ARGV[2]  the message published on ARGV[1]: an id of 32 lowercase hex characters, drawn
+--          for this call (it names no holder: waiters only look again)
+-- ARGV[3]  "1" to publish with SPUBLISH (Redis Cluster's sharded pub/sub: the channel
+--          carries the lock key's hash tag, so it is in the lock key's slot); anything
+--          else, or absent, with PUBLISH
+--
+-- Sent after base.lua, as one script.
+--
+-- Only KEYS[1] is touched: the fence key "<lock key>:fence" is kept, so the next token
+-- is still larger than every earlier one; the lock-intent key and the fair queue belong
+-- to waiters and are left as they are.
+--
+-- Replies:
+--   an integer, the sum of
+--     1  something was held: KEYS[1] was a writer's string, a readers' set, or a sorted
+--        set with at least one entry whose deadline is after the server TIME.
+--     2  KEYS[1] was deleted (a sorted set whose entries had all run out too) and
+--        ARGV[2] was published on ARGV[1] (not added when the publish failed: the
+--        release stands, waiters find out by their timers).
+--   0                         KEYS[1] does not exist: nothing was changed.
+--   {"wrongtype", key, type}  KEYS[1] holds a type this protocol does not use (neither a
+--                             string, a set nor a sorted set); nothing was changed.
+--   {"noexpiry", key}         KEYS[1] exists with no TTL: no request of the crate left it
+--                             (each sets a TTL), so it is not one of its locks; nothing
+--                             was changed.
+--
+-- Every check comes before the first write, so an error (OOM, READONLY) changes nothing.
+
+local lock_type = redis.call('TYPE', KEYS[1])['ok']
+if lock_type == 'none' then
+    return 0
+end
+if lock_type ~= 'string' and lock_type ~= 'set' and lock_type ~= 'zset' then
+    return {'wrongtype', KEYS[1], lock_type}
+end
+if redis.call('PTTL', KEYS[1]) == -1 then
+    return {'noexpiry', KEYS[1]}
+end
+
+-- A writer's string and a readers' set are held while they exist; a semaphore while one
+-- of its permits has a deadline after the server's clock.
+local held = 1
+if lock_type == 'zset' then
+    local live = redis.call('ZCOUNT', KEYS[1], '(' .. now_ms(), '+inf')
+    if live == 0 then
+        held = 0
+    end
+end
+redis.call('DEL', KEYS[1])
+
+-- Publishing only helps waiters: a failure (no ACL right on the channel, or SPUBLISH on a
+-- server older than Redis 7.0) must not turn a release that happened into an error.
+local published = redis.pcall(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[1], ARGV[2])
+if type(published) == 'number' then
+    return held + 2
+end
+return held

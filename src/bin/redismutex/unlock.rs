@@ -1,0 +1,74 @@
+//! `redismutex unlock --force`: release a lock or a semaphore by force, whoever holds it
+//! (`RwMutex::force_unlock`), on one server or on every node of a quorum.
+
+use redismutex::{Error, Quorum, RwMutex};
+
+use crate::args::UnlockArgs;
+use crate::exit;
+use crate::lock::link::Link;
+use crate::nodes::Nodes;
+
+/// Runs `unlock`; gives the exit code: 0 released, [`exit::NOT_HELD`] when nothing was
+/// held, [`exit::USAGE`] without `--force` or for a bad key, [`exit::REDIS`] for a Redis
+/// error.
+pub(crate) async fn run(urls: &[String], args: UnlockArgs) -> u8 {
+    let key = args.lock_key();
+    if !args.force {
+        eprintln!(
+            "redismutex: unlock releases lock key {key:?} whoever holds it, which breaks \
+             mutual exclusion if its holder is still running; pass --force to do it (a \
+             `redismutex lock` run releases its own lock when it ends)"
+        );
+        return exit::USAGE;
+    }
+    let nodes = match Nodes::open(urls, &key) {
+        Ok(nodes) => nodes,
+        Err(code) => return code,
+    };
+    let key_arg = args.key.as_deref().unwrap_or_default();
+    let conns = nodes.connect().await;
+    let (servers, forced) = if let [node] = nodes.list() {
+        let conn = match conns.into_iter().next() {
+            Some(Ok(conn)) => conn,
+            Some(Err(err)) => return exit::redis_error(&node.url, &key, &err),
+            None => return exit::REDIS,
+        };
+        let mx = RwMutex::new(conn, args.name.clone());
+        (node.server(), mx.force_unlock(key_arg).await)
+    } else {
+        let links = nodes
+            .list()
+            .iter()
+            .zip(conns)
+            .map(|(node, conn)| Link::new(node.client.clone(), conn.ok()));
+        let forced = match Quorum::new(links) {
+            Ok(quorum) => {
+                RwMutex::new(quorum, args.name.clone())
+                    .force_unlock(key_arg)
+                    .await
+            }
+            Err(err) => Err(err),
+        };
+        (nodes.name(), forced)
+    };
+    report(&servers, &key, forced)
+}
+
+/// Prints what the forced release did, and gives the exit code.
+fn report(servers: &str, key: &str, forced: Result<bool, Error>) -> u8 {
+    match forced {
+        Ok(true) => {
+            println!("{key}: released by force");
+            0
+        }
+        Ok(false) => {
+            println!("{key}: nothing was held");
+            exit::NOT_HELD
+        }
+        Err(err @ (Error::InvalidKey { .. } | Error::InvalidOptions(_))) => {
+            eprintln!("redismutex: {}", exit::message(&err));
+            exit::USAGE
+        }
+        Err(err) => exit::redis_error_at(servers, key, &err),
+    }
+}
