@@ -79,9 +79,14 @@
 //! ENTERED <us> <key> <token> <ok|overlap>
 //! WROTE <us> <key> <token> <left_us>                  (validity left when the write returned; < 0: after the deadline)
 //! FENCED <us> <key> <token> <accepted|rejected> <write|probe>
-//! EXEC <us> <key> <token> <begun_us> <accepted|refused|error> <read|write|probe>
+//! EXEC <us> <key> <token> <begun_us> <accepted|refused|error> <read|write|probe> <before> <after>
 //!                          (FW_EXEC; begun_us: when the exec call began; refused: NotHeld;
-//!                           an error is printed as ERROR too)
+//!                           an error is printed as ERROR too; before, after: the guard's
+//!                           cancel reason (Lost, Expired, ...) when the call began and
+//!                           when it returned, `-` for none: a refusal with `-` before and
+//!                           `Lost` after is the server's, the script found the lock key
+//!                           not held; one the guard made before sending has `Expired`,
+//!                           or whatever had fired before)
 //! READ <us> <key> <token>
 //! RELEASED <us> <key> <token> held=<bool>
 //! ERROR <us> <text>
@@ -500,14 +505,10 @@ impl<C: Send + Sync + 'static> Worker<C> {
 async fn data_read(guard: &Guard) -> Option<i64> {
     let mut pipe = redis::pipe();
     pipe.get(format!("{}:data", guard.key()));
-    let begun = now_us();
+    let (begun, before) = (now_us(), reason(guard));
     let read = guard.exec::<(Option<i64>,)>(&pipe).await;
-    exec_event(
-        guard,
-        begun,
-        "read",
-        read.map(|(value,)| value.unwrap_or(0)),
-    )
+    let read = read.map(|(value,)| value.unwrap_or(0));
+    exec_event(guard, (begun, &before), "read", read)
 }
 
 /// `FW_EXEC`: sets the data counter of `guard`'s key to `seen + 1` through `guard.exec`,
@@ -515,26 +516,39 @@ async fn data_read(guard: &Guard) -> Option<i64> {
 async fn data_write(guard: &Guard, seen: i64, what: &str) {
     let mut pipe = redis::pipe();
     pipe.set(format!("{}:data", guard.key()), seen + 1).ignore();
-    let begun = now_us();
+    let (begun, before) = (now_us(), reason(guard));
     let written = guard.exec::<()>(&pipe).await;
-    exec_event(guard, begun, what, written);
+    exec_event(guard, (begun, &before), what, written);
 }
 
-/// Prints the `EXEC` event of an exec begun at `begun` (µs): accepted, refused
-/// (`NotHeld`) or an error (also printed as `ERROR`); the value if accepted.
-fn exec_event<T>(guard: &Guard, begun: u64, what: &str, result: Result<T, Error>) -> Option<T> {
-    let (key, token) = (guard.key(), guard.fencing_token());
+/// `guard`'s cancel reason (`Lost`, `Expired`, ...), `-` while it has none.
+fn reason(guard: &Guard) -> String {
+    guard
+        .cancel_reason()
+        .map_or("-".to_string(), |reason| format!("{reason:?}"))
+}
+
+/// Prints the `EXEC` event of an exec begun at `begun` (µs) with the guard's cancel
+/// reason `before` it: accepted, refused (`NotHeld`) or an error (also printed as
+/// `ERROR`), and the guard's cancel reason now; the value if accepted.
+fn exec_event<T>(
+    guard: &Guard,
+    (begun, before): (u64, &str),
+    what: &str,
+    result: Result<T, Error>,
+) -> Option<T> {
+    let (key, token, after) = (guard.key(), guard.fencing_token(), reason(guard));
     match result {
         Ok(value) => {
-            event!("EXEC", key, token, begun, "accepted", what);
+            event!("EXEC", key, token, begun, "accepted", what, before, after);
             Some(value)
         }
         Err(Error::NotHeld { .. }) => {
-            event!("EXEC", key, token, begun, "refused", what);
+            event!("EXEC", key, token, begun, "refused", what, before, after);
             None
         }
         Err(err) => {
-            event!("EXEC", key, token, begun, "error", what);
+            event!("EXEC", key, token, begun, "error", what, before, after);
             event!(
                 "ERROR",
                 format!("exec {what} {key}: {err}").replace('\n', " ")

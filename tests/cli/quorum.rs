@@ -351,6 +351,18 @@ async fn status_side_by_side_shows_the_node_that_differs() {
     for conn in &nodes.conns[..2] {
         assert_eq!(raw::get(conn, "jobs").await, Some(id.clone()));
     }
+    // The acquire's second round raises every node's fence counter to its token, the
+    // third node's (held by the semaphore) after the majority's answers: read the
+    // counters once it has.
+    assert!(
+        eventually(|| async {
+            let tokens = nodes.get("jobs:fence").await;
+            tokens.iter().all(|token| token.is_some() && *token == tokens[0])
+        })
+        .await,
+        "the fence counters never agreed: {:?}",
+        nodes.get("jobs:fence").await
+    );
     let tokens = nodes.get("jobs:fence").await;
 
     let out = run(&urls, &["status", "jobs", "--permits", "2"]).await;

@@ -65,6 +65,29 @@ impl Event {
         self.fields.last().map_or("", String::as_str)
     }
 
+    /// An EXEC's verdict: `accepted`, `refused` or `error`.
+    pub fn verdict(&self) -> &str {
+        self.field(3)
+    }
+
+    /// What an EXEC was: `read`, `write` or `probe`.
+    pub fn exec_what(&self) -> &str {
+        self.field(4)
+    }
+
+    /// An EXEC's guard's cancel reason when the call began and when it returned (`-`:
+    /// none).
+    pub fn exec_reasons(&self) -> (&str, &str) {
+        (self.field(5), self.field(6))
+    }
+
+    /// An EXEC refused by the server: the guard had no cancel reason when the call began
+    /// (so it did not refuse it before sending) and `Lost` after it, which the exec
+    /// script's not-held reply fires.
+    pub fn refused_by_server(&self) -> bool {
+        self.is("EXEC") && self.verdict() == "refused" && self.exec_reasons() == ("-", "Lost")
+    }
+
     /// A FIRED that means the lock was (or may have been) lost: not our own unlock.
     pub fn is_loss(&self) -> bool {
         self.is("FIRED") && matches!(self.last(), "Lost" | "Expired")

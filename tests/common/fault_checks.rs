@@ -152,7 +152,7 @@ pub fn assert_safe_but_for_freezes(report: &Report) {
 /// The guarded data of workers run with `FW_EXEC` (see `guarded.rs`): every key's data
 /// counter is at least its accepted `exec` writes (no accepted update lost) and at most
 /// those and the uncertain ones (no write ran uncounted), and every write begun after
-/// its worker was frozen past the TTL was refused.
+/// its worker was frozen past the TTL, or after its lock key was deleted, was refused.
 pub fn assert_guarded_data(report: &Report) {
     let guarded = &report.guarded;
     assert!(guarded.used(), "no worker wrote through exec");

@@ -31,6 +31,9 @@ pub struct Spec {
     pub first_key: u64,
     /// `FW_EXEC`: writers also update a data counter on the lock server through `exec`.
     pub exec: bool,
+    /// `FW_NOTIFY`: wait by release notifications; `false`: poll (every 50 ms at most),
+    /// which also finds a lock key deleted without a release message.
+    pub notify: bool,
 }
 
 impl Default for Spec {
@@ -44,6 +47,7 @@ impl Default for Spec {
             margin_ms: 0,
             first_key: 0,
             exec: false,
+            notify: true,
         }
     }
 }
@@ -155,6 +159,7 @@ pub fn worker_command(name: &str, spec: &Spec, ttl_ms: u64, mutex: &str) -> Comm
         .env("FW_MARGIN_MS", spec.margin_ms.to_string())
         .env("FW_FIRST_KEY", spec.first_key.to_string())
         .env("FW_EXEC", if spec.exec { "1" } else { "0" })
+        .env("FW_NOTIFY", if spec.notify { "1" } else { "0" })
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -6,10 +6,17 @@
 //! uncertain ones that ran: below the accepted writes, an accepted update was lost; above
 //! them and the uncertain ones, a write ran that was not counted.
 //!
-//! It also finds the stale writes: an exec begun after its worker was frozen (SIGSTOP)
-//! for longer than the TTL (+ 200 ms for a refresh on its way), the freeze having begun
-//! after the guard's `ACQUIRED`. The guard's validity deadline passed during the freeze
-//! and its key expired on the server, so `exec` must refuse it.
+//! It also finds the stale writes, which `exec` must refuse: an exec begun after its
+//! worker was frozen (SIGSTOP) for longer than the TTL (+ 200 ms for a refresh on its
+//! way), the freeze having begun after the guard's `ACQUIRED` (the guard's validity
+//! deadline passed during the freeze and its key expired on the server); or begun after
+//! its worker's lock key was deleted on the lock server ([`FaultKind::DeleteLockKey`],
+//! begun after the guard's `ACQUIRED`; the worker holds one key at a time).
+//!
+//! And it tells who refused: the guard itself, before sending (its deadline had
+//! passed or its token had fired), or the server, whose exec script found the lock key
+//! not held (an `EXEC` whose guard had no cancel reason when the call began and `Lost`
+//! after it: [`Event::refused_by_server`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -39,6 +46,12 @@ pub struct Guarded {
     pub reads: (usize, usize, usize),
     /// Section writes (after `CHECKED`, not probes) that `exec` refused.
     pub refused_writes: usize,
+    /// Writes (section writes and probes) the server refused: the guard sent them, the
+    /// exec script found the lock key not held ([`Event::refused_by_server`]). The
+    /// others were refused by the guard before sending, but for a server refusal whose
+    /// token fired `Expired` while the request was on its way, which the events cannot
+    /// tell apart.
+    pub server_refused: usize,
     /// Stale writes (see the module doc) `exec` refused.
     pub stale_refused: usize,
     /// Stale writes `exec` accepted or left uncertain: each a broken promise.
@@ -63,8 +76,8 @@ impl Guarded {
                 .or_insert(e.us);
         }
         for exec in events.iter().filter(|e| e.is("EXEC")) {
-            let verdict = exec.field(3);
-            if exec.last() == "read" {
+            let verdict = exec.verdict();
+            if exec.exec_what() == "read" {
                 let reads = &mut guarded.reads;
                 match verdict {
                     "accepted" => reads.0 += 1,
@@ -79,9 +92,10 @@ impl Guarded {
                 "refused" => data.refused += 1,
                 _ => data.uncertain += 1,
             }
-            if verdict == "refused" && exec.last() == "write" {
+            if verdict == "refused" && exec.exec_what() == "write" {
                 guarded.refused_writes += 1;
             }
+            guarded.server_refused += usize::from(exec.refused_by_server());
             let since = acquired.get(&(&exec.worker, exec.key(), exec.token()));
             if since.is_some_and(|&since| stale(exec, since, faults, ttl_ms)) {
                 match verdict {
@@ -139,14 +153,16 @@ impl Guarded {
 }
 
 /// Whether `exec` (an `EXEC` of a guard acquired at `acquired_us`) began after its
-/// worker thawed from a freeze past the TTL (+ 200 ms) that began after the acquire.
+/// worker thawed from a freeze past the TTL (+ 200 ms), or after its lock key was
+/// deleted, either begun after the acquire.
 fn stale(exec: &Event, acquired_us: u64, faults: &[FaultRecord], ttl_ms: u64) -> bool {
     let begun: u64 = exec.field(2).parse().unwrap_or(0);
     faults.iter().any(|f| {
-        f.kind == FaultKind::FreezeWorker
+        let long_freeze =
+            f.kind == FaultKind::FreezeWorker && f.end_us - f.start_us >= (ttl_ms + 200) * 1000;
+        (long_freeze || f.kind == FaultKind::DeleteLockKey)
             && f.hits(&exec.worker)
             && f.start_us >= acquired_us
-            && f.end_us - f.start_us >= (ttl_ms + 200) * 1000
             && begun >= f.end_us
     })
 }
@@ -156,10 +172,13 @@ impl fmt::Display for Guarded {
         let t = self.totals();
         writeln!(
             f,
-            "   exec writes        accepted {}, refused {} (of them section writes {}, stale \
-             after a freeze past the TTL {}), uncertain {}; stale not refused {}",
+            "   exec writes        accepted {}, refused {} (by the guard before sending {}, \
+             by the server {}; section writes {}, stale after a freeze past the TTL or a \
+             deleted lock key {}), uncertain {}; stale not refused {}",
             t.accepted,
             t.refused,
+            t.refused - self.server_refused as i64,
+            self.server_refused,
             self.refused_writes,
             self.stale_refused,
             t.uncertain,

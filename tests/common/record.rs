@@ -41,6 +41,10 @@ pub enum FaultKind {
     /// Cluster mode: a master's `redis-server` SIGSTOPped for at most half the cluster's
     /// node timeout, too short for a failover.
     FreezeMaster,
+    /// A lock key deleted on the lock server (`DEL`, by the harness, not through the
+    /// worker's proxy) while its holder's guard is still valid, as a failover that lost
+    /// the key or an operator would; aimed at that holder.
+    DeleteLockKey,
 }
 
 /// Whom a fault was aimed at.

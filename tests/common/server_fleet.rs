@@ -2,8 +2,8 @@
 //! processes (`examples/fault_worker.rs`) each reaching it through a [`Proxy`] of its
 //! own, so that a proxy fault hits one worker. The faults of the server itself are done
 //! on [`lock`](ServerFleet::lock) (paused, stopped and restarted) or here (`CLIENT
-//! KILL`); it notes who holds which lock right as a fault starts, for the report's fire
-//! lead.
+//! KILL`, a lock key deleted); it notes who holds which lock right as a fault starts,
+//! for the report's fire lead.
 
 use std::time::Duration;
 
@@ -61,6 +61,27 @@ impl ServerFleet {
         }
         self.held.extend(held.iter().cloned());
         held
+    }
+
+    /// Deletes lock key `key` (`<mutex>:k0`, ...) on the lock server, directly, if lock id `id`
+    /// holds it (one script: the check and the `DEL` at one instant), as a
+    /// [`FaultKind::DeleteLockKey`] aimed at `worker`; whether it did.
+    pub async fn delete_lock_key(&mut self, worker: &str, key: &str, id: &str) -> bool {
+        const DEL_IF_HELD: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+            return redis.call('DEL', KEYS[1]) end return 0";
+        let fault = self
+            .crew
+            .begin(FaultKind::DeleteLockKey, Target::Worker(worker.into()));
+        let deleted: i64 = redis::cmd("EVAL")
+            .arg(DEL_IF_HELD)
+            .arg(1)
+            .arg(key)
+            .arg(id)
+            .query_async(&mut self.lock_conn().await)
+            .await
+            .expect("DEL the lock key");
+        self.crew.end(fault);
+        deleted == 1
     }
 
     /// `CLIENT KILL TYPE normal` on the lock server: every client but this one.

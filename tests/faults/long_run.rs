@@ -126,6 +126,7 @@ fn workers(exec: bool) -> Vec<Spec> {
         margin_ms: 50,
         first_key: 0,
         exec,
+        notify: true,
     };
     let slow = Spec {
         keys: SLOW_KEYS,
@@ -355,7 +356,7 @@ fn table(rows: &[Row], secs: f64) -> String {
         "| deployment | s | sections (writer) | faults | overlaps | guard overlaps | lost updates \
          | stale fenced accepted | writes after deadline | keys left | fired as lost | lead min / p50 / max ms \
          | explained by a frozen worker (overlaps / late writes / tokens out of order) \
-         | exec writes accepted / refused (stale) / uncertain | data below accepted |\n",
+         | exec writes accepted / refused (stale; by the server) / uncertain | data below accepted |\n",
     );
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for row in rows {
@@ -393,7 +394,8 @@ fn table(rows: &[Row], secs: f64) -> String {
 }
 
 /// The exec columns of `report`'s row: the writes `exec` accepted, refused (of them
-/// stale, after a freeze past the TTL) and left uncertain, and by how much the data
+/// stale, after a freeze past the TTL; and those the server refused, not the guard
+/// before sending) and left uncertain, and by how much the data
 /// counters fell below the accepted writes (restarts and failovers lose writes); `-`
 /// where the workers did not use `exec`.
 fn exec_columns(report: &Report) -> (String, String) {
@@ -406,8 +408,8 @@ fn exec_columns(report: &Report) -> (String, String) {
         .map(|d| (d.accepted - d.counter).max(0))
         .sum();
     let exec = format!(
-        "{} / {} ({}) / {}",
-        t.accepted, t.refused, guarded.stale_refused, t.uncertain
+        "{} / {} ({}; {}) / {}",
+        t.accepted, t.refused, guarded.stale_refused, guarded.server_refused, t.uncertain
     );
     (exec, below.to_string())
 }

@@ -1,9 +1,10 @@
 //! The fault suite: lock holders run as worker processes (`examples/fault_worker.rs`),
 //! checked by a referee server, while the harness kills, freezes, cuts off and slows
 //! them, their servers and their proxies: on one server (holders, server, and exec:
-//! guarded writes of writers frozen past their TTL), a quorum, a Redis Cluster (feature
-//! `cluster`) and Sentinel (feature `sentinel`); the proxy itself; the soaks and the long
-//! run (ignored; the short versions run every time).
+//! guarded writes of writers frozen past their TTL, and of a holder whose lock key was
+//! deleted), a quorum, a Redis Cluster (feature `cluster`) and Sentinel (feature
+//! `sentinel`); the proxy itself; the soaks and the long run (ignored; the short versions
+//! run every time).
 
 #[path = "../common/mod.rs"]
 mod common;

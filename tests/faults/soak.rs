@@ -217,6 +217,7 @@ fn quick_and_slow() -> (Spec, Spec) {
         margin_ms: 0,
         first_key: 0,
         exec: false,
+        notify: true,
     };
     let slow = Spec {
         work_ms: (300, 1500),
