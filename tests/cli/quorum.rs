@@ -357,7 +357,9 @@ async fn status_side_by_side_shows_the_node_that_differs() {
     assert!(
         eventually(|| async {
             let tokens = nodes.get("jobs:fence").await;
-            tokens.iter().all(|token| token.is_some() && *token == tokens[0])
+            tokens
+                .iter()
+                .all(|token| token.is_some() && *token == tokens[0])
         })
         .await,
         "the fence counters never agreed: {:?}",
