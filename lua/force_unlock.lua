@@ -4,6 +4,7 @@
 --
 -- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids; or a
 --          semaphore key, a sorted set of permit ids scored by their deadline (server ms)
+-- KEYS[2]  fence key: "<lock key>:fence", the last fencing token minted for KEYS[1]
 -- ARGV[1]  release channel: "<lock key>:released"
 -- ARGV[2]  the message published on ARGV[1]: an id of 32 lowercase hex characters, drawn
 --          for this call (it names no holder: waiters only look again)
@@ -13,12 +14,16 @@
 --
 -- Sent after base.lua, as one script.
 --
--- Only KEYS[1] is touched: the fence key "<lock key>:fence" is kept, so the next token
--- is still larger than every earlier one; the lock-intent key and the fair queue belong
--- to waiters and are left as they are.
+-- KEYS[1] is deleted, and the fence counter at KEYS[2] raised by one (INCR, its TTL
+-- kept) when KEYS[1] existed and KEYS[2] holds a counter (a decimal integer below
+-- 2^53 - 1); an absent fence key is not created, and anything else there is left as it
+-- is. The raise marks the forced release: the counter is then larger than the token of
+-- every holder that was removed, so quorum mode's refresh does not take the lock back
+-- on this node (retake.lua), and the next token is larger than every earlier one. The
+-- lock-intent key and the fair queue belong to waiters and are left as they are.
 --
 -- Replies:
---   an integer, the sum of
+--   an integer, the sum of (KEYS[2] raised as said above whenever it is not 0)
 --     1  something was held: KEYS[1] was a writer's string, a readers' set, or a sorted
 --        set with at least one entry whose deadline is after the server TIME.
 --     2  KEYS[1] was deleted (a sorted set whose entries had all run out too) and
@@ -52,6 +57,14 @@ if lock_type == 'zset' then
     if live == 0 then
         held = 0
     end
+end
+
+-- The mark of a forced release: the counter, if there is one, goes up by one (INCR keeps
+-- its TTL). Before the DEL, so that an error there (OOM, READONLY) changes nothing.
+local fence = redis.pcall('GET', KEYS[2])
+if type(fence) == 'string' and fence:match('^[1-9]%d*$') and #fence <= 16
+    and tonumber(fence) < 2^53 - 1 then
+    redis.call('INCR', KEYS[2])
 end
 redis.call('DEL', KEYS[1])
 

@@ -1,7 +1,8 @@
 -- shared.lua: the functions the scripts that take a lock or a permit share (lock.lua,
--- rlock.lua, semaphore.lua; fence.lua in quorum mode): the fence counter, the lock intent
--- and the fair queue. The crate sends each of those scripts after base.lua and this file
--- (one script, one SHA1), so they run as one; run them the same way.
+-- rlock.lua, semaphore.lua; fence.lua and retake.lua in quorum mode): the fence counter,
+-- the lock intent and the fair queue. The crate sends each of those scripts after
+-- base.lua and this file (one script, one SHA1), so they run as one; run them the same
+-- way.
 --
 -- The fair queue (fair mode only) of a lock key K is two sorted sets with the same
 -- members, "<kind>:<id>" (kind "w" a writer, "r" a reader, "p" a semaphore permit):

@@ -171,8 +171,8 @@ impl<C> RwMutex<C> {
     /// [`Acquire::key`] takes, `""` for the mutex name itself; the lock key is formed as
     /// a request forms it (with [`Builder::hash_tag_keys`] too). `Ok(true)` when
     /// something was held, `Ok(false)` when the lock was free. Waiters here and elsewhere
-    /// are told at once; the fencing counter is kept, so the next holder's token is
-    /// larger than every earlier one.
+    /// are told at once; the fencing counter is raised by one (kept otherwise, with its
+    /// TTL), so the next holder's token is larger than every earlier one.
     ///
     /// This breaks mutual exclusion while the holder still runs: it learns of the loss at
     /// its next renewal at the latest (up to ttl/2 later), when its token fires
@@ -180,10 +180,11 @@ impl<C> RwMutex<C> {
     /// [`Guard::exec`](crate::Guard::exec) of it is refused at once. See
     /// [Forced release](crate::guide::refresh#forced-release).
     ///
-    /// Over a [`Quorum`](crate::Quorum), every node is cleared; `Ok(true)` when any node
-    /// that answered had something held. A live holder there takes the lock back at its
-    /// next renewal (which retakes nodes that lost it, as after a restart) unless another
-    /// holder took it on a majority first.
+    /// Over a [`Quorum`](crate::Quorum), every node is cleared and its counter raised;
+    /// `Ok(true)` when any node that answered had something held. A live holder there
+    /// learns it the same way: its renewal takes the lock back only on nodes whose
+    /// counter is not past its token (a node restarted empty), so it finds a majority
+    /// refusing and fires `Lost`, and the lock stays free.
     ///
     /// # Errors
     ///

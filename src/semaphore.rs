@@ -137,7 +137,8 @@ impl<C> Semaphore<C> {
     /// permits a crashed deploy left behind). `key` is what [`Acquire::key`] takes, `""`
     /// for the semaphore name itself. `Ok(true)` when a permit was held (its deadline
     /// not yet passed by the server's clock), `Ok(false)` otherwise. Waiters here and
-    /// elsewhere are told at once; the fencing counter is kept.
+    /// elsewhere are told at once; the fencing counter is raised by one, so the next
+    /// permit's token is larger than every earlier one.
     ///
     /// The holders still running learn of it at their next renewal at the latest (up to
     /// ttl/2 later), when their tokens fire

@@ -110,7 +110,7 @@ impl Guard {
             token: fencing_token,
         } = acquired;
         let mode = lease.kind.mode();
-        let kept = refresher.keep(lease, sent, parent);
+        let kept = refresher.keep(lease, sent, fencing_token, parent);
         Self {
             liveness: Arc::clone(&kept.liveness),
             lease: kept,

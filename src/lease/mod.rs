@@ -94,11 +94,12 @@ impl<B: Backend> Lease<B> {
         self.backend.attempt(&self.call, kind).await
     }
 
-    /// This lease's part of a batched renewal, for the lock whose liveness is `liveness`.
-    /// On a backend that retakes (a quorum), a node that lost the lock may take it back
-    /// before the validity deadline and while the guard's token has not fired, in the
-    /// form the id holds (not while a downgrade is in flight, nor for a permit).
-    pub(crate) fn renewal(&self, liveness: &Liveness) -> Renewal<'_> {
+    /// This lease's part of a batched renewal, for the lock whose liveness is `liveness`
+    /// and whose fencing token is `fencing_token`. On a backend that retakes (a quorum), a
+    /// node that lost the lock may take it back before the validity deadline and while
+    /// the guard's token has not fired, in the form the id holds (not while a downgrade
+    /// is in flight, nor for a permit), if its fence counter is not past `fencing_token`.
+    pub(crate) fn renewal(&self, liveness: &Liveness, fencing_token: u64) -> Renewal<'_> {
         let settled = self.downgrade_state.settled(self.kind.mode());
         let retake = match (self.kind, settled) {
             _ if !self.backend.retakes() => None,
@@ -107,6 +108,7 @@ impl<B: Backend> Lease<B> {
                 hold: self.hold_as(mode),
                 until: liveness.deadline(),
                 live: liveness.token().clone(),
+                fencing_token,
             }),
         };
         Renewal {

@@ -37,10 +37,22 @@ pub(crate) struct Call {
 /// different tasks, so the order of a connection alone does not keep, for example, a
 /// failed attempt's release from overtaking the next attempt under the same id.
 ///
+/// It also keeps the largest token each node minted for the lease (its attempts' replies,
+/// read also after the round was decided): a node that answered after the majority may
+/// have minted a token larger than the guard's, and a refresh may still take the lock
+/// back there ([`Retake`]).
+///
 /// Nothing is allocated until [`Call::shared`] is called (by the quorum backend), so a
 /// lease on one server pays nothing for it.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct NodeOrder(OnceLock<Arc<Mutex<Vec<Turn>>>>);
+pub(crate) struct NodeOrder(OnceLock<Arc<Mutex<PerNode>>>);
+
+/// One lease's turns on each node, and the largest token each minted for it.
+#[derive(Debug, Default)]
+struct PerNode {
+    turns: Vec<Turn>,
+    minted: Vec<u64>,
+}
 
 /// One lease's turn on one node.
 type Turn = Arc<tokio::sync::Mutex<()>>;
@@ -62,12 +74,30 @@ impl NodeOrder {
         let turn = {
             let nodes = self.0.get_or_init(Arc::default);
             let mut nodes = crate::util::lock(nodes);
-            if nodes.len() <= node {
-                nodes.resize_with(node + 1, Arc::default);
+            if nodes.turns.len() <= node {
+                nodes.turns.resize_with(node + 1, Arc::default);
             }
-            Arc::clone(&nodes[node])
+            Arc::clone(&nodes.turns[node])
         };
         turn.lock_owned().await
+    }
+
+    /// Node `node` minted `token` for the lease.
+    pub(crate) fn minted(&self, node: usize, token: u64) {
+        let nodes = self.0.get_or_init(Arc::default);
+        let mut nodes = crate::util::lock(nodes);
+        if nodes.minted.len() <= node {
+            nodes.minted.resize(node + 1, 0);
+        }
+        nodes.minted[node] = nodes.minted[node].max(token);
+    }
+
+    /// The largest token node `node` minted for the lease; 0 when none is known.
+    pub(crate) fn largest_minted(&self, node: usize) -> u64 {
+        self.0.get().map_or(0, |nodes| {
+            let nodes = crate::util::lock(nodes);
+            nodes.minted.get(node).copied().unwrap_or(0)
+        })
     }
 }
 
@@ -171,17 +201,23 @@ impl Hold {
 }
 
 /// How a refresh may take the lock back on a node of a quorum that lost it (the key
-/// expired there, or the node restarted empty): in the form the id holds, and only while
-/// the guard is valid and its token has not fired.
+/// expired there, or the node restarted empty): in the form the id holds, only while the
+/// guard is valid and its token has not fired, and only on a node whose fence counter is
+/// not past the guard's fencing token ([`retake`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Retake {
-    /// What the id holds: the script that takes it back is `lock.lua` for
-    /// [`Hold::Write`], `rlock.lua` for [`Hold::Read`]; a permit is never taken back.
+    /// What the id holds: `retake.lua` takes it back as the writer for [`Hold::Write`],
+    /// as a reader for [`Hold::Read`]; a permit is never taken back.
     pub(crate) hold: Hold,
     /// The guard's validity deadline: no node is taken back from then on.
     pub(crate) until: tokio::time::Instant,
     /// The guard's token: no node is taken back once it has fired.
     pub(crate) live: tokio_util::sync::CancellationToken,
+    /// The guard's fencing token: no node whose fence counter is larger (a forced
+    /// release raised it, or another holder minted there since) is taken back, unless
+    /// that node minted the larger token for this lease itself
+    /// ([`NodeOrder::largest_minted`]).
+    pub(crate) fencing_token: u64,
 }
 
 /// One lease's part of a batched renewal ([`renew`]).
@@ -451,6 +487,40 @@ pub(crate) async fn raise_fence<C: ConnectionLike>(
             &redis::Value::SimpleString(format!("{other:?}")),
             keys.lock(),
         )),
+    }
+}
+
+/// Runs `retake.lua`: takes the lock back under the call's id, as `hold` says (a writer
+/// or a reader, never a permit), on a node of a quorum that lost it, unless the node's
+/// fence counter is larger than `token`; no token is minted, the counter is raised to
+/// `token`. True when the id holds the lock there now.
+pub(crate) async fn retake<C: ConnectionLike>(
+    conn: &mut C,
+    call: &Call,
+    hold: Hold,
+    token: u64,
+) -> Result<bool, Error> {
+    let keys = &call.keys;
+    let reply: redis::Value = SCRIPTS
+        .retake
+        .run(conn, keys, 3, |cmd| {
+            cmd.arg(keys.lock())
+                .arg(keys.intent())
+                .arg(keys.fence())
+                .arg(call.id)
+                .arg(call.ttl_ms)
+                .arg(hold.arg())
+                .arg(token)
+                .arg(call.fence_ms);
+        })
+        .await
+        .map_err(|err| Error::redis(keys.lock(), err))?;
+    match &reply {
+        redis::Value::Int(1) => Ok(true),
+        redis::Value::Int(0) => Ok(false),
+        redis::Value::Array(items) => Err(super::replies::refusal(items)
+            .unwrap_or_else(|| super::replies::unexpected(&reply, keys.lock()))),
+        _ => Err(super::replies::unexpected(&reply, keys.lock())),
     }
 }
 

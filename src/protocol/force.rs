@@ -11,9 +11,11 @@ use super::topology::Topology;
 use crate::error::Error;
 
 /// Runs `force_unlock.lua` on the call's lock key: deletes it when it is a writer's
-/// string, a readers' set or a semaphore's sorted set, keeps the fence key, the lock
-/// intent and the fair queue, and publishes the call's id on the release channel (by
-/// `SPUBLISH` in the lock key's slot on a cluster). `held` when something was held (a
+/// string, a readers' set or a semaphore's sorted set, raises the fence counter by one
+/// (when there is one: the mark quorum mode's refresh reads, see
+/// [`calls::retake`](super::calls::retake)), keeps the lock intent and the fair queue,
+/// and publishes the call's id on the release channel (by `SPUBLISH` in the lock key's
+/// slot on a cluster). `held` when something was held (a
 /// semaphore: a permit whose deadline had not passed); `published` when waiters were
 /// told. A key of another type is [`Error::WrongType`], one without a TTL
 /// [`Error::NoExpiry`]; neither is changed.
@@ -25,8 +27,9 @@ pub(crate) async fn force_unlock<C: ConnectionLike>(
     let keys = &call.keys;
     let reply: Value = SCRIPTS
         .force_unlock
-        .run(conn, keys, 1, |cmd| {
+        .run(conn, keys, 2, |cmd| {
             cmd.arg(keys.lock())
+                .arg(keys.fence())
                 .arg(keys.channel())
                 .arg(call.id)
                 .arg(if topology.sharded() { "1" } else { "0" });

@@ -21,7 +21,7 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 11] = [
+pub(crate) const SCRIPT_FILES: [&str; 12] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
@@ -33,6 +33,7 @@ pub(crate) const SCRIPT_FILES: [&str; 11] = [
     "exec.lua",
     "inspect.lua",
     "force_unlock.lua",
+    "retake.lua",
 ];
 /// The functions every script uses (the server clock, raising a PTTL); sent before each
 /// script, as one script. Small, since every call of every script defines them.
@@ -41,7 +42,13 @@ const BASE_FILE: &str = "base.lua";
 /// lock intent, the fair queue); sent after [`BASE_FILE`] before each of [`WITH_SHARED`].
 const SHARED_FILE: &str = "shared.lua";
 /// The scripts sent with [`SHARED_FILE`].
-const WITH_SHARED: [&str; 4] = ["lock.lua", "rlock.lua", "semaphore.lua", "fence.lua"];
+const WITH_SHARED: [&str; 5] = [
+    "lock.lua",
+    "rlock.lua",
+    "semaphore.lua",
+    "fence.lua",
+    "retake.lua",
+];
 
 /// One script: its body and the SHA1 `EVALSHA` names it by.
 pub(crate) struct Lua {
@@ -125,10 +132,11 @@ pub(crate) struct Scripts {
     pub(crate) exec: Lua,
     pub(crate) inspect: Lua,
     pub(crate) force_unlock: Lua,
+    pub(crate) retake: Lua,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock] =
+    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake] =
         SCRIPT_FILES.map(load);
     Scripts {
         lock,
@@ -142,6 +150,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         exec,
         inspect,
         force_unlock,
+        retake,
     }
 });
 
@@ -204,6 +213,7 @@ mod tests {
             &SCRIPTS.exec,
             &SCRIPTS.inspect,
             &SCRIPTS.force_unlock,
+            &SCRIPTS.retake,
         ] {
             assert_eq!(script.sha.len(), 40);
         }
@@ -237,6 +247,7 @@ mod tests {
         assert!(!SCRIPTS.unlock.code.contains("-- shared.lua:"));
         assert!(SCRIPTS.force_unlock.code.starts_with("-- base.lua:"));
         assert!(!SCRIPTS.force_unlock.code.contains("-- shared.lua:"));
+        assert!(SCRIPTS.retake.code.contains("\n-- shared.lua:"));
     }
 
     #[test]

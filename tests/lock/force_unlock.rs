@@ -43,8 +43,12 @@ async fn a_live_writer_is_forced_out_learns_it_at_its_next_renewal_and_the_next_
     );
     assert_eq!(
         raw::stored_token(&conn, "jobs:42:fence").await,
-        fence_before,
-        "the fence counter is kept"
+        fence_before + 1,
+        "the fence counter is raised by one"
+    );
+    assert!(
+        raw::pttl(&conn, "jobs:42:fence").await > 0,
+        "the fence key keeps its TTL"
     );
 
     assert_eq!(fired(&holder).await, Some(CancelReason::Lost));
@@ -234,7 +238,8 @@ async fn the_lock_intent_and_the_fair_queue_are_left_to_the_waiters() {
     }
     assert_eq!(
         raw::stored_token(&conn, "jobs:fence").await,
-        holder.fencing_token()
+        holder.fencing_token() + 1,
+        "the fence counter is raised by one"
     );
 }
 

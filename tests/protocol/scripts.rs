@@ -605,6 +605,7 @@ async fn exec_runs_its_commands_only_for_the_id_holding_the_lock_in_every_form()
 async fn force_unlock(conn: &MultiplexedConnection, key: &str) -> Value {
     Script::new(sent!("force_unlock.lua"))
         .key(key)
+        .key(format!("{key}:fence"))
         .arg(format!("{key}:released"))
         .arg(ID_B)
         .arg("0")
@@ -646,8 +647,12 @@ async fn force_unlock_removes_every_holder_of_a_lock_and_refuses_every_other_key
         } else {
             assert_eq!(state(&conn, &key).await, before, "state {n} untouched");
         }
+        // Raised by one when the key was deleted (its TTL kept), else untouched.
         let fence = raw::get(&conn, &format!("{key}:fence")).await;
-        assert_eq!(fence.as_deref(), Some("41"), "state {n}: the fence is kept");
+        let raised = if existed(&reply) && gone { "42" } else { "41" };
+        assert_eq!(fence.as_deref(), Some(raised), "state {n}: the fence");
+        let fence_ttl = raw::pttl(&conn, &format!("{key}:fence")).await;
+        assert!(fence_ttl > 0, "state {n}: the fence's TTL is kept");
         let intent = raw::get(&conn, &format!("{key}:lock-intent")).await;
         assert_eq!(
             intent.as_deref(),
@@ -662,4 +667,162 @@ async fn force_unlock_removes_every_holder_of_a_lock_and_refuses_every_other_key
     raw::cmd::<i64>(&conn, "PEXPIRE", &["old", "60000"]).await;
     assert_eq!(force_unlock(&conn, "old").await, Value::Int(2));
     assert!(!raw::exists(&conn, "old").await);
+    assert!(
+        !raw::exists(&conn, "old:fence").await,
+        "an absent fence key is not created"
+    );
+
+    // A fence key that is not a counter (not an integer, or the exhausted 2^53 - 1) is
+    // left as it is; the lock is released all the same.
+    for (n, fence) in ["not-a-counter", "9007199254740991"]
+        .into_iter()
+        .enumerate()
+    {
+        let key = format!("odd{n}");
+        set_state(&conn, &key, 0).await;
+        let name = format!("{key}:fence");
+        raw::cmd::<()>(&conn, "SET", &[&name, fence, "PX", "60000"]).await;
+        assert_eq!(force_unlock(&conn, &key).await, Value::Int(3), "{fence}");
+        assert!(!raw::exists(&conn, &key).await);
+        assert_eq!(raw::get(&conn, &name).await.as_deref(), Some(fence));
+    }
+}
+
+/// Whether a `force_unlock.lua` reply says the key existed (an integer other than 0).
+fn existed(reply: &Value) -> bool {
+    matches!(reply, Value::Int(bits) if *bits != 0)
+}
+
+/// `retake.lua` on `k` for `id`, as the writer (`"w"`) or a reader (`"r"`), with the
+/// guard's `token`.
+async fn retake(conn: &MultiplexedConnection, id: &str, hold: &str, token: u64) -> Value {
+    Script::new(sent!("retake.lua", shared))
+        .key("k")
+        .key("k:lock-intent")
+        .key("k:fence")
+        .arg(id)
+        .arg(1000)
+        .arg(hold)
+        .arg(token)
+        .arg(FENCE_MS)
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap()
+}
+
+/// Deletes the keys of `k`.
+async fn clear(conn: &MultiplexedConnection) {
+    raw::cmd::<i64>(conn, "DEL", &["k", "k:lock-intent", "k:fence"]).await;
+}
+
+#[tokio::test]
+async fn retake_takes_a_lock_back_only_while_the_counter_is_not_past_the_token() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let fence = || async { raw::get(&conn, "k:fence").await };
+
+    // A node restarted empty: taken back as the writer, the counter set to the token
+    // (no token minted), both with their TTLs.
+    assert_eq!(retake(&conn, ID_A, "w", 100).await, Value::Int(1));
+    assert_eq!(raw::get(&conn, "k").await.as_deref(), Some(ID_A));
+    assert!((1..=1000).contains(&raw::pttl(&conn, "k").await));
+    assert_eq!(fence().await.as_deref(), Some("100"));
+    assert!(raw::pttl(&conn, "k:fence").await > 1000);
+
+    // The key expired, the counter at the token (or below it): taken back, the counter
+    // raised to the token at most.
+    for (counter, after) in [("100", "100"), ("42", "100")] {
+        clear(&conn).await;
+        raw::cmd::<()>(&conn, "SET", &["k:fence", counter, "PX", "60000"]).await;
+        assert_eq!(
+            retake(&conn, ID_A, "w", 100).await,
+            Value::Int(1),
+            "{counter}"
+        );
+        assert_eq!(fence().await.as_deref(), Some(after));
+    }
+
+    // The counter past the token (a forced release raised it, or another holder minted
+    // there): not taken back, as the writer or a reader, and nothing changed.
+    for hold in ["w", "r"] {
+        clear(&conn).await;
+        raw::cmd::<()>(&conn, "SET", &["k:fence", "101", "PX", "60000"]).await;
+        assert_eq!(
+            retake(&conn, ID_A, hold, 100).await,
+            Value::Int(0),
+            "{hold}"
+        );
+        assert!(!raw::exists(&conn, "k").await, "{hold}");
+        assert_eq!(fence().await.as_deref(), Some("101"));
+    }
+
+    // Another writer holds it: not taken back; readers hold it: not as the writer.
+    clear(&conn).await;
+    raw::cmd::<()>(&conn, "SET", &["k", ID_B, "PX", "60000"]).await;
+    assert_eq!(retake(&conn, ID_A, "w", 100).await, Value::Int(0));
+    assert_eq!(retake(&conn, ID_A, "r", 100).await, Value::Int(0));
+    assert_eq!(raw::get(&conn, "k").await.as_deref(), Some(ID_B));
+    assert!(!raw::exists(&conn, "k:fence").await, "nothing written");
+    clear(&conn).await;
+    raw::cmd::<i64>(&conn, "SADD", &["k", ID_B]).await;
+    raw::cmd::<i64>(&conn, "PEXPIRE", &["k", "60000"]).await;
+    assert_eq!(retake(&conn, ID_A, "w", 100).await, Value::Int(0));
+
+    // As a reader: it joins the other readers, the set's longer PTTL kept.
+    assert_eq!(retake(&conn, ID_A, "r", 100).await, Value::Int(1));
+    let mut members = raw::members(&conn, "k").await;
+    members.sort();
+    assert_eq!(members, vec![ID_A.to_owned(), ID_B.to_owned()]);
+    assert!(raw::pttl(&conn, "k").await > 1000);
+
+    // A waiting writer's intent keeps a new reader out, not one already in.
+    clear(&conn).await;
+    raw::cmd::<()>(&conn, "SET", &["k:lock-intent", ID_B, "PX", "60000"]).await;
+    assert_eq!(retake(&conn, ID_A, "r", 100).await, Value::Int(0));
+    assert!(!raw::exists(&conn, "k").await);
+    raw::cmd::<i64>(&conn, "SADD", &["k", ID_A]).await;
+    raw::cmd::<i64>(&conn, "PEXPIRE", &["k", "500"]).await;
+    assert_eq!(retake(&conn, ID_A, "r", 100).await, Value::Int(1));
+    assert!(
+        raw::pttl(&conn, "k").await > 500,
+        "its PTTL raised to the TTL"
+    );
+
+    // The writer's own intent goes with the retake; another's stays.
+    clear(&conn).await;
+    raw::cmd::<()>(&conn, "SET", &["k:lock-intent", ID_A, "PX", "60000"]).await;
+    assert_eq!(retake(&conn, ID_A, "w", 100).await, Value::Int(1));
+    assert!(!raw::exists(&conn, "k:lock-intent").await);
+    clear(&conn).await;
+    raw::cmd::<()>(&conn, "SET", &["k:lock-intent", ID_B, "PX", "60000"]).await;
+    assert_eq!(retake(&conn, ID_A, "w", 100).await, Value::Int(1));
+    assert_eq!(
+        raw::get(&conn, "k:lock-intent").await.as_deref(),
+        Some(ID_B)
+    );
+
+    // Keys of other types, or without a TTL, are refused and left as they are.
+    clear(&conn).await;
+    raw::cmd::<i64>(&conn, "HSET", &["k", "f", "v"]).await;
+    assert_eq!(
+        retake(&conn, ID_A, "w", 100).await,
+        Value::Array(vec![bulk("wrongtype"), bulk("k"), bulk("hash")])
+    );
+    clear(&conn).await;
+    raw::cmd::<()>(&conn, "SET", &["k:fence", "x", "PX", "60000"]).await;
+    assert_eq!(
+        retake(&conn, ID_A, "r", 100).await,
+        Value::Array(vec![
+            bulk("wrongtype"),
+            bulk("k:fence"),
+            bulk("non-integer string")
+        ])
+    );
+    clear(&conn).await;
+    raw::cmd::<()>(&conn, "SET", &["k", ID_A]).await;
+    assert_eq!(
+        retake(&conn, ID_A, "w", 100).await,
+        Value::Array(vec![bulk("noexpiry"), bulk("k")])
+    );
+    assert!(!raw::exists(&conn, "k:fence").await, "nothing written");
 }

@@ -1,22 +1,53 @@
-//! Forced release over a quorum: every node cleared, the fence counters kept, the holder
-//! told at its next renewal; a lock held on one node only is reported held; a node down
-//! changes nothing while a majority answers, and a majority down is `NoQuorum`.
+//! Forced release over a quorum: every node cleared, each fence counter raised by one,
+//! the holder told at its next renewal (it does not take the lock back: the raised
+//! counters mark the release), a waiter gets in; a node whose counter moved past the
+//! guard's token is not taken back while one that only lost the key is; a lock held on
+//! one node only is reported held; a node down changes nothing while a majority answers,
+//! and a majority down is `NoQuorum`.
 
 use std::time::Duration;
 
 use crate::common::go_peer::GoPeer;
-use crate::common::quorum::{counter, gone_everywhere, written_everywhere, Nodes};
-use crate::common::{at_once, raw, LIVENESS};
+use crate::common::quorum::{
+    counter, gone_everywhere, raised_everywhere, read_everywhere, written_everywhere, Nodes,
+};
+use crate::common::{at_once, eventually, raw, LIVENESS};
 use redis::aio::MultiplexedConnection;
-use redismutex::{CancelReason, Error, Quorum, RwMutex};
+use redismutex::{CancelReason, Error, Guard, Quorum, RwMutex};
 
 const TTL: Duration = Duration::from_secs(2);
+/// The TTL of the tests that wait for a renewal: one every 500 ms.
+const SHORT_TTL: Duration = Duration::from_secs(1);
 
 async fn mutex(nodes: &Nodes) -> RwMutex<Quorum<MultiplexedConnection>> {
+    mutex_with_ttl(nodes, TTL).await
+}
+
+async fn mutex_with_ttl(nodes: &Nodes, ttl: Duration) -> RwMutex<Quorum<MultiplexedConnection>> {
     RwMutex::builder(nodes.quorum().await, "forced")
-        .ttl(TTL)
+        .ttl(ttl)
         .build()
         .unwrap()
+}
+
+/// Each node's counter at `forced:fence`, once every node's is at least `token` (the
+/// acquire's second round may still be going on at a node the majority did not wait for).
+async fn counters_after(conns: &[MultiplexedConnection], token: u64) -> Vec<Option<u64>> {
+    raised_everywhere(conns, "forced:fence", token).await;
+    let mut counters = Vec::new();
+    for conn in conns {
+        counters.push(counter(conn, "forced:fence").await);
+    }
+    counters
+}
+
+/// The forced-out `holder`'s token fires `Lost` at its next renewal (within ttl/2 and a
+/// generous bound), not `Expired` at its deadline.
+async fn lost_at_next_renewal(holder: &Guard) {
+    tokio::time::timeout(SHORT_TTL / 2 + LIVENESS, holder.cancelled())
+        .await
+        .expect("the token fires at the next renewal");
+    assert_eq!(holder.cancel_reason(), Some(CancelReason::Lost));
 }
 
 #[tokio::test]
@@ -26,18 +57,15 @@ async fn a_quorum_writer_is_forced_out_on_every_node_and_the_next_writer_gets_in
     let mx = mutex(&nodes).await;
     let holder = mx.write().await.unwrap();
     written_everywhere(&conns, "forced", holder.id()).await;
-    let mut fences = Vec::new();
-    for conn in &conns {
-        fences.push(counter(conn, "forced:fence").await);
-    }
+    let fences = counters_after(&conns, holder.fencing_token()).await;
 
     assert!(at_once(mx.force_unlock("")).await.unwrap());
     gone_everywhere(&conns, "forced").await;
     for (conn, fence) in conns.iter().zip(&fences) {
         assert_eq!(
-            &counter(conn, "forced:fence").await,
-            fence,
-            "the counter is kept"
+            counter(conn, "forced:fence").await,
+            fence.map(|fence| fence + 1),
+            "the counter is raised by one"
         );
     }
     let next = at_once(mx.try_write())
@@ -52,6 +80,8 @@ async fn a_quorum_writer_is_forced_out_on_every_node_and_the_next_writer_gets_in
     assert_eq!(holder.cancel_reason(), Some(CancelReason::Lost));
     written_everywhere(&conns, "forced", next.id()).await;
     next.unlock().await.unwrap();
+    // The unlock returns at a majority; the last node's release may still be on its way.
+    gone_everywhere(&conns, "forced").await;
     assert!(
         !at_once(mx.force_unlock("")).await.unwrap(),
         "free on every node"
@@ -59,24 +89,112 @@ async fn a_quorum_writer_is_forced_out_on_every_node_and_the_next_writer_gets_in
 }
 
 #[tokio::test]
-async fn a_live_quorum_writer_nobody_replaced_takes_the_lock_back_at_its_next_renewal() {
-    // As documented (guide `refresh`, "Forced release"): a quorum renewal takes the lock
-    // back on the nodes that lost it while the guard is valid, as after a node restarted
-    // empty, and it cannot tell those from a forced release.
+async fn a_live_quorum_writer_nobody_replaced_loses_the_lock_at_its_next_renewal() {
     let nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex(&nodes).await;
+    let mx = mutex_with_ttl(&nodes, SHORT_TTL).await;
     let holder = mx.write().await.unwrap();
-    let refreshes = holder.refreshes();
+    let fences = counters_after(&conns, holder.fencing_token()).await;
     assert!(at_once(mx.force_unlock("")).await.unwrap());
     gone_everywhere(&conns, "forced").await;
-    let deadline = tokio::time::Instant::now() + LIVENESS;
-    while holder.refreshes() == refreshes && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+
+    lost_at_next_renewal(&holder).await;
+    let token = holder.fencing_token();
+    assert!(
+        !at_once(holder.unlock()).await.unwrap(),
+        "nothing to release"
+    );
+    // Not taken back: the lock stays free on every node, the counters as the force left
+    // them, over two more renewal periods.
+    tokio::time::sleep(SHORT_TTL).await;
+    gone_everywhere(&conns, "forced").await;
+    for (conn, fence) in conns.iter().zip(&fences) {
+        assert_eq!(
+            counter(conn, "forced:fence").await,
+            fence.map(|fence| fence + 1)
+        );
     }
-    assert!(holder.refreshes() > refreshes, "a renewal came");
-    assert!(!holder.is_cancelled());
+    let next = at_once(mx.try_write())
+        .await
+        .unwrap()
+        .expect("the lock is free");
+    assert!(next.fencing_token() > token);
+    assert!(next.unlock().await.unwrap());
+}
+
+#[tokio::test]
+async fn quorum_readers_nobody_replaced_all_lose_the_lock_at_their_next_renewal() {
+    let nodes = Nodes::start(3);
+    let conns = nodes.conns().await;
+    let mx = mutex_with_ttl(&nodes, SHORT_TTL).await;
+    let first = mx.read().await.unwrap();
+    let second = mx.read().await.unwrap();
+    read_everywhere(&conns, "forced", &[first.id(), second.id()]).await;
+    counters_after(&conns, second.fencing_token()).await;
+    assert!(at_once(mx.force_unlock("")).await.unwrap());
+    gone_everywhere(&conns, "forced").await;
+
+    lost_at_next_renewal(&first).await;
+    lost_at_next_renewal(&second).await;
+    tokio::time::sleep(SHORT_TTL).await;
+    gone_everywhere(&conns, "forced").await;
+}
+
+#[tokio::test]
+async fn a_waiting_writer_gets_the_lock_forced_free_and_the_holder_is_lost() {
+    let nodes = Nodes::start(3);
+    let conns = nodes.conns().await;
+    let mx = mutex_with_ttl(&nodes, SHORT_TTL).await;
+    let holder = mx.write().await.unwrap();
+    let waiter = mutex_with_ttl(&nodes, SHORT_TTL).await;
+    let waiting =
+        tokio::spawn(async move { waiter.write().timeout(Duration::from_secs(30)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the waiter got in beside the holder"
+    );
+
+    assert!(at_once(mx.force_unlock("")).await.unwrap());
+    let next = tokio::time::timeout(LIVENESS, waiting)
+        .await
+        .expect("the waiter got the lock")
+        .unwrap()
+        .unwrap();
+    assert!(next.fencing_token() > holder.fencing_token());
+    lost_at_next_renewal(&holder).await;
+    written_everywhere(&conns, "forced", next.id()).await;
+    assert!(next.unlock().await.unwrap());
+}
+
+/// The mark is per node: a node whose counter moved past the guard's token (the key
+/// deleted and the counter raised, as a forced release that reached only that node
+/// leaves it) is not taken back, while a node that only lost the key is; the guard, held
+/// on a majority, holds on.
+#[tokio::test]
+async fn a_node_whose_counter_moved_past_the_token_is_not_taken_back_and_one_that_only_lost_the_key_is(
+) {
+    let nodes = Nodes::start(3);
+    let conns = nodes.conns().await;
+    let mx = mutex_with_ttl(&nodes, SHORT_TTL).await;
+    let holder = mx.write().await.unwrap();
     written_everywhere(&conns, "forced", holder.id()).await;
+    counters_after(&conns, holder.fencing_token()).await;
+    raw::cmd::<i64>(&conns[0], "DEL", &["forced"]).await;
+    raw::cmd::<i64>(&conns[0], "INCR", &["forced:fence"]).await;
+    raw::cmd::<i64>(&conns[1], "DEL", &["forced"]).await;
+
+    let retaken = eventually(|| async {
+        raw::get(&conns[1], "forced").await.as_deref() == Some(holder.id())
+    })
+    .await;
+    assert!(retaken, "node 1, which only lost the key, is taken back");
+    tokio::time::sleep(SHORT_TTL).await;
+    assert!(
+        !raw::exists(&conns[0], "forced").await,
+        "node 0, whose counter is past the token, is not taken back"
+    );
+    assert!(!holder.is_cancelled(), "{:?}", holder.cancel_reason());
     assert!(holder.unlock().await.unwrap());
 }
 

@@ -41,9 +41,17 @@ where
             .round(
                 &shared,
                 bound,
-                |_, node| {
+                |at, node| {
                     let call = Arc::clone(&shared);
-                    Some(async move { node.attempt(&call, kind).await })
+                    Some(async move {
+                        let taken = node.attempt(&call, kind).await;
+                        // Recorded also after the round is decided: a refresh may take
+                        // the lock back on this node up to its own token.
+                        if let Ok(Attempt::Acquired(token)) = taken {
+                            call.node_order.minted(at, token);
+                        }
+                        taken
+                    })
                 },
                 |answers| Tally::of(answers, acquired).decided(),
             )

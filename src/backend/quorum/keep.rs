@@ -10,8 +10,8 @@ use super::Majority;
 use crate::backend::direct::Direct;
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Retake};
-use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::protocol::calls::{self, Call, Hold, Leftovers, Retake};
+use crate::protocol::replies::{Downgraded, Unlocked};
 
 impl<C> Majority<C>
 where
@@ -34,9 +34,9 @@ where
             .round(
                 &shared,
                 self.node_bound(call),
-                |_, node| {
+                |at, node| {
                     let (call, retake) = (Arc::clone(&shared), retake.clone());
-                    Some(async move { refresh_node(&node, &call, retake).await })
+                    Some(async move { refresh_node(at, &node, &call, retake).await })
                 },
                 |answers| Tally::of(answers, |held| *held).settled(),
             )
@@ -129,12 +129,15 @@ where
     }
 }
 
-/// Refreshes the lock on one node; if the id does not hold it there and `retake` allows
+/// Refreshes the lock on node `at`; if the id does not hold it there and `retake` allows
 /// (the guard is still valid and its token has not fired), takes it back under the same
-/// id, as a writer or a reader. The token is checked in the same poll that sends the
-/// script: a release, which fires the token first, is then either sent after it (and
-/// removes it) or seen here.
+/// id, as a writer or a reader, unless the node's fence counter is past the guard's
+/// fencing token (and past every token the node minted for the lease): a forced release
+/// raised it, or another holder took the lock there since, and the node counts as lost.
+/// The token is checked in the same poll that sends the script: a release, which fires
+/// the token first, is then either sent after it (and removes it) or seen here.
 async fn refresh_node<C>(
+    at: usize,
     node: &Direct<C>,
     call: &Call,
     retake: Option<Retake>,
@@ -145,23 +148,23 @@ where
     if node.refresh(call, None).await? {
         return Ok(true);
     }
-    let kind = match retake {
-        Some(Retake { hold, until, live }) if Instant::now() < until && !live.is_cancelled() => {
-            match hold {
-                Hold::Write => AttemptKind::Write { set_intent: false },
-                Hold::Read => AttemptKind::Read {
-                    fence_checked: false,
-                },
-                Hold::Permit => return Ok(false),
-            }
+    let (hold, token) = match retake {
+        Some(Retake {
+            hold: hold @ (Hold::Write | Hold::Read),
+            until,
+            live,
+            fencing_token,
+        }) if Instant::now() < until && !live.is_cancelled() => {
+            let minted = call.node_order.largest_minted(at);
+            (hold, fencing_token.max(minted))
         }
         _ => return Ok(false),
     };
-    let taken = node.attempt(call, kind).await?;
-    if matches!(taken, Attempt::Acquired(_)) {
+    let taken = calls::retake(&mut node.connection(), call, hold, token).await?;
+    if taken {
         tracing::debug!(key = %call.keys.lock(), id = %call.id, "lock taken back on a node that had lost it");
     }
-    Ok(matches!(taken, Attempt::Acquired(_)))
+    Ok(taken)
 }
 
 /// Releases the id on one node as `hold`, and as the other of writer and reader when

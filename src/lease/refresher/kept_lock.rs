@@ -26,6 +26,9 @@ use crate::util;
 pub(crate) struct KeptLock<B: Backend> {
     pub(crate) lease: Arc<Lease<B>>,
     pub(crate) liveness: Arc<Liveness>,
+    /// The fencing token the acquire got: a quorum renewal takes the lock back only on a
+    /// node whose fence counter is not past it.
+    pub(crate) fencing_token: u64,
     core: Arc<Core<B>>,
     /// What the refresher's release found, once the refresher has ended the lock (for an
     /// `unlock` that comes after): taken by the first look.
@@ -45,11 +48,12 @@ const TO_WATCH: u8 = 1;
 const WATCHED: u8 = 2;
 
 impl<B: Backend> KeptLock<B> {
-    /// The kept lock whose token is watched from the start when `watch` (it has a
-    /// parent).
+    /// The kept lock, acquired with `fencing_token`, whose token is watched from the start
+    /// when `watch` (it has a parent).
     pub(super) fn new(
         lease: Arc<Lease<B>>,
         liveness: Arc<Liveness>,
+        fencing_token: u64,
         core: Arc<Core<B>>,
         watch: bool,
     ) -> Self {
@@ -57,6 +61,7 @@ impl<B: Backend> KeptLock<B> {
         Self {
             lease,
             liveness,
+            fencing_token,
             core,
             outcome: Mutex::new(None),
             watch: AtomicU8::new(if watch { TO_WATCH } else { UNWATCHED }),

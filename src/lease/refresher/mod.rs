@@ -118,13 +118,14 @@ impl<B: Backend> Refresher<B> {
         &self.backend
     }
 
-    /// Keeps the lock `lease` took by a request sent at `sent`, until its guard goes: its
-    /// token is a child of `parent`, and it is surely held until `sent` plus the lease's
+    /// Keeps the lock `lease` took, with `fencing_token`, by a request sent at `sent`,
+    /// until its guard goes: its token is a child of `parent`, and it is surely held until `sent` plus the lease's
     /// validity. Must run inside a Tokio runtime, whose refresher task keeps it.
     pub(crate) fn keep(
         &self,
         lease: Arc<Lease<B>>,
         sent: Instant,
+        fencing_token: u64,
         parent: Option<CancellationToken>,
     ) -> Arc<KeptLock<B>> {
         let watch = parent.is_some();
@@ -135,7 +136,13 @@ impl<B: Backend> Refresher<B> {
         }
         let liveness = Arc::new(liveness);
         let core = self.core();
-        let lock = Arc::new(KeptLock::new(lease, liveness, Arc::clone(&core), watch));
+        let lock = Arc::new(KeptLock::new(
+            lease,
+            liveness,
+            fencing_token,
+            Arc::clone(&core),
+            watch,
+        ));
         core.register(&lock);
         lock
     }

@@ -305,7 +305,7 @@ async fn renew<B: Backend>(locks: Vec<Arc<KeptLock<B>>>) -> Renewed<B> {
     let results = {
         let items: Vec<_> = locks
             .iter()
-            .map(|lock| lock.lease.renewal(&lock.liveness))
+            .map(|lock| lock.lease.renewal(&lock.liveness, lock.fencing_token))
             .collect();
         let backend = Arc::clone(&locks[0].lease.backend);
         let call = backend.renew(&items);

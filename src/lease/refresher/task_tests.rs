@@ -126,7 +126,7 @@ fn lease_on(backend: &Arc<Scripted>, key: &str) -> Arc<Lease<Scripted>> {
 async fn renewals_come_every_half_ttl_and_a_dropped_guard_is_released_at_once() {
     let backend = Arc::new(Scripted::default());
     let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
-    let lock = refresher.keep(lease(&backend), Instant::now(), None);
+    let lock = refresher.keep(lease(&backend), Instant::now(), 1, None);
     tokio::time::sleep(TTL / 2 - Duration::from_millis(5)).await;
     assert_eq!(
         backend.renewals.load(Ordering::SeqCst),
@@ -160,7 +160,7 @@ async fn an_unwatched_lock_that_expires_is_released_by_the_refresher() {
     let backend = Arc::new(Scripted::default());
     backend.renewals_fail.store(true, Ordering::SeqCst);
     let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
-    let lock = refresher.keep(lease(&backend), Instant::now(), None);
+    let lock = refresher.keep(lease(&backend), Instant::now(), 1, None);
     assert!(!lock.handed_out(), "nothing to watch");
     let deadline = lock.liveness.deadline();
     tokio::time::sleep_until(deadline - Duration::from_millis(1)).await;
@@ -188,7 +188,7 @@ async fn the_renewals_due_together_go_in_one_batch_per_tag() {
     let now = Instant::now();
     let locks: Vec<_> = ["{a}1", "{b}2", "{a}3", "{b}4", "{a}5"]
         .into_iter()
-        .map(|key| refresher.keep(lease_on(&backend, key), now, None))
+        .map(|key| refresher.keep(lease_on(&backend, key), now, 1, None))
         .collect();
     tokio::time::sleep(TTL / 2 + Duration::from_millis(5)).await;
     assert_eq!(backend.renewals.load(Ordering::SeqCst), locks.len());
