@@ -172,6 +172,36 @@ impl Crew {
         signal(self.member(&name).pid, Signal::SIGCONT);
     }
 
+    /// Waits (up to `wait`) for worker `name` to hold a lock taken after `after_us`,
+    /// freezes it at once (asserting it was still within its hold of `hold_us`), keeps it
+    /// frozen for `d` and thaws it: its `HOLDING` event, and when it was stopped and when
+    /// it resumed (µs).
+    pub async fn freeze_while_holding(
+        &mut self,
+        name: &str,
+        after_us: u64,
+        hold_us: u64,
+        d: Duration,
+        wait: Duration,
+    ) -> (Event, u64, u64) {
+        let holding = self
+            .log
+            .wait_for(wait, |e| {
+                e.worker == name && e.is("HOLDING") && e.us > after_us
+            })
+            .await
+            .unwrap_or_else(|| panic!("{name} holds no lock"));
+        let fault = self.freeze(name);
+        let stopped_us = self.faults[fault].start_us;
+        assert!(
+            stopped_us < holding.us + hold_us,
+            "{name} frozen after its hold ended"
+        );
+        tokio::time::sleep(d).await;
+        self.thaw(fault);
+        (holding, stopped_us, self.faults[fault].end_us)
+    }
+
     /// Freezes worker `name` for `d`, then thaws it.
     pub async fn freeze_for(&mut self, name: &str, d: Duration) {
         let index = self.freeze(name);

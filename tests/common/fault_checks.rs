@@ -137,14 +137,19 @@ pub fn assert_safe_but_for_freezes(report: &Report) {
         "tokens out of order: {:?}",
         report.token_order_unexplained
     );
+    assert_ended_cleanly(report, "");
+}
+
+/// No write after its deadline, and no lock key left; `label` starts each message.
+pub fn assert_ended_cleanly(report: &Report, label: &str) {
     assert!(
         report.late_writes.is_empty(),
-        "writes after the deadline: {:?}",
+        "{label}writes after the deadline: {:?}",
         report.late_writes
     );
     assert!(
         report.keys_left.is_empty(),
-        "keys left: {:?}",
+        "{label}keys left: {:?}",
         report.keys_left
     );
 }

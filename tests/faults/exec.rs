@@ -22,7 +22,8 @@
 
 use crate::common::events::Event;
 use crate::common::fault_checks::{
-    assert_guarded_data, assert_safe_but_for_freezes, ms, SERIAL, TTL_MS, WAIT,
+    assert_ended_cleanly, assert_guarded_data, assert_safe_but_for_freezes, ms, SERIAL, TTL_MS,
+    WAIT,
 };
 use crate::common::fleet::{Fleet, Spec};
 use crate::common::report::Report;
@@ -88,23 +89,10 @@ async fn exec_refuses_frozen_writers_and_guarded_data_loses_no_update() {
 /// asserts that on waking it gave up, its exec probe was refused, and others wrote the
 /// data through exec meanwhile. Returns when it released.
 async fn freeze_holding(fleet: &mut ServerFleet, round: usize, after: u64) -> u64 {
-    let holding = fleet
+    let (holding, stopped_us, resumed_us) = fleet
         .crew
-        .log
-        .wait_for(WAIT, |e| {
-            e.worker == "holder" && e.is("HOLDING") && e.us > after
-        })
-        .await
-        .unwrap_or_else(|| panic!("round {round}: the holder holds no lock"));
-    let fault = fleet.crew.freeze("holder");
-    let stopped_us = fleet.crew.faults[fault].start_us;
-    assert!(
-        stopped_us < holding.us + 600_000,
-        "round {round}: frozen after its hold ended"
-    );
-    tokio::time::sleep(ms(FREEZE_MS)).await;
-    fleet.crew.thaw(fault);
-    let resumed_us = fleet.crew.faults[fault].end_us;
+        .freeze_while_holding("holder", after, 600_000, ms(FREEZE_MS), WAIT)
+        .await;
 
     let (key, token) = (holding.key().to_string(), holding.token());
     let mine = |e: &Event| e.worker == "holder" && e.key() == key && e.token() == token;
@@ -343,16 +331,7 @@ fn assert_safe_but_for_deleted_keys(report: &Report) {
         r.lost_updates,
         r.violations
     );
-    assert!(
-        report.late_writes.is_empty(),
-        "writes after the deadline: {:?}",
-        report.late_writes
-    );
-    assert!(
-        report.keys_left.is_empty(),
-        "keys left: {:?}",
-        report.keys_left
-    );
+    assert_ended_cleanly(report, "");
     assert!(
         report.fired_spurious.is_empty(),
         "tokens fired with no key deleted: {:?}",

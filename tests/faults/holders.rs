@@ -94,23 +94,10 @@ async fn frozen_holder_abandons_and_its_fenced_write_is_rejected() {
 
     let mut after = 0;
     for round in 0..4 {
-        let holding = fleet
+        let (holding, stopped_us, resumed_us) = fleet
             .crew
-            .log
-            .wait_for(WAIT, |e| {
-                e.worker == "frozen" && e.is("HOLDING") && e.us > after
-            })
-            .await
-            .unwrap_or_else(|| panic!("round {round}: the frozen worker holds no lock"));
-        let fault = fleet.crew.freeze("frozen");
-        let stopped_us = fleet.crew.faults[fault].start_us;
-        assert!(
-            stopped_us < holding.us + 600_000,
-            "round {round}: frozen after its hold ended"
-        );
-        tokio::time::sleep(ms(2000)).await;
-        fleet.crew.thaw(fault);
-        let resumed_us = fleet.crew.faults[fault].end_us;
+            .freeze_while_holding("frozen", after, 600_000, ms(2000), WAIT)
+            .await;
 
         let (key, token) = (holding.key().to_string(), holding.token());
         let mine = |e: &Event| e.worker == "frozen" && e.key() == key && e.token() == token;

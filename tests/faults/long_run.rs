@@ -34,7 +34,7 @@ use std::time::Duration;
 use crate::common::crew::dump;
 use crate::common::events::{now_us, Log};
 use crate::common::expiry_watch::ExpiryWatch;
-use crate::common::fault_checks::{ms, SERIAL};
+use crate::common::fault_checks::{assert_ended_cleanly, ms, SERIAL};
 use crate::common::fleet::{Fleet, Spec};
 use crate::common::mixes::{between, quorum_fault, single_fault, Roster};
 use crate::common::order::{explained_by_worker_freeze, guard_overlaps};
@@ -314,16 +314,7 @@ impl Row {
             "{label}: tokens out of order {:?}",
             report.token_order_unexplained
         );
-        assert!(
-            report.late_writes.is_empty(),
-            "{label}: writes after the deadline {:?}",
-            report.late_writes
-        );
-        assert!(
-            report.keys_left.is_empty(),
-            "{label}: keys left {:?}",
-            report.keys_left
-        );
+        assert_ended_cleanly(report, &format!("{label}: "));
         assert!(
             report.leads.iter().all(|l| l.lead_us > 0),
             "{label}: tokens fired after their key expired: {:?}",
