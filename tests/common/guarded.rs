@@ -13,6 +13,9 @@
 //! its worker's lock key was deleted on the lock server ([`FaultKind::DeleteLockKey`],
 //! begun after the guard's `ACQUIRED`; the worker holds one key at a time).
 //!
+//! A section whose worker was SIGKILLed after its guarded read and before its write was
+//! reported counts one uncertain write: the write may have been on the wire.
+//!
 //! And it tells who refused: the guard itself, before sending (its deadline had
 //! passed or its token had fired), or the server, whose exec script found the lock key
 //! not held (an `EXEC` whose guard had no cancel reason when the call began and `Lost`
@@ -22,7 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use super::events::Event;
-use super::record::{FaultKind, FaultRecord};
+use super::record::{FaultKind, FaultRecord, Target};
 
 /// One lock key's guarded data.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -104,6 +107,9 @@ impl Guarded {
                 }
             }
         }
+        for key in killed_mid_section(events, faults) {
+            guarded.keys.entry(key).or_default().uncertain += 1;
+        }
         for (key, counter) in counters {
             guarded.keys.entry(key.clone()).or_default().counter = *counter;
         }
@@ -150,6 +156,36 @@ impl Guarded {
             })
             .collect()
     }
+}
+
+/// The lock keys of the sections that a `KillWorker` fault cut short after their guarded
+/// read and before their `EXEC` write was reported: that write may have run (a worker
+/// SIGKILLed with its exec on the wire), so it is uncertain, as an exec that failed is.
+fn killed_mid_section(events: &[Event], faults: &[FaultRecord]) -> Vec<String> {
+    let mut keys = Vec::new();
+    for fault in faults.iter().filter(|f| f.kind == FaultKind::KillWorker) {
+        let Target::Worker(name) = &fault.target else {
+            continue;
+        };
+        let last = events
+            .iter()
+            .rfind(|e| &e.worker == name && e.is("ACQUIRED") && e.us <= fault.start_us);
+        let Some(section) = last else {
+            continue;
+        };
+        let ours = |e: &&Event| {
+            &e.worker == name
+                && e.is("EXEC")
+                && e.key() == section.key()
+                && e.token() == section.token()
+        };
+        let read = events.iter().filter(ours).any(|e| e.exec_what() == "read");
+        let wrote = events.iter().filter(ours).any(|e| e.exec_what() != "read");
+        if read && !wrote {
+            keys.push(section.key().to_string());
+        }
+    }
+    keys
 }
 
 /// Whether `exec` (an `EXEC` of a guard acquired at `acquired_us`) began after its

@@ -338,3 +338,32 @@ fn assert_safe_but_for_deleted_keys(report: &Report) {
         report.fired_spurious
     );
 }
+
+/// The accounting behind `assert_guarded_data`: a worker SIGKILLed between its guarded
+/// read and the report of its write may have written (its exec on the wire), so that
+/// write counts as uncertain; without the kill the same counter is a write nobody counted.
+#[test]
+fn a_worker_killed_between_its_guarded_read_and_write_leaves_one_uncertain_write() {
+    use crate::common::guarded::Guarded;
+    use crate::common::record::{FaultKind, FaultRecord, Target};
+    let event = |worker: &str, line: &str| Event::parse(worker, line).unwrap();
+    let events = [
+        event("w5", "ACQUIRED 100 w faults:{k9} 7 a"),
+        event("w5", "EXEC 110 faults:{k9} 7 105 accepted read - -"),
+        event("w1", "ACQUIRED 300 w faults:{k9} 8 b"),
+        event("w1", "EXEC 310 faults:{k9} 8 305 accepted read - -"),
+        event("w1", "EXEC 320 faults:{k9} 8 315 accepted write - -"),
+    ];
+    let killed = FaultRecord {
+        kind: FaultKind::KillWorker,
+        target: Target::Worker("w5".into()),
+        start_us: 200,
+        end_us: 210,
+    };
+    let counters = [("faults:{k9}".to_string(), 2)];
+    let guarded = Guarded::build(&events, &[killed], 1000, &counters);
+    assert!(guarded.uncounted().is_empty(), "{:?}", guarded.uncounted());
+    assert_eq!(guarded.keys["faults:{k9}"].uncertain, 1);
+    let unexplained = Guarded::build(&events, &[], 1000, &counters);
+    assert_eq!(unexplained.uncounted().len(), 1);
+}
