@@ -202,7 +202,11 @@ fn takeovers(events: &[Event], faults: &[FaultRecord]) -> Vec<f64> {
 /// For each held lock noted: the lead of the first loss FIRED of that guard after it
 /// was noted (using the latest note before the FIRED). A guard whose worker was frozen
 /// (SIGSTOP) between its `ACQUIRED` and its `FIRED` is left out: its token could not
-/// fire, nor its worker act, until the thaw.
+/// fire, nor its worker act, until the thaw. So is a guard held while a Cluster master
+/// was killed (`KillMaster`, until its replica took over): the promoted replica's TTL of
+/// the key is the last one replicated, which can be a renewal (ttl/2) behind, the
+/// failover hole the guarantees guide describes, and the watch cannot read the key
+/// while its master is down.
 pub fn leads(
     events: &[Event],
     held: &[HeldLock],
@@ -223,13 +227,13 @@ pub fn leads(
         else {
             continue;
         };
-        let frozen = faults.iter().any(|f| {
-            f.kind == FaultKind::FreezeWorker
+        let frozen_or_failed_over = faults.iter().any(|f| {
+            matches!(f.kind, FaultKind::FreezeWorker | FaultKind::KillMaster)
                 && f.hits(&acquired.worker)
                 && f.start_us <= fired.us
                 && f.end_us >= acquired.us
         });
-        if frozen {
+        if frozen_or_failed_over {
             continue;
         }
         let note = notes
