@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use crate::common::cluster::{slot, Cluster};
+use crate::common::raw;
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redismutex::{CancelReason, Error, RwMutex, Semaphore};
@@ -90,23 +91,6 @@ async fn scripts_sent(masters: &HashMap<u16, MultiplexedConnection>) -> BTreeMap
     sent
 }
 
-async fn get_on(node: &MultiplexedConnection, key: &str) -> Option<String> {
-    redis::cmd("GET")
-        .arg(key)
-        .query_async(&mut node.clone())
-        .await
-        .unwrap()
-}
-
-async fn exists_on(node: &MultiplexedConnection, key: &str) -> bool {
-    redis::cmd("EXISTS")
-        .arg(key)
-        .query_async::<i64>(&mut node.clone())
-        .await
-        .unwrap()
-        == 1
-}
-
 /// Whether `key` exists anywhere in the cluster (routed to its slot's master).
 async fn exists(conn: &ClusterConnection, key: &str) -> bool {
     redis::cmd("EXISTS")
@@ -180,12 +164,12 @@ async fn keys_of_the_lock_keys_slot_run_on_the_master_serving_it_on_every_master
         assert_eq!(cluster.master_of_slot(slot(&lock_key)), *port);
         let node = &masters[port];
         assert_eq!(
-            get_on(node, &data).await.as_deref(),
+            raw::get(node, &data).await.as_deref(),
             Some(value.as_str()),
             "{data} is not on {port}"
         );
-        assert_eq!(get_on(node, &count).await.as_deref(), Some("5"));
-        assert!(exists_on(node, &union).await, "{union} is not on {port}");
+        assert_eq!(raw::get(node, &count).await.as_deref(), Some("5"));
+        assert!(raw::exists(node, &union).await, "{union} is not on {port}");
         assert!(!guard.is_cancelled());
 
         // A reader of the same lock execs there too.
@@ -299,7 +283,7 @@ async fn a_key_of_another_slot_is_refused_by_name_before_the_script_is_sent() {
     let (incremented,): (i64,) = guard.exec(&pipe).await.unwrap();
     assert_eq!(incremented, 1);
     assert_eq!(
-        get_on(&masters[&lock_master], &untagged).await.as_deref(),
+        raw::get(&masters[&lock_master], &untagged).await.as_deref(),
         Some("1")
     );
     assert_eq!(masters_that_ran_exec(&masters).await, vec![lock_master]);
@@ -347,7 +331,7 @@ async fn a_stale_holder_on_a_cluster_is_refused_and_nothing_of_it_runs() {
     let (writes,): (i64,) = fresh.exec(&write("from B")).await.unwrap();
     assert_eq!(writes, 1);
     let node = &masters[&cluster.master_of_slot(slot("orders:{42}"))];
-    assert_eq!(get_on(node, "{42}:data").await.as_deref(), Some("from B"));
+    assert_eq!(raw::get(node, "{42}:data").await.as_deref(), Some("from B"));
     assert!(fresh.unlock().await.unwrap());
     assert!(!stale.unlock().await.unwrap(), "A's lock was lost");
 }
@@ -372,7 +356,7 @@ async fn a_permit_of_a_cluster_semaphore_execs_in_its_slot_while_it_holds() {
     let (jobs,): (i64,) = first.exec(&pipe).await.unwrap();
     assert_eq!(jobs, 1);
     let node = &masters[&cluster.master_of_slot(slot("pool:{7}"))];
-    assert_eq!(get_on(node, "{7}:jobs").await.as_deref(), Some("1"));
+    assert_eq!(raw::get(node, "{7}:jobs").await.as_deref(), Some("1"));
 
     // A key of another slot is refused for a permit as for a guard.
     let mut foreign = redis::pipe();
