@@ -194,7 +194,16 @@ impl<C> RwMutex<C> {
     /// holds another type, and [`Error::NoExpiry`](crate::Error::NoExpiry) when it has
     /// no TTL (no request of the crate leaves one), both left untouched;
     /// [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a majority of a
-    /// quorum's nodes answered (those that did were cleared); a Redis error.
+    /// quorum's nodes answered (those that did were cleared);
+    /// [`Error::Timeout`](crate::Error::Timeout) when no answer came within the TTL (the
+    /// lock may have been cleared or not); [`Error::Refused`](crate::Error::Refused) and
+    /// [`Error::Redis`](crate::Error::Redis) when the request fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before its answer leaves the lock cleared or not, as with any
+    /// request whose reply is lost; this process's waiters are then not woken at once
+    /// (they find out by their next attempt).
     pub async fn force_unlock(&self, key: &str) -> Result<bool, crate::Error> {
         self.shared.force_unlock(key).await
     }

@@ -149,6 +149,11 @@ impl<C> Semaphore<C> {
     /// # Errors
     ///
     /// As [`RwMutex::force_unlock`](crate::RwMutex::force_unlock).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RwMutex::force_unlock`](crate::RwMutex::force_unlock): dropping the future
+    /// leaves the permits cleared or not.
     pub async fn force_unlock(&self, key: &str) -> Result<bool, crate::Error> {
         self.shared.force_unlock(key).await
     }

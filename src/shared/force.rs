@@ -15,7 +15,8 @@ use crate::protocol::id::Id;
 
 impl<C> Shared<C> {
     /// Removes every holder of the lock a request for `key` takes (`""`: the name
-    /// itself), checked as a request checks it; true when something was held.
+    /// itself), checked as a request checks it; true when something was held. Bounded by
+    /// the TTL, as an inspection is ([`Error::Timeout`] after it).
     pub(crate) async fn force_unlock(&self, key: &str) -> Result<bool, Error> {
         self.check_settings()?;
         let settings = &self.settings;
@@ -29,7 +30,10 @@ impl<C> Shared<C> {
             queue: Queueing::Off,
             node_order: NodeOrder::default(),
         };
-        Arc::clone(&self.refresher).force_unlock(call).await
+        let forcing = Arc::clone(&self.refresher).force_unlock(call);
+        tokio::time::timeout(settings.ttl, forcing)
+            .await
+            .unwrap_or(Err(Error::Timeout))
     }
 }
 
