@@ -129,6 +129,23 @@ impl<C: Deployment> Builder<C, Semaphore<C>> {
     }
 }
 
+impl<C: Deployment, T> Builder<C, T> {
+    /// A builder of a `T` named `name` over `conn`, from the deployment's defaults.
+    pub(crate) fn of(conn: C, name: String) -> Self {
+        Self {
+            settings: conn.settings(name),
+            conn,
+            made: PhantomData,
+        }
+    }
+
+    /// The connection and the options as set, for the `build` of a handle made
+    /// elsewhere.
+    pub(crate) fn into_parts(self) -> (C, Settings) {
+        (self.conn, self.settings)
+    }
+}
+
 impl<C, T> Builder<C, T> {
     /// Sets how long a lock lives in Redis without a refresh (default 4 s). A guard
     /// refreshes it every `ttl / 2` while it lives, so the TTL only decides how long a lock

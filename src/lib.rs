@@ -62,6 +62,7 @@
 // by tests/layers.rs; described in docs/architecture.md).
 mod error;
 pub mod guide;
+mod leader;
 mod lock_state;
 mod mode;
 mod reason;
@@ -94,6 +95,8 @@ mod builder;
 mod mutex;
 mod semaphore;
 
+mod election;
+
 // README.md's example, compiled as a doctest (README is not the crate's docs).
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
@@ -101,8 +104,10 @@ struct ReadmeDoctests;
 
 pub use backend::Quorum;
 pub use builder::Builder;
+pub use election::{Campaign, Election, Leadership};
 pub use error::{Error, Refusal};
 pub use guard::{Guard, Permit};
+pub use leader::Leader;
 pub use lock_state::LockState;
 pub use mode::Mode;
 pub use mutex::RwMutex;

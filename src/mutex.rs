@@ -162,6 +162,11 @@ impl<C> RwMutex<C> {
         self.shared.inspect(key, Form::Lock).await
     }
 
+    /// What the mutex and its clones share.
+    pub(crate) fn shared(&self) -> &Arc<Shared<C>> {
+        &self.shared
+    }
+
     fn request(&self, kind: Kind) -> Request<C> {
         Request::new(Arc::clone(&self.shared), kind)
     }

@@ -12,6 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &[
         "error",
         "guide",
+        "leader",
         "lock_state",
         "mode",
         "reason",
@@ -30,6 +31,7 @@ const LAYERS: &[&[&str]] = &[
     &["request"],
     // The handles and their builder, the one pair that imports each other.
     &["builder", "mutex", "semaphore"],
+    &["election"],
 ];
 
 /// The longest function allowed, in lines from its `fn` to its closing brace.

@@ -20,6 +20,7 @@ use crate::protocol::exec::{Executed, Guarded};
 use crate::protocol::force;
 use crate::protocol::inspect::{self, Form};
 use crate::protocol::keys::{hash_tag, Keys};
+use crate::protocol::leader::{self, LeaderRead};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::protocol::topology::Topology;
 
@@ -181,6 +182,26 @@ where
     /// One `inspect.lua`, a read: no replica acknowledges it.
     async fn inspect(&self, keys: &Keys, form: Form) -> Result<LockState, Error> {
         inspect::inspect(&mut self.conn.clone(), keys, form).await
+    }
+
+    /// One `proclaim.lua`; with replica acknowledgement, its `WAIT` in the same request
+    /// ([`Error::NotReplicated`] when too few acknowledged a record that was written).
+    async fn proclaim(&self, call: &Call, record: &str) -> Result<bool, Error> {
+        let conn = self.conn.clone();
+        let Some(acks) = self.acks else {
+            return leader::proclaim(&mut { conn }, call, record, self.topology).await;
+        };
+        let mut conn = Acked::new(conn, acks);
+        let written = leader::proclaim(&mut conn, call, record, self.topology).await?;
+        if written {
+            conn.acknowledged(call.keys.lock())?;
+        }
+        Ok(written)
+    }
+
+    /// One `leader.lua`, a read: no replica acknowledges it.
+    async fn leader(&self, call: &Call) -> Result<LeaderRead, Error> {
+        leader::read(&mut self.conn.clone(), &call.keys).await
     }
 
     fn hub(&self) -> Option<&Arc<Hub>> {

@@ -36,7 +36,8 @@
 //!   [`exec`](Backend::exec) runs a pipeline only while the id holds the lock, in one
 //!   atomic step with that check, or refuses it with a typed error before sending it.
 //!   [`inspect`](Backend::inspect) reads the state of a lock key in one step and writes
-//!   nothing.
+//!   nothing; [`proclaim`](Backend::proclaim) and [`leader`](Backend::leader) write and
+//!   read an election's record as `exec` and `inspect` do.
 
 mod direct;
 mod quorum;
@@ -57,6 +58,7 @@ use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake
 use crate::protocol::exec::Executed;
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
+use crate::protocol::leader::LeaderRead;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 
 /// How the engine reaches Redis for one mutex or semaphore. See the module docs for what
@@ -131,6 +133,20 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// release channel: `held` when something was held (on a backend over several
     /// nodes, on any node that answered), `published` when waiters were told.
     fn force_unlock(&self, call: &Call) -> impl Future<Output = Result<Unlocked, Error>> + Send;
+
+    /// Writes the election's `record` beside `call`'s lock key
+    /// and publishes it, only while `call`'s id holds the lock as its writer, in one step
+    /// with that check (`lua/proclaim.lua`): true when it held the lock (on a backend over
+    /// several nodes, on a majority) and the record was written there.
+    fn proclaim(
+        &self,
+        call: &Call,
+        record: &str,
+    ) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// Reads who leads the election at `call`'s lock key, in one step that writes nothing
+    /// (`lua/leader.lua`); on a backend over several nodes, the leader a majority names.
+    fn leader(&self, call: &Call) -> impl Future<Output = Result<LeaderRead, Error>> + Send;
 
     /// Where this process's waiters wait for releases, when the mutex has a notifier.
     fn hub(&self) -> Option<&Arc<Hub>>;

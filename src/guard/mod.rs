@@ -6,6 +6,7 @@ mod downgrade;
 mod exec;
 mod nested;
 mod permit;
+mod proclaim;
 mod release;
 
 use std::fmt;
@@ -17,6 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub use permit::Permit;
+pub(crate) use proclaim::Proclaimer;
 
 use crate::acquire::Acquired;
 use crate::backend::Backend;

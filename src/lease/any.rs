@@ -34,6 +34,10 @@ pub(crate) trait AnyLease: Send + Sync {
     /// Runs `pipe` only while the lock is held ([`Lease::exec`](super::Lease::exec)); a
     /// lock found not held is lost: its token fires with `CancelReason::Lost`.
     fn exec<'a>(&'a self, pipe: &'a Pipeline) -> ExecFuture<'a>;
+    /// Writes an election's record while the lock is held as its writer
+    /// ([`Lease::proclaim`](super::Lease::proclaim)); a lock found not held is lost, as
+    /// by `exec`.
+    fn proclaim<'a>(&'a self, record: &'a str) -> LeaseFuture<'a>;
     /// The guard is dropped: if nobody has claimed the lock's end yet, claims it and has
     /// the refresher release the lock.
     fn dropped(self: Arc<Self>);

@@ -142,6 +142,12 @@ impl<B: Backend> Lease<B> {
         })
     }
 
+    /// Writes an election's `record` beside the lock key only
+    /// while this id holds the lock as its writer: false when it did not hold it.
+    pub(crate) async fn proclaim(&self, record: &str) -> Result<bool, Error> {
+        self.backend.proclaim(&self.call, record).await
+    }
+
     /// Removes this id from the lock key, and the `leftovers` of an unfinished acquire;
     /// waiters here and elsewhere are told when that frees the lock. True when the id
     /// held the lock.

@@ -185,6 +185,9 @@ mod tests {
         fn exec<'a>(&'a self, _: &'a redis::Pipeline) -> crate::lease::any::ExecFuture<'a> {
             Box::pin(async { Ok(None) })
         }
+        fn proclaim<'a>(&'a self, _: &'a str) -> crate::lease::any::LeaseFuture<'a> {
+            Box::pin(async { Ok(false) })
+        }
         fn dropped(self: Arc<Self>) {}
         fn handed_out(&self) -> bool {
             true

@@ -293,6 +293,13 @@ impl Hub {
         Waiter::new(Arc::clone(self), keys.clone(), slot, subscribed)
     }
 
+    /// Where each node's subscriber connection goes, for a [`ChannelWatch`] of its own.
+    ///
+    /// [`ChannelWatch`]: super::watch::ChannelWatch
+    pub(super) fn sources(&self) -> Vec<Source> {
+        self.nodes.iter().map(|node| node.source.clone()).collect()
+    }
+
     /// One connection task per node, reporting through the node's listener.
     fn start_tasks(&self) -> Vec<JoinHandle<()>> {
         self.nodes

@@ -10,5 +10,6 @@ mod notifier;
 mod sharded;
 mod subscriber;
 pub(crate) mod waiter;
+pub(crate) mod watch;
 
 pub use notifier::Notifier;

@@ -21,7 +21,7 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 12] = [
+pub(crate) const SCRIPT_FILES: [&str; 14] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
@@ -34,6 +34,8 @@ pub(crate) const SCRIPT_FILES: [&str; 12] = [
     "inspect.lua",
     "force_unlock.lua",
     "retake.lua",
+    "proclaim.lua",
+    "leader.lua",
 ];
 /// The functions every script uses (the server clock, raising a PTTL); sent before each
 /// script, as one script. Small, since every call of every script defines them.
@@ -133,10 +135,12 @@ pub(crate) struct Scripts {
     pub(crate) inspect: Lua,
     pub(crate) force_unlock: Lua,
     pub(crate) retake: Lua,
+    pub(crate) proclaim: Lua,
+    pub(crate) leader: Lua,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake] =
+    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake, proclaim, leader] =
         SCRIPT_FILES.map(load);
     Scripts {
         lock,
@@ -151,6 +155,8 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         inspect,
         force_unlock,
         retake,
+        proclaim,
+        leader,
     }
 });
 
@@ -214,6 +220,8 @@ mod tests {
             &SCRIPTS.inspect,
             &SCRIPTS.force_unlock,
             &SCRIPTS.retake,
+            &SCRIPTS.proclaim,
+            &SCRIPTS.leader,
         ] {
             assert_eq!(script.sha.len(), 40);
         }
@@ -253,6 +261,21 @@ mod tests {
     #[test]
     fn inspect_lua_runs_only_commands_that_read() {
         let code = file("inspect.lua");
+        let reads = ["GET", "PTTL", "SMEMBERS", "TYPE", "ZRANGE", "ZRANGEBYSCORE"];
+        assert_eq!(commands(code), reads);
+        // Of base.lua's functions it calls only the clock.
+        assert!(code.contains("now_ms()") && !code.contains("pttl_at_least("));
+    }
+
+    #[test]
+    fn leader_lua_runs_only_commands_that_read() {
+        let code = file("leader.lua");
+        assert_eq!(commands(code), ["GET", "PTTL", "TYPE"]);
+        assert!(!code.contains("now_ms()") && !code.contains("pttl_at_least("));
+    }
+
+    /// The Redis commands a script calls, sorted, each once.
+    fn commands(code: &str) -> Vec<&str> {
         let mut called: Vec<&str> = code
             .split("redis.")
             .skip(1)
@@ -265,10 +288,7 @@ mod tests {
             .collect();
         called.sort_unstable();
         called.dedup();
-        let reads = ["GET", "PTTL", "SMEMBERS", "TYPE", "ZRANGE", "ZRANGEBYSCORE"];
-        assert_eq!(called, reads, "inspect.lua calls {called:?}");
-        // Of base.lua's functions it calls only the clock.
-        assert!(code.contains("now_ms()") && !code.contains("pttl_at_least("));
+        called
     }
 
     /// The names of the functions shared.lua defines, as calls: `name(`.

@@ -12,6 +12,7 @@ pub(crate) mod force;
 pub(crate) mod id;
 pub(crate) mod inspect;
 pub(crate) mod keys;
+pub(crate) mod leader;
 pub(crate) mod lua;
 pub(crate) mod replies;
 pub(crate) mod topology;

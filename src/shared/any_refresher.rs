@@ -21,6 +21,7 @@ use crate::protocol::fences::Fences;
 use crate::protocol::id::Id;
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
+use crate::protocol::leader::LeaderRead;
 use crate::settings::Settings;
 use crate::spawner::Spawner;
 
@@ -59,7 +60,13 @@ pub(crate) trait AnyRefresher: Send + Sync {
     /// Removes every holder of `call`'s lock through the backend and wakes this
     /// process's waiters on it (see `shared/force.rs`): true when something was held.
     fn force_unlock(self: Arc<Self>, call: Call) -> Forcing;
+    /// Reads who leads the election at `call`'s lock key through the backend
+    /// ([`Backend::leader`]).
+    fn leader(self: Arc<Self>, call: Call) -> Reading;
 }
+
+/// The boxed future of [`AnyRefresher::leader`].
+pub(crate) type Reading = Pin<Box<dyn Future<Output = Result<LeaderRead, Error>> + Send>>;
 
 /// The boxed future of [`AnyRefresher::force_unlock`].
 pub(crate) type Forcing = Pin<Box<dyn Future<Output = Result<bool, Error>> + Send>>;
@@ -75,6 +82,11 @@ impl<B: Backend> AnyRefresher for Refresher<B> {
 
     fn force_unlock(self: Arc<Self>, call: Call) -> Forcing {
         Box::pin(super::force::force_on(Arc::clone(self.backend()), call))
+    }
+
+    fn leader(self: Arc<Self>, call: Call) -> Reading {
+        let backend = Arc::clone(self.backend());
+        Box::pin(async move { backend.leader(&call).await })
     }
 }
 

@@ -5,6 +5,7 @@ mod any_refresher;
 mod deployment;
 mod force;
 mod inspect;
+mod leader;
 
 use std::fmt;
 use std::sync::Arc;

@@ -8,6 +8,7 @@ mod common;
 
 mod churn;
 mod downgrade;
+mod election;
 mod exclusion;
 mod exec;
 mod fair;

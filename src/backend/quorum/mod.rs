@@ -8,6 +8,7 @@
 mod attempt;
 mod force;
 mod keep;
+mod leader;
 mod round;
 
 use std::fmt;
@@ -30,6 +31,7 @@ use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake
 use crate::protocol::exec::Executed;
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
+use crate::protocol::leader::LeaderRead;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::protocol::topology::Topology;
 use crate::spawner::Spawner;
@@ -266,6 +268,14 @@ where
 
     async fn force_unlock(&self, call: &Call) -> Result<Unlocked, Error> {
         self.force_unlock_all(call).await
+    }
+
+    async fn proclaim(&self, call: &Call, record: &str) -> Result<bool, Error> {
+        self.proclaim_all(call, record).await
+    }
+
+    async fn leader(&self, call: &Call) -> Result<LeaderRead, Error> {
+        self.leader_all(call).await
     }
 
     /// Refused: the nodes are independent masters, which share no transaction, so no

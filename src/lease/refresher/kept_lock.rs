@@ -197,6 +197,17 @@ impl<B: Backend> AnyLease for KeptLock<B> {
         })
     }
 
+    fn proclaim<'a>(&'a self, record: &'a str) -> LeaseFuture<'a> {
+        Box::pin(async move {
+            let written = self.lease.proclaim(record).await?;
+            if !written && !self.liveness.is_fired() {
+                tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock lost: the leader's record found it no longer held");
+                self.gone();
+            }
+            Ok(written)
+        })
+    }
+
     fn dropped(self: Arc<Self>) {
         if self.liveness.claim_end() {
             self.release_later();

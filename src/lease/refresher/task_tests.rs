@@ -95,6 +95,14 @@ impl Backend for Scripted {
         Ok(Unlocked::from_reply(0))
     }
 
+    async fn proclaim(&self, _: &Call, _: &str) -> Result<bool, Error> {
+        Ok(false)
+    }
+
+    async fn leader(&self, _: &Call) -> Result<crate::protocol::leader::LeaderRead, Error> {
+        Err(Error::Timeout)
+    }
+
     fn hub(&self) -> Option<&Arc<Hub>> {
         None
     }

@@ -1,0 +1,253 @@
+//! Candidates take turns: resign, drop, a lease deleted under the leader, a forced
+//! release, `max_hold`; terms strictly grow; `proclaim`; bad input.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{election, leader};
+use crate::common::go_peer::GoPeer;
+use crate::common::{at_once, raw, RedisServer, LIVENESS};
+use redismutex::{CancelReason, Election, Error, Leadership, RwMutex};
+
+const TTL: Duration = Duration::from_secs(2);
+
+/// Waits (at most [`LIVENESS`]) for whichever of `a` and `b` leads first; gives its index.
+async fn first_of(
+    a: tokio::task::JoinHandle<Result<Leadership, Error>>,
+    b: tokio::task::JoinHandle<Result<Leadership, Error>>,
+) -> (
+    usize,
+    Leadership,
+    tokio::task::JoinHandle<Result<Leadership, Error>>,
+) {
+    let (mut a, mut b) = (a, b);
+    let first = tokio::time::timeout(LIVENESS, async {
+        tokio::select! {
+            led = &mut a => (0, led.unwrap().unwrap()),
+            led = &mut b => (1, led.unwrap().unwrap()),
+        }
+    })
+    .await
+    .expect("a waiting candidate leads within the liveness bound");
+    let rest = if first.0 == 0 { b } else { a };
+    (first.0, first.1, rest)
+}
+
+#[tokio::test]
+async fn three_candidates_take_turns_and_every_term_is_larger_than_the_last() {
+    let server = RedisServer::start();
+    let candidates = [
+        election(&server, "sched", TTL).await,
+        election(&server, "sched", TTL).await,
+        election(&server, "sched", TTL).await,
+    ];
+    let reader = election(&server, "sched", TTL).await;
+    assert_eq!(reader.leader().await.unwrap(), None, "nobody leads yet");
+
+    let first = at_once(candidates[0].campaign("a")).await.unwrap();
+    assert_eq!(
+        reader.leader().await.unwrap(),
+        Some(leader("a", first.fencing_token()))
+    );
+    assert!(candidates[1].try_campaign("b").await.unwrap().is_none());
+
+    let waiting: Vec<_> = ["b", "c"]
+        .iter()
+        .enumerate()
+        .map(|(at, value)| {
+            let candidate = candidates[at + 1].clone();
+            tokio::spawn(async move { candidate.campaign(*value).timeout(LIVENESS * 3).await })
+        })
+        .collect();
+    let mut waiting = waiting.into_iter();
+    let (b, c) = (waiting.next().unwrap(), waiting.next().unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // Resign: one of the two waiting leads next, at a larger term.
+    let mut terms = vec![first.fencing_token()];
+    assert!(first.resign().await.unwrap(), "it led when it resigned");
+    let (at, second, rest) = first_of(b, c).await;
+    let second_value = ["b", "c"][at];
+    terms.push(second.fencing_token());
+    assert_eq!(
+        reader.leader().await.unwrap(),
+        Some(leader(second_value, second.fencing_token()))
+    );
+
+    // Drop: the last one leads, at a larger term still.
+    drop(second);
+    let third = tokio::time::timeout(LIVENESS, rest)
+        .await
+        .expect("the last candidate leads after a drop")
+        .unwrap()
+        .unwrap();
+    terms.push(third.fencing_token());
+    let third_value = ["c", "b"][at];
+    assert_eq!(
+        reader.leader().await.unwrap(),
+        Some(leader(third_value, third.fencing_token()))
+    );
+
+    // Forced release: the leader loses, a new one comes in at a larger term.
+    let operator = RwMutex::new(server.conn().await, "sched");
+    assert!(operator.force_unlock("").await.unwrap());
+    let fourth = at_once(candidates[0].campaign("a2")).await.unwrap();
+    terms.push(fourth.fencing_token());
+    tokio::time::timeout(LIVENESS, third.cancelled())
+        .await
+        .expect("the forced-out leader learns it at its next renewal");
+    assert_eq!(third.cancel_reason(), Some(CancelReason::Lost));
+    assert!(terms.windows(2).all(|pair| pair[0] < pair[1]), "{terms:?}");
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_is_deleted_under_it_sees_its_token_fire_within_half_the_ttl() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let candidate = election(&server, "compactor", TTL).await;
+    let leading = at_once(candidate.campaign("a")).await.unwrap();
+    let _: () = raw::cmd(&conn, "DEL", &["compactor"]).await;
+    let deleted = Instant::now();
+    tokio::time::timeout(TTL, leading.cancelled())
+        .await
+        .expect("the token fires at the next renewal");
+    let after = deleted.elapsed();
+    assert_eq!(leading.cancel_reason(), Some(CancelReason::Lost));
+    // A renewal comes every ttl / 2; the bound adds room for a slow machine.
+    assert!(
+        after < TTL / 2 + Duration::from_millis(500),
+        "fired {after:?} after the delete"
+    );
+    assert_eq!(candidate.leader().await.unwrap(), None);
+    let next = at_once(candidate.try_campaign("b")).await.unwrap().unwrap();
+    assert!(next.fencing_token() > leading.fencing_token());
+}
+
+#[tokio::test]
+async fn proclaim_changes_the_value_keeps_the_term_and_is_refused_to_a_former_leader() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let a = election(&server, "leader-of", TTL).await;
+    let b = election(&server, "leader-of", TTL).await;
+    let leading = at_once(a.campaign("one")).await.unwrap();
+    let term = leading.fencing_token();
+    leading.proclaim("two").await.unwrap();
+    assert_eq!(b.leader().await.unwrap(), Some(leader("two", term)));
+    assert_eq!(
+        raw::get(&conn, "leader-of:leader").await.unwrap(),
+        format!("{term}:{}:two", leading.guard().id()),
+        "the record: term, id, value"
+    );
+
+    // The lock is taken from it: its proclaim is refused and changes nothing.
+    let _: () = raw::cmd(&conn, "DEL", &["leader-of"]).await;
+    let next = at_once(b.campaign("three")).await.unwrap();
+    match leading.proclaim("stale").await {
+        Err(Error::NotHeld { key }) => assert_eq!(key, "leader-of"),
+        other => panic!("a former leader's proclaim: {other:?}"),
+    }
+    assert_eq!(leading.cancel_reason(), Some(CancelReason::Lost));
+    assert_eq!(
+        b.leader().await.unwrap(),
+        Some(leader("three", next.fencing_token()))
+    );
+    // Refused at once once the token has fired.
+    assert!(matches!(
+        at_once(leading.proclaim("again")).await,
+        Err(Error::NotHeld { .. })
+    ));
+    assert!(!leading.resign().await.unwrap(), "it no longer led");
+    assert!(next.resign().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_writer_without_a_record_is_no_leader_and_a_go_client_sees_the_leader_hold_the_lock() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let candidate = election(&server, "jobs", TTL).await;
+
+    // A Go client holding the name: held, but nobody published a record.
+    let go = GoPeer::new(conn.clone(), 2000);
+    let go_id = GoPeer::new_id();
+    assert_eq!(go.write("jobs", &go_id, false).await, None);
+    assert_eq!(candidate.leader().await.unwrap(), None);
+    assert!(candidate.try_campaign("x").await.unwrap().is_none());
+    go.unlock("jobs", &go_id).await;
+
+    // A Rust leader: the Go client finds the lock held.
+    let leading = at_once(candidate.campaign("x")).await.unwrap();
+    assert!(go.write("jobs", &GoPeer::new_id(), false).await.is_some());
+    assert_eq!(
+        raw::get(&conn, "jobs").await.as_deref(),
+        Some(leading.guard().id())
+    );
+    leading.resign().await.unwrap();
+    // The record stays, naming an id the lock no longer holds: no leader.
+    assert!(raw::exists(&conn, "jobs:leader").await);
+    assert_eq!(candidate.leader().await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn max_hold_ends_a_leadership_and_the_next_candidate_leads() {
+    let server = RedisServer::start();
+    let capped = Election::builder(server.conn().await, "capped")
+        .ttl(TTL)
+        .max_hold(Duration::from_millis(600))
+        .notifier(server.client())
+        .build()
+        .unwrap();
+    let other = election(&server, "capped", TTL).await;
+    let leading = at_once(capped.campaign("a")).await.unwrap();
+    let next = tokio::spawn(async move { other.campaign("b").timeout(LIVENESS).await });
+    tokio::time::timeout(LIVENESS, leading.cancelled())
+        .await
+        .unwrap();
+    assert_eq!(leading.cancel_reason(), Some(CancelReason::MaxHold));
+    let next = next.await.unwrap().unwrap();
+    assert!(next.fencing_token() > leading.fencing_token());
+}
+
+#[tokio::test]
+async fn keys_of_another_type_are_refused_by_name_and_left_alone() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let candidate = election(&server, "typed", TTL).await;
+    let _: () = raw::cmd(&conn, "HSET", &["typed:leader", "f", "v"]).await;
+    match candidate.campaign("a").timeout(LIVENESS).await {
+        Err(Error::WrongType { key, found }) => {
+            assert_eq!((key.as_str(), found.as_str()), ("typed:leader", "hash"))
+        }
+        other => panic!("a campaign over a foreign record key: {other:?}"),
+    }
+    match candidate.leader().await {
+        Err(Error::WrongType { key, .. }) => assert_eq!(key, "typed:leader"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(raw::key_type(&conn, "typed:leader").await, "hash");
+    // The lock the failed campaign took is released.
+    assert!(
+        crate::common::eventually(|| async { !raw::exists(&conn, "typed").await }).await,
+        "the lock of a failed campaign is released"
+    );
+    let _: () = raw::cmd(&conn, "DEL", &["typed:leader"]).await;
+    let _: () = raw::cmd(&conn, "SADD", &["typed", "x"]).await;
+    let _: () = raw::cmd(&conn, "PEXPIRE", &["typed", "60000"]).await;
+    assert_eq!(
+        candidate.leader().await.unwrap(),
+        None,
+        "readers lead nobody"
+    );
+    let _: () = raw::cmd(&conn, "DEL", &["typed"]).await;
+    let _: () = raw::cmd(&conn, "LPUSH", &["typed", "x"]).await;
+    match candidate.leader().await {
+        Err(Error::WrongType { key, found }) => {
+            assert_eq!((key.as_str(), found.as_str()), ("typed", "list"))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        Election::builder(conn.clone(), "").build(),
+        Err(Error::InvalidOptions(_))
+    ));
+}
