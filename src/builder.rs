@@ -16,10 +16,12 @@ use crate::semaphore::Semaphore;
 use crate::settings::Settings;
 use crate::shared::Deployment;
 
-/// Configures a [`RwMutex`] (made by [`RwMutex::builder`]) or, as
-/// `Builder<C, Semaphore<C>>`, a [`Semaphore`] (made by [`Semaphore::builder`]). The
-/// options that speak of "the lock" apply to a semaphore's permits alike; `lock_intent`
-/// is the mutex's alone.
+/// Configures a [`RwMutex`] (made by [`RwMutex::builder`]), or as
+/// `Builder<C, Semaphore<C>>` a [`Semaphore`] (made by [`Semaphore::builder`]), or as
+/// `Builder<C, Election<C>>` an [`Election`](crate::Election) (made by
+/// [`Election::builder`](crate::Election::builder)). The options that speak of "the
+/// lock" apply to a semaphore's permits and an election's leader alike; `lock_intent`
+/// and `reentrant` are the mutex's alone.
 ///
 /// # Default
 ///
@@ -43,11 +45,7 @@ pub struct Builder<C, T = RwMutex<C>> {
 
 impl<C: Deployment> Builder<C> {
     pub(crate) fn new(conn: C, name: String) -> Self {
-        Self {
-            settings: conn.settings(name),
-            conn,
-            made: PhantomData,
-        }
+        Self::of(conn, name)
     }
 
     /// Checks the options and makes the mutex.

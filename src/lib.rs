@@ -6,7 +6,8 @@
 //! is released, lost, cancelled or past its validity deadline, so the work the lock
 //! protects can stop in time. Every acquisition carries a
 //! [fencing token](Guard::fencing_token) the protected resource can check. On the same
-//! machinery the crate offers a counting [`Semaphore`] and a fair mode, and it speaks the
+//! machinery the crate offers a counting [`Semaphore`], a fair mode and leader
+//! [`Election`], and it speaks the
 //! wire protocol of the Go package `itcomusic/redismutex`, so Go and Rust services can
 //! share a lock.
 //!
@@ -48,6 +49,7 @@
 //! [refresh and the token](guide::refresh), [fencing](guide::fencing),
 //! [guarded writes](guide::guarded_writes),
 //! [semaphore and fair mode](guide::semaphore), [reentrancy and downgrade](guide::reentrancy),
+//! [leader election](guide::election),
 //! [Redis Cluster](guide::cluster), [quorum mode](guide::quorum),
 //! [Sentinel and replica acknowledgement](guide::sentinel), [metrics and tracing](guide::metrics),
 //! [inspection](guide::inspection), [errors](guide::errors), [guarantees and limits](guide::guarantees),

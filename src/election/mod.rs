@@ -67,7 +67,7 @@ pub struct Election<C> {
 impl<C: Deployment> Election<C> {
     /// An election named `name` over `conn` with a 4 s TTL and no notifier.
     ///
-    /// This cannot fail: a name [`Builder::build`](Builder#method.build-2) would refuse is
+    /// This cannot fail: a name [`Builder::build`] would refuse (as for a mutex) is
     /// reported by every request as [`Error::InvalidOptions`]. Use
     /// [`builder`](Self::builder) to check it up front or to set other options.
     pub fn new(conn: C, name: impl Into<String>) -> Self {

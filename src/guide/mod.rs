@@ -9,6 +9,7 @@
 //! | [`guarded_writes`] | how to write data in the lock's Redis only while the lock is still yours |
 //! | [`semaphore`] | how to let N holders in at once, and how to serve waiters in arrival order |
 //! | [`reentrancy`] | how a task takes a lock it already holds, and how a writer becomes a reader |
+//! | [`election`] | how to elect one leader among processes, fence its writes, and follow who leads |
 //! | [`cluster`] | how to run on a Redis Cluster |
 //! | [`quorum`] | how to hold a lock on a majority of independent masters (Redlock) |
 //! | [`sentinel`] | how to follow a Sentinel failover, and how replica acknowledgement narrows its window |
@@ -21,8 +22,9 @@
 //!
 //! # The options, and where each is explained
 //!
-//! A [`Builder`](crate::Builder) (from [`RwMutex::builder`](crate::RwMutex::builder) or
-//! [`Semaphore::builder`](crate::Semaphore::builder)) takes these; its docs list the
+//! A [`Builder`](crate::Builder) (from [`RwMutex::builder`](crate::RwMutex::builder),
+//! [`Semaphore::builder`](crate::Semaphore::builder) or
+//! [`Election::builder`](crate::Election::builder)) takes these; its docs list the
 //! defaults. [`RwMutex::new`](crate::RwMutex::new) and
 //! [`Semaphore::new`](crate::Semaphore::new) take the defaults.
 //!
@@ -67,6 +69,8 @@ pub mod semaphore {}
 
 #[doc = include_str!("reentrancy.md")]
 pub mod reentrancy {}
+#[doc = include_str!("election.md")]
+pub mod election {}
 
 #[doc = include_str!("cluster.md")]
 #[cfg_attr(

@@ -9,4 +9,5 @@ mod bad_input;
 mod fencing;
 mod go_compat;
 mod hostile;
+mod leader_scripts;
 mod scripts;

@@ -33,10 +33,10 @@ const RENEW: &str = sent!("renew.lua");
 const UNLOCK: &str = sent!("unlock.lua");
 const DOWNGRADE: &str = sent!("downgrade.lua");
 
-const ID_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+pub(super) const ID_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+pub(super) const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 /// The fence retention the scripts are called with: a day.
-const FENCE_MS: u64 = 86_400_000;
+pub(super) const FENCE_MS: u64 = 86_400_000;
 
 fn bulk(s: &str) -> Value {
     Value::BulkString(s.as_bytes().to_vec())
@@ -434,7 +434,7 @@ async fn downgrade_completes_out_of_memory() {
 /// Puts at `key` the `n`th of the states `renew.lua` must treat as `refresh.lua` does: our
 /// writer's id, another's, nothing, a readers' set with and without us, a permit of ours
 /// live and run out, a hash, our id with no TTL.
-async fn set_state(conn: &MultiplexedConnection, key: &str, n: usize) {
+pub(super) async fn set_state(conn: &MultiplexedConnection, key: &str, n: usize) {
     let far = (server_now_ms(conn).await + 60_000).to_string();
     let past = (server_now_ms(conn).await - 1_000).to_string();
     match n {
@@ -465,7 +465,7 @@ async fn set_state(conn: &MultiplexedConnection, key: &str, n: usize) {
     }
 }
 
-const STATES: usize = 9;
+pub(super) const STATES: usize = 9;
 
 async fn server_now_ms(conn: &MultiplexedConnection) -> i64 {
     let (s, us): (i64, i64) = raw::cmd(conn, "TIME", &[]).await;
@@ -474,7 +474,7 @@ async fn server_now_ms(conn: &MultiplexedConnection) -> i64 {
 
 /// What a key holds, for comparing: its type, its members or value, and whether its PTTL
 /// reached the TTL.
-async fn state(conn: &MultiplexedConnection, key: &str) -> (String, Vec<String>, bool) {
+pub(super) async fn state(conn: &MultiplexedConnection, key: &str) -> (String, Vec<String>, bool) {
     let kind = raw::key_type(conn, key).await;
     let content = match kind.as_str() {
         "string" => raw::get(conn, key).await.into_iter().collect(),
