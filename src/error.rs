@@ -161,8 +161,11 @@ pub enum Error {
     /// this id at `key` (the token then fires with
     /// [`CancelReason::Lost`](crate::CancelReason::Lost)). From
     /// [`Guard::exec`](crate::Guard::exec) and [`Permit::exec`](crate::Permit::exec) (no
-    /// command of the pipeline ran) and [`Guard::downgrade`](crate::Guard::downgrade) (the
-    /// guard is gone, and so is the lock).
+    /// command of the pipeline ran), [`Guard::downgrade`](crate::Guard::downgrade) (the
+    /// guard is gone, and so is the lock), and an election's
+    /// [`Leadership::proclaim`](crate::Leadership::proclaim) and
+    /// [`Campaign`](crate::Campaign) (this candidate no longer leads; the record was not
+    /// written).
     #[error("the lock on key {} is no longer held", Preview(key))]
     NotHeld {
         /// The lock key.
