@@ -113,10 +113,7 @@ async fn main() -> Result<(), BoxError> {
     if writes != 9 {
         return Err(format!("{writes} writes, not 3 per leader").into());
     }
-    if matches!(
-        Election::new(conn, NAME).leader().await,
-        Ok(Some(_)) | Err(Error::Timeout)
-    ) {
+    if watcher.leader().await?.is_some() {
         return Err("someone still leads".into());
     }
     observer.abort();
