@@ -4,8 +4,8 @@ use std::future::IntoFuture;
 
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redismutex::{
-    Acquire, Builder, CancelReason, Error, Guard, Mode, Notifier, Permit, Quorum, Refusal, RwMutex,
-    Semaphore, TryAcquire,
+    Acquire, Builder, Campaign, CancelReason, Election, Error, Guard, Leader, Leadership, Mode,
+    Notifier, Permit, Quorum, Refusal, RwMutex, Semaphore, TryAcquire,
 };
 
 fn send_sync<T: Send + Sync>() {}
@@ -34,6 +34,27 @@ fn public_types_are_send_and_sync() {
     send_sync::<Builder<Quorum<ConnectionManager>>>();
     send_sync::<Acquire<Quorum<MultiplexedConnection>>>();
     send_sync::<Notifier>();
+    send_sync::<Election<MultiplexedConnection>>();
+    send_sync::<Election<Quorum<MultiplexedConnection>>>();
+    send_sync::<Builder<MultiplexedConnection, Election<MultiplexedConnection>>>();
+    send_sync::<Campaign<MultiplexedConnection>>();
+    send_sync::<Leadership>();
+    send_sync::<Leader>();
+}
+
+#[allow(dead_code, clippy::let_underscore_future)]
+fn election_futures_are_send_and_static(
+    election: Election<Quorum<MultiplexedConnection>>,
+    leadership: Leadership,
+) {
+    let campaign = election.campaign("v").into_future();
+    send(&campaign);
+    static_lifetime(&campaign);
+    send(&election.try_campaign("v"));
+    send(&election.leader());
+    send(&election.observe());
+    send(&leadership.proclaim("v"));
+    send(&leadership.resign());
 }
 
 #[allow(dead_code, clippy::let_underscore_future)]
