@@ -251,3 +251,32 @@ async fn keys_of_another_type_are_refused_by_name_and_left_alone() {
         Err(Error::InvalidOptions(_))
     ));
 }
+
+#[tokio::test]
+async fn a_leader_writes_its_record_again_so_it_outlives_the_fence_retention() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    // The record lives one retention (here 1 s); the leader writes it every half.
+    let short = Election::builder(server.conn().await, "long-lead")
+        .ttl(Duration::from_secs(1))
+        .fence_retention(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let leading = at_once(short.campaign("a")).await.unwrap();
+    let expected = Some(leader("a", leading.fencing_token()));
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        assert_eq!(short.leader().await.unwrap(), expected);
+        let pttl = raw::pttl(&conn, "long-lead:leader").await;
+        assert!(
+            pttl > 0 && pttl <= 1000,
+            "the record's PX is the retention: {pttl}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(leading.resign().await.unwrap());
+    // With no leader to write it again, the record goes a retention later.
+    assert!(
+        crate::common::eventually(|| async { !raw::exists(&conn, "long-lead:leader").await }).await
+    );
+}
