@@ -6,25 +6,42 @@
 -- KEYS[2]  lock-intent key: "<lock key>:lock-intent", the id of the writer waiting
 --          (or "1", set by the Go package's writers)
 -- KEYS[3]  fence key: "<lock key>:fence", the last fencing token minted for KEYS[1]
--- KEYS[4]  the fair queue "<lock key>:queue" (see shared.lua)
--- KEYS[5]  the queue's deadlines "<lock key>:queue-deadline"
+-- KEYS[4]  the fair queue "<lock key>:queue" (see shared.lua): waiters scored by their
+--          arrival ticket
+-- KEYS[5]  the queue's deadlines "<lock key>:queue-deadline": the same waiters scored by
+--          the server time (ms) by which each must attempt again
 -- ARGV[1]  "lock": KEYS[1] is a read-write lock's (a string or a set); "semaphore": a
 --          semaphore's (a sorted set)
 --
--- Sent after base.lua, as one script. Every command it runs is a read.
+-- Sent after base.lua, as one script. Every command it runs is a read. It reads the
+-- server clock (TIME) once, and compares every deadline with that one reading.
 --
 -- Replies:
---   {type, pttl, intent, fence, holders, queue}
---     type      KEYS[1]'s Redis TYPE: "none", "string", "set" or "zset"
---     pttl      KEYS[1]'s PTTL in milliseconds; -2 when it does not exist
---     intent    1 when KEYS[2] exists, else 0
---     fence     the token stored in KEYS[3]; 0 when it does not exist
---     holders   the writer's id ("string"); the readers' ids ("set"), in no order; the
---               ids of the permits whose deadline is after the server TIME ("zset"),
---               first to run out first
---     queue     the members of KEYS[4] in queue order, but those whose deadline in
---               KEYS[5] is not after the server TIME (the next fair request drops
---               them); empty when KEYS[4] does not exist
+--   {type, pttl, intent, fence, holders, queue, now, intent_value, pttls, permits,
+--    tickets, deadlines}
+--     type          KEYS[1]'s Redis TYPE: "none", "string", "set" or "zset"
+--     pttl          KEYS[1]'s PTTL in milliseconds; -2 when it does not exist
+--     intent        1 when KEYS[2] exists, else 0
+--     fence         the token stored in KEYS[3]; 0 when it does not exist
+--     holders       the writer's id ("string"); the readers' ids ("set"), in no order;
+--                   the ids of the permits whose deadline is after `now` ("zset"), first
+--                   to run out first
+--     queue         the members of KEYS[4] in queue order, but those whose deadline in
+--                   KEYS[5] is not after `now` (the next fair request drops them); empty
+--                   when KEYS[4] does not exist
+--     now           the server clock (TIME) in whole milliseconds, as base.lua's now_ms
+--                   reads it: the time every deadline above and below is compared with
+--     intent_value  KEYS[2]'s value; "" when it does not exist
+--     pttls         {PTTL of KEYS[2], of KEYS[3], of KEYS[4], of KEYS[5]}, each in
+--                   milliseconds; -2 for a key that does not exist
+--     permits       every member of KEYS[1] with its score (its deadline), expired or
+--                   not, flat: {id, score, id, score, ...}, lowest score first ("zset");
+--                   else empty
+--     tickets       every member of KEYS[4] with its score (its arrival ticket), flat, in
+--                   queue order, whatever its deadline; empty when it does not exist
+--     deadlines     every member of KEYS[5] with its score (its deadline), flat, earliest
+--                   first; empty when it does not exist
+--     (each score as Redis gives it: a decimal string, or "inf" / "-inf")
 --   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use
 --                             (for KEYS[1]: a sorted set with ARGV[1] == "lock", a string
 --                             or a set with ARGV[1] == "semaphore"; for KEYS[3]: anything
@@ -49,6 +66,12 @@ local function usable(key, types)
     return pttl, nil, found
 end
 
+-- Every member of the sorted set `key` with its score, flat, lowest score first; empty
+-- when `key` does not exist.
+local function scored(key)
+    return redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+end
+
 local lock_types = {string = true, set = true}
 if ARGV[1] == 'semaphore' then
     lock_types = {zset = true}
@@ -67,6 +90,7 @@ end
 
 -- The fence: absent, or a decimal integer as the scripts write one (shared.lua).
 local fence = 0
+local fence_pttl = -2
 local fence_value = redis.pcall('GET', KEYS[3])
 if fence_value then
     if type(fence_value) ~= 'string' or not fence_value:match('^[1-9]%d*$')
@@ -75,7 +99,8 @@ if fence_value then
             or redis.call('TYPE', KEYS[3])['ok']
         return {'wrongtype', KEYS[3], found}
     end
-    if redis.call('PTTL', KEYS[3]) == -1 then
+    fence_pttl = redis.call('PTTL', KEYS[3])
+    if fence_pttl == -1 then
         return {'noexpiry', KEYS[3]}
     end
     fence = tonumber(fence_value)
@@ -85,39 +110,44 @@ local queue_pttl, queue_refusal = usable(KEYS[4], zset_type)
 if queue_refusal then
     return queue_refusal
 end
-local _, deadline_refusal = usable(KEYS[5], zset_type)
+local deadline_pttl, deadline_refusal = usable(KEYS[5], zset_type)
 if deadline_refusal then
     return deadline_refusal
 end
 
+local now = now_ms()
 local holders = {}
-local now = nil
+local permits = {}
 if lock_type == 'string' then
     holders = {redis.call('GET', KEYS[1])}
 elseif lock_type == 'set' then
     holders = redis.call('SMEMBERS', KEYS[1])
 elseif lock_type == 'zset' then
-    now = now_ms()
     holders = redis.call('ZRANGEBYSCORE', KEYS[1], string.format('(%.0f', now), '+inf')
+    permits = scored(KEYS[1])
 end
 
+local tickets = scored(KEYS[4])
 local queue = {}
-if queue_pttl ~= -2 then
-    now = now or now_ms()
+if #tickets > 0 then
     local gone = {}
     local passed = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', string.format('%.0f', now))
     for _, member in ipairs(passed) do
         gone[member] = true
     end
-    for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
-        if not gone[member] then
-            queue[#queue + 1] = member
+    for at = 1, #tickets, 2 do
+        if not gone[tickets[at]] then
+            queue[#queue + 1] = tickets[at]
         end
     end
 end
 
 local intent = 0
+local intent_value = ''
 if intent_pttl ~= -2 then
     intent = 1
+    intent_value = redis.call('GET', KEYS[2])
 end
-return {lock_type, pttl, intent, fence, holders, queue}
+return {lock_type, pttl, intent, fence, holders, queue, now, intent_value,
+    {intent_pttl, fence_pttl, queue_pttl, deadline_pttl}, permits, tickets,
+    scored(KEYS[5])}

@@ -1,12 +1,14 @@
 //! What [`RwMutex::inspect`](crate::RwMutex::inspect) and
 //! [`Semaphore::inspect`](crate::Semaphore::inspect) read: the state of one lock key.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::mode::Mode;
 
 /// The state of one lock or semaphore key as Redis held it at one instant: who holds it,
-/// for how long, who waits, and the last fencing token. Made by
+/// for how long, who waits, and the last fencing token; and in detail, each key's TTL,
+/// each permit's and each waiter's deadline as stored, and the server time they were
+/// compared with. Made by
 /// [`RwMutex::inspect`](crate::RwMutex::inspect) and
 /// [`Semaphore::inspect`](crate::Semaphore::inspect), which read every field in one
 /// script, so the fields are one snapshot of the server, never a mix of two moments.
@@ -41,6 +43,12 @@ pub struct LockState {
     pub(crate) writer_waiting: bool,
     pub(crate) last_fencing_token: Option<u64>,
     pub(crate) queue: Vec<String>,
+    pub(crate) server_time: SystemTime,
+    pub(crate) waiting_writer: Option<String>,
+    pub(crate) key_ttls: Vec<(String, Duration)>,
+    pub(crate) permit_deadlines: Vec<(String, Option<SystemTime>)>,
+    pub(crate) queue_tickets: Vec<(String, Option<u64>)>,
+    pub(crate) queue_deadlines: Vec<(String, Option<SystemTime>)>,
 }
 
 impl LockState {
@@ -99,5 +107,71 @@ impl LockState {
     /// [`Builder::fair`]: crate::Builder::fair
     pub fn queue(&self) -> &[String] {
         &self.queue
+    }
+
+    /// The server's clock when the snapshot was read (its `TIME`, to the whole
+    /// millisecond): the one instant every deadline of the snapshot was compared with
+    /// (which permits are [`holders`](Self::holders), which waiters are in
+    /// [`queue`](Self::queue)). It is Redis's clock, not this machine's: measure a
+    /// deadline against it, as in `deadline.duration_since(state.server_time())`.
+    pub fn server_time(&self) -> SystemTime {
+        self.server_time
+    }
+
+    /// The value of `<lock key>:lock-intent`: the id of the writer waiting with its lock
+    /// intent set (the [`Guard::id`](crate::Guard::id) it will hold), or `"1"` when a
+    /// writer of the Go package set it (which stores no id). `None` when no writer waits
+    /// with its intent: exactly when [`writer_waiting`](Self::writer_waiting) is false.
+    pub fn waiting_writer(&self) -> Option<&str> {
+        self.waiting_writer.as_deref()
+    }
+
+    /// Every key of the lock that exists, with its PTTL in whole milliseconds, in this
+    /// order, each only when it exists: the lock key, `<lock key>:lock-intent`,
+    /// `<lock key>:fence`, `<lock key>:queue` and `<lock key>:queue-deadline` (with
+    /// [`Builder::hash_tag_keys`], the tagged names). Unlike [`ttl`](Self::ttl), the lock
+    /// key is listed whenever it exists: also a semaphore key whose every permit ran
+    /// out, which is free but not yet removed. Empty when none of them exists.
+    ///
+    /// [`Builder::hash_tag_keys`]: crate::Builder::hash_tag_keys
+    pub fn key_ttls(&self) -> &[(String, Duration)] {
+        &self.key_ttls
+    }
+
+    /// For a semaphore ([`Semaphore::inspect`](crate::Semaphore::inspect)): every permit
+    /// id in the semaphore key, expired or not, with its deadline, the first to run out
+    /// first. The deadline is the server time at which the permit runs out unless
+    /// refreshed, by the server's clock (compare it with
+    /// [`server_time`](Self::server_time)): the permits whose deadline is after
+    /// `server_time()` are the [`holders`](Self::holders); the others count for nothing
+    /// and stay in the key until the next acquire removes them. A deadline is `None`
+    /// when the stored score is not a whole number of milliseconds (a key the crate did
+    /// not write). Empty for a read-write lock, and for a semaphore key that does not
+    /// exist.
+    pub fn permit_deadlines(&self) -> &[(String, Option<SystemTime>)] {
+        &self.permit_deadlines
+    }
+
+    /// Every member of the fair queue `<lock key>:queue` (see [`Builder::fair`]) in queue
+    /// order, the next to be served first, with its arrival ticket (its score; `None`
+    /// when that is not a whole number from 0 to 2^53 - 1, which the crate does not
+    /// write). Unlike [`queue`](Self::queue), it keeps the waiters whose deadline has
+    /// passed: they stay stored until the next fair request drops them (their deadlines
+    /// are in [`queue_deadlines`](Self::queue_deadlines)). Empty when the queue key does
+    /// not exist.
+    ///
+    /// [`Builder::fair`]: crate::Builder::fair
+    pub fn queue_tickets(&self) -> &[(String, Option<u64>)] {
+        &self.queue_tickets
+    }
+
+    /// Every member of `<lock key>:queue-deadline`, the earliest first, with its
+    /// deadline: the server time by which that waiter must attempt again or lose its
+    /// place, by the server's clock (compare it with [`server_time`](Self::server_time):
+    /// a deadline not after it has passed). `None` when the stored score is not a whole
+    /// number of milliseconds (a key the crate did not write). Empty when that key does
+    /// not exist.
+    pub fn queue_deadlines(&self) -> &[(String, Option<SystemTime>)] {
+        &self.queue_deadlines
     }
 }

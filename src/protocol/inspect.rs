@@ -1,7 +1,7 @@
 //! Reading the whole state of one lock key at once: `inspect.lua`, and its reply read into
 //! a [`LockState`].
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::ConnectionLike;
 use redis::Value;
@@ -31,6 +31,10 @@ impl Form {
     }
 }
 
+/// The names of the five keys `inspect.lua` reads, in the order of its `KEYS`: the lock
+/// key, its intent, its fence, and its fair queue's two keys.
+type Names<'a> = [&'a str; 5];
+
 /// Runs `inspect.lua` on the lock's `keys`, which must include the fair queue's
 /// ([`Keys::queue`]), and reads its reply: one snapshot, nothing written.
 pub(crate) async fn inspect<C: ConnectionLike>(
@@ -42,66 +46,161 @@ pub(crate) async fn inspect<C: ConnectionLike>(
     let Some(queue) = keys.queue() else {
         return Err(unexpected(&Value::Nil, key));
     };
+    let names: Names<'_> = [
+        key,
+        keys.intent(),
+        keys.fence(),
+        queue.order,
+        queue.deadline,
+    ];
     let reply: Value = SCRIPTS
         .inspect
         .run(conn, keys, 5, |cmd| {
-            cmd.arg(key)
-                .arg(keys.intent())
-                .arg(keys.fence())
-                .arg(queue.order)
-                .arg(queue.deadline)
-                .arg(form.arg());
+            for name in names {
+                cmd.arg(name);
+            }
+            cmd.arg(form.arg());
         })
         .await
         .map_err(|err| Error::redis(key, err))?;
-    parse(reply, key)
+    parse(reply, &names)
 }
 
-/// Reads the reply of `inspect.lua` for the lock key `key`.
-fn parse(reply: Value, key: &str) -> Result<LockState, Error> {
+/// Reads the reply of `inspect.lua` on the keys `names`.
+fn parse(reply: Value, names: &Names<'_>) -> Result<LockState, Error> {
+    let key = names[0];
     let Value::Array(items) = &reply else {
         return Err(unexpected(&reply, key));
     };
     if let Some(refused) = refusal(items) {
         return Err(refused);
     }
-    let bad = || unexpected(&reply, key);
-    let [lock_type, pttl, intent, fence, holders, queue] = items.as_slice() else {
-        return Err(bad());
+    state(items, names).ok_or_else(|| unexpected(&reply, key))
+}
+
+/// The state the `items` of a reply give; `None` when they are no reply of the script.
+fn state(items: &[Value], names: &Names<'_>) -> Option<LockState> {
+    let [lock_type, pttl, intent, fence, holders, queue, rest @ ..] = items else {
+        return None;
     };
-    let (Some(lock_type), Value::Int(pttl), Value::Int(intent), Value::Int(fence)) =
-        (text(lock_type), pttl, intent, fence)
-    else {
-        return Err(bad());
+    let [now, intent_value, pttls, permits, tickets, deadlines] = rest else {
+        return None;
     };
-    let (Some(mut holders), Some(queue)) = (texts(holders), texts(queue)) else {
-        return Err(bad());
-    };
+    let (lock_type, pttl, fence, now) = (text(lock_type)?, int(pttl)?, int(fence)?, int(now)?);
+    let mut holders = texts(holders)?;
     let mode = match lock_type.as_str() {
         "none" => None,
         "string" => Some(Mode::Write),
         "set" => Some(Mode::Read),
         // A semaphore whose every permit ran out is free.
         "zset" => (!holders.is_empty()).then_some(Mode::Read),
-        _ => return Err(bad()),
+        _ => return None,
     };
     if lock_type == "set" {
         holders.sort_unstable();
     }
     let ttl = match mode {
         None => None,
-        Some(_) => Some(Duration::from_millis(
-            u64::try_from(*pttl).map_err(|_| bad())?,
-        )),
+        Some(_) => Some(Duration::from_millis(u64::try_from(pttl).ok()?)),
     };
-    Ok(LockState {
+    let waiting_writer = match int(intent)? {
+        1 => Some(text(intent_value)?),
+        _ => None,
+    };
+    Some(LockState {
         mode,
         holders,
         ttl,
-        writer_waiting: *intent == 1,
-        last_fencing_token: u64::try_from(*fence).ok().filter(|token| *token > 0),
-        queue,
+        writer_waiting: waiting_writer.is_some(),
+        last_fencing_token: u64::try_from(fence).ok().filter(|token| *token > 0),
+        queue: texts(queue)?,
+        server_time: UNIX_EPOCH.checked_add(Duration::from_millis(u64::try_from(now).ok()?))?,
+        waiting_writer,
+        key_ttls: key_ttls(names, pttl, pttls)?,
+        permit_deadlines: scored(permits, deadline)?,
+        queue_tickets: scored(tickets, ticket)?,
+        queue_deadlines: scored(deadlines, deadline)?,
     })
+}
+
+/// The keys of `names` that exist, each with its PTTL: `lock` is the lock key's, `others`
+/// the other four's as the script lists them (-2: no such key; a key with no TTL is
+/// refused before, so -1 is no reply of the script).
+fn key_ttls(names: &Names<'_>, lock: i64, others: &Value) -> Option<Vec<(String, Duration)>> {
+    let Value::Array(others) = others else {
+        return None;
+    };
+    if others.len() != names.len() - 1 {
+        return None;
+    }
+    let pttls = std::iter::once(Some(lock)).chain(others.iter().map(int));
+    let mut ttls = Vec::new();
+    for (name, pttl) in names.iter().zip(pttls) {
+        match pttl? {
+            -2 => {}
+            pttl => ttls.push((
+                name.to_string(),
+                Duration::from_millis(u64::try_from(pttl).ok()?),
+            )),
+        }
+    }
+    Some(ttls)
+}
+
+/// A flat `{member, score, member, score, ...}` array as pairs, each score read by
+/// `score`; `None` when it is not such an array.
+fn scored<T>(value: &Value, score: fn(&str) -> Option<T>) -> Option<Vec<(String, Option<T>)>> {
+    let Value::Array(items) = value else {
+        return None;
+    };
+    if items.len() % 2 != 0 {
+        return None;
+    }
+    items
+        .chunks(2)
+        .map(|pair| Some((text(&pair[0])?, score(&text(&pair[1])?))))
+        .collect()
+}
+
+/// A score as a whole number, when it is one a Lua script holds exactly (below 2^53 in
+/// magnitude); `None` for `1.5`, `inf` or anything else.
+fn whole(score: &str) -> Option<i64> {
+    const EXACT: u64 = 1 << 53;
+    let whole = match score.parse::<i64>() {
+        Ok(whole) => whole,
+        Err(_) => {
+            let score: f64 = score.parse().ok()?;
+            if !score.is_finite() || score.fract() != 0.0 || score.abs() >= EXACT as f64 {
+                return None;
+            }
+            score as i64
+        }
+    };
+    (whole.unsigned_abs() < EXACT).then_some(whole)
+}
+
+/// A deadline score, the server time in milliseconds, as a time.
+fn deadline(score: &str) -> Option<SystemTime> {
+    let ms = whole(score)?;
+    let offset = Duration::from_millis(ms.unsigned_abs());
+    if ms >= 0 {
+        UNIX_EPOCH.checked_add(offset)
+    } else {
+        UNIX_EPOCH.checked_sub(offset)
+    }
+}
+
+/// An arrival ticket score: a whole number from 0.
+fn ticket(score: &str) -> Option<u64> {
+    u64::try_from(whole(score)?).ok()
+}
+
+/// An integer reply.
+fn int(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(n) => Some(*n),
+        _ => None,
+    }
 }
 
 /// A reply as text: a bulk string, lossily decoded.
@@ -126,54 +225,157 @@ fn texts(value: &Value) -> Option<Vec<String>> {
 mod tests {
     use super::*;
 
+    const NAMES: Names<'static> = [
+        "k",
+        "k:lock-intent",
+        "k:fence",
+        "k:queue",
+        "k:queue-deadline",
+    ];
+
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())
     }
 
+    fn bulks(items: &[&str]) -> Value {
+        Value::Array(items.iter().map(|item| bulk(item)).collect())
+    }
+
+    fn ints(items: &[i64]) -> Value {
+        Value::Array(items.iter().map(|&n| Value::Int(n)).collect())
+    }
+
     fn reply(kind: &str, pttl: i64, intent: i64, fence: i64, holders: &[&str]) -> Value {
-        let holders = holders.iter().map(|h| bulk(h)).collect();
-        let queue = vec![bulk("w:b"), bulk("r:a")];
         Value::Array(vec![
             bulk(kind),
             Value::Int(pttl),
             Value::Int(intent),
             Value::Int(fence),
-            Value::Array(holders),
-            Value::Array(queue),
+            bulks(holders),
+            bulks(&["w:b", "r:a"]),
+            Value::Int(1_718_000_000_123),
+            bulk(if intent == 1 { "w1" } else { "" }),
+            ints(&[if intent == 1 { 900 } else { -2 }, -2, 5000, -2]),
+            bulks(&[]),
+            bulks(&["w:b", "1", "r:a", "2", "w:c", "1.5"]),
+            bulks(&["w:c", "5", "r:a", "1718000000999", "w:b", "inf"]),
         ])
+    }
+
+    fn parse(reply: Value) -> Result<LockState, Error> {
+        super::parse(reply, &NAMES)
+    }
+
+    fn at(ms: u64) -> Option<SystemTime> {
+        Some(UNIX_EPOCH + Duration::from_millis(ms))
     }
 
     #[test]
     fn replies_parse_into_states_and_refusals_into_typed_errors() {
-        let free = parse(reply("none", -2, 0, 0, &[]), "k").unwrap();
+        let free = parse(reply("none", -2, 0, 0, &[])).unwrap();
         assert_eq!(
             (free.mode(), free.ttl(), free.last_fencing_token()),
             (None, None, None)
         );
         assert_eq!(free.queue(), ["w:b", "r:a"], "in the order stored");
-        let readers = parse(reply("set", 1500, 1, 7, &["b", "a"]), "k").unwrap();
+        let readers = parse(reply("set", 1500, 1, 7, &["b", "a"])).unwrap();
         assert_eq!(readers.mode(), Some(Mode::Read));
         assert_eq!(readers.holders(), ["a", "b"], "sorted");
         assert_eq!(readers.ttl(), Some(Duration::from_millis(1500)));
         assert!(readers.writer_waiting());
         assert_eq!(readers.last_fencing_token(), Some(7));
-        let permits = parse(reply("zset", 900, 0, 3, &["b", "a"]), "k").unwrap();
+        let permits = parse(reply("zset", 900, 0, 3, &["b", "a"])).unwrap();
         assert_eq!(permits.holders(), ["b", "a"], "by deadline, as sent");
         assert_eq!(
             (permits.mode(), permits.permits_in_use()),
             (Some(Mode::Read), 2)
         );
-        let run_out = parse(reply("zset", 900, 0, 3, &[]), "k").unwrap();
+        let run_out = parse(reply("zset", 900, 0, 3, &[])).unwrap();
         assert_eq!((run_out.mode(), run_out.ttl()), (None, None));
-        let writer = parse(reply("string", 10, 0, 1, &["w"]), "k").unwrap();
+        let writer = parse(reply("string", 10, 0, 1, &["w"])).unwrap();
         assert_eq!(writer.mode(), Some(Mode::Write));
         let refused = Value::Array(vec![bulk("wrongtype"), bulk("k:fence"), bulk("hash")]);
         assert!(matches!(
-            parse(refused, "k"),
+            parse(refused),
             Err(Error::WrongType { key, found }) if key == "k:fence" && found == "hash"
         ));
         let refused = Value::Array(vec![bulk("noexpiry"), bulk("k")]);
-        assert!(matches!(parse(refused, "k"), Err(Error::NoExpiry { key }) if key == "k"));
+        assert!(matches!(parse(refused), Err(Error::NoExpiry { key }) if key == "k"));
+    }
+
+    #[test]
+    fn the_clock_the_intent_the_ttls_and_the_scores_are_read_as_sent() {
+        let readers = parse(reply("set", 1500, 1, 7, &["b", "a"])).unwrap();
+        assert_eq!(readers.server_time(), at(1_718_000_000_123).unwrap());
+        assert_eq!(readers.waiting_writer(), Some("w1"));
+        let ttls: Vec<(&str, u64)> = readers
+            .key_ttls()
+            .iter()
+            .map(|(key, ttl)| (key.as_str(), ttl.as_millis() as u64))
+            .collect();
+        assert_eq!(
+            ttls,
+            [("k", 1500), ("k:lock-intent", 900), ("k:queue", 5000)],
+            "the keys that exist, in order"
+        );
+        assert!(readers.permit_deadlines().is_empty(), "no semaphore");
+        assert_eq!(
+            readers.queue_tickets(),
+            [
+                ("w:b".to_owned(), Some(1)),
+                ("r:a".to_owned(), Some(2)),
+                ("w:c".to_owned(), None),
+            ],
+            "a ticket that is not whole is none"
+        );
+        assert_eq!(
+            readers.queue_deadlines(),
+            [
+                ("w:c".to_owned(), at(5)),
+                ("r:a".to_owned(), at(1_718_000_000_999)),
+                ("w:b".to_owned(), None),
+            ]
+        );
+        let free = parse(reply("none", -2, 0, 0, &[])).unwrap();
+        assert_eq!(free.waiting_writer(), None, "the value sent is not read");
+        assert_eq!(
+            free.key_ttls(),
+            [("k:queue".to_owned(), Duration::from_secs(5))]
+        );
+
+        let Value::Array(mut items) = reply("zset", 900, 0, 3, &[]) else {
+            unreachable!()
+        };
+        items[9] = bulks(&["a", "-5", "b", "1e3", "c", "9007199254740992", "d", "-inf"]);
+        let run_out = parse(Value::Array(items)).unwrap();
+        assert_eq!(
+            run_out.permit_deadlines(),
+            [
+                (
+                    "a".to_owned(),
+                    UNIX_EPOCH.checked_sub(Duration::from_millis(5))
+                ),
+                ("b".to_owned(), at(1000)),
+                ("c".to_owned(), None),
+                ("d".to_owned(), None),
+            ],
+            "2^53 and infinities are no deadline"
+        );
+        assert_eq!(
+            run_out.key_ttls()[0],
+            ("k".to_owned(), Duration::from_millis(900))
+        );
+    }
+
+    #[test]
+    fn malformed_replies_are_redis_errors() {
+        let with = |at: usize, value: Value| {
+            let Value::Array(mut items) = reply("set", 1500, 1, 7, &["a"]) else {
+                unreachable!()
+            };
+            items[at] = value;
+            Value::Array(items)
+        };
         for bad in [
             Value::Nil,
             Value::Int(1),
@@ -181,8 +383,18 @@ mod tests {
             reply("hash", 10, 0, 0, &[]),
             reply("string", -1, 0, 0, &["w"]),
             Value::Array(vec![bulk("none"), Value::Int(-2)]),
+            with(6, Value::Int(-1)),
+            with(7, Value::Nil),
+            with(8, ints(&[1, 2, 3])),
+            with(8, ints(&[-1, -2, -2, -2])),
+            with(9, bulks(&["a"])),
+            with(10, Value::Int(0)),
+            with(11, Value::Array(vec![bulk("a"), Value::Int(1)])),
         ] {
-            assert!(matches!(parse(bad, "k"), Err(Error::Redis { key, .. }) if key == "k"));
+            assert!(
+                matches!(parse(bad.clone()), Err(Error::Redis { key, .. }) if key == "k"),
+                "{bad:?}"
+            );
         }
     }
 }

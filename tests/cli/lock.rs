@@ -732,21 +732,19 @@ async fn status_of_a_foreign_key_reports_it_and_leaves_it_untouched() {
     let (server, url, conn) = setup().await;
     let _: i64 = raw::cmd(&conn, "HSET", &["jobs", "a", "1"]).await;
 
+    // The crate refuses the key, so the snapshot reads nothing past it: no PTTL, queue,
+    // intent or fence.
     assert_eq!(
         status_text(&url, "jobs").await,
-        [
-            "jobs: holds a hash, not a lock (left untouched)",
-            "queue: none",
-            "intent: none",
-            "last fencing token: none"
-        ]
+        ["jobs: holds a hash, not a lock (left untouched)"]
     );
     let status = status_json(&url, "jobs").await;
     assert_eq!(status["state"], "foreign");
     assert_eq!(status["type"], "hash");
     assert_eq!(status["writer"], Value::Null);
     assert_eq!(status["reader_count"], 0);
-    assert_eq!(status["pttl_ms"], -1);
+    assert_eq!(status["pttl_ms"], Value::Null);
+    assert_eq!(status["note"], Value::Null, "its type says it");
 
     let lock = run(&url, &["lock", "jobs", "--no-wait", "--", "true"]).await;
     assert_eq!(lock.code, Some(69), "not a lock: {lock:?}");

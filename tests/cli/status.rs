@@ -2,8 +2,9 @@
 //! `redis-server`, in text and JSON: a semaphore with real permits and a holder past its
 //! deadline, the fair queue of a lock and of a semaphore with real waiters in order, the
 //! fencing counter after a few acquisitions, and keys the crate did not write (garbage
-//! members, scores that are no deadline, keys of other types), reported without a panic
-//! and left as they were.
+//! members, scores that are no deadline; keys of other types or with no TTL, which the
+//! crate refuses and status names from the refusal), reported without a panic and left
+//! as they were.
 #![cfg(feature = "cli")]
 
 use std::collections::BTreeSet;
@@ -386,22 +387,34 @@ async fn status_names_the_last_fencing_token_after_a_few_acquisitions() {
     assert!(guard.fencing_token() > last);
     assert!(guard.unlock().await.unwrap());
 
-    // A fence key the scripts did not write: no token, and what it holds instead.
+    // A fence key the scripts did not write: the crate refuses the lock (as a request
+    // would), so status says which key holds what, and reads nothing more of it.
     let _: () = raw::cmd(&conn, "SET", &["other:fence", "12abc"]).await;
     let text = status_text(&url, "other", &[]).await;
     assert_eq!(
-        text[3],
-        r#"last fencing token: unknown: other:fence holds "12abc" (string, no TTL)"#
+        text,
+        ["other: not usable as a lock (left untouched): other:fence holds a non-integer string"]
     );
     let status = status_json(&url, "other", &[]).await;
+    assert_eq!(
+        (&status["state"], &status["type"]),
+        (&json!("foreign"), &Value::Null),
+        "{status}"
+    );
     assert_eq!(status["last_fencing_token"], Value::Null, "{status}");
-    assert_eq!(status["fence"]["value"], "12abc", "{status}");
+    assert_eq!(status["fence"], Value::Null, "not read: {status}");
+    assert_eq!(status["note"], "other:fence holds a non-integer string");
+    assert_eq!(
+        raw::get(&conn, "other:fence").await.as_deref(),
+        Some("12abc")
+    );
 }
 
 /// Keys the crate did not write are reported as foreign or unknown, never a panic, and
-/// stay as they were: a sorted set of other members, one whose score is no deadline, a
-/// queue of odd members and scores, a queue key of another type, a fence of another
-/// type.
+/// stay as they were: with TTLs, a sorted set of other members, one whose score is no
+/// deadline, and a queue of odd members and scores (the snapshot reads them, status
+/// judges them); and keys the crate refuses, which the snapshot stops at and status
+/// names: a sorted set and a queue with no TTL, a queue key and a fence of other types.
 #[tokio::test]
 async fn odd_keys_are_foreign_or_unknown_and_left_untouched() {
     let (_server, url, conn) = setup().await;
@@ -421,19 +434,26 @@ async fn odd_keys_are_foreign_or_unknown_and_left_untouched() {
         &["jobs:queue-deadline", "+inf", &format!("w:{DEAD}")],
     )
     .await;
+    for key in ["board", "odd", "jobs:queue", "jobs:queue-deadline"] {
+        let _: i64 = raw::cmd(&conn, "PEXPIRE", &[key, "60000"]).await;
+    }
+    let _: i64 = raw::cmd(&conn, "ZADD", &["forever", "1", DEAD]).await;
+    let _: i64 = raw::cmd(&conn, "ZADD", &["untimed:queue", "1", &format!("w:{DEAD}")]).await;
     let _: i64 = raw::cmd(&conn, "HSET", &["hashed:queue", "a", "1"]).await;
-    let _: i64 = raw::cmd(&conn, "RPUSH", &["jobs:fence", "7"]).await;
+    let _: i64 = raw::cmd(&conn, "RPUSH", &["listed:fence", "7"]).await;
     let keys = [
         "board",
         "odd",
         "jobs:queue",
         "jobs:queue-deadline",
+        "forever",
+        "untimed:queue",
         "hashed:queue",
-        "jobs:fence",
+        "listed:fence",
     ];
     let mut before = Vec::new();
     for key in keys {
-        before.push(snapshot(&conn, key).await);
+        before.push(snapshot(&conn, key).await.0);
     }
 
     let text = status_text(&url, "board", &[]).await;
@@ -455,18 +475,20 @@ async fn odd_keys_are_foreign_or_unknown_and_left_untouched() {
     );
 
     let text = status_text(&url, "jobs", &[]).await;
+    assert_eq!(text[0], "jobs: free", "{text:?}");
+    number_in(
+        &text[1],
+        "queue: 2 waiter(s), the first is next (PTTL ",
+        " ms)",
+        1..=60_000,
+    );
     assert_eq!(
-        text[1..4],
+        text[2..4],
         [
-            "queue: 2 waiter(s), the first is next (no TTL)".to_owned(),
             format!("  1. writer {DEAD} no deadline (ticket ?, score ?)"),
             "  2. unknown \"junk\u{fffd}\" no deadline (ticket 2, score ?)".to_owned(),
         ],
         "{text:?}"
-    );
-    assert_eq!(
-        text[5],
-        "last fencing token: unknown: jobs:fence holds a list (list, no TTL)"
     );
     let status = status_json(&url, "jobs", &[]).await;
     let waiters = &status["queue"]["waiters"];
@@ -480,17 +502,49 @@ async fn odd_keys_are_foreign_or_unknown_and_left_untouched() {
     );
     assert_eq!(status["last_fencing_token"], Value::Null, "{status}");
 
-    let text = status_text(&url, "hashed", &[]).await;
-    assert_eq!(
-        text[1],
-        "queue: not a queue (hashed:queue: hash, hashed:queue-deadline: none; left untouched)"
-    );
-    assert_eq!(
-        status_json(&url, "hashed", &[]).await["queue"]["state"],
-        "foreign"
-    );
+    // Refused: the snapshot stops at the key, and status names it.
+    for (name, line, kind) in [
+        (
+            "forever",
+            "forever: holds a zset, not a lock (left untouched): it has no TTL",
+            json!("zset"),
+        ),
+        (
+            "untimed",
+            "untimed: not usable as a lock (left untouched): untimed:queue has no TTL",
+            Value::Null,
+        ),
+        (
+            "hashed",
+            "hashed: not usable as a lock (left untouched): hashed:queue holds a hash",
+            Value::Null,
+        ),
+        (
+            "listed",
+            "listed: not usable as a lock (left untouched): listed:fence holds a list",
+            Value::Null,
+        ),
+    ] {
+        assert_eq!(status_text(&url, name, &[]).await, [line]);
+        let status = status_json(&url, name, &["--permits", "2"]).await;
+        assert_eq!(
+            (&status["state"], &status["type"]),
+            (&json!("foreign"), &kind),
+            "{status}"
+        );
+        let note = line.rsplit_once("(left untouched): ").unwrap().1;
+        assert_eq!(status["note"], note, "{status}");
+        assert_eq!(
+            (&status["queue"], &status["server_time_ms"]),
+            (&Value::Null, &Value::Null),
+            "{status}"
+        );
+    }
 
     for (key, before) in keys.into_iter().zip(before) {
-        assert_eq!(snapshot(&conn, key).await, before, "{key} changed");
+        assert_eq!(snapshot(&conn, key).await.0, before, "{key} changed");
+    }
+    for key in &keys[4..] {
+        assert_eq!(raw::pttl(&conn, key).await, -1, "{key} left without a TTL");
     }
 }

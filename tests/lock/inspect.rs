@@ -1,9 +1,11 @@
 //! Inspection (`RwMutex::inspect`, `Semaphore::inspect`, `lua/inspect.lua`) on every
 //! state of a lock key: free, a writer, readers, a waiting writer's intent, a semaphore
-//! with an expired entry, a fair queue; the keys a request refuses refused alike with
-//! nothing changed; the key built as a request builds it; and the script writes nothing.
+//! with an expired entry, a fair queue; the snapshot's clock, the waiting writer's id,
+//! every key's TTL, each permit's deadline and the queue's tickets and deadlines, as
+//! stored; the keys a request refuses refused alike with nothing changed; the key built
+//! as a request builds it; and the script writes nothing.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::common::wrong_type::assert_wrong_type;
 use crate::common::{eventually, raw, RedisServer};
@@ -32,6 +34,17 @@ fn semaphore(conn: &C, name: &str, permits: u32) -> Semaphore<C> {
 async fn server_ms(conn: &C) -> i64 {
     let (secs, micros): (i64, i64) = raw::cmd(conn, "TIME", &[]).await;
     secs * 1000 + micros / 1000
+}
+
+/// `time` in milliseconds since the Unix epoch, as the scripts store deadlines.
+fn ms(time: SystemTime) -> i64 {
+    i64::try_from(time.duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+/// The score of `member` in the sorted set `key`, as a deadline.
+async fn score_time(conn: &C, key: &str, member: &str) -> SystemTime {
+    let score: i64 = raw::cmd(conn, "ZSCORE", &[key, member]).await;
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(score).unwrap())
 }
 
 /// The TTL is within (0, TTL].
@@ -427,4 +440,276 @@ async fn the_script_writes_nothing_in_any_state() {
     let (keys, dirty) = stored(&conn).await;
     assert_eq!(keys, before.0, "every key, value and TTL as it was");
     assert_eq!(dirty, before.1, "the server counted no write");
+}
+
+#[tokio::test]
+async fn the_snapshot_is_read_at_one_server_time_between_two_reads_of_the_clock() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = mutex(&conn, "clock");
+    let before = server_ms(&conn).await;
+    let state = mx.inspect("").await.unwrap();
+    let after = server_ms(&conn).await;
+    let read = ms(state.server_time());
+    assert!(
+        before <= read && read <= after,
+        "{before} <= {read} <= {after}"
+    );
+    // A free key is read at a server time too, and the clock goes on.
+    let later = mx.inspect("").await.unwrap();
+    assert!(later.server_time() >= state.server_time());
+}
+
+#[tokio::test]
+async fn the_waiting_writer_is_the_id_of_the_writer_that_then_holds_the_lock() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = RwMutex::builder(conn.clone(), "feed")
+        .ttl(TTL)
+        .lock_intent(true)
+        .build()
+        .unwrap();
+    let reader = mx.read().await.unwrap();
+    assert_eq!(mx.inspect("").await.unwrap().waiting_writer(), None);
+    let writer = tokio::spawn({
+        let mx = mx.clone();
+        async move { mx.write().await }
+    });
+    assert!(eventually(|| raw::exists(&conn, "feed:lock-intent")).await);
+    let state = mx.inspect("").await.unwrap();
+    let waiting = state.waiting_writer().expect("a writer waits").to_owned();
+    assert!(state.writer_waiting());
+    assert_eq!(
+        Some(waiting.clone()),
+        raw::get(&conn, "feed:lock-intent").await
+    );
+    reader.unlock().await.unwrap();
+    let writer = writer.await.unwrap().unwrap();
+    assert_eq!(writer.id(), waiting, "the writer that waited took the lock");
+    let state = mx.inspect("").await.unwrap();
+    assert_eq!(
+        (state.waiting_writer(), state.writer_waiting()),
+        (None, false)
+    );
+    writer.unlock().await.unwrap();
+
+    // The Go package's writers store "1".
+    let _: () = raw::cmd(&conn, "SET", &["go:lock-intent", "1", "PX", "60000"]).await;
+    assert_eq!(
+        mutex(&conn, "go")
+            .inspect("")
+            .await
+            .unwrap()
+            .waiting_writer(),
+        Some("1")
+    );
+}
+
+#[tokio::test]
+async fn key_ttls_are_every_existing_key_in_order_with_its_pttl() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let id = "0123456789abcdef0123456789abcdef";
+    let waiter = "w:fedcba9876543210fedcba9876543210";
+    for args in [
+        &["SET", "all", id, "PX", "50000"][..],
+        &["SET", "all:lock-intent", id, "PX", "40000"][..],
+        &["SET", "all:fence", "3", "PX", "30000"][..],
+        &["ZADD", "all:queue", "1", waiter][..],
+        &["PEXPIRE", "all:queue", "20000"][..],
+        &["ZADD", "all:queue-deadline", "1", waiter][..],
+        &["PEXPIRE", "all:queue-deadline", "10000"][..],
+    ] {
+        let _: redis::Value = raw::cmd(&conn, args[0], &args[1..]).await;
+    }
+    let state = mutex(&conn, "all").inspect("").await.unwrap();
+    let names: Vec<&str> = state
+        .key_ttls()
+        .iter()
+        .map(|(key, _)| key.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "all",
+            "all:lock-intent",
+            "all:fence",
+            "all:queue",
+            "all:queue-deadline"
+        ]
+    );
+    for ((key, ttl), set) in state.key_ttls().iter().zip([50, 40, 30, 20, 10]) {
+        let set = Duration::from_secs(set);
+        assert!(
+            *ttl <= set && *ttl > set - Duration::from_secs(5),
+            "{key}: {ttl:?} of {set:?}"
+        );
+    }
+    assert_eq!(
+        Some(state.key_ttls()[0].1),
+        state.ttl(),
+        "the lock key's is ttl()"
+    );
+
+    // Only the keys that exist: after an unlock, the fence.
+    let mx = mutex(&conn, "once");
+    mx.write().await.unwrap().unlock().await.unwrap();
+    let state = mx.inspect("").await.unwrap();
+    let names: Vec<&str> = state
+        .key_ttls()
+        .iter()
+        .map(|(key, _)| key.as_str())
+        .collect();
+    assert_eq!(names, ["once:fence"]);
+    assert!(mutex(&conn, "none")
+        .inspect("")
+        .await
+        .unwrap()
+        .key_ttls()
+        .is_empty());
+
+    // A semaphore key whose every permit ran out is free, yet listed while it exists.
+    let past = (server_ms(&conn).await - 1000).to_string();
+    let _: i64 = raw::cmd(&conn, "ZADD", &["spent", &past, id]).await;
+    let _: i64 = raw::cmd(&conn, "PEXPIRE", &["spent", "60000"]).await;
+    let state = semaphore(&conn, "spent", 1).inspect("").await.unwrap();
+    assert_eq!((state.mode(), state.ttl()), (None, None));
+    assert_eq!(state.key_ttls().len(), 1);
+    assert_eq!(state.key_ttls()[0].0, "spent");
+    assert!(state.key_ttls()[0].1 > Duration::from_secs(55));
+}
+
+#[tokio::test]
+async fn permit_deadlines_are_every_permit_expired_or_not_with_its_stored_deadline() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let sem = semaphore(&conn, "exports", 3);
+    let first = sem.acquire().await.unwrap();
+    let second = sem.acquire().await.unwrap();
+    let stale = "0123456789abcdef0123456789abcdef";
+    let past = server_ms(&conn).await - 1000;
+    let _: i64 = raw::cmd(&conn, "ZADD", &["exports", &past.to_string(), stale]).await;
+
+    let state = sem.inspect("").await.unwrap();
+    let deadlines = state.permit_deadlines();
+    assert_eq!(deadlines.len(), 3, "the expired permit too: {deadlines:?}");
+    assert_eq!(deadlines[0].0, stale, "the first to run out first");
+    assert_eq!(deadlines[0].1.map(ms), Some(past));
+    for (id, deadline) in &deadlines[1..] {
+        assert!([first.id(), second.id()].contains(&id.as_str()), "{id}");
+        assert_eq!(*deadline, Some(score_time(&conn, "exports", id).await));
+    }
+    assert!(
+        deadlines.windows(2).all(|w| w[0].1 <= w[1].1),
+        "{deadlines:?}"
+    );
+    // The holders are the permits whose deadline is after the server time.
+    let mut after: Vec<&str> = deadlines
+        .iter()
+        .filter(|(_, deadline)| deadline.unwrap() > state.server_time())
+        .map(|(id, _)| id.as_str())
+        .collect();
+    after.sort_unstable();
+    let mut holders: Vec<&str> = state.holders().iter().map(String::as_str).collect();
+    holders.sort_unstable();
+    assert_eq!(holders, after);
+    assert_eq!(holders.len(), 2);
+
+    // A score that is not a whole number of milliseconds is no deadline.
+    let _: i64 = raw::cmd(&conn, "ZADD", &["exports", "1.5", "odd"]).await;
+    let state = sem.inspect("").await.unwrap();
+    assert_eq!(state.permit_deadlines()[0], ("odd".to_owned(), None));
+    // A read-write lock has no permits.
+    let guard = mutex(&conn, "plain").write().await.unwrap();
+    assert!(mutex(&conn, "plain")
+        .inspect("")
+        .await
+        .unwrap()
+        .permit_deadlines()
+        .is_empty());
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_queues_tickets_and_deadlines_are_as_stored_lapsed_waiters_included() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = RwMutex::builder(conn.clone(), "line")
+        .ttl(TTL)
+        .fair(true)
+        .build()
+        .unwrap();
+    let holder = mx.write().await.unwrap();
+    assert!(mx.inspect("").await.unwrap().queue_tickets().is_empty());
+    let mut waiters = Vec::new();
+    for (n, read) in [false, true].into_iter().enumerate() {
+        let mx = mx.clone();
+        waiters.push(tokio::spawn(async move {
+            if read {
+                mx.read().await
+            } else {
+                mx.write().await
+            }
+        }));
+        let queued = n + 1;
+        assert!(eventually(|| async { mx_queue_len(&conn).await == queued }).await);
+    }
+    // A waiter whose deadline has passed, still stored, with a ticket that is not whole.
+    let gone = "w:0123456789abcdef0123456789abcdef";
+    let past = server_ms(&conn).await - 1000;
+    let _: i64 = raw::cmd(&conn, "ZADD", &["line:queue", "99.5", gone]).await;
+    let _: i64 = raw::cmd(
+        &conn,
+        "ZADD",
+        &["line:queue-deadline", &past.to_string(), gone],
+    )
+    .await;
+
+    let state = mx.inspect("").await.unwrap();
+    let stored: Vec<String> = raw::cmd(&conn, "ZRANGE", &["line:queue", "0", "-1"]).await;
+    let tickets: Vec<(&str, Option<u64>)> = state
+        .queue_tickets()
+        .iter()
+        .map(|(member, ticket)| (member.as_str(), *ticket))
+        .collect();
+    assert_eq!(
+        tickets,
+        [
+            (stored[0].as_str(), Some(1)),
+            (stored[1].as_str(), Some(2)),
+            (gone, None)
+        ],
+        "in queue order, with their arrival tickets"
+    );
+    assert_eq!(
+        state.queue(),
+        &stored[..2],
+        "queue() leaves the lapsed one out"
+    );
+
+    let deadlines = state.queue_deadlines();
+    assert_eq!(deadlines.len(), 3, "{deadlines:?}");
+    assert_eq!(
+        deadlines[0],
+        (
+            gone.to_owned(),
+            Some(UNIX_EPOCH + Duration::from_millis(u64::try_from(past).unwrap()))
+        )
+    );
+    assert!(
+        deadlines[0].1.unwrap() <= state.server_time(),
+        "it has passed"
+    );
+    for (member, deadline) in &deadlines[1..] {
+        assert!(stored[..2].contains(member), "{member}");
+        assert_eq!(
+            *deadline,
+            Some(score_time(&conn, "line:queue-deadline", member).await)
+        );
+        assert!(deadline.unwrap() > state.server_time(), "still waiting");
+    }
+    holder.unlock().await.unwrap();
+    for waiter in waiters {
+        waiter.abort();
+    }
 }

@@ -1,60 +1,81 @@
 //! `redismutex status`: who holds a lock or a semaphore, who waits in its fair queue, and
-//! its last fencing token, read without changing anything (`TIME`, `TYPE`, `PTTL`, `GET`,
-//! `SMEMBERS` and sorted-set reads only).
+//! its last fencing token, from one snapshot of the server. Its one read is
+//! `RwMutex::inspect` or `Semaphore::inspect` (the read-only script `lua/inspect.lua`)
+//! on a handle over the server's connection (`snapshot.rs`); a key the crate refuses is
+//! reported from the refusal, and nothing else is read. `view.rs` makes the snapshot into
+//! a [`Status`]; `text.rs` prints one server's, `quorum.rs` every node's side by side.
 
 mod cells;
 mod member;
+mod millis;
 mod queue;
 mod quorum;
-mod read;
 mod semaphore;
+mod snapshot;
 mod table;
 mod text;
 mod verdict;
+mod view;
 
-use redis::aio::MultiplexedConnection;
-use redis::RedisResult;
+use std::error::Error as StdError;
+
+use redismutex::Error;
 use serde::Serialize;
 
 use crate::args::StatusArgs;
 use crate::exit;
 use crate::nodes::Nodes;
+use snapshot::Target;
+
+/// How many members of a sorted set (a semaphore's holders, a queue's waiters) are listed
+/// at most; the counts are always whole.
+const LISTED: usize = 1000;
 
 /// What `status` reports about one lock key.
 #[derive(Debug, Serialize)]
 struct Status {
     /// The lock key (or semaphore key).
     key: String,
-    /// `free`, `write`, `read`, `semaphore`, or `foreign` (a key of another type, or a
-    /// sorted set that is no semaphore: left untouched).
+    /// `free`, `write`, `read`, `semaphore`, or `foreign`: a key the crate refuses (the
+    /// lock key or a key beside it of another type, or with no TTL), or a sorted set
+    /// that is no semaphore; left untouched.
     state: &'static str,
-    /// The Redis `TYPE` of the lock key (`none` when free).
+    /// The Redis `TYPE` of the lock key (`none` when free); `None` for a refused key
+    /// whose refusal did not name the lock key's type (another key was refused).
     #[serde(rename = "type")]
-    kind: String,
+    kind: Option<String>,
     /// The writer's id (`write`).
     writer: Option<String>,
     /// The readers' ids, sorted (`read`).
     readers: Vec<String>,
     /// How many readers.
     reader_count: usize,
-    /// The lock key's PTTL in milliseconds (-1: no TTL); absent when free.
+    /// The lock key's PTTL in milliseconds; absent when free, or not read (refused).
     pttl_ms: Option<i64>,
     /// `<key>:lock-intent`: a waiting writer's id (`1` from Go).
     intent: Option<Part>,
     /// `<key>:fence`: the fencing counter.
     fence: Option<Part>,
-    /// The server clock (`TIME`) in milliseconds when the key was read: every deadline
-    /// score is compared with it.
-    server_time_ms: i64,
-    /// The last fencing token minted for the key: `fence`'s value when it is one.
+    /// The server clock (`TIME`) in milliseconds when the snapshot was read: every
+    /// deadline score was compared with it. Absent when the crate refused the key.
+    server_time_ms: Option<i64>,
+    /// The last fencing token minted for the key: `fence`'s value.
     last_fencing_token: Option<u64>,
     /// A semaphore's holders and permits in use (`semaphore`).
     semaphore: Option<semaphore::Holders>,
     /// The fair queue, when `<key>:queue` or `<key>:queue-deadline` exists.
     queue: Option<queue::Queue>,
-    /// Why the key is `foreign` when its type does not say it alone (a sorted set that
-    /// is no semaphore).
+    /// Why the key is `foreign` when its type does not say it alone: a sorted set that
+    /// is no semaphore, another key of the lock refused, or a key with no TTL.
     note: Option<String>,
+}
+
+impl Status {
+    /// Whether the crate refused the lock's keys, so that only the refusal is known:
+    /// no holder, queue, intent or fence was read.
+    fn refused(&self) -> bool {
+        self.server_time_ms.is_none()
+    }
 }
 
 /// A sub-key of the lock that exists.
@@ -67,17 +88,49 @@ struct Part {
     kind: String,
     /// Its value when it is a string.
     value: Option<String>,
-    /// Its PTTL in milliseconds (-1: no TTL).
+    /// Its PTTL in milliseconds.
     pttl_ms: i64,
 }
 
-impl Part {
-    /// The fencing token it holds, when it is a string as the scripts write a token: a
-    /// positive decimal integer with no sign or leading zero.
-    fn token(&self) -> Option<u64> {
-        let value = self.value.as_deref().filter(|_| self.kind == "string")?;
-        let token: u64 = value.parse().ok()?;
-        (token > 0 && token.to_string() == value).then_some(token)
+/// Why a server gave no status.
+#[derive(Debug)]
+enum Failure {
+    /// It could not be reached.
+    Connect(redis::RedisError),
+    /// The inspection failed: a Redis error, or the crate refusing the name or the key.
+    Inspect(Error),
+    /// The task reading a node of a quorum failed.
+    Task(tokio::task::JoinError),
+}
+
+impl Failure {
+    /// The error.
+    fn error(&self) -> &(dyn StdError + 'static) {
+        match self {
+            Self::Connect(err) => err,
+            Self::Inspect(err) => err,
+            Self::Task(err) => err,
+        }
+    }
+
+    /// Whether the name or the key is one no request could use: the command line's
+    /// fault, not the server's.
+    fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Self::Inspect(Error::InvalidKey { .. } | Error::InvalidOptions(_))
+        )
+    }
+
+    /// Prints the failure on one line, naming the server `url` and the lock `key`, and
+    /// gives the exit code: [`exit::USAGE`] for a name or key no request could use,
+    /// else [`exit::REDIS`].
+    fn exit(&self, url: &str, key: &str) -> u8 {
+        if self.is_usage() {
+            eprintln!("redismutex: {}", exit::message(self.error()));
+            return exit::USAGE;
+        }
+        exit::redis_error(url, key, self.error())
     }
 }
 
@@ -88,16 +141,13 @@ pub(crate) async fn run(urls: &[String], args: StatusArgs) -> u8 {
         Ok(nodes) => nodes,
         Err(code) => return code,
     };
+    let target = Target::of(&args);
     let [node] = nodes.list() else {
-        return quorum::run(&nodes, &key, &args).await;
+        return quorum::run(&nodes, &target, args.json).await;
     };
-    let status = async {
-        let mut conn = node.client.get_multiplexed_async_connection().await?;
-        read(&mut conn, &key, args.permits).await
-    };
-    let status = match status.await {
+    let status = match read(&node.client, &target).await {
         Ok(status) => status,
-        Err(err) => return exit::redis_error(&node.url, &key, &err),
+        Err(failure) => return failure.exit(&node.url, &key),
     };
     if args.json {
         print_json(&status)
@@ -105,6 +155,19 @@ pub(crate) async fn run(urls: &[String], args: StatusArgs) -> u8 {
         print!("{}", text::status(&status));
         0
     }
+}
+
+/// Connects to the server of `client` and reads the status of `target` there: one
+/// snapshot.
+async fn read(client: &redis::Client, target: &Target) -> Result<Status, Failure> {
+    let conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(Failure::Connect)?;
+    let snapshot = snapshot::take(conn, target)
+        .await
+        .map_err(Failure::Inspect)?;
+    Ok(view::status(target.lock_key(), &snapshot, target.permits))
 }
 
 /// Prints `value` as JSON on one line; 0, or [`exit::REDIS`] if it cannot be.
@@ -119,73 +182,4 @@ fn print_json(value: &impl Serialize) -> u8 {
             exit::REDIS
         }
     }
-}
-
-/// Reads the lock key, its intent, fence and queue keys, at the server's `TIME`;
-/// `permits` is the semaphore's permit count if known (`--permits`).
-async fn read(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    permits: Option<u32>,
-) -> RedisResult<Status> {
-    let now = read::server_time_ms(conn).await?;
-    let (kind, pttl) = read::kind_and_pttl(conn, key).await?;
-    let fence = part(conn, &format!("{key}:fence")).await?;
-    let mut status = Status {
-        key: key.to_owned(),
-        state: "free",
-        kind: kind.clone(),
-        writer: None,
-        readers: Vec::new(),
-        reader_count: 0,
-        pttl_ms: (kind != "none").then_some(pttl),
-        intent: part(conn, &format!("{key}:lock-intent")).await?,
-        last_fencing_token: fence.as_ref().and_then(Part::token),
-        fence,
-        server_time_ms: now,
-        semaphore: None,
-        queue: queue::read(conn, key, now).await?,
-        note: None,
-    };
-    match kind.as_str() {
-        "none" => {}
-        "string" => {
-            status.state = "write";
-            status.writer = read::get(conn, key).await?;
-        }
-        "set" => {
-            status.state = "read";
-            let readers = read::members(conn, key).await?;
-            status.reader_count = readers.len();
-            status.readers = readers;
-        }
-        "zset" => match semaphore::read(conn, key, now, permits).await? {
-            Ok(holders) => {
-                status.state = "semaphore";
-                status.semaphore = Some(holders);
-            }
-            Err(note) => (status.state, status.note) = ("foreign", Some(note)),
-        },
-        _ => status.state = "foreign",
-    }
-    Ok(status)
-}
-
-/// The sub-key `key` if it exists.
-async fn part(conn: &mut MultiplexedConnection, key: &str) -> RedisResult<Option<Part>> {
-    let (kind, pttl_ms) = read::kind_and_pttl(conn, key).await?;
-    if kind == "none" {
-        return Ok(None);
-    }
-    let value = if kind == "string" {
-        read::get(conn, key).await?
-    } else {
-        None
-    };
-    Ok(Some(Part {
-        key: key.to_owned(),
-        kind,
-        value,
-        pttl_ms,
-    }))
 }

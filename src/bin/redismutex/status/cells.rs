@@ -80,11 +80,12 @@ fn many(values: Vec<String>) -> Vec<String> {
     }
 }
 
-/// `write`, `read`, `free`, `semaphore`, or `foreign (<type>)`.
+/// `write`, `read`, `free`, `semaphore`, or `foreign (<type>)` (`foreign` when the lock
+/// key's type is not known).
 fn state(status: &Status) -> Vec<String> {
-    match status.state {
-        "foreign" => vec![format!("foreign ({})", status.kind)],
-        state => vec![state.to_owned()],
+    match (status.state, &status.kind) {
+        ("foreign", Some(kind)) => vec![format!("foreign ({kind})")],
+        (state, _) => vec![state.to_owned()],
     }
 }
 
@@ -110,12 +111,9 @@ fn in_use_cell(held: &Holders) -> String {
     }
 }
 
-/// The queue's waiters in order, each `1. writer <id> (N ms)`, or what it is instead.
+/// The queue's waiters in order, each `1. writer <id> (N ms)`.
 fn queue(queue: &Queue) -> Vec<String> {
-    match queue.state {
-        "foreign" => vec![format!("foreign ({}, {})", queue.kind, queue.deadline_type)],
-        _ => many(queue.waiters.iter().map(waiter).collect()),
-    }
+    many(queue.waiters.iter().map(waiter).collect())
 }
 
 /// One waiter: `1. writer <id> (N ms)`.
@@ -128,13 +126,9 @@ fn waiter(waiter: &Waiter) -> String {
     format!("{}. {who} ({when})", waiter.position)
 }
 
-/// The last fencing token, `unknown` when the fence key holds something else, or `-`.
+/// The last fencing token, or `-`.
 fn fence(status: &Status) -> Vec<String> {
-    match (&status.fence, status.last_fencing_token) {
-        (_, Some(token)) => vec![token.to_string()],
-        (Some(_), None) => vec!["unknown".to_owned()],
-        (None, None) => dash(),
-    }
+    one(status.last_fencing_token.map(|token| token.to_string()))
 }
 
 /// The time left before a deadline: `N ms`, or `expired`.
@@ -146,11 +140,7 @@ fn left(remaining_ms: i64) -> String {
     }
 }
 
-/// A PTTL: `N ms`, or `no TTL`.
+/// A PTTL: `N ms`.
 fn pttl(pttl: i64) -> String {
-    if pttl < 0 {
-        "no TTL".to_owned()
-    } else {
-        format!("{pttl} ms")
-    }
+    format!("{pttl} ms")
 }

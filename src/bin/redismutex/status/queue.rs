@@ -1,36 +1,37 @@
 //! A fair queue (`lua/shared.lua`; fair mode in the guide
-//! `redismutex::guide::semaphore`), of a lock or a semaphore alike: `<lock key>:queue`,
-//! the waiters `<kind>:<id>` scored by arrival ticket, and `<lock key>:queue-deadline`,
-//! the same members scored by the server time in milliseconds by which each must attempt
-//! again or lose its place.
+//! `redismutex::guide::semaphore`), of a lock or a semaphore alike, as the snapshot read
+//! it: `<lock key>:queue`, the waiters `<kind>:<id>` scored by arrival ticket
+//! (`LockState::queue_tickets`), and `<lock key>:queue-deadline`, the same members
+//! scored by the server time in milliseconds by which each must attempt again or lose
+//! its place (`LockState::queue_deadlines`).
 
-use redis::aio::MultiplexedConnection;
-use redis::RedisResult;
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use redismutex::LockState;
 use serde::Serialize;
 
-use super::member;
-use super::read::{self, LISTED};
+use super::{member, millis, LISTED};
 
 /// The fair queue of a lock key, when either of its keys exists.
 #[derive(Debug, Serialize)]
 pub(super) struct Queue {
     /// `<lock key>:queue`.
     pub(super) key: String,
-    /// Its Redis `TYPE` (`none` when absent).
+    /// Its Redis `TYPE`: `zset`, or `none` when absent.
     #[serde(rename = "type")]
-    pub(super) kind: String,
-    /// Its PTTL in milliseconds (-1: no TTL, -2: absent).
+    pub(super) kind: &'static str,
+    /// Its PTTL in milliseconds (-2: absent).
     pub(super) pttl_ms: i64,
     /// `<lock key>:queue-deadline`.
     pub(super) deadline_key: String,
-    /// Its Redis `TYPE` (`none` when absent).
-    pub(super) deadline_type: String,
-    /// Its PTTL in milliseconds (-1: no TTL, -2: absent).
+    /// Its Redis `TYPE`: `zset`, or `none` when absent.
+    pub(super) deadline_type: &'static str,
+    /// Its PTTL in milliseconds (-2: absent).
     pub(super) deadline_pttl_ms: i64,
-    /// `waiting` (waiters queued), `empty`, or `foreign`: a key holds another type than a
-    /// sorted set (fair requests refuse it; left untouched).
+    /// `waiting` (waiters queued) or `empty`.
     pub(super) state: &'static str,
-    /// How many waiters `<lock key>:queue` holds (`ZCARD`), expired or not.
+    /// How many waiters `<lock key>:queue` holds, expired or not.
     pub(super) waiter_count: usize,
     /// The waiters in order, the next first (at most [`LISTED`]).
     pub(super) waiters: Vec<Waiter>,
@@ -48,7 +49,7 @@ pub(super) struct Waiter {
     /// Its request id (none for an `unknown` member).
     pub(super) id: Option<String>,
     /// Its score in `<lock key>:queue`: its arrival ticket (none when not whole).
-    pub(super) ticket: Option<i64>,
+    pub(super) ticket: Option<u64>,
     /// Its score in `<lock key>:queue-deadline`: the server time in milliseconds by
     /// which it must attempt again (none when it has no whole score there).
     pub(super) deadline: Option<i64>,
@@ -59,75 +60,64 @@ pub(super) struct Waiter {
     pub(super) expired: bool,
 }
 
-/// Reads the fair queue of `lock` at server time `now`: `None` when neither of its keys
-/// exists (no fair waiter).
-pub(super) async fn read(
-    conn: &mut MultiplexedConnection,
-    lock: &str,
-    now: i64,
-) -> RedisResult<Option<Queue>> {
+/// The fair queue of the lock key `lock` in the snapshot `state`: `None` when neither of
+/// its keys exists (no fair waiter).
+pub(super) fn of(lock: &str, state: &LockState) -> Option<Queue> {
     let (key, deadline_key) = (format!("{lock}:queue"), format!("{lock}:queue-deadline"));
-    let (kind, pttl_ms) = read::kind_and_pttl(conn, &key).await?;
-    let (deadline_type, deadline_pttl_ms) = read::kind_and_pttl(conn, &deadline_key).await?;
-    if kind == "none" && deadline_type == "none" {
-        return Ok(None);
+    let (pttl, deadline_pttl) = (
+        millis::pttl(state, &key),
+        millis::pttl(state, &deadline_key),
+    );
+    if pttl.is_none() && deadline_pttl.is_none() {
+        return None;
     }
-    let mut queue = Queue {
+    let kind = |pttl: Option<i64>| if pttl.is_some() { "zset" } else { "none" };
+    let tickets = state.queue_tickets();
+    let now = millis::since_epoch(state.server_time());
+    Some(Queue {
         key,
-        kind,
-        pttl_ms,
+        kind: kind(pttl),
+        pttl_ms: pttl.unwrap_or(-2),
         deadline_key,
-        deadline_type,
-        deadline_pttl_ms,
-        state: "empty",
-        waiter_count: 0,
-        waiters: Vec::new(),
-    };
-    let sorted = |kind: &str| kind == "zset" || kind == "none";
-    if !sorted(&queue.kind) || !sorted(&queue.deadline_type) {
-        queue.state = "foreign";
-        return Ok(Some(queue));
-    }
-    if queue.kind == "zset" {
-        let Some(order) = read::zset(conn, &queue.key, now).await? else {
-            queue.state = "foreign";
-            return Ok(Some(queue));
-        };
-        let members: Vec<String> = order.entries.iter().map(|(m, _)| m.clone()).collect();
-        let deadlines = read::scores(conn, &queue.deadline_key, &members).await?;
-        queue.waiter_count = order.card;
-        queue.waiters = waiters(order.entries, deadlines, now);
-    }
-    if queue.waiter_count > 0 {
-        queue.state = "waiting";
-    }
-    Ok(Some(queue))
+        deadline_type: kind(deadline_pttl),
+        deadline_pttl_ms: deadline_pttl.unwrap_or(-2),
+        state: if tickets.is_empty() {
+            "empty"
+        } else {
+            "waiting"
+        },
+        waiter_count: tickets.len(),
+        waiters: waiters(tickets, state.queue_deadlines(), now),
+    })
 }
 
-/// The waiters of `order` (member and ticket, in queue order) with their `deadlines`, at
-/// server time `now`.
+/// The waiters of `tickets` (member and ticket, in queue order) with their `deadlines`,
+/// at server time `now` (milliseconds).
 fn waiters(
-    order: Vec<(String, Option<i64>)>,
-    deadlines: Vec<Option<i64>>,
+    tickets: &[(String, Option<u64>)],
+    deadlines: &[(String, Option<SystemTime>)],
     now: i64,
 ) -> Vec<Waiter> {
-    let deadlines = deadlines.into_iter().chain(std::iter::repeat(None));
+    let deadlines: HashMap<&str, i64> = deadlines
+        .iter()
+        .filter_map(|(member, deadline)| Some((member.as_str(), millis::since_epoch((*deadline)?))))
+        .collect();
     (1..)
-        .zip(order.into_iter().zip(deadlines))
+        .zip(tickets)
         .take(LISTED)
-        .map(|(position, ((member, ticket), deadline))| {
-            let (kind, id) = member::waiter(&member);
-            let id = id.map(str::to_owned);
+        .map(|(position, (member, ticket))| {
+            let (kind, id) = member::waiter(member);
+            let deadline = deadlines.get(member.as_str()).copied();
             let remaining_ms = deadline.map(|deadline| deadline.saturating_sub(now));
             Waiter {
                 position,
+                member: member.clone(),
                 kind,
-                id,
-                ticket,
+                id: id.map(str::to_owned),
+                ticket: *ticket,
                 deadline,
                 remaining_ms,
                 expired: remaining_ms.is_some_and(|ms| ms <= 0),
-                member,
             }
         })
         .collect()
@@ -135,29 +125,45 @@ fn waiters(
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
     use super::*;
 
     const ID: &str = "0123456789abcdef0123456789abcdef";
 
     #[test]
     fn waiters_keep_the_queue_order_and_flag_what_is_odd() {
-        let order = vec![
+        let tickets = [
             (format!("w:{ID}"), Some(1)),
             (format!("p:{ID}"), Some(2)),
             ("junk".to_owned(), None),
         ];
-        let now = 5000;
-        let got = waiters(order, vec![Some(9000), Some(5000)], now);
+        let at = |ms| Some(UNIX_EPOCH + Duration::from_millis(ms));
+        let deadlines = [
+            (format!("p:{ID}"), at(5000)),
+            (format!("w:{ID}"), at(9000)),
+            ("junk".to_owned(), None),
+        ];
+        let got = waiters(&tickets, &deadlines, 5000);
         let seen: Vec<_> = got
             .iter()
-            .map(|w| (w.position, w.kind, w.ticket, w.remaining_ms, w.expired))
+            .map(|w| {
+                (
+                    w.position,
+                    w.kind,
+                    w.ticket,
+                    w.deadline,
+                    w.remaining_ms,
+                    w.expired,
+                )
+            })
             .collect();
         assert_eq!(
             seen,
             [
-                (1, "writer", Some(1), Some(4000), false),
-                (2, "permit", Some(2), Some(0), true),
-                (3, "unknown", None, None, false),
+                (1, "writer", Some(1), Some(9000), Some(4000), false),
+                (2, "permit", Some(2), Some(5000), Some(0), true),
+                (3, "unknown", None, None, None, false),
             ]
         );
         assert_eq!(got[0].id.as_deref(), Some(ID));

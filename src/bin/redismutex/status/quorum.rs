@@ -1,14 +1,16 @@
 //! `status` with several `--url`s: each node's view of the lock side by side, a column
 //! per node and a row per field, then whether a majority of them holds it the same way.
+//! Each node is read as one server is, on its own connection and through its own handle
+//! (an inspection over a `Quorum` is refused: its nodes' states may differ), all at once.
 //! A node that does not answer is shown with its error; only when none answers does
 //! `status` fail.
 
 use serde::Serialize;
 
 use super::cells::{self, Column};
+use super::snapshot::Target;
 use super::verdict::{self, Verdict};
-use super::{print_json, read, table, Status};
-use crate::args::StatusArgs;
+use super::{print_json, read, table, Failure, Status};
 use crate::exit;
 use crate::nodes::Nodes;
 
@@ -39,9 +41,16 @@ struct Report {
     quorum: Verdict,
 }
 
-/// Reads every node at once and prints their views and the verdict; gives the exit code.
-pub(super) async fn run(nodes: &Nodes, key: &str, args: &StatusArgs) -> u8 {
-    let views = views(nodes, key, args.permits).await;
+/// Reads every node at once and prints their views and the verdict (as JSON with
+/// `json`); gives the exit code.
+pub(super) async fn run(nodes: &Nodes, target: &Target, json: bool) -> u8 {
+    let key = target.lock_key();
+    let reads = reads(nodes, target).await;
+    let mut failures = reads.iter().filter_map(|read| read.as_ref().err());
+    if let Some(usage) = failures.find(|failure| failure.is_usage()) {
+        return usage.exit(&nodes.name(), key);
+    }
+    let views = views(nodes, reads);
     if views.iter().all(|view| !view.reachable) {
         for view in &views {
             let error = view.error.as_deref().unwrap_or("?");
@@ -51,7 +60,7 @@ pub(super) async fn run(nodes: &Nodes, key: &str, args: &StatusArgs) -> u8 {
     }
     let statuses: Vec<Option<&Status>> = views.iter().map(|view| view.status.as_ref()).collect();
     let quorum = verdict::verdict(&statuses);
-    if args.json {
+    if json {
         return print_json(&Report {
             key: key.to_owned(),
             nodes: views,
@@ -62,35 +71,43 @@ pub(super) async fn run(nodes: &Nodes, key: &str, args: &StatusArgs) -> u8 {
     0
 }
 
-/// Each node's view, read from every node at once.
-async fn views(nodes: &Nodes, key: &str, permits: Option<u32>) -> Vec<View> {
-    let reads: Vec<_> = nodes
+/// Each node's status, or why it gave none, read from every node at once.
+async fn reads(nodes: &Nodes, target: &Target) -> Vec<Result<Status, Failure>> {
+    let tasks: Vec<_> = nodes
         .list()
         .iter()
         .map(|node| {
-            let (client, key) = (node.client.clone(), key.to_owned());
-            tokio::spawn(async move {
-                let mut conn = client.get_multiplexed_async_connection().await?;
-                read(&mut conn, &key, permits).await
-            })
+            let (client, target) = (node.client.clone(), target.clone());
+            tokio::spawn(async move { read(&client, &target).await })
         })
         .collect();
-    let mut views = Vec::with_capacity(reads.len());
-    for (node, task) in nodes.list().iter().zip(reads) {
-        let (status, error) = match task.await {
-            Ok(Ok(status)) => (Some(status), None),
-            Ok(Err(err)) => (None, Some(exit::message(&err))),
-            Err(err) => (None, Some(err.to_string())),
-        };
-        views.push(View {
-            node: node.index,
-            url: node.server(),
-            reachable: status.is_some(),
-            error,
-            status,
-        });
+    let mut reads = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        reads.push(task.await.unwrap_or_else(|err| Err(Failure::Task(err))));
     }
-    views
+    reads
+}
+
+/// Each node's view, from what was read on it.
+fn views(nodes: &Nodes, reads: Vec<Result<Status, Failure>>) -> Vec<View> {
+    nodes
+        .list()
+        .iter()
+        .zip(reads)
+        .map(|(node, read)| {
+            let (status, error) = match read {
+                Ok(status) => (Some(status), None),
+                Err(failure) => (None, Some(exit::message(failure.error()))),
+            };
+            View {
+                node: node.index,
+                url: node.server(),
+                reachable: status.is_some(),
+                error,
+                status,
+            }
+        })
+        .collect()
 }
 
 /// The views as a table: a column per node, headed `node I URL`, a row per field.

@@ -1,18 +1,20 @@
-//! A semaphore key (`lua/semaphore.lua`): a sorted set of holder ids, each scored by its
-//! deadline, the server time in milliseconds when its permit runs out unless refreshed.
-//! The permit count is each caller's own and is not stored in Redis: `--permits` says it.
+//! A semaphore key (`lua/semaphore.lua`) as the snapshot read it: a sorted set of holder
+//! ids, each scored by its deadline, the server time in milliseconds when its permit
+//! runs out unless refreshed (`LockState::permit_deadlines`). The permit count is each
+//! caller's own and is not stored in Redis: `--permits` says it.
 
-use redis::aio::MultiplexedConnection;
-use redis::RedisResult;
+use std::time::SystemTime;
+
+use redismutex::LockState;
 use serde::Serialize;
 
 use super::member::{is_id, preview};
-use super::read::{self, Zset};
+use super::{millis, LISTED};
 
 /// The holders of a semaphore key, by the server clock.
 #[derive(Debug, Serialize)]
 pub(super) struct Holders {
-    /// How many holders the key has (`ZCARD`), expired or not.
+    /// How many holders the key has, expired or not.
     pub(super) holder_count: usize,
     /// The permits in use: holders whose deadline is after the server time.
     pub(super) in_use: usize,
@@ -21,7 +23,7 @@ pub(super) struct Holders {
     pub(super) expired: usize,
     /// The permit count given with `--permits` (Redis does not store it).
     pub(super) permits: Option<u32>,
-    /// The holders by deadline, first to run out first (at most [`read::LISTED`]).
+    /// The holders by deadline, first to run out first (at most [`LISTED`]).
     pub(super) holders: Vec<Holder>,
 }
 
@@ -40,96 +42,89 @@ pub(super) struct Holder {
     pub(super) expired: bool,
 }
 
-/// Reads the sorted set at `key` as a semaphore at server time `now`: its holders, or
-/// why it is not a semaphore (a member that is no permit id, a score that is no
-/// deadline, or a key that stopped being a sorted set).
-pub(super) async fn read(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    now: i64,
-    permits: Option<u32>,
-) -> RedisResult<Result<Holders, String>> {
-    Ok(match read::zset(conn, key, now).await? {
-        Some(zset) => holders(zset, now, permits),
-        None => Err("it stopped being a sorted set while read".to_owned()),
-    })
-}
-
-/// The holders in `zset` at server time `now`, or why it is not a semaphore.
-fn holders(zset: Zset, now: i64, permits: Option<u32>) -> Result<Holders, String> {
-    let mut holders = Vec::with_capacity(zset.entries.len());
-    for (id, score) in zset.entries {
-        if !is_id(&id) {
-            return Err(format!(
-                "a sorted set whose member {} is not a permit id",
-                preview(&id)
-            ));
-        }
-        let Some(score) = score else {
-            return Err(format!(
-                "a sorted set whose score of {id} is not a deadline (a whole number)"
-            ));
-        };
-        let remaining_ms = score.saturating_sub(now);
-        holders.push(Holder {
-            id,
-            score,
-            remaining_ms,
-            expired: remaining_ms <= 0,
-        });
-    }
+/// The holders of the semaphore key in the snapshot `state`, or why it is not a
+/// semaphore (a member that is no permit id, or a score that is no deadline).
+pub(super) fn holders(state: &LockState, permits: Option<u32>) -> Result<Holders, String> {
+    let now = millis::since_epoch(state.server_time());
+    let holders = list(state.permit_deadlines(), now)?;
+    let holder_count = state.permit_deadlines().len();
+    let in_use = state.permits_in_use();
     Ok(Holders {
-        holder_count: zset.card,
-        in_use: zset.after,
-        expired: zset.card.saturating_sub(zset.after),
+        holder_count,
+        in_use,
+        expired: holder_count.saturating_sub(in_use),
         permits,
         holders,
     })
 }
 
+/// The first [`LISTED`] of `entries` (each id and its deadline, by deadline) as holders
+/// at server time `now` (milliseconds), or why they are not a semaphore's.
+fn list(entries: &[(String, Option<SystemTime>)], now: i64) -> Result<Vec<Holder>, String> {
+    let mut holders = Vec::with_capacity(entries.len().min(LISTED));
+    for (id, deadline) in entries {
+        if !is_id(id) {
+            return Err(format!(
+                "a sorted set whose member {} is not a permit id",
+                preview(id)
+            ));
+        }
+        let Some(deadline) = deadline else {
+            return Err(format!(
+                "a sorted set whose score of {id} is not a deadline (a whole number)"
+            ));
+        };
+        if holders.len() < LISTED {
+            let score = millis::since_epoch(*deadline);
+            let remaining_ms = score.saturating_sub(now);
+            holders.push(Holder {
+                id: id.clone(),
+                score,
+                remaining_ms,
+                expired: remaining_ms <= 0,
+            });
+        }
+    }
+    Ok(holders)
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
     use super::*;
 
     const A: &str = "0123456789abcdef0123456789abcdef";
     const B: &str = "fedcba9876543210fedcba9876543210";
 
-    fn zset(entries: &[(&str, Option<i64>)], after: usize) -> Zset {
-        Zset {
-            card: entries.len(),
-            after,
-            entries: entries.iter().map(|&(m, s)| (m.to_owned(), s)).collect(),
-        }
+    fn at(ms: u64) -> Option<SystemTime> {
+        Some(UNIX_EPOCH + Duration::from_millis(ms))
     }
 
     #[test]
-    fn holders_past_their_deadline_are_expired_and_not_in_use() {
+    fn holders_past_their_deadline_are_expired() {
         let now = 1_000_000;
-        let held = holders(
-            zset(&[(A, Some(now)), (B, Some(now + 2500))], 1),
-            now,
-            Some(3),
-        );
-        let held = held.unwrap();
-        assert_eq!((held.holder_count, held.in_use, held.expired), (2, 1, 1));
-        assert_eq!(held.permits, Some(3));
-        let seen: Vec<(&str, i64, bool)> = held
-            .holders
+        let held = list(
+            &[(A.to_owned(), at(now)), (B.to_owned(), at(now + 2500))],
+            1_000_000,
+        )
+        .unwrap();
+        let seen: Vec<(&str, i64, i64, bool)> = held
             .iter()
-            .map(|h| (h.id.as_str(), h.remaining_ms, h.expired))
+            .map(|h| (h.id.as_str(), h.score, h.remaining_ms, h.expired))
             .collect();
         assert_eq!(
             seen,
-            [(A, 0, true), (B, 2500, false)],
+            [(A, 1_000_000, 0, true), (B, 1_002_500, 2500, false)],
             "a deadline of now is gone"
         );
     }
 
     #[test]
     fn garbage_members_or_scores_are_no_semaphore() {
-        let err = holders(zset(&[(A, Some(1)), ("alice", Some(2))], 2), 0, None).unwrap_err();
+        let err = list(&[(A.to_owned(), at(1)), ("alice".to_owned(), at(2))], 0).unwrap_err();
         assert!(err.contains("\"alice\" is not a permit id"), "{err}");
-        let err = holders(zset(&[(A, None)], 1), 0, None).unwrap_err();
+        let err = list(&[(A.to_owned(), None)], 0).unwrap_err();
         assert!(err.contains("not a deadline"), "{err}");
     }
 }

@@ -1,5 +1,6 @@
 //! `status` on one server as text: the key's state and holders, its fair queue, the lock
-//! intent and the last fencing token, one line each (holders and waiters indented below).
+//! intent and the last fencing token, one line each (holders and waiters indented below);
+//! for a key the crate refuses, the one line that says why.
 
 use super::member::{preview, shown};
 use super::queue::{Queue, Waiter};
@@ -9,6 +10,9 @@ use super::{Part, Status};
 /// The whole report on one server.
 pub(super) fn status(status: &Status) -> String {
     let mut out = state(status);
+    if status.refused() {
+        return out;
+    }
     out.push_str(&queue(status.queue.as_ref()));
     out.push_str(&match &status.intent {
         None => "intent: none\n".to_owned(),
@@ -47,16 +51,20 @@ fn state(status: &Status) -> String {
             out
         }
         ("semaphore", Some(holders)) => semaphore(key, holders, &pttl),
-        _ => match &status.note {
-            None => format!(
-                "{key}: holds a {}, not a lock (left untouched)\n",
-                status.kind
-            ),
-            Some(note) => format!(
-                "{key}: holds a {}, not a lock (left untouched): {note}\n",
-                status.kind
-            ),
-        },
+        _ => foreign(status),
+    }
+}
+
+/// A key the crate does not use as a lock: what the lock key holds, when known, and why.
+fn foreign(status: &Status) -> String {
+    let key = &status.key;
+    let what = match &status.kind {
+        Some(kind) => format!("holds a {kind}, not a lock"),
+        None => "not usable as a lock".to_owned(),
+    };
+    match &status.note {
+        None => format!("{key}: {what} (left untouched)\n"),
+        Some(note) => format!("{key}: {what} (left untouched): {note}\n"),
     }
 }
 
@@ -113,12 +121,6 @@ fn queue(queue: Option<&Queue>) -> String {
     let Some(queue) = queue else {
         return "queue: none\n".to_owned();
     };
-    if queue.state == "foreign" {
-        return format!(
-            "queue: not a queue ({}: {}, {}: {}; left untouched)\n",
-            queue.key, queue.kind, queue.deadline_key, queue.deadline_type
-        );
-    }
     let mut out = format!(
         "queue: {} waiter(s), the first is next ({})\n",
         queue.waiter_count,
@@ -148,26 +150,13 @@ fn waiter(waiter: &Waiter) -> String {
     )
 }
 
-/// The fencing counter: `last fencing token: N (PTTL ...)`, `none`, or `unknown` with
-/// what the fence key holds instead.
+/// The fencing counter: `last fencing token: N (PTTL ...)`, or `none`.
 fn fence(fence: Option<&Part>, token: Option<u64>) -> String {
     match (fence, token) {
-        (None, _) => "last fencing token: none\n".to_owned(),
         (Some(part), Some(token)) => {
             format!("last fencing token: {token} ({})\n", ms(part.pttl_ms))
         }
-        (Some(part), None) => {
-            let held = part
-                .value
-                .as_deref()
-                .map_or_else(|| format!("a {}", part.kind), preview);
-            format!(
-                "last fencing token: unknown: {} holds {held} ({}, {})\n",
-                part.key,
-                part.kind,
-                ms(part.pttl_ms)
-            )
-        }
+        _ => "last fencing token: none\n".to_owned(),
     }
 }
 

@@ -159,14 +159,14 @@ mod tests {
         Status {
             key: "jobs".into(),
             state: "free",
-            kind: "none".into(),
+            kind: Some("none".into()),
             writer: None,
             readers: Vec::new(),
             reader_count: 0,
             pttl_ms: None,
             intent: None,
             fence: None,
-            server_time_ms: 1_000_000,
+            server_time_ms: Some(1_000_000),
             last_fencing_token: None,
             semaphore: None,
             queue: None,
@@ -177,7 +177,7 @@ mod tests {
     fn write(id: &str) -> Status {
         Status {
             state: "write",
-            kind: "string".into(),
+            kind: Some("string".into()),
             writer: Some(id.into()),
             pttl_ms: Some(4000),
             ..free()
@@ -187,7 +187,7 @@ mod tests {
     fn read(ids: &[&str]) -> Status {
         Status {
             state: "read",
-            kind: "set".into(),
+            kind: Some("set".into()),
             readers: ids.iter().map(|id| id.to_string()).collect(),
             reader_count: ids.len(),
             pttl_ms: Some(4000),
@@ -253,7 +253,7 @@ mod tests {
     fn a_semaphore_on_a_majority_is_named_and_holds_no_lock() {
         let semaphore = || Status {
             state: "semaphore",
-            kind: "zset".into(),
+            kind: Some("zset".into()),
             pttl_ms: Some(4000),
             ..free()
         };
