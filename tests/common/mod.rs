@@ -17,6 +17,7 @@ pub mod cluster;
 #[cfg(feature = "cluster")]
 pub mod cluster_fleet;
 pub mod crew;
+pub mod election;
 pub mod events;
 pub mod expiry_watch;
 pub mod fault_checks;

@@ -7,9 +7,10 @@ mod turns;
 
 use std::time::Duration;
 
+use crate::common::election::leader;
 use crate::common::RedisServer;
 use redis::aio::MultiplexedConnection;
-use redismutex::{Election, Leader};
+use redismutex::Election;
 
 type El = Election<MultiplexedConnection>;
 
@@ -20,12 +21,4 @@ async fn election(server: &RedisServer, name: &str, ttl: Duration) -> El {
         .notifier(server.client())
         .build()
         .expect("valid options")
-}
-
-/// The leader `value` at term `fencing_token`.
-fn leader(value: &str, fencing_token: u64) -> Leader {
-    Leader {
-        value: value.to_owned(),
-        fencing_token,
-    }
 }

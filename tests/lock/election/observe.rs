@@ -2,47 +2,14 @@
 //! a lease deleted under the leader, a forced release), a killed subscriber connection,
 //! and no notifier.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
-
 use super::{election, leader};
+use crate::common::election::{record, sees};
 use crate::common::{raw, RedisServer, LIVENESS};
-use redismutex::{Election, Error, Leader, RwMutex};
+use redismutex::{Election, Error, RwMutex};
 
 const TTL: Duration = Duration::from_secs(2);
-
-/// Everything `receiver` shows, in order, from its first value on.
-fn record(mut receiver: watch::Receiver<Option<Leader>>) -> Arc<Mutex<Vec<Option<Leader>>>> {
-    let seen = Arc::new(Mutex::new(vec![receiver.borrow_and_update().clone()]));
-    let into = Arc::clone(&seen);
-    tokio::spawn(async move {
-        while receiver.changed().await.is_ok() {
-            let now = receiver.borrow_and_update().clone();
-            into.lock().unwrap().push(now);
-        }
-    });
-    seen
-}
-
-/// Waits (at most `bound`) until the last value seen is `expected`.
-async fn sees(seen: &Arc<Mutex<Vec<Option<Leader>>>>, expected: Option<Leader>, bound: Duration) {
-    let reached = tokio::time::timeout(bound, async {
-        loop {
-            if seen.lock().unwrap().last() == Some(&expected) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
-    assert!(
-        reached.is_ok(),
-        "expected {expected:?} within {bound:?}; seen {:?}",
-        seen.lock().unwrap()
-    );
-}
 
 #[tokio::test]
 async fn the_observer_sees_every_change_in_order() {

@@ -6,33 +6,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{election, leader};
+use crate::common::election::first_of;
 use crate::common::go_peer::GoPeer;
 use crate::common::{at_once, raw, RedisServer, LIVENESS};
-use redismutex::{CancelReason, Election, Error, Leadership, RwMutex};
+use redismutex::{CancelReason, Election, Error, RwMutex};
 
 const TTL: Duration = Duration::from_secs(2);
-
-/// Waits (at most [`LIVENESS`]) for whichever of `a` and `b` leads first; gives its index.
-async fn first_of(
-    a: tokio::task::JoinHandle<Result<Leadership, Error>>,
-    b: tokio::task::JoinHandle<Result<Leadership, Error>>,
-) -> (
-    usize,
-    Leadership,
-    tokio::task::JoinHandle<Result<Leadership, Error>>,
-) {
-    let (mut a, mut b) = (a, b);
-    let first = tokio::time::timeout(LIVENESS, async {
-        tokio::select! {
-            led = &mut a => (0, led.unwrap().unwrap()),
-            led = &mut b => (1, led.unwrap().unwrap()),
-        }
-    })
-    .await
-    .expect("a waiting candidate leads within the liveness bound");
-    let rest = if first.0 == 0 { b } else { a };
-    (first.0, first.1, rest)
-}
 
 #[tokio::test]
 async fn three_candidates_take_turns_and_every_term_is_larger_than_the_last() {
