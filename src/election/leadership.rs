@@ -89,16 +89,22 @@ impl Leadership {
     /// [`Error::NoQuorum`] over a quorum when too few nodes answered;
     /// [`Error::Refused`] and [`Error::Redis`] when the request fails.
     ///
+    /// After any error but `NotHeld` the value may have been written all the same (a
+    /// reply lost, too few acknowledgements): the value is kept as this leader's, and the
+    /// leader's renewal of its record writes it.
+    ///
     /// # Cancel safety
     ///
     /// Dropping the future before its answer leaves the record written or not, as with
-    /// any request whose reply is lost; the leadership is unaffected.
+    /// any request whose reply is lost; the value is kept as this leader's all the same.
+    /// The leadership is unaffected.
     pub async fn proclaim(&self, value: impl Into<String>) -> Result<(), Error> {
-        let new = record(self.fencing_token(), self.guard.id(), &value.into());
         let mut current = self.record.lock().await;
-        self.proclaimer.proclaim(&new).await?;
-        *current = new;
-        Ok(())
+        // Kept before it is sent: a write whose answer says nothing sure (a timeout, too
+        // few replicas or nodes) may have landed, and the record's renewal must not put
+        // the older value back.
+        *current = record(self.fencing_token(), self.guard.id(), &value.into());
+        self.proclaimer.proclaim(&current).await
     }
 
     /// Stops leading: releases the lock and waits for the answer. `Ok(true)` when this

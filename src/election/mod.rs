@@ -26,9 +26,9 @@ use crate::shared::Deployment;
 ///
 /// The leader is the writer of the election's lock: its lock key is the name (as
 /// [`RwMutex::write`] on the same name takes it, so a Go client of the original package
-/// sees it held), kept by a background renewal every `ttl / 2` like any guard's, and its
+/// sees it held; `{name}` with [`hash_tag_keys`](Builder::hash_tag_keys)), kept by a background renewal every `ttl / 2` like any guard's, and its
 /// term is the lock's [fencing token](crate::Guard::fencing_token), strictly larger for
-/// every new leader. Beside the lock key, the record `<name>:leader` holds the leader's
+/// every new leader. Beside the lock key, the record `<lock key>:leader` holds the leader's
 /// term, id and the value it published, written only while the lock holds that id
 /// (`lua/proclaim.lua`) and believed only while it still does: a reader checks both in
 /// one step (`lua/leader.lua`). The [election guide](crate::guide::election) shows the
@@ -142,7 +142,7 @@ impl<C: Deployment> Election<C> {
     /// The leader now and every change after: a new leader, a [`proclaim`]ed value, a
     /// resignation, a leader whose lock was released by force, and one whose lease
     /// expired (it crashed or lost its connection). Changes are pushed by Pub/Sub on the
-    /// record's channel `<name>:leader` and the lock's release channel, over subscriber
+    /// record's channel `<lock key>:leader` and the lock's release channel, over subscriber
     /// connections of the observer's own, and the observer reads the leader again on each
     /// (as [`leader`](Self::leader) does), and at the PTTL of the leader's lock (an
     /// expiry publishes nothing). A lost subscriber connection is reconnected with a
@@ -167,7 +167,9 @@ impl<C: Deployment> Election<C> {
         observer::start(self.mutex.shared()).await
     }
 
-    /// The election's name: its lock key (the record's key is `<name>:leader`).
+    /// The election's name, which is its lock key (`{name}` with
+    /// [`hash_tag_keys`](Builder::hash_tag_keys)); the record's key is
+    /// `<lock key>:leader`.
     pub fn name(&self) -> &str {
         self.mutex.name()
     }

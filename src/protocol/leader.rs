@@ -30,13 +30,19 @@ pub(crate) fn record(fencing_token: u64, id: &str, value: &str) -> String {
 }
 
 /// One read of an election: who leads, and until when at the latest.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct LeaderRead {
     /// The leader: the record, when the lock key holds the id it names.
     pub(crate) leader: Option<Leader>,
     /// How long the lock key lives without a renewal (its PTTL), when it exists: a leader
     /// that is not renewed by then has lost its lease, which nothing publishes.
     pub(crate) expires_in: Option<Duration>,
+    /// The writer's id at the lock key, if a writer holds it.
+    pub(crate) holder: Option<String>,
+    /// The record as read, whoever holds the lock: the id it names and its leader. A
+    /// backend over several nodes counts holders and records apart (a node that took the
+    /// lock back may not have the record).
+    pub(crate) recorded: Option<(String, Leader)>,
 }
 
 /// Runs `proclaim.lua` for `call`'s id: writes `record` while
@@ -98,26 +104,31 @@ fn parse_read(reply: &Value, key: &str) -> Result<LeaderRead, Error> {
     else {
         return Err(unexpected(reply, key));
     };
-    let expires_in = u64::try_from(*pttl).ok().map(Duration::from_millis);
-    let leader = (!holder.is_empty())
-        .then(|| parse_record(record, holder))
-        .flatten();
-    Ok(LeaderRead { leader, expires_in })
+    let holder = (!holder.is_empty()).then(|| String::from_utf8_lossy(holder).into_owned());
+    let recorded = parse_record(record);
+    let leader = recorded
+        .as_ref()
+        .filter(|(id, _)| holder.as_ref() == Some(id))
+        .map(|(_, leader)| leader.clone());
+    Ok(LeaderRead {
+        leader,
+        expires_in: u64::try_from(*pttl).ok().map(Duration::from_millis),
+        holder,
+        recorded,
+    })
 }
 
-/// The leader a record names, when its id is `holder`'s; `None` for a record of another
-/// id, or one that is no record (written by something else).
-fn parse_record(record: &[u8], holder: &[u8]) -> Option<Leader> {
+/// The id a record names and its leader; `None` for one that is no record (written by
+/// something else).
+fn parse_record(record: &[u8]) -> Option<(String, Leader)> {
     let record = std::str::from_utf8(record).ok()?;
     let (token, rest) = record.split_once(':')?;
     let (id, value) = rest.split_once(':')?;
-    if id.as_bytes() != holder {
-        return None;
-    }
-    Some(Leader {
+    let leader = Leader {
         value: value.to_owned(),
         fencing_token: token.parse().ok()?,
-    })
+    };
+    Some((id.to_owned(), leader))
 }
 
 #[cfg(test)]

@@ -67,8 +67,11 @@ where
     }
 }
 
-/// The leader that at least `needed` of the reads name, with the earliest expiry among
-/// those; no leader (and no expiry) when none is named that often.
+/// The leader of the writer that holds the lock on at least `needed` of the nodes read,
+/// with the earliest expiry among those nodes: the record for that writer most of the
+/// nodes hold (a node that took the lock back may have none), the first such on a tie.
+/// No leader (and no expiry) when no writer holds a majority, or no node holds its
+/// record.
 fn agreed(answers: &Answers<LeaderRead>, needed: usize) -> LeaderRead {
     let reads: Vec<&LeaderRead> = answers
         .iter()
@@ -78,29 +81,38 @@ fn agreed(answers: &Answers<LeaderRead>, needed: usize) -> LeaderRead {
             _ => None,
         })
         .collect();
-    let naming = |leader: &Leader| -> Vec<&LeaderRead> {
+    let holding = |id: &str| -> Vec<&LeaderRead> {
         reads
             .iter()
             .copied()
-            .filter(|read| read.leader.as_ref() == Some(leader))
+            .filter(|read| read.holder.as_deref() == Some(id))
             .collect()
     };
-    let winner = reads
+    let Some(winner) = reads
         .iter()
-        .filter_map(|read| read.leader.as_ref())
-        .find(|leader| naming(leader).len() >= needed);
-    match winner {
-        Some(leader) => LeaderRead {
-            expires_in: naming(leader)
-                .iter()
-                .filter_map(|read| read.expires_in)
-                .min(),
-            leader: Some(leader.clone()),
-        },
-        None => LeaderRead {
-            leader: None,
-            expires_in: None,
-        },
+        .filter_map(|read| read.holder.as_deref())
+        .find(|id| holding(id).len() >= needed)
+    else {
+        return LeaderRead::default();
+    };
+    let records: Vec<&Leader> = reads
+        .iter()
+        .filter_map(|read| read.recorded.as_ref())
+        .filter(|(id, _)| id == winner)
+        .map(|(_, leader)| leader)
+        .collect();
+    let named = |leader: &Leader| records.iter().filter(|other| **other == leader).count();
+    let Some(leader) = records.iter().copied().max_by_key(|leader| named(leader)) else {
+        return LeaderRead::default();
+    };
+    LeaderRead {
+        leader: Some(leader.clone()),
+        expires_in: holding(winner)
+            .iter()
+            .filter_map(|read| read.expires_in)
+            .min(),
+        holder: Some(winner.to_owned()),
+        recorded: None,
     }
 }
 
@@ -110,29 +122,80 @@ mod tests {
 
     use super::*;
 
-    fn read(leader: Option<(&str, u64)>, ms: u64) -> Option<Answer<LeaderRead>> {
-        Some(Answer::Reply(LeaderRead {
-            leader: leader.map(|(value, fencing_token)| Leader {
+    /// A node's read: `holder` at the lock key for `ms`, and the record of `recorded`.
+    fn read(
+        holder: Option<&str>,
+        recorded: Option<(&str, &str, u64)>,
+        ms: u64,
+    ) -> Option<Answer<LeaderRead>> {
+        let recorded = recorded.map(|(id, value, fencing_token)| {
+            let leader = Leader {
                 value: value.to_owned(),
                 fencing_token,
-            }),
-            expires_in: Some(Duration::from_millis(ms)),
+            };
+            (id.to_owned(), leader)
+        });
+        Some(Answer::Reply(LeaderRead {
+            leader: None,
+            expires_in: holder.map(|_| Duration::from_millis(ms)),
+            holder: holder.map(str::to_owned),
+            recorded,
         }))
     }
 
     #[test]
-    fn the_leader_is_the_one_a_majority_names_with_the_earliest_expiry() {
-        let a = Some(("a", 5));
-        let both = agreed(&vec![read(a, 900), read(a, 700), read(None, 0)], 2);
-        assert_eq!(both.leader.unwrap().value, "a");
-        assert_eq!(both.expires_in, Some(Duration::from_millis(700)));
-        // A term or value a minority names is no leader.
-        let split = agreed(
-            &vec![read(a, 900), read(Some(("a", 6)), 900), read(None, 0)],
+    fn the_leader_is_the_majority_holders_with_its_record_and_the_earliest_expiry() {
+        let rec = Some(("a", "v", 5));
+        let both = agreed(
+            &vec![
+                read(Some("a"), rec, 900),
+                read(Some("a"), rec, 700),
+                read(None, None, 0),
+            ],
             2,
         );
-        assert_eq!((split.leader, split.expires_in), (None, None));
-        let silent = agreed(&vec![read(a, 900), Some(Answer::Silent), None], 2);
-        assert_eq!(silent.leader, None);
+        assert_eq!(both.leader.unwrap().value, "v");
+        assert_eq!(both.expires_in, Some(Duration::from_millis(700)));
+        // A node that took the lock back without the record still counts as holding it.
+        let retaken = agreed(
+            &vec![
+                read(Some("a"), rec, 900),
+                read(Some("a"), None, 800),
+                Some(Answer::Silent),
+            ],
+            2,
+        );
+        assert_eq!(retaken.leader.unwrap().fencing_token, 5);
+        assert_eq!(retaken.expires_in, Some(Duration::from_millis(800)));
+        // The record most holders' nodes have wins (a proclaim that reached a minority).
+        let newer = Some(("a", "w", 5));
+        let split = agreed(
+            &vec![
+                read(Some("a"), rec, 900),
+                read(Some("a"), newer, 900),
+                read(Some("a"), newer, 900),
+            ],
+            2,
+        );
+        assert_eq!(split.leader.unwrap().value, "w");
+        // No writer on a majority, or no record for it: nobody leads.
+        let minority = agreed(
+            &vec![
+                read(Some("a"), rec, 900),
+                read(Some("b"), None, 900),
+                read(None, rec, 0),
+            ],
+            2,
+        );
+        assert_eq!((minority.leader, minority.expires_in), (None, None));
+        let unrecorded = agreed(
+            &vec![
+                read(Some("a"), None, 900),
+                read(Some("a"), Some(("b", "x", 4)), 900),
+                None,
+            ],
+            2,
+        );
+        assert_eq!(unrecorded.leader, None);
     }
 }

@@ -259,3 +259,31 @@ async fn a_leader_writes_its_record_again_so_it_outlives_the_fence_retention() {
         crate::common::eventually(|| async { !raw::exists(&conn, "long-lead:leader").await }).await
     );
 }
+
+#[tokio::test]
+async fn a_value_whose_proclaim_was_dropped_is_kept_and_written_by_the_records_renewal() {
+    let server = RedisServer::start();
+    let short = Election::builder(server.conn().await, "kept")
+        .ttl(Duration::from_secs(1))
+        .fence_retention(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let leading = at_once(short.campaign("a")).await.unwrap();
+    // Polled once, then dropped: sent or not, "b" is this leader's value from now on.
+    let cut_short = tokio::select! {
+        biased;
+        _ = leading.proclaim("b") => false,
+        () = std::future::ready(()) => true,
+    };
+    assert!(cut_short, "the proclaim was dropped before its answer");
+    let expected = Some(leader("b", leading.fencing_token()));
+    assert!(
+        crate::common::eventually(|| async { short.leader().await.unwrap() == expected }).await,
+        "the record's renewal (every 500 ms here) writes the kept value"
+    );
+    // And it stays: the renewal never puts "a" back.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(short.leader().await.unwrap(), expected);
+    }
+}
