@@ -1,8 +1,9 @@
 //! A lock holder for the fault-injection tests (`tests/faults/holders.rs`,
 //! `tests/faults/server.rs`, `tests/faults/exec.rs`, `tests/faults/soak.rs`) and for the
 //! semaphore and fair-mode tests (`tests/lock/semaphore.rs`, `tests/lock/fair.rs`,
-//! through `tests/common/lone_worker.rs`): a process, so that the tests can SIGKILL and
-//! SIGSTOP it. Not meant to be run by hand.
+//! through `tests/common/lone_worker.rs`), and a candidate of an election for
+//! `tests/faults/election.rs` (election mode, below): a process, so that the tests can
+//! SIGKILL and SIGSTOP it. Not meant to be run by hand.
 //!
 //! It runs critical sections on the lock server and checks itself on a referee server
 //! (see `tests/common/referee.rs`): acquire, work, then `if guard.is_cancelled()` give up,
@@ -40,6 +41,26 @@
 //! messages) with `hash_tag_keys(true)`, so the lock keys `<mutex>:{k0}`, `<mutex>:{k1}`,
 //! ... spread over the masters, and `Notifier::cluster` on the same client.
 //!
+//! Election mode (`tests/faults/election.rs`): when `FW_ELECTION` names an election, the
+//! worker is a candidate of that [`Election`] on the one lock server of `FW_LOCK_URL`
+//! (TTL `FW_TTL_MS`, waiting by release notifications unless `FW_NOTIFY` is `0`), with
+//! its `FW_NAME` as its value. It campaigns (`.timeout(FW_ACQUIRE_TIMEOUT_MS)`; a timeout
+//! is not an error: it campaigns again) and, once it leads, prints `ACQUIRED` and
+//! `LEADING`, registers on the referee as the election's one writer (`enter` once per
+//! leadership, with its term as the token, so that the referee counts two leaders inside
+//! at once as an overlap and a term not above the last leader's as out of order), and
+//! does units of leader work: each waits `FW_WORK_MIN_MS`..`FW_WORK_MAX_MS` under
+//! `Leadership::cancelled()`, then, unless `is_cancelled()`, makes a fenced write on the
+//! referee with its term (and, with `FW_EXEC`, a read-modify-write of `<election>:data`
+//! through `leadership.guard().exec`). It leads until it is killed, until the token fires
+//! (`ABANDONED` with the reason, then a fenced probe with its term, and with `FW_EXEC` an
+//! exec probe, both of which must be refused once a later leader wrote), or, after
+//! `FW_TERM_UNITS` units (or once its standard input closes), steps down by
+//! `FW_STEP_DOWN`: `resign` (`Leadership::resign`) or `drop`. Either way it leaves the
+//! referee, prints `ENDED`, rests `FW_REST_MS` and campaigns again (it exits instead once
+//! its standard input has closed). One server only; `FW_SECTIONS`, `FW_KEYS`,
+//! `FW_HOLD_MS` and the other lock settings do not apply.
+//!
 //! Configured by environment variables only:
 //!
 //! | variable | meaning | default |
@@ -66,6 +87,10 @@
 //! | `FW_MARGIN_MS` | a section acts only with at least this much validity left (`Guard::valid_until`), else it is abandoned with reason `margin` | `0` |
 //! | `FW_EXEC` | `1`: writers read and write a data counter at `<lock key>:data` through `Guard::exec` (see above) | `0` |
 //! | `FW_LOG` | if set: a `tracing` filter (`redismutex=debug`), the crate's logs on stderr | unset |
+//! | `FW_ELECTION` | if set: election mode, the election's name (see above) | unset |
+//! | `FW_TERM_UNITS` | election mode: units of leader work before stepping down, 0 for no limit | `0` |
+//! | `FW_STEP_DOWN` | election mode: how to step down, `resign` or `drop` | `resign` |
+//! | `FW_REST_MS` | election mode: the pause after a leadership ends before campaigning again | `0` |
 //!
 //! Events, one a line on stdout, `<us>` being microseconds since the UNIX epoch:
 //!
@@ -92,6 +117,20 @@
 //! ERROR <us> <text>
 //! EXIT <us>
 //! ```
+//!
+//! In election mode, the key is the election's name (its lock key) and the token the term:
+//!
+//! ```text
+//! ACQUIRED <us> w <key> <term> <id>          (the election's lock, as its writer)
+//! LEADING <us> <key> <term> <value> <left_us> (its record published; validity left)
+//! ENTERED <us> <key> <term> <ok|overlap>     (registered on the referee, once a leadership)
+//! CHECKED <us> <key> <term> <left_us>        (a unit: is_cancelled() was false; validity left)
+//! FENCED <us> <key> <term> <accepted|rejected> <write|probe>
+//! EXEC ...                                   (FW_EXEC; as above, on <key>:data)
+//! ABANDONED <us> <key> <term> <reason>       (is_cancelled() was true: no write but the probes)
+//! ENDED <us> <key> <term> <resign|drop|reason> (no longer claims the lead: left the referee)
+//! RESIGNED <us> <key> <term> held=<bool>     (Leadership::resign's answer)
+//! ```
 
 #[path = "../tests/common/events.rs"]
 #[allow(dead_code, unreachable_pub)]
@@ -108,7 +147,9 @@ use std::time::Duration;
 use events::now_us;
 use rand::RngExt;
 use redis::aio::ConnectionManager;
-use redismutex::{Deployment, Error, Guard, Mode, Notifier, Quorum, RwMutex, Semaphore};
+use redismutex::{
+    Deployment, Election, Error, Guard, Leadership, Mode, Notifier, Quorum, RwMutex, Semaphore,
+};
 use referee::Referee;
 use tokio::sync::oneshot;
 
@@ -236,6 +277,14 @@ async fn serve(urls: &[&str], config: Config, stop: Arc<AtomicBool>) {
         conns.push(connect(&client).await);
         clients.push(client);
     }
+    if let Ok(election) = std::env::var("FW_ELECTION") {
+        assert!(urls.len() == 1, "FW_ELECTION runs on one lock server");
+        let (conn, client) = (conns.remove(0), clients.remove(0));
+        let candidate = Candidate::new(conn, client.into(), election, config, stop).await;
+        candidate.run().await;
+        event!("EXIT");
+        return;
+    }
     if urls.len() > 1 {
         let quorum = Quorum::new(conns).expect("a quorum of nodes");
         let notifier = Notifier::quorum(clients);
@@ -315,18 +364,23 @@ async fn connect_cluster(
     }
 }
 
+/// The referee of `FW_REFEREE_URL`, retried until it answers.
+async fn connect_referee() -> Referee {
+    let referee_url = std::env::var("FW_REFEREE_URL").expect("FW_REFEREE_URL");
+    loop {
+        match Referee::connect(&referee_url).await {
+            Ok(referee) => return referee,
+            Err(err) => event!("ERROR", format!("connect referee: {err}")),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 impl<C: Deployment> Worker<C> {
     /// Connects to the referee and builds the mutex over `conn` (one server, a quorum,
     /// Sentinel or a cluster), waiting by `notifier` unless `FW_NOTIFY` is `0`.
     async fn new(conn: C, notifier: Notifier, config: Config, stop: Arc<AtomicBool>) -> Self {
-        let referee_url = std::env::var("FW_REFEREE_URL").expect("FW_REFEREE_URL");
-        let referee = loop {
-            match Referee::connect(&referee_url).await {
-                Ok(referee) => break referee,
-                Err(err) => event!("ERROR", format!("connect referee: {err}")),
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let referee = connect_referee().await;
         let mut builder = RwMutex::builder(conn, var("FW_MUTEX", "faults"))
             .ttl(Duration::from_millis(num("FW_TTL_MS", 1000)))
             .lock_intent(var("FW_INTENT", "0") == "1")
@@ -490,13 +544,19 @@ impl<C: Send + Sync + 'static> Worker<C> {
 
     /// A fenced write with `token` by the holder of lock id `id`.
     async fn fenced(&self, key: &str, token: u64, id: &str, what: &str) {
-        match self.referee.fenced(key, token, id).await {
-            Ok(accepted) => {
-                let verdict = if accepted { "accepted" } else { "rejected" };
-                event!("FENCED", key, token, verdict, what);
-            }
-            Err(err) => event!("ERROR", format!("fenced {key}: {err}")),
+        fenced(&self.referee, key, token, id, what).await;
+    }
+}
+
+/// A fenced write on `referee` with `token` by the holder of lock id `id`, as a `write`
+/// or a `probe` (`what`); prints `FENCED` with the verdict.
+async fn fenced(referee: &Referee, key: &str, token: u64, id: &str, what: &str) {
+    match referee.fenced(key, token, id).await {
+        Ok(accepted) => {
+            let verdict = if accepted { "accepted" } else { "rejected" };
+            event!("FENCED", key, token, verdict, what);
         }
+        Err(err) => event!("ERROR", format!("fenced {key}: {err}")),
     }
 }
 
@@ -617,5 +677,166 @@ async fn watch(guard: Arc<Guard>, released: oneshot::Receiver<()>) -> bool {
             true
         }
         _ = released => false,
+    }
+}
+
+/// Election mode (`FW_ELECTION`): a candidate that campaigns, leads and campaigns again.
+struct Candidate<C> {
+    election: Election<C>,
+    referee: Referee,
+    config: Config,
+    /// `FW_TERM_UNITS`: units of leader work before stepping down, 0 for no limit.
+    units: u64,
+    /// `FW_STEP_DOWN`: `true` to resign, `false` to drop the leadership.
+    resign: bool,
+    /// `FW_REST_MS`: the pause after a leadership before campaigning again.
+    rest: Duration,
+    stop: Arc<AtomicBool>,
+}
+
+impl<C: Deployment> Candidate<C> {
+    /// Connects to the referee and builds the election `name` over `conn`, observing
+    /// releases by `notifier` unless `FW_NOTIFY` is `0`.
+    async fn new(
+        conn: C,
+        notifier: Notifier,
+        name: String,
+        config: Config,
+        stop: Arc<AtomicBool>,
+    ) -> Self {
+        let referee = connect_referee().await;
+        let mut builder =
+            Election::builder(conn, name).ttl(Duration::from_millis(num("FW_TTL_MS", 1000)));
+        if var("FW_NOTIFY", "1") == "1" {
+            builder = builder.notifier(notifier);
+        }
+        let resign = match var("FW_STEP_DOWN", "resign").as_str() {
+            "resign" => true,
+            "drop" => false,
+            other => panic!("FW_STEP_DOWN: {other}: resign or drop"),
+        };
+        Candidate {
+            election: builder.build().expect("valid election options"),
+            referee,
+            config,
+            units: num("FW_TERM_UNITS", 0),
+            resign,
+            rest: Duration::from_millis(num("FW_REST_MS", 0)),
+            stop,
+        }
+    }
+
+    /// Campaigns with `FW_NAME` as the value, leads, and campaigns again, until standard
+    /// input closes. A campaign that times out is tried again at once.
+    async fn run(&self) {
+        while !self.stop.load(Ordering::SeqCst) {
+            let campaign = self.election.campaign(self.config.name.clone());
+            match campaign.timeout(self.config.acquire_timeout).await {
+                Ok(leadership) => {
+                    self.lead(leadership).await;
+                    tokio::time::sleep(self.rest).await;
+                }
+                Err(Error::Timeout) => {}
+                Err(err) => {
+                    event!("ERROR", format!("campaign: {err}").replace('\n', " "));
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+
+    /// Leads: registers on the referee, does units of leader work until the token fires
+    /// (then probes) or it is time to step down, leaves the referee and steps down.
+    async fn lead(&self, leadership: Leadership) {
+        let guard = leadership.guard();
+        let (key, term) = (guard.key().to_string(), leadership.fencing_token());
+        let name = &self.config.name;
+        event!("ACQUIRED", "w", key, term, guard.id());
+        event!(
+            "LEADING",
+            key,
+            term,
+            name,
+            left_us(leadership.valid_until())
+        );
+        match self.referee.enter(&key, "w", name, term, now_us()).await {
+            Ok(overlap) => event!("ENTERED", key, term, if overlap { "overlap" } else { "ok" }),
+            Err(err) => event!("ERROR", format!("referee: {err}")),
+        }
+        let (mut done, mut seen) = (0, None);
+        let lost = loop {
+            let due = self.units > 0 && done >= self.units;
+            if due || self.stop.load(Ordering::SeqCst) {
+                break None;
+            }
+            let (min, max) = self.config.work;
+            let work = Duration::from_millis(rand::rng().random_range(min..=max.max(min)));
+            tokio::select! {
+                biased;
+                () = leadership.cancelled() => {}
+                () = tokio::time::sleep(work) => {}
+            }
+            // The check right before the write: after a freeze this runs before the
+            // leadership's background task has had a chance to fire the token.
+            if leadership.is_cancelled() {
+                break Some(reason(guard));
+            }
+            seen = self.unit(&leadership).await.or(seen);
+            done += 1;
+        };
+        if let Some(reason) = &lost {
+            event!("ABANDONED", key, term, reason);
+            // Probes: a former leader tries its writes anyway; they must be refused once
+            // a later leader wrote.
+            fenced(&self.referee, &key, term, guard.id(), "probe").await;
+            if let Some(seen) = seen {
+                data_write(guard, seen, "probe").await;
+            }
+        }
+        if let Err(err) = self.referee.leave(&key, name).await {
+            event!("ERROR", format!("referee: {err}"));
+        }
+        self.step_down(leadership, lost).await;
+    }
+
+    /// One unit of leader work, its validity checked just before: a fenced write with
+    /// the term and, with `FW_EXEC`, a guarded read-modify-write of `<key>:data`; the
+    /// value it read, if any.
+    async fn unit(&self, leadership: &Leadership) -> Option<i64> {
+        let guard = leadership.guard();
+        let (key, term) = (guard.key(), leadership.fencing_token());
+        event!("CHECKED", key, term, left_us(leadership.valid_until()));
+        let seen = if self.config.exec {
+            data_read(guard).await
+        } else {
+            None
+        };
+        fenced(&self.referee, key, term, guard.id(), "write").await;
+        if let Some(seen) = seen {
+            data_write(guard, seen, "write").await;
+        }
+        seen
+    }
+
+    /// Prints `ENDED` (with the cancel reason when the leadership was `lost`), then
+    /// resigns (printing `RESIGNED`) or drops it.
+    async fn step_down(&self, leadership: Leadership, lost: Option<String>) {
+        let (key, term) = (
+            leadership.guard().key().to_string(),
+            leadership.fencing_token(),
+        );
+        match lost {
+            Some(reason) => event!("ENDED", key, term, reason),
+            None if self.resign => {
+                event!("ENDED", key, term, "resign");
+                match leadership.resign().await {
+                    Ok(held) => event!("RESIGNED", key, term, format!("held={held}")),
+                    Err(err) => event!("ERROR", format!("resign: {err}").replace('\n', " ")),
+                }
+                return;
+            }
+            None => event!("ENDED", key, term, "drop"),
+        }
+        drop(leadership);
     }
 }

@@ -1,6 +1,6 @@
 -- proclaim.lua: publish the leader's record of an election while ARGV[1] still holds its
--- lock as the writer (Election::campaign, Leadership::proclaim), or clear it when the
--- leader resigns.
+-- lock as the writer (Election::campaign, Leadership::proclaim, and the leader's renewal
+-- of the record).
 --
 -- KEYS[1]  lock key: the election's lock, a string holding the leader's id (a write lock)
 -- KEYS[2]  record key: "<lock key>:leader", the leader's record (see ARGV[2])

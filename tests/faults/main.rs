@@ -3,13 +3,15 @@
 //! them, their servers and their proxies: on one server (holders, server, and exec:
 //! guarded writes of writers frozen past their TTL, and of a holder whose lock key was
 //! deleted), a quorum, a Redis Cluster (feature `cluster`) and Sentinel (feature
-//! `sentinel`); the proxy itself; the soaks and the long run (ignored; the short versions
+//! `sentinel`); leader election (candidates killed, frozen and taking turns); the proxy
+//! itself; the soaks and the long run (ignored; the short versions
 //! run every time).
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod cluster;
+mod election;
 mod exec;
 mod holders;
 mod long_run;
