@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use crate::common::cluster::{slot, Cluster, SETTLE};
-use crate::common::election::{all, first_of, leader, record, sees};
+use crate::common::election::{all, leader, record, sees, take_turns};
 use crate::common::{at_once, raw, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
@@ -61,61 +61,18 @@ async fn three_candidates_take_turns_with_growing_terms_and_leader_agrees() {
     ];
     let reader = election(&cluster, name, TTL).await;
     let master = master_of(&cluster, name).await;
-    assert_eq!(reader.leader().await.unwrap(), None, "nobody leads yet");
-
-    let first = at_once(candidates[0].campaign("a")).await.unwrap();
-    assert_eq!(
-        reader.leader().await.unwrap(),
-        Some(leader("a", first.fencing_token()))
-    );
     // The lock and the record, in one slot, on the master that serves it.
-    assert_eq!(
-        raw::get(&master, name).await.as_deref(),
-        Some(first.guard().id())
-    );
-    assert_eq!(
-        raw::get(&master, "{sched}:leader").await,
-        Some(record_of(&first, "a"))
-    );
-    assert!(at_once(candidates[1].try_campaign("b"))
-        .await
-        .unwrap()
-        .is_none());
-
-    let spawn = |at: usize, value: &'static str| {
-        let candidate = candidates[at].clone();
-        tokio::spawn(async move { candidate.campaign(value).timeout(LIVENESS * 3).await })
+    let stored = async |leading: &Leadership, value: &str| {
+        assert_eq!(
+            raw::get(&master, name).await.as_deref(),
+            Some(leading.guard().id())
+        );
+        assert_eq!(
+            raw::get(&master, "{sched}:leader").await,
+            Some(record_of(leading, value))
+        );
     };
-    let (b, c) = (spawn(1, "b"), spawn(2, "c"));
-    tokio::time::sleep(Duration::from_millis(100)).await;
-
-    // Resign: one of the two waiting leads next, at a larger term.
-    let mut terms = vec![first.fencing_token()];
-    assert!(first.resign().await.unwrap(), "it led when it resigned");
-    let (at, second, rest) = first_of(b, c).await;
-    terms.push(second.fencing_token());
-    assert_eq!(
-        reader.leader().await.unwrap(),
-        Some(leader(["b", "c"][at], second.fencing_token()))
-    );
-
-    // Drop: the last one leads, at a larger term still.
-    drop(second);
-    let third = tokio::time::timeout(LIVENESS, rest)
-        .await
-        .expect("the last candidate leads after a drop")
-        .unwrap()
-        .unwrap();
-    terms.push(third.fencing_token());
-    let third_value = ["c", "b"][at];
-    assert_eq!(
-        reader.leader().await.unwrap(),
-        Some(leader(third_value, third.fencing_token()))
-    );
-    assert_eq!(
-        raw::get(&master, "{sched}:leader").await,
-        Some(record_of(&third, third_value))
-    );
+    let (third, _, mut terms) = take_turns(&candidates, &reader, stored).await;
 
     // Nobody leads after the last resign; a try then leads at once, at a larger term.
     assert!(third.resign().await.unwrap());

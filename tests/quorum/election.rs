@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::common::election::{all, first_of, leader, record, sees};
+use crate::common::election::{all, leader, record, sees, take_turns};
 use crate::common::quorum::{written_everywhere, Fault, Nodes};
 use crate::common::{at_once, raw, LIVENESS};
 use redis::aio::MultiplexedConnection;
@@ -85,52 +85,10 @@ async fn candidates_take_turns_over_a_quorum_with_growing_terms() {
         election(&nodes, "sched", TTL).await,
     ];
     let reader = election(&nodes, "sched", TTL).await;
-    assert_eq!(reader.leader().await.unwrap(), None, "nobody leads yet");
-
-    let first = at_once(candidates[0].campaign("a")).await.unwrap();
-    published(&nodes, &conns, &first, "a").await;
-    assert_eq!(
-        reader.leader().await.unwrap(),
-        Some(leader("a", first.fencing_token()))
-    );
-    assert!(at_once(candidates[1].try_campaign("b"))
-        .await
-        .unwrap()
-        .is_none());
-
-    let spawn = |at: usize, value: &'static str| {
-        let candidate = candidates[at].clone();
-        tokio::spawn(async move { candidate.campaign(value).timeout(LIVENESS * 3).await })
+    let on_a_majority = async |leading: &Leadership, value: &str| {
+        published(&nodes, &conns, leading, value).await;
     };
-    let (b, c) = (spawn(1, "b"), spawn(2, "c"));
-    tokio::time::sleep(Duration::from_millis(100)).await;
-
-    // Resign: one of the two waiting leads next, at a larger term.
-    let mut terms = vec![first.fencing_token()];
-    assert!(first.resign().await.unwrap(), "it led when it resigned");
-    let (at, second, rest) = first_of(b, c).await;
-    terms.push(second.fencing_token());
-    let second_value = ["b", "c"][at];
-    published(&nodes, &conns, &second, second_value).await;
-    assert_eq!(
-        reader.leader().await.unwrap(),
-        Some(leader(second_value, second.fencing_token()))
-    );
-
-    // Drop: the last one leads, at a larger term still.
-    drop(second);
-    let third = tokio::time::timeout(LIVENESS, rest)
-        .await
-        .expect("the last candidate leads after a drop")
-        .unwrap()
-        .unwrap();
-    terms.push(third.fencing_token());
-    let third_value = ["c", "b"][at];
-    published(&nodes, &conns, &third, third_value).await;
-    assert_eq!(
-        reader.leader().await.unwrap(),
-        Some(leader(third_value, third.fencing_token()))
-    );
+    let (third, _, mut terms) = take_turns(&candidates, &reader, on_a_majority).await;
 
     assert!(third.resign().await.unwrap());
     assert_eq!(reader.leader().await.unwrap(), None);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{election, leader};
-use crate::common::election::first_of;
+use crate::common::election::take_turns;
 use crate::common::go_peer::GoPeer;
 use crate::common::{at_once, raw, RedisServer, LIVENESS};
 use redismutex::{CancelReason, Election, Error, RwMutex};
@@ -22,51 +22,7 @@ async fn three_candidates_take_turns_and_every_term_is_larger_than_the_last() {
         election(&server, "sched", TTL).await,
     ];
     let reader = election(&server, "sched", TTL).await;
-    assert_eq!(reader.leader().await.unwrap(), None, "nobody leads yet");
-
-    let first = at_once(candidates[0].campaign("a")).await.unwrap();
-    assert_eq!(
-        reader.leader().await.unwrap(),
-        Some(leader("a", first.fencing_token()))
-    );
-    assert!(candidates[1].try_campaign("b").await.unwrap().is_none());
-
-    let waiting: Vec<_> = ["b", "c"]
-        .iter()
-        .enumerate()
-        .map(|(at, value)| {
-            let candidate = candidates[at + 1].clone();
-            tokio::spawn(async move { candidate.campaign(*value).timeout(LIVENESS * 3).await })
-        })
-        .collect();
-    let mut waiting = waiting.into_iter();
-    let (b, c) = (waiting.next().unwrap(), waiting.next().unwrap());
-    tokio::time::sleep(Duration::from_millis(100)).await;
-
-    // Resign: one of the two waiting leads next, at a larger term.
-    let mut terms = vec![first.fencing_token()];
-    assert!(first.resign().await.unwrap(), "it led when it resigned");
-    let (at, second, rest) = first_of(b, c).await;
-    let second_value = ["b", "c"][at];
-    terms.push(second.fencing_token());
-    assert_eq!(
-        reader.leader().await.unwrap(),
-        Some(leader(second_value, second.fencing_token()))
-    );
-
-    // Drop: the last one leads, at a larger term still.
-    drop(second);
-    let third = tokio::time::timeout(LIVENESS, rest)
-        .await
-        .expect("the last candidate leads after a drop")
-        .unwrap()
-        .unwrap();
-    terms.push(third.fencing_token());
-    let third_value = ["c", "b"][at];
-    assert_eq!(
-        reader.leader().await.unwrap(),
-        Some(leader(third_value, third.fencing_token()))
-    );
+    let (third, _, mut terms) = take_turns(&candidates, &reader, async |_, _| {}).await;
 
     // Forced release: the leader loses, a new one comes in at a larger term.
     let operator = RwMutex::new(server.conn().await, "sched");
