@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use crate::common::cluster::{slot, Cluster, SETTLE};
-use crate::common::election::{all, leader, record, sees, take_turns};
+use crate::common::election::{all, leader, record, record_of, sees, take_turns};
 use crate::common::{at_once, raw, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
@@ -39,15 +39,6 @@ async fn election(cluster: &Cluster, name: &str, ttl: Duration) -> El {
 /// A plain connection to the master that serves `key`'s slot now.
 async fn master_of(cluster: &Cluster, key: &str) -> MultiplexedConnection {
     cluster.node_conn(cluster.master_of_slot(slot(key))).await
-}
-
-/// The record a leader writes: `<term>:<id>:<value>`.
-fn record_of(leading: &Leadership, value: &str) -> String {
-    format!(
-        "{}:{}:{value}",
-        leading.fencing_token(),
-        leading.guard().id()
-    )
 }
 
 #[tokio::test]

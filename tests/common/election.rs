@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use redis::aio::MultiplexedConnection;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -17,6 +18,26 @@ pub fn leader(value: &str, fencing_token: u64) -> Leader {
         value: value.to_owned(),
         fencing_token,
     }
+}
+
+/// The record a leader writes: `<term>:<id>:<value>`.
+pub fn record_of(leading: &Leadership, value: &str) -> String {
+    format!(
+        "{}:{}:{value}",
+        leading.fencing_token(),
+        leading.guard().id()
+    )
+}
+
+/// How many of `conns` hold `value` at `key`, read at once.
+pub async fn holding(conns: &[MultiplexedConnection], key: &str, value: &str) -> usize {
+    let mut count = 0;
+    for conn in conns {
+        if super::raw::get(conn, key).await.as_deref() == Some(value) {
+            count += 1;
+        }
+    }
+    count
 }
 
 /// A candidate's campaign, waiting in a task of its own.

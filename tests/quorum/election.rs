@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::common::election::{all, leader, record, sees, take_turns};
+use crate::common::election::{all, holding, leader, record, record_of, sees, take_turns};
 use crate::common::quorum::{written_everywhere, Fault, Nodes};
 use crate::common::{at_once, raw, LIVENESS};
 use redis::aio::MultiplexedConnection;
@@ -32,26 +32,6 @@ async fn election(nodes: &Nodes, name: &str, ttl: Duration) -> El {
         .notifier(Notifier::quorum(nodes.clients()))
         .build()
         .expect("valid options")
-}
-
-/// The record a leader writes: `<term>:<id>:<value>`.
-fn record_of(leading: &Leadership, value: &str) -> String {
-    format!(
-        "{}:{}:{value}",
-        leading.fencing_token(),
-        leading.guard().id()
-    )
-}
-
-/// How many of `conns` hold `value` at `key`.
-async fn holding(conns: &[MultiplexedConnection], key: &str, value: &str) -> usize {
-    let mut count = 0;
-    for conn in conns {
-        if raw::get(conn, key).await.as_deref() == Some(value) {
-            count += 1;
-        }
-    }
-    count
 }
 
 /// `leading`'s lock and record (with `value`) are on a majority of `nodes` when its

@@ -10,11 +10,10 @@
 
 use std::time::Duration;
 
-use crate::common::election::{all, leader, record, sees};
+use crate::common::election::{all, holding, leader, record, record_of, sees};
 use crate::common::sentinel::Sentinels;
 use crate::common::{at_once, raw, LIVENESS};
-use redis::aio::MultiplexedConnection;
-use redismutex::{Election, Error, Leadership, Notifier, SentinelConnection};
+use redismutex::{Election, Error, Notifier, SentinelConnection};
 
 /// Renewals every 4 s: none comes while the replicas are frozen below.
 const TTL: Duration = Duration::from_secs(8);
@@ -39,26 +38,6 @@ fn election_with_ttl(
         .notifier(Notifier::sentinel(deployment.sentinel_client()))
         .build()
         .expect("valid options")
-}
-
-/// The record a leader writes: `<term>:<id>:<value>`.
-fn record_of(leading: &Leadership, value: &str) -> String {
-    format!(
-        "{}:{}:{value}",
-        leading.fencing_token(),
-        leading.guard().id()
-    )
-}
-
-/// How many of `conns` hold `value` at `key`, read at once.
-async fn holding(conns: &[MultiplexedConnection], key: &str, value: &str) -> usize {
-    let mut count = 0;
-    for conn in conns {
-        if raw::get(conn, key).await.as_deref() == Some(value) {
-            count += 1;
-        }
-    }
-    count
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
