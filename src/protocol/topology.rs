@@ -1,11 +1,17 @@
-//! Where a lock's keys live (one server, a Redis Cluster or one node of a quorum): what
-//! changes in the scripts' arguments, and telling a cluster connection from its type.
+//! Where a lock's keys live (one server, a primary under Sentinel, a Redis Cluster or one
+//! node of a quorum): what changes in the scripts' arguments, and telling a cluster or a
+//! Sentinel connection from its type.
 
 /// Where a lock's keys live, as the scripts must know it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Topology {
-    /// One Redis server (or a primary with replicas).
+    /// One Redis server (or a primary with replicas that no Sentinel fails over).
     Server,
+    /// The primary that Redis Sentinel names, reached by a `SentinelConnection`: a
+    /// failover to a replica that missed the fence key's last increments brings the
+    /// counter back older, so every token is floored at the server clock, as on a
+    /// cluster; releases are published by `PUBLISH` on the primary.
+    SentinelPrimary,
     /// A Redis Cluster: a failover can lose the fence key's last increments, so every
     /// token is floored at the server clock, and releases are published by `SPUBLISH`
     /// in the lock key's slot.
@@ -18,8 +24,12 @@ pub(crate) enum Topology {
 
 impl Topology {
     /// Where the keys behind a connection of type `C` live: on a Redis Cluster when `C`
-    /// is redis-rs's cluster connection ([`is_cluster`]), else on one server.
+    /// is redis-rs's cluster connection ([`is_cluster`]), on the primary Sentinel names
+    /// when it is this crate's `SentinelConnection` ([`is_sentinel`]), else on one server.
     pub(crate) fn of_connection<C: 'static>() -> Self {
+        if is_sentinel::<C>() {
+            return Self::SentinelPrimary;
+        }
         Self::from_cluster(is_cluster::<C>())
     }
 
@@ -43,6 +53,17 @@ impl Topology {
     pub(crate) fn sharded(self) -> bool {
         self == Self::Cluster
     }
+}
+
+/// Whether `C` is this crate's `SentinelConnection` (feature `sentinel`), whose tokens are
+/// floored at the server clock. A connection type that wraps one is not recognised.
+fn is_sentinel<C: 'static>() -> bool {
+    #[cfg(feature = "sentinel")]
+    if std::any::TypeId::of::<C>() == std::any::TypeId::of::<crate::sentinel::SentinelConnection>()
+    {
+        return true;
+    }
+    false
 }
 
 /// Whether `C` is redis-rs's async cluster connection, so that a mutex on it keeps
@@ -93,5 +114,20 @@ mod tests {
         assert!(!Topology::Server.clock_floor() && !Topology::Server.sharded());
         assert!(Topology::Cluster.clock_floor() && Topology::Cluster.sharded());
         assert!(Topology::QuorumNode.clock_floor() && !Topology::QuorumNode.sharded());
+        assert!(Topology::SentinelPrimary.clock_floor() && !Topology::SentinelPrimary.sharded());
+    }
+
+    #[test]
+    fn only_the_sentinel_connection_is_taken_for_a_sentinel_primary() {
+        assert!(!is_sentinel::<redis::aio::MultiplexedConnection>());
+        assert_eq!(
+            Topology::of_connection::<redis::aio::ConnectionManager>(),
+            Topology::Server
+        );
+        #[cfg(feature = "sentinel")]
+        assert_eq!(
+            Topology::of_connection::<crate::sentinel::SentinelConnection>(),
+            Topology::SentinelPrimary
+        );
     }
 }

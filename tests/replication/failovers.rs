@@ -6,7 +6,11 @@
 //! client never takes it while its guard holds it (0 overlaps), and while replication is
 //! stopped an acknowledged try is refused (`NotReplicated`); the test counts how many plain
 //! locks the failover lost, and how often another client then took one whose guard still
-//! held it (the Sentinel guide, `redismutex::guide::sentinel`).
+//! held it (the Sentinel guide, `redismutex::guide::sentinel`). After each failover every
+//! key of both bursts is taken again (with and without `replicas(1)`): each token is
+//! larger than the one minted on the key before the failover, though the new primary
+//! never saw the plain burst's increments (tokens over a `SentinelConnection` are
+//! floored at the server clock).
 //!
 //! CI runs 3 failovers; `SENTINEL_FAILOVERS=20 cargo test --release --features sentinel
 //! --test replication failovers:: -- --nocapture` runs the long version.
@@ -68,6 +72,17 @@ async fn burst(mx: &RwMutex<SentinelConnection>, round: usize) -> Vec<Guard> {
         .collect()
 }
 
+/// Takes and releases the locks `burst` takes, and waits until both replicas have
+/// everything the primary has.
+async fn warm(deployment: &Sentinels, mx: &RwMutex<SentinelConnection>, round: usize) {
+    for guard in burst(mx, round).await {
+        assert!(guard.unlock().await.unwrap());
+    }
+    let primary = deployment.server(deployment.primary()).conn().await;
+    let acked: i64 = raw::cmd(&primary, "WAIT", &["2", "5000"]).await;
+    assert_eq!(acked, 2, "both replicas have the warm-up");
+}
+
 /// How many of `guards` the primary behind `primary` still has, by id.
 async fn kept(primary: &MultiplexedConnection, guards: &[Guard]) -> usize {
     let mut kept = 0;
@@ -80,10 +95,11 @@ async fn kept(primary: &MultiplexedConnection, guards: &[Guard]) -> usize {
 }
 
 /// How many of `guards` (of the mutex `name`) another client takes while the guard
-/// still holds it: each an overlap.
-async fn taken_while_held(deployment: &Sentinels, name: &str, guards: &[Guard]) -> usize {
+/// still holds it (each an overlap), and how many of those it takes with a token not
+/// larger than the guard's (each a repeated token).
+async fn taken_while_held(deployment: &Sentinels, name: &str, guards: &[Guard]) -> (usize, usize) {
     let other = mutex(deployment, name, false);
-    let mut overlaps = 0;
+    let (mut overlaps, mut repeated) = (0, 0);
     for guard in guards {
         let key = guard
             .key()
@@ -93,10 +109,13 @@ async fn taken_while_held(deployment: &Sentinels, name: &str, guards: &[Guard]) 
             if !guard.is_cancelled() {
                 overlaps += 1;
             }
+            if taken.fencing_token() <= guard.fencing_token() {
+                repeated += 1;
+            }
             drop(taken);
         }
     }
-    overlaps
+    (overlaps, repeated)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,8 +135,12 @@ async fn acknowledged_locks_survive_every_failover_and_plain_ones_are_counted() 
             .unwrap());
     }
     let (mut acked_kept, mut plain_kept, mut overlaps, mut plain_overlaps) = (0, 0, 0, 0);
+    let mut repeated = 0;
     let rounds = failovers();
     for round in 0..rounds {
+        // The plain burst's keys are used once first, and the replicas have their fence
+        // counters: a failover that loses the burst's increments brings them back older.
+        warm(&deployment, &plain, round).await;
         let acked_guards = burst(&acked, round).await;
         // Replication stops: the replicas' links are dropped, and a password they do not
         // have keeps them from coming back (connections already open stay open).
@@ -137,23 +160,70 @@ async fn acknowledged_locks_survive_every_failover_and_plain_ones_are_counted() 
         let primary = deployment.server(new).conn().await;
         acked_kept += kept(&primary, &acked_guards).await;
         plain_kept += kept(&primary, &plain_guards).await;
-        overlaps += taken_while_held(&deployment, "acked", &acked_guards).await;
-        plain_overlaps += taken_while_held(&deployment, "plain", &plain_guards).await;
+        let (acked_taken, acked_repeated) =
+            taken_while_held(&deployment, "acked", &acked_guards).await;
+        let (plain_taken, plain_repeated) =
+            taken_while_held(&deployment, "plain", &plain_guards).await;
+        (overlaps, plain_overlaps) = (overlaps + acked_taken, plain_overlaps + plain_taken);
+        repeated += acked_repeated + plain_repeated;
+        let minted: Vec<(String, u64)> = acked_guards
+            .iter()
+            .chain(&plain_guards)
+            .map(|guard| (guard.key().to_owned(), guard.fencing_token()))
+            .collect();
         drop((acked_guards, plain_guards));
         deployment.restart_as_replica(killed).await;
+        repeated += repeated_tokens(&deployment, &minted).await;
     }
     let total = rounds * BURST;
     println!(
         "{rounds} failovers (primary killed, replicas lagging for the plain burst), {BURST} \
          locks per mutex per round: replicas(1) kept {acked_kept}/{total}, overlaps \
          {overlaps}; plain kept {plain_kept}/{total}, taken by another client while held \
-         {plain_overlaps}"
+         {plain_overlaps}; tokens after a failover not above the key's last one before it \
+         {repeated}"
     );
     assert_eq!(overlaps, 0, "another client took a held, acknowledged lock");
+    assert_eq!(
+        repeated, 0,
+        "a token minted after a failover repeated or went below one minted before it"
+    );
     assert_eq!(
         acked_kept, total,
         "an acknowledged lock was lost in a failover"
     );
+}
+
+/// Takes each lock key of `minted` again after a failover, alternately with and without
+/// `replicas(1)`, and counts the tokens not larger than the one minted on that key before
+/// the failover (which the new primary may never have seen: the plain burst was taken
+/// while replication was stopped).
+async fn repeated_tokens(deployment: &Sentinels, minted: &[(String, u64)]) -> usize {
+    let mut repeated = 0;
+    for (at, (lock_key, before)) in minted.iter().enumerate() {
+        let (name, key) = lock_key.split_once(':').expect("<name>:<key>");
+        let mx = mutex(deployment, name, at % 2 == 0);
+        let after = take_when_replicated(&mx, key).await;
+        if after.fencing_token() <= *before {
+            repeated += 1;
+        }
+    }
+    repeated
+}
+
+/// The write lock on `key`, taken within 30 s: a mutex with `replicas(1)` is refused
+/// until the replicas follow the new primary.
+async fn take_when_replicated(mx: &RwMutex<SentinelConnection>, key: &str) -> Guard {
+    for _ in 0..300 {
+        match mx.write().key(key).timeout(Duration::from_secs(5)).await {
+            Ok(guard) => return guard,
+            Err(Error::NotReplicated { .. }) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(err) => panic!("{key} after a failover: {err}"),
+        }
+    }
+    panic!("{key}: no acknowledged lock within 30 s of a failover");
 }
 
 /// A direct connection to data node `i` whose response timeout (5 s) outlasts a `WAIT`.
@@ -209,7 +279,13 @@ async fn a_thawed_old_primary_gives_no_acknowledged_lock_and_plain_ones_overlap(
         }
         let primary = deployment.server(new).conn().await;
         acked_kept += kept(&primary, &acked_guards).await;
-        overlaps += taken_while_held(&deployment, "acked", &acked_guards).await;
+        let (taken, repeated) = taken_while_held(&deployment, "acked", &acked_guards).await;
+        assert_eq!(
+            (taken, repeated),
+            (0, 0),
+            "acknowledged locks are held on the new primary"
+        );
+        overlaps += taken;
         drop((acked_guards, stale_guard));
         deployment.settle().await;
     }
