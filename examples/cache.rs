@@ -5,7 +5,8 @@
 //! run at once across processes, in the order they asked.
 //!
 //! Run with `cargo run --example cache`. With `REDIS_URL` unset it starts a throwaway
-//! `redis-server` from PATH; with it set, it uses keys starting with `redismutex-example`.
+//! `redis-server` (`$REDIS_SERVER`, else the one on PATH); with it set, it uses keys
+//! starting with `redismutex-example`.
 
 #[path = "../tests/common/server.rs"]
 #[allow(dead_code, unreachable_pub)]

@@ -3,7 +3,8 @@
 //! holder has written with a larger one.
 //!
 //! Run with `cargo run --example fenced`. With `REDIS_URL` unset it starts a throwaway
-//! `redis-server` from PATH; with it set, it uses keys starting with `redismutex-fenced`.
+//! `redis-server` (`$REDIS_SERVER`, else the one on PATH); with it set, it uses keys
+//! starting with `redismutex-fenced`.
 
 #[path = "../tests/common/server.rs"]
 #[allow(dead_code, unreachable_pub)]

@@ -3,7 +3,8 @@
 //! every change of leader.
 //!
 //! Run with `cargo run --example leader`. With `REDIS_URL` unset it starts a throwaway
-//! `redis-server` from PATH; with it set, it uses keys starting with `redismutex-leader`.
+//! `redis-server` (`$REDIS_SERVER`, else the one on PATH); with it set, it uses keys
+//! starting with `redismutex-leader`.
 
 #[path = "../tests/common/server.rs"]
 #[allow(dead_code, unreachable_pub)]

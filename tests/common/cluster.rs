@@ -20,7 +20,7 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 
 use super::blocking::{connect, poll_until, query};
-use super::server::{RedisServer, INSTALL_HINT};
+use super::server::{binaries, RedisServer, INSTALL_HINT};
 
 /// The number of hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16384;
@@ -124,13 +124,14 @@ impl Cluster {
             .ports()
             .into_iter()
             .map(|port| format!("127.0.0.1:{port}"));
-        let output = Command::new("redis-cli")
+        let cli = binaries::redis_cli();
+        let output = Command::new(&cli)
             .args(["--cluster", "create"])
             .args(addresses)
             .args(["--cluster-replicas", "1", "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
-            .unwrap_or_else(|err| panic!("cannot run redis-cli: {err}\n{INSTALL_HINT}"));
+            .unwrap_or_else(|err| panic!("cannot run {cli:?}: {err}\n{INSTALL_HINT}"));
         if !output.status.success() {
             panic!(
                 "redis-cli --cluster create failed ({}):\n{}{}\n{}",

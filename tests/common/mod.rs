@@ -48,6 +48,10 @@ pub mod wrong_type;
 use std::future::Future;
 use std::time::Duration;
 
+// The server binary and its version (`binaries.rs`, which `server.rs` includes so that
+// the benches and examples have it too).
+#[allow(unused_imports)]
+pub use server::binaries;
 pub use server::RedisServer;
 
 /// Runs `body` on a current-thread runtime of its own, on a thread of its own, whose

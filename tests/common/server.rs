@@ -2,7 +2,8 @@
 //! when dropped; and the one way the harness starts a `redis-server` process, whatever
 //! it is: [`spawn_process`] (a data node's arguments from [`spawn_redis`], which the
 //! test cluster's nodes use too; a Sentinel's config file), on a port and in a directory
-//! from [`on_a_free_port`] unless the caller has its own.
+//! from [`on_a_free_port`] unless the caller has its own. The binary is
+//! [`binaries::redis_server`]: `$REDIS_SERVER`, else `redis-server` from `PATH`.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -15,10 +16,16 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 
+// Here rather than in `mod.rs` so that the benches and examples, which include this file
+// alone, start the same binary.
+#[path = "binaries.rs"]
+pub mod binaries;
+
 /// What to tell someone who has no `redis-server`.
-pub const INSTALL_HINT: &str = "redis-server was not found on PATH. Install Redis \
-(Debian/Ubuntu: `sudo apt-get install redis-server`; Fedora: `sudo dnf install \
-redis`; macOS: `brew install redis`), or set REDIS_URL to a server you own.";
+pub const INSTALL_HINT: &str = "redis-server was not found on PATH (or where \
+REDIS_SERVER points). Install Redis (Debian/Ubuntu: `sudo apt-get install \
+redis-server`; Fedora: `sudo dnf install redis`; macOS: `brew install redis`), set \
+REDIS_SERVER to a redis-server binary, or set REDIS_URL to a server you own.";
 
 /// A running `redis-server` with no persistence, bound to 127.0.0.1 on a free port.
 #[derive(Debug)]
@@ -212,7 +219,8 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    let mut child = Command::new("redis-server")
+    let binary = binaries::redis_server();
+    let mut child = Command::new(&binary)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -220,7 +228,7 @@ where
         .spawn()
         .map_err(|err| match err.kind() {
             std::io::ErrorKind::NotFound => INSTALL_HINT.to_string(),
-            _ => format!("cannot run redis-server: {err}"),
+            _ => format!("cannot run {binary:?}: {err}"),
         })?;
     wait_ready(&mut child, port).map_err(|why| {
         let _ = child.kill();

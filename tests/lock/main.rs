@@ -13,6 +13,7 @@ mod exclusion;
 mod exec;
 mod fair;
 mod force_unlock;
+mod harness;
 mod inspect;
 mod intent;
 mod max_hold;
