@@ -11,6 +11,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::RedisServer;
+
 /// The variable that names the control file, as the shim reads it.
 const CONTROL_VAR: &str = "REDISMUTEX_CLOCK_FILE";
 
@@ -23,7 +25,15 @@ pub fn shim() -> &'static Path {
         let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("libredismutex_clock_shim.so");
         let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
         let status = Command::new(rustc)
-            .args(["--edition", "2021", "--crate-type", "cdylib", "-O", "-C", "panic=abort"])
+            .args([
+                "--edition",
+                "2021",
+                "--crate-type",
+                "cdylib",
+                "-O",
+                "-C",
+                "panic=abort",
+            ])
             .arg(&source)
             .arg("-o")
             .arg(&out)
@@ -38,13 +48,24 @@ pub fn shim() -> &'static Path {
 #[derive(Debug)]
 pub struct ServerClock {
     file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// A `redis-server` whose wall clock the test moves, and its clock.
+pub fn server_on_a_clock(extra: &[&str]) -> (RedisServer, ServerClock) {
+    let clock = ServerClock::new();
+    let server =
+        RedisServer::try_start_with_env(extra, &clock.env()).unwrap_or_else(|err| panic!("{err}"));
+    (server, clock)
 }
 
 impl ServerClock {
-    /// A clock that reads the real time, with its control file in `dir`.
-    pub fn new(dir: &Path) -> Self {
+    /// A clock that reads the real time until it is moved.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("a temp dir for the clock");
         let clock = Self {
-            file: dir.join("clock-control"),
+            file: dir.path().join("clock-control"),
+            _dir: dir,
         };
         clock.write(0, 0, 0);
         clock

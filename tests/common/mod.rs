@@ -12,6 +12,7 @@
 pub mod blocking;
 #[cfg(feature = "cli")]
 pub mod cli_run;
+pub mod clock;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 #[cfg(feature = "cluster")]

@@ -45,6 +45,12 @@ pub enum FaultKind {
     /// worker's proxy) while its holder's guard is still valid, as a failover that lost
     /// the key or an operator would; aimed at that holder.
     DeleteLockKey,
+    /// The lock server's wall clock jumped forward (its keys expire early).
+    ClockForward,
+    /// The lock server's wall clock jumped back (its keys live longer).
+    ClockBack,
+    /// The lock server's wall clock ran fast for a while.
+    ClockFast,
 }
 
 /// Whom a fault was aimed at.

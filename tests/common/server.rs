@@ -5,7 +5,7 @@
 //! from [`on_a_free_port`] unless the caller has its own. The binary is
 //! [`binaries::redis_server`]: `$REDIS_SERVER`, else `redis-server` from `PATH`.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -34,6 +34,8 @@ pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     extra: Vec<String>,
+    /// Variables set for the process besides the test's own (a clock shim's, say).
+    env: Vec<(OsString, OsString)>,
 }
 
 impl RedisServer {
@@ -54,8 +56,17 @@ impl RedisServer {
     }
 
     fn try_start_with(extra: &[&str]) -> Result<Self, String> {
+        Self::try_start_with_env(extra, &[])
+    }
+
+    /// Starts a server like [`start_with`](Self::start_with), with the variables `env`
+    /// set for its process (and again at each restart).
+    pub fn try_start_with_env(
+        extra: &[&str],
+        env: &[(OsString, OsString)],
+    ) -> Result<Self, String> {
         let extra: Vec<String> = extra.iter().map(|arg| arg.to_string()).collect();
-        on_a_free_port(|port, dir| Self::spawn_in(port, dir, extra.clone()))
+        on_a_free_port(|port, dir| Self::spawn_in(port, dir, extra.clone(), env.to_vec()))
     }
 
     /// Starts a server on `port`, which the caller picked, in a new temporary directory
@@ -64,16 +75,22 @@ impl RedisServer {
     pub fn try_start_on(port: u16, extra: &[&str]) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
         let extra = extra.iter().map(|arg| arg.to_string()).collect();
-        Self::spawn_in(port, dir, extra)
+        Self::spawn_in(port, dir, extra, Vec::new())
     }
 
-    fn spawn_in(port: u16, dir: tempfile::TempDir, extra: Vec<String>) -> Result<Self, String> {
-        let child = spawn_redis(port, dir.path(), &extra)?;
+    fn spawn_in(
+        port: u16,
+        dir: tempfile::TempDir,
+        extra: Vec<String>,
+        env: Vec<(OsString, OsString)>,
+    ) -> Result<Self, String> {
+        let child = spawn_redis_with_env(port, dir.path(), &extra, &env)?;
         Ok(Self {
             child,
             port,
             dir,
             extra,
+            env,
         })
     }
 
@@ -81,7 +98,7 @@ impl RedisServer {
     /// [`stop`](Self::stop) (or a crash). Without persistence it comes back empty.
     pub fn restart(&mut self) {
         self.stop();
-        self.child = spawn_redis(self.port, self.dir.path(), &self.extra)
+        self.child = spawn_redis_with_env(self.port, self.dir.path(), &self.extra, &self.env)
             .unwrap_or_else(|err| panic!("restart on port {}: {err}", self.port));
     }
 
@@ -190,6 +207,20 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    spawn_redis_with_env(port, dir, extra, &[])
+}
+
+/// [`spawn_redis`] with the variables `env` set for the process.
+pub fn spawn_redis_with_env<I, S>(
+    port: u16,
+    dir: &Path,
+    extra: I,
+    env: &[(OsString, OsString)],
+) -> Result<Child, String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
     let port_arg = port.to_string();
     let log = dir.join("redis.log");
     let mut args: Vec<&OsStr> = vec![
@@ -207,7 +238,7 @@ where
     ]);
     let extra: Vec<S> = extra.into_iter().collect();
     args.extend(extra.iter().map(AsRef::as_ref));
-    spawn_process(port, dir, args)
+    spawn_process_with_env(port, dir, args, env)
 }
 
 /// Starts `redis-server args...` (a data node or, with a config file and `--sentinel`,
@@ -219,9 +250,24 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    spawn_process_with_env(port, dir, args, &[])
+}
+
+/// [`spawn_process`] with the variables `env` set for the process.
+pub fn spawn_process_with_env<I, S>(
+    port: u16,
+    dir: &Path,
+    args: I,
+    env: &[(OsString, OsString)],
+) -> Result<Child, String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
     let binary = binaries::redis_server();
     let mut child = Command::new(&binary)
         .args(args)
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -32,8 +32,14 @@ pub struct ServerFleet {
 impl ServerFleet {
     /// Starts the lock server and the referee; no workers yet.
     pub async fn start(ttl_ms: u64) -> ServerFleet {
+        Self::start_on(RedisServer::start(), ttl_ms).await
+    }
+
+    /// Starts the referee, with `lock` (started by the caller: on a clock of its own, say)
+    /// as the lock server; no workers yet.
+    pub async fn start_on(lock: RedisServer, ttl_ms: u64) -> ServerFleet {
         ServerFleet {
-            lock: RedisServer::start(),
+            lock,
             crew: Crew::start().await,
             held: Vec::new(),
             ttl_ms,

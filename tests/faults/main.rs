@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod clock;
 mod cluster;
 mod election;
 mod exec;

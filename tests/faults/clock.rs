@@ -1,0 +1,133 @@
+//! Clock faults on the lock server: its wall clock (`TIME`, key expiry, every script's
+//! clock) jumps forward past the TTL, jumps back, or runs twice as fast, while worker
+//! processes hold and wait for locks, checked by the referee as in `server.rs`. The clock
+//! is moved by a shim preloaded into `redis-server` (`tests/common/clock.rs`,
+//! `tests/support/clock_shim.rs`); the workers' clocks are left alone.
+//!
+//! What a single server cannot survive is shown, not hidden: a forward jump expires held
+//! locks early, so other workers acquire them while their holders' guards still believe
+//! they hold them (guard overlaps, `tests/common/order.rs`, which the test requires to
+//! happen), and fencing then refuses every stale write (0 accepted). The worker checks
+//! `is_cancelled()` after its work and before it acts, so most such holders find their
+//! token fired first (the renewal found the key gone) and abandon: the referee's overlaps
+//! (two inside check→leave at once) stay rare. A jump back only lengthens the locks on
+//! the server: nothing overlaps. A clock that runs fast expires locks before their
+//! renewals: guard overlaps may happen, and fencing still refuses every stale write. Every test prints its report
+//! (`cargo test --test faults clock:: -- --nocapture`).
+
+use crate::common::clock::{server_on_a_clock, ServerClock};
+use crate::common::fault_checks::{ms, SERIAL, TTL_MS};
+use crate::common::fleet::{Fleet, Spec};
+use crate::common::order::guard_overlaps;
+use crate::common::record::{FaultKind, Target};
+use crate::common::report::Report;
+use crate::common::server_fleet::ServerFleet;
+
+/// Three writers on two keys with sections of 300–600 ms (longer than a renewal period),
+/// polling while they wait, so that a lock the server expires early is taken at once.
+fn long_sections() -> Spec {
+    Spec {
+        keys: 2,
+        read_pct: 0,
+        work_ms: (300, 600),
+        notify: false,
+        ..Spec::default()
+    }
+}
+
+/// The fleet on a lock server whose clock the test moves.
+async fn fleet_on_a_clock() -> (ServerFleet, ServerClock) {
+    let (lock, clock) = server_on_a_clock(&[]);
+    let mut fleet = ServerFleet::start_on(lock, TTL_MS).await;
+    for n in 0..3 {
+        fleet.spawn(&format!("w{n}"), &long_sections()).await;
+    }
+    (fleet, clock)
+}
+
+/// What every clock fault must keep: no stale fenced write accepted (a holder that
+/// entered after a later holder had written, out of order, had its write refused), no
+/// lost update but within an overlap, and work going on.
+fn assert_fenced(report: &Report) {
+    let r = &report.referee;
+    assert_eq!(r.stale_accepted, 0, "{:?}", r.stale_accepted_log);
+    assert!(
+        r.token_order <= r.stale_rejected,
+        "entered out of order {} but refused {}: {:?}",
+        r.token_order,
+        r.stale_rejected,
+        r.token_order_log
+    );
+    assert!(
+        r.lost_updates <= i64::try_from(r.violations).unwrap_or(i64::MAX),
+        "lost updates {} beyond the overlaps {}",
+        r.lost_updates,
+        r.violations
+    );
+    assert!(r.sections >= 10, "work stopped: {} sections", r.sections);
+}
+
+#[tokio::test]
+async fn a_forward_jump_past_the_ttl_makes_overlaps_and_fencing_refuses_every_stale_write() {
+    let _serial = SERIAL.lock().await;
+    let (mut fleet, clock) = fleet_on_a_clock().await;
+    tokio::time::sleep(ms(800)).await;
+    for _ in 0..5 {
+        let fault = fleet.crew.begin(FaultKind::ClockForward, Target::Server);
+        clock.jump(3 * TTL_MS as i64);
+        fleet.crew.end(fault);
+        tokio::time::sleep(ms(1500)).await;
+    }
+    let report = fleet
+        .finish("the lock server's clock jumped 3 s forward (3 TTLs), 5 times")
+        .await;
+    let overlaps = guard_overlaps(&fleet.crew.log.all(), &fleet.crew.faults);
+    println!("   guard overlaps     {}: {overlaps:#?}", overlaps.len());
+    assert!(
+        !overlaps.is_empty(),
+        "a forward jump past the TTL expires held locks early: guard overlaps must show"
+    );
+    assert_fenced(&report);
+}
+
+#[tokio::test]
+async fn a_backward_jump_lengthens_locks_and_nothing_overlaps() {
+    let _serial = SERIAL.lock().await;
+    let (mut fleet, clock) = fleet_on_a_clock().await;
+    tokio::time::sleep(ms(800)).await;
+    for _ in 0..3 {
+        let fault = fleet.crew.begin(FaultKind::ClockBack, Target::Server);
+        clock.jump(-3 * TTL_MS as i64);
+        fleet.crew.end(fault);
+        tokio::time::sleep(ms(1500)).await;
+    }
+    let report = fleet
+        .finish("the lock server's clock jumped 3 s back (3 TTLs), 3 times")
+        .await;
+    assert_eq!(
+        report.referee.violations, 0,
+        "{:?}",
+        report.referee.violation_log
+    );
+    assert_eq!(report.referee.lost_updates, 0);
+    assert_fenced(&report);
+}
+
+#[tokio::test]
+async fn a_clock_running_twice_as_fast_is_fenced() {
+    let _serial = SERIAL.lock().await;
+    let (mut fleet, clock) = fleet_on_a_clock().await;
+    tokio::time::sleep(ms(800)).await;
+    let fault = fleet.crew.begin(FaultKind::ClockFast, Target::Server);
+    clock.rate(1_000_000);
+    tokio::time::sleep(ms(4000)).await;
+    clock.rate(0);
+    fleet.crew.end(fault);
+    tokio::time::sleep(ms(1000)).await;
+    let report = fleet
+        .finish("the lock server's clock ran twice as fast for 4 s")
+        .await;
+    let overlaps = guard_overlaps(&fleet.crew.log.all(), &fleet.crew.faults);
+    println!("   guard overlaps     {}: {overlaps:#?}", overlaps.len());
+    assert_fenced(&report);
+}
