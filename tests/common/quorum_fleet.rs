@@ -18,6 +18,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
 
+use super::clock::ServerClock;
 use super::crew::{dump_with, Crew};
 use super::events::{now_us, Event};
 use super::fleet::{worker_command, Fleet, Spec};
@@ -110,9 +111,28 @@ impl QuorumFleet {
         Self::start_nodes(ttl_ms, true).await
     }
 
+    /// The same with each node on a wall clock of its own, which the test moves (see
+    /// `clock.rs`): the clocks, by node.
+    pub async fn start_on_clocks(ttl_ms: u64) -> (QuorumFleet, Vec<ServerClock>) {
+        let clocks: Vec<ServerClock> = (0..NODES).map(|_| ServerClock::new()).collect();
+        let nodes = clocks
+            .iter()
+            .map(|clock| {
+                RedisServer::try_start_with_env(&[], &clock.env())
+                    .unwrap_or_else(|err| panic!("{err}"))
+            })
+            .collect();
+        (Self::start_with(nodes, ttl_ms, false).await, clocks)
+    }
+
     async fn start_nodes(ttl_ms: u64, aof: bool) -> QuorumFleet {
         let args: &[&str] = if aof { AOF_ALWAYS } else { &[] };
         let nodes: Vec<RedisServer> = (0..NODES).map(|_| RedisServer::start_with(args)).collect();
+        Self::start_with(nodes, ttl_ms, aof).await
+    }
+
+    /// The fleet over `nodes`, started by the caller.
+    async fn start_with(nodes: Vec<RedisServer>, ttl_ms: u64, aof: bool) -> QuorumFleet {
         let mut proxies = Vec::new();
         for node in &nodes {
             proxies.push(Proxy::start(node.port()).await);

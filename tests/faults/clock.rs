@@ -12,16 +12,25 @@
 //! token fired first (the renewal found the key gone) and abandon: the referee's overlaps
 //! (two inside check→leave at once) stay rare. A jump back only lengthens the locks on
 //! the server: nothing overlaps. A clock that runs fast expires locks before their
-//! renewals: guard overlaps may happen, and fencing still refuses every stale write. Every test prints its report
+//! renewals: guard overlaps may happen, and fencing still refuses every stale write.
+//!
+//! Over a quorum of three (the workers of `quorum.rs`, each node on a clock of its own):
+//! one node's clock jumping forward is survived by every guard held on all three nodes,
+//! but not by one held on a bare majority that includes the node (the Redlock clock-jump
+//! case: guard overlaps are counted, not forbidden); two nodes' clocks jumping at once (a
+//! majority) is a single server's jump again. Fencing holds in both: no stale write
+//! accepted, tokens in acquisition order. Every test prints its report
 //! (`cargo test --test faults clock:: -- --nocapture`).
 
 use crate::common::clock::{server_on_a_clock, ServerClock};
 use crate::common::fault_checks::{ms, SERIAL, TTL_MS};
 use crate::common::fleet::{Fleet, Spec};
 use crate::common::order::guard_overlaps;
+use crate::common::quorum_fleet::QuorumFleet;
 use crate::common::record::{FaultKind, Target};
 use crate::common::report::Report;
 use crate::common::server_fleet::ServerFleet;
+use crate::quorum::{quorum_fleet_on, GAP, TTL_MS as QUORUM_TTL_MS};
 
 /// Three writers on two keys with sections of 300–600 ms (longer than a renewal period),
 /// polling while they wait, so that a lock the server expires early is taken at once.
@@ -130,4 +139,57 @@ async fn a_clock_running_twice_as_fast_is_fenced() {
     let overlaps = guard_overlaps(&fleet.crew.log.all(), &fleet.crew.faults);
     println!("   guard overlaps     {}: {overlaps:#?}", overlaps.len());
     assert_fenced(&report);
+}
+
+/// Over a quorum of three, one node's clock jumps 3 s forward at a time, on each node in
+/// turn: that node's keys expire early. A guard held on all three nodes keeps its
+/// majority; one held on just two (a node refused it: another worker's attempt held the
+/// key there, or had raised its fence counter past the guard's token, so the renewal may
+/// not take it back) loses its majority when one of the two jumps, and another worker may
+/// take the lock while it still believes it holds it: the Redlock clock-jump case. What
+/// holds is fencing: no stale fenced write accepted, and tokens in acquisition order.
+#[tokio::test]
+async fn a_quorum_whose_nodes_clocks_jump_one_at_a_time_is_fenced() {
+    let _serial = SERIAL.lock().await;
+    let (fleet, clocks) = QuorumFleet::start_on_clocks(QUORUM_TTL_MS).await;
+    let mut fleet = quorum_fleet_on(fleet).await;
+    for (node, clock) in clocks.iter().enumerate() {
+        let fault = fleet
+            .crew
+            .begin(FaultKind::ClockForward, Target::Node(node));
+        clock.jump(3 * QUORUM_TTL_MS as i64);
+        fleet.crew.end(fault);
+        tokio::time::sleep(GAP).await;
+    }
+    let report = fleet
+        .finish("one quorum node's clock jumped 3 s forward, each node in turn")
+        .await;
+    println!("{report}");
+    assert!(report.out_of_order.is_empty(), "{:?}", report.out_of_order);
+    assert_fenced(&report.fleet);
+}
+
+/// Over a quorum of three, two nodes' clocks (a majority) jump 3 s forward at once, 3
+/// times: the locks expire early on a majority, as on a single server, and another
+/// worker can take one while its holder's guard still believes it holds it. What holds
+/// is fencing: no stale fenced write accepted.
+#[tokio::test]
+async fn a_majority_whose_clocks_jump_forward_is_fenced() {
+    let _serial = SERIAL.lock().await;
+    let (fleet, clocks) = QuorumFleet::start_on_clocks(QUORUM_TTL_MS).await;
+    let mut fleet = quorum_fleet_on(fleet).await;
+    for round in 0..3 {
+        let fault = fleet.crew.begin(FaultKind::ClockForward, Target::Server);
+        for clock in clocks.iter().cycle().skip(round).take(2) {
+            clock.jump(3 * QUORUM_TTL_MS as i64);
+        }
+        fleet.crew.end(fault);
+        tokio::time::sleep(GAP).await;
+    }
+    let report = fleet
+        .finish("two quorum nodes' clocks jumped 3 s forward at once, 3 times")
+        .await;
+    println!("{report}");
+    assert!(report.out_of_order.is_empty(), "{:?}", report.out_of_order);
+    assert_fenced(&report.fleet);
 }

@@ -45,7 +45,7 @@ use crate::common::referee::Referee;
 use crate::common::{RedisServer, LIVENESS};
 use redismutex::{Quorum, RwMutex};
 
-const TTL_MS: u64 = 1000;
+pub(crate) const TTL_MS: u64 = 1000;
 
 /// Sections a test must complete: about half of the fewest one did in its 17–25 s on 2
 /// cores (debug build; 55 to 115 over the runs, most of the spread from how long the
@@ -54,7 +54,7 @@ const MIN_SECTIONS: u64 = 30;
 
 /// Between the end of one fault and the start of the next: a TTL for keys left by late
 /// calls to expire, and two refresh periods for the holders to take the node back.
-const GAP: Duration = Duration::from_millis(2 * TTL_MS + 200);
+pub(crate) const GAP: Duration = Duration::from_millis(2 * TTL_MS + 200);
 
 /// Three quick workers on three keys (30% readers, two with lock intent) and one holder
 /// that holds each write lock it takes on the first key for 1.5 s, so that guards live
@@ -64,7 +64,7 @@ async fn quorum_fleet() -> QuorumFleet {
 }
 
 /// The same workers on `fleet`, once they got going.
-async fn quorum_fleet_on(mut fleet: QuorumFleet) -> QuorumFleet {
+pub(crate) async fn quorum_fleet_on(mut fleet: QuorumFleet) -> QuorumFleet {
     for n in 0..3 {
         let spec = Spec {
             keys: 3,
