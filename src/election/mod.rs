@@ -144,9 +144,11 @@ impl<C: Deployment> Election<C> {
     /// expired (it crashed or lost its connection). Changes are pushed by Pub/Sub on the
     /// record's channel `<lock key>:leader` and the lock's release channel, over subscriber
     /// connections of the observer's own, and the observer reads the leader again on each
-    /// (as [`leader`](Self::leader) does), and at the PTTL of the leader's lock (an
-    /// expiry publishes nothing). A lost subscriber connection is reconnected with a
-    /// backoff (10 ms doubling to 1 s) and the leader read again; while reads fail, the
+    /// (as [`leader`](Self::leader) does), at the PTTL of the leader's lock (an expiry
+    /// publishes nothing), and every TTL while nobody leads (so a message lost in transit,
+    /// as while a sharded subscription moves to a Cluster's new master, delays a change by
+    /// at most one TTL). A lost subscriber connection is reconnected with a backoff (10 ms
+    /// doubling to 1 s) and the leader read again; while reads fail, the
     /// receiver keeps the last value read. Like any [`watch`] channel it gives the latest
     /// value: changes closer together than one read may be seen as one.
     ///

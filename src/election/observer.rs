@@ -15,7 +15,6 @@ use crate::notify::watch::ChannelWatch;
 use crate::protocol::leader::{record_key, LeaderRead};
 use crate::shared::Shared;
 use crate::spawner::Spawner;
-use crate::util;
 
 /// How long after the leader's lock should have expired the observer reads it again: a
 /// little after, so that the read finds the key gone rather than about to go.
@@ -49,16 +48,21 @@ pub(super) async fn start<C: Send + Sync + 'static>(
         Arc::clone(shared),
         events,
         sender,
-        next_read(&first),
+        next_read(&first, settings.ttl),
     ));
     Ok(receiver)
 }
 
 /// When to read again without an event: at the leader's expiry (which publishes
-/// nothing); never while nobody leads (a new leader publishes its record).
-fn next_read(read: &LeaderRead) -> Option<Instant> {
-    read.leader.as_ref()?;
-    Some(Instant::now() + read.expires_in? + EXPIRY_MARGIN)
+/// nothing); while nobody leads, one TTL on (a new leader publishes its record, and this
+/// read only bounds how long a message lost in transit, as while a subscription moves to
+/// a Cluster's new master, delays the change).
+fn next_read(read: &LeaderRead, ttl: Duration) -> Instant {
+    let wait = match (&read.leader, read.expires_in) {
+        (Some(_), Some(expires_in)) => expires_in.min(ttl) + EXPIRY_MARGIN,
+        _ => ttl,
+    };
+    Instant::now() + wait
 }
 
 /// Reads the leader again on each event and at each expiry, and sends every change,
@@ -67,20 +71,21 @@ async fn follow<C: Send + Sync + 'static>(
     shared: Arc<Shared<C>>,
     mut events: ChannelWatch,
     sender: watch::Sender<Option<Leader>>,
-    mut read_at: Option<Instant>,
+    mut read_at: Instant,
 ) {
+    let ttl = shared.settings.ttl;
     let mut retry = retry_backoff();
     loop {
         tokio::select! {
             () = sender.closed() => return,
             () = events.changed() => {}
-            () = util::sleep_until(read_at) => {}
+            () = tokio::time::sleep_until(read_at) => {}
         }
         events.seen();
         match shared.leader().await {
             Ok(read) => {
                 retry = retry_backoff();
-                read_at = next_read(&read);
+                read_at = next_read(&read, ttl);
                 sender.send_if_modified(|leader| {
                     let changed = *leader != read.leader;
                     *leader = read.leader;
@@ -89,7 +94,7 @@ async fn follow<C: Send + Sync + 'static>(
             }
             Err(err) => {
                 tracing::debug!(error = %err, "the election's leader was not read; read again after a pause");
-                read_at = Some(Instant::now() + retry.next().unwrap_or(RETRY_MAX));
+                read_at = Instant::now() + retry.next().unwrap_or(RETRY_MAX);
             }
         }
     }

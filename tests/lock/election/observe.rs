@@ -111,3 +111,22 @@ async fn observe_needs_a_notifier_and_stops_when_its_receivers_are_gone() {
     );
     leading.resign().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_change_nobody_published_is_seen_within_a_ttl() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let ttl = Duration::from_secs(1);
+    let watcher = election(&server, "quiet", ttl).await;
+    let seen = record(watcher.observe().await.unwrap());
+    // A leader written by hand, as a message lost in transit would leave it: no publish.
+    let id = "0123456789abcdef0123456789abcdef";
+    let _: () = raw::cmd(&conn, "SET", &["quiet", id, "PX", "60000"]).await;
+    let _: () = raw::cmd(
+        &conn,
+        "SET",
+        &["quiet:leader", &format!("9:{id}:v"), "PX", "60000"],
+    )
+    .await;
+    sees(&seen, Some(leader("v", 9)), ttl + LIVENESS).await;
+}
