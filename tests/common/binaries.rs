@@ -18,6 +18,9 @@ use std::sync::OnceLock;
 /// The variable naming the server binary the tests start.
 pub const REDIS_SERVER: &str = "REDIS_SERVER";
 
+/// The variable naming a file to which each skip is appended, one line each.
+pub const SKIP_LOG: &str = "REDIS_SKIP_LOG";
+
 /// The `redis-server` to run: `$REDIS_SERVER` when set (and not empty), else
 /// `redis-server` from `PATH`.
 pub fn redis_server() -> OsString {
@@ -109,21 +112,56 @@ pub fn server_version() -> ServerVersion {
     })
 }
 
-/// Whether the server has `feature`, which came in Redis `major.minor`; when it does not,
-/// prints why the calling test skips (`test` names it) so that the skip shows in
-/// `--nocapture` and nextest's output rather than passing silently. Use as
-/// `if !skip_unless(7, 0, "sharded Pub/Sub", "cluster::election::observer") { return; }`.
-pub fn skip_unless(major: u32, minor: u32, feature: &str, test: &str) -> bool {
+/// Whether the server has `feature`, which came in Redis `major.minor`. When it has not,
+/// prints that the calling test is skipped and why (to stdout, so that it shows in the
+/// test's output, and in `$REDIS_SKIP_LOG`) rather than let it pass silently:
+/// `if !skip_unless(7, 0, "sharded Pub/Sub") { return; }` first thing in the test.
+pub fn skip_unless(major: u32, minor: u32, feature: &str) -> bool {
+    has(major, minor, feature, None)
+}
+
+/// [`skip_unless`] for the rest of a test whose first part ran: `rest` says what is
+/// skipped.
+pub fn skip_rest_unless(major: u32, minor: u32, feature: &str, rest: &str) -> bool {
+    has(major, minor, feature, Some(rest))
+}
+
+fn has(major: u32, minor: u32, feature: &str, rest: Option<&str>) -> bool {
     let version = server_version();
     if version.at_least(major, minor) {
         return true;
     }
+    // The test harness names each test's thread after the test.
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("this test");
+    let what = match rest {
+        Some(rest) => format!("{rest} of {test}"),
+        None => test.to_owned(),
+    };
     let line = format!(
-        "SKIPPED {test}: {feature} needs Redis {major}.{minor} or newer; \
+        "SKIPPED {what}: {feature} needs Redis {major}.{minor} or newer; \
          {REDIS_SERVER}={:?} is {version}",
         redis_server()
     );
     println!("{line}");
-    eprintln!("{line}");
+    note_skip(&line);
     false
+}
+
+/// Appends `line` to the file `$REDIS_SKIP_LOG` names, when set, so that a run whose
+/// output is captured (nextest shows a passing test's output only on request) can still
+/// list what it skipped: `.ci/matrix` prints that file per version.
+fn note_skip(line: &str) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os(SKIP_LOG) else {
+        return;
+    };
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut file| file.write_all(format!("{line}\n").as_bytes()));
+    if let Err(err) = appended {
+        eprintln!("cannot append to {SKIP_LOG}={path:?}: {err}");
+    }
 }

@@ -227,9 +227,7 @@ impl QuorumFleet {
                 let server = &mut self.nodes[node];
                 tokio::task::block_in_place(|| server.stop());
                 if aof {
-                    let files = server.dir().join("appendonlydir");
-                    std::fs::remove_dir_all(&files)
-                        .unwrap_or_else(|err| panic!("remove {files:?}: {err}"));
+                    server.remove_aof();
                 }
                 tokio::time::sleep(down).await;
                 // `restart` waits for PING on a blocking sleep: not on a runtime thread

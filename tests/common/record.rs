@@ -92,13 +92,27 @@ pub struct HeldLock {
     pub expiry_us: u64,
 }
 
-/// `{key, pexpiretime, id...}` for each lock key that exists.
+/// `{key, pexpiretime, id...}` for each lock key that exists. `PEXPIRETIME` came in Redis
+/// 7.0; before it (an error reply), the server clock's ms read first, plus `PTTL` read
+/// after: the same or up to 1 ms earlier, never later.
 const HELD: &str = r#"
+local function expiry(key)
+    local at = redis.pcall('PEXPIRETIME', key)
+    if type(at) == 'number' then
+        return at
+    end
+    local now = redis.call('TIME')
+    local ttl = redis.call('PTTL', key)
+    if ttl < 0 then
+        return ttl
+    end
+    return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl
+end
 local out = {}
 for _, key in ipairs(KEYS) do
     local kind = redis.call('TYPE', key)['ok']
     if kind == 'string' or kind == 'set' then
-        local row = {key, redis.call('PEXPIRETIME', key)}
+        local row = {key, expiry(key)}
         local ids = kind == 'string' and {redis.call('GET', key)} or redis.call('SMEMBERS', key)
         for _, id in ipairs(ids) do row[#row + 1] = id end
         out[#out + 1] = row

@@ -116,6 +116,18 @@ impl RedisServer {
         self.dir.path()
     }
 
+    /// Deletes the server's append-only files (stop it first), so that it restarts empty:
+    /// the folder `appendonlydir` from Redis 7.0 (multi-part AOF), the file
+    /// `appendonly.aof` before.
+    pub fn remove_aof(&self) {
+        let removed = if binaries::server_version().at_least(7, 0) {
+            std::fs::remove_dir_all(self.dir().join("appendonlydir"))
+        } else {
+            std::fs::remove_file(self.dir().join("appendonly.aof"))
+        };
+        removed.unwrap_or_else(|err| panic!("remove the AOF in {:?}: {err}", self.dir()));
+    }
+
     /// The server's process id, for signals.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -133,7 +133,11 @@ async fn a_hash_tagged_name_keeps_the_fence_key_in_the_lock_keys_cluster_slot() 
     // with CROSSSLOT, so an acquire succeeds only if all three keys share one slot.
     let server = RedisServer::start_with(&["--cluster-enabled", "yes"]);
     let conn = server.conn().await;
-    raw::cmd::<()>(&conn, "CLUSTER", &["ADDSLOTSRANGE", "0", "16383"]).await;
+    // `ADDSLOTS` of every slot rather than `ADDSLOTSRANGE`, which came in Redis 7.0.
+    let slots: Vec<String> = (0..16384).map(|slot: u32| slot.to_string()).collect();
+    let mut args = vec!["ADDSLOTS"];
+    args.extend(slots.iter().map(String::as_str));
+    raw::cmd::<()>(&conn, "CLUSTER", &args).await;
     assert!(
         eventually(|| async {
             let info: String = raw::cmd(&conn, "CLUSTER", &["INFO"]).await;

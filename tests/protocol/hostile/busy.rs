@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common;
+use crate::common::binaries::server_version;
 use crate::common::hostile::{
     assert_every_acquire_refused, assert_names_key, assert_refused, dbsize, try_cmd, PROMPT,
 };
@@ -13,6 +14,16 @@ use redis::aio::MultiplexedConnection;
 use redismutex::{CancelReason, Error, Refusal, RwMutex};
 
 // 1. A server busy in another client's script.
+
+/// The setting after which a script makes the server answer BUSY: `busy-reply-threshold`
+/// from Redis 7.0, `lua-time-limit` (its alias since) before.
+fn busy_threshold() -> &'static str {
+    if server_version().at_least(7, 0) {
+        "busy-reply-threshold"
+    } else {
+        "lua-time-limit"
+    }
+}
 
 /// A connection without a response timeout, to run a script that never ends by itself.
 async fn patient_conn(server: &RedisServer) -> MultiplexedConnection {
@@ -49,7 +60,7 @@ async fn a_busy_script_gives_busy_refusals_and_locks_work_after_script_kill() {
     common::init_tracing();
     let server = RedisServer::start();
     let admin = patient_conn(&server).await;
-    raw::cmd::<()>(&admin, "CONFIG", &["SET", "busy-reply-threshold", "100"]).await;
+    raw::cmd::<()>(&admin, "CONFIG", &["SET", busy_threshold(), "100"]).await;
     let conn = server.conn().await;
     let mx = common::mutex(&conn, "busy", Duration::from_millis(400));
     let held = mx.write().key("held").await.unwrap();
@@ -97,7 +108,7 @@ async fn a_busy_script_past_the_response_timeout_gives_a_timeout_error() {
     let admin = patient_conn(&server).await;
     // Redis reads nothing from other clients until the script has run this long, so a
     // request sent earlier waits for it: 1 s is past redis-rs's 500 ms response timeout.
-    raw::cmd::<()>(&admin, "CONFIG", &["SET", "busy-reply-threshold", "1000"]).await;
+    raw::cmd::<()>(&admin, "CONFIG", &["SET", busy_threshold(), "1000"]).await;
     let conn = server.conn().await;
     let mx = RwMutex::new(conn.clone(), "slow");
 
