@@ -275,6 +275,28 @@ impl Refusal {
             _ => return None,
         })
     }
+
+    /// The refusal inside the error of a script that called a refused command, as
+    /// servers before Redis 7.0 report it: code `ERR`, detail `Error running script
+    /// (call to f_...): @user_script:N: @user_script: N: -OOM command not allowed ...`
+    /// (Redis 7.0 and newer give the inner code itself).
+    fn in_script_error(code: Option<&str>, detail: Option<&str>) -> Option<Self> {
+        let detail = detail.filter(|_| code == Some("ERR"))?;
+        if !detail.starts_with("Error running script") {
+            return None;
+        }
+        detail
+            .split_whitespace()
+            .filter_map(|word| word.strip_prefix('-'))
+            .find_map(Self::from_code)
+    }
+
+    /// The refusal `source` carries: its own code, or the code inside a script's error.
+    fn of(source: &redis::RedisError) -> Option<Self> {
+        let code = source.code();
+        code.and_then(Self::from_code)
+            .or_else(|| Self::in_script_error(code, source.detail()))
+    }
 }
 
 impl Error {
@@ -288,7 +310,7 @@ impl Error {
         ) {
             return Self::NoPrimary { key, source };
         }
-        match source.code().and_then(Refusal::from_code) {
+        match Refusal::of(&source) {
             Some(refusal) => Self::Refused {
                 key,
                 refusal,
@@ -302,7 +324,7 @@ impl Error {
     /// commands ran: [`Error::Refused`] when none ran and the code is a [`Refusal`] (the
     /// server refused the write, so nothing changed), else [`Error::CommandFailed`].
     pub(crate) fn command_failed(key: &str, ran: usize, source: redis::RedisError) -> Self {
-        match source.code().and_then(Refusal::from_code) {
+        match Refusal::of(&source) {
             Some(refusal) if ran == 0 => Self::Refused {
                 key: key.to_owned(),
                 refusal,
@@ -407,6 +429,38 @@ pub(crate) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
         source = inner.source();
     }
     text
+}
+
+#[cfg(test)]
+mod script_error_tests {
+    use super::Refusal;
+
+    #[test]
+    fn a_refusal_inside_a_script_error_of_an_older_server_is_found() {
+        let oom = "Error running script (call to f_8178a6529aa2953973046b2521e43dfe3f5f3eb1): \
+                   @user_script:6: @user_script: 6: -OOM command not allowed when used memory \
+                   > 'maxmemory'.";
+        assert_eq!(
+            Refusal::in_script_error(Some("ERR"), Some(oom)),
+            Some(Refusal::OutOfMemory)
+        );
+        let readonly = "Error running script (call to f_1): @user_script:1: @user_script: 1: \
+                        -READONLY You can't write against a read only replica.";
+        assert_eq!(
+            Refusal::in_script_error(Some("ERR"), Some(readonly)),
+            Some(Refusal::ReadOnly)
+        );
+        // Another code, another message, or no refusal inside: nothing.
+        assert_eq!(Refusal::in_script_error(Some("NOSCRIPT"), Some(oom)), None);
+        assert_eq!(
+            Refusal::in_script_error(Some("ERR"), Some("unknown command -OOM")),
+            None
+        );
+        let plain = "Error running script (call to f_1): @user_script:1: user_script:1: \
+                     attempt to compare nil with number";
+        assert_eq!(Refusal::in_script_error(Some("ERR"), Some(plain)), None);
+        assert_eq!(Refusal::in_script_error(Some("ERR"), None), None);
+    }
 }
 
 #[cfg(test)]

@@ -202,8 +202,11 @@ fn read_reply(reply: Value, lock: &str) -> Result<Executed, Error> {
 }
 
 /// The error reply whose text is `text` (`CODE detail`), read as redis-rs reads one from
-/// the wire, so that its code and kind are those of the command's own error.
+/// the wire, so that its code and kind are those of the command's own error. Servers
+/// before Redis 7.0 put the script's place before it (`@user_script:72: -OOM ...`): that
+/// prefix is left out.
 fn server_error(text: &[u8]) -> redis::RedisError {
+    let text = strip_script_place(text);
     let mut wire = Vec::with_capacity(text.len() + 3);
     wire.push(b'-');
     wire.extend(text.iter().map(|&byte| {
@@ -221,6 +224,20 @@ fn server_error(text: &[u8]) -> redis::RedisError {
             "a command failed",
             String::from_utf8_lossy(text).into_owned(),
         )),
+    }
+}
+
+/// `text` without a leading `@user_script:<line>: -` or `@user_script: <line>: -` (the
+/// forms a `redis.pcall` error takes before Redis 7.0); `text` itself otherwise.
+fn strip_script_place(text: &[u8]) -> &[u8] {
+    let Some(rest) = text.strip_prefix(b"@user_script:") else {
+        return text;
+    };
+    let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+    let digits = rest.iter().take_while(|byte| byte.is_ascii_digit()).count();
+    match rest[digits..].strip_prefix(b": -") {
+        Some(error) if digits > 0 => error,
+        _ => text,
     }
 }
 
@@ -280,6 +297,28 @@ impl ConnectionLike for Replay {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_older_servers_script_place_is_left_out_of_a_commands_error() {
+        let err = server_error(b"@user_script:72: -OOM command not allowed when used memory");
+        assert_eq!(err.code(), Some("OOM"));
+        let err = server_error(b"@user_script: 72: -OOM command not allowed when used memory");
+        assert_eq!(err.code(), Some("OOM"));
+        assert_eq!(
+            server_error(b"WRONGTYPE Operation").code(),
+            Some("WRONGTYPE")
+        );
+        // Not that form: kept as it is.
+        assert_eq!(
+            strip_script_place(b"@user_script:: -OOM x"),
+            b"@user_script:: -OOM x"
+        );
+        assert_eq!(
+            strip_script_place(b"@user_script:7 OOM"),
+            b"@user_script:7 OOM"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -63,7 +63,8 @@ fn is_sentinel<C: 'static>() -> bool {
     {
         return true;
     }
-    false
+    // The name alone uses `C` in a build without the feature, where no such type exists.
+    std::any::type_name::<C>() == "redismutex::sentinel::SentinelConnection"
 }
 
 /// Whether `C` is redis-rs's async cluster connection, so that a mutex on it keeps
