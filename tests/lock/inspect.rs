@@ -221,29 +221,7 @@ async fn a_semaphore_counts_its_unexpired_permits_and_leaves_the_expired_in_plac
 async fn a_fair_queue_is_its_waiters_in_order_without_those_past_their_deadline() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = RwMutex::builder(conn.clone(), "line")
-        .ttl(TTL)
-        .fair(true)
-        .build()
-        .unwrap();
-    let holder = mx.write().await.unwrap();
-    assert!(mx.inspect("").await.unwrap().queue().is_empty());
-    let mut waiters = Vec::new();
-    for (n, read) in [false, true, false].into_iter().enumerate() {
-        let mx = mx.clone();
-        waiters.push(tokio::spawn(async move {
-            if read {
-                mx.read().await
-            } else {
-                mx.write().await
-            }
-        }));
-        let queued = n + 1;
-        assert!(
-            eventually(|| async { mx_queue_len(&conn).await == queued }).await,
-            "waiter {queued} queued"
-        );
-    }
+    let (mx, holder, waiters) = fair_line(&conn, &[false, true, false]).await;
     let state = mx.inspect("").await.unwrap();
     let stored: Vec<String> = raw::cmd(&conn, "ZRANGE", &["line:queue", "0", "-1"]).await;
     assert_eq!(state.queue(), stored.as_slice());
@@ -255,10 +233,7 @@ async fn a_fair_queue_is_its_waiters_in_order_without_those_past_their_deadline(
     assert_same_but_ttl(&mutex(&conn, "line").inspect("").await.unwrap(), &state);
 
     // A waiter whose deadline has passed is left out, and stays stored.
-    let gone = "w:0123456789abcdef0123456789abcdef";
-    let past = (server_ms(&conn).await - 1000).to_string();
-    let _: i64 = raw::cmd(&conn, "ZADD", &["line:queue", "99", gone]).await;
-    let _: i64 = raw::cmd(&conn, "ZADD", &["line:queue-deadline", &past, gone]).await;
+    lapsed_waiter(&conn, "99").await;
     assert_eq!(mx.inspect("").await.unwrap().queue(), state.queue());
     assert_eq!(mx_queue_len(&conn).await, 4);
     for waiter in waiters {
@@ -268,6 +243,58 @@ async fn a_fair_queue_is_its_waiters_in_order_without_those_past_their_deadline(
 
 async fn mx_queue_len(conn: &C) -> usize {
     raw::cmd::<usize>(conn, "ZCARD", &["line:queue"]).await
+}
+
+/// A fair mutex `line` on `conn`, its write lock held, and a waiter queued behind it for
+/// each of `reads` (a reader when true), in that order: each queued before the next.
+async fn fair_line(
+    conn: &C,
+    reads: &[bool],
+) -> (
+    RwMutex<C>,
+    redismutex::Guard,
+    Vec<tokio::task::JoinHandle<Result<redismutex::Guard, Error>>>,
+) {
+    let mx = RwMutex::builder(conn.clone(), "line")
+        .ttl(TTL)
+        .fair(true)
+        .build()
+        .unwrap();
+    let holder = mx.write().await.unwrap();
+    let state = mx.inspect("").await.unwrap();
+    assert!(state.queue().is_empty() && state.queue_tickets().is_empty());
+    let mut waiters = Vec::new();
+    for (n, &read) in reads.iter().enumerate() {
+        let mx = mx.clone();
+        waiters.push(tokio::spawn(async move {
+            if read {
+                mx.read().await
+            } else {
+                mx.write().await
+            }
+        }));
+        let queued = n + 1;
+        assert!(
+            eventually(|| async { mx_queue_len(conn).await == queued }).await,
+            "waiter {queued} queued"
+        );
+    }
+    (mx, holder, waiters)
+}
+
+/// A waiter stored in `line`'s queue with `ticket` whose deadline passed a second ago (by
+/// the server's clock): its member and that deadline in milliseconds.
+async fn lapsed_waiter(conn: &C, ticket: &str) -> (&'static str, i64) {
+    let gone = "w:0123456789abcdef0123456789abcdef";
+    let past = server_ms(conn).await - 1000;
+    let _: i64 = raw::cmd(conn, "ZADD", &["line:queue", ticket, gone]).await;
+    let _: i64 = raw::cmd(
+        conn,
+        "ZADD",
+        &["line:queue-deadline", &past.to_string(), gone],
+    )
+    .await;
+    (gone, past)
 }
 
 #[tokio::test]
@@ -634,36 +661,9 @@ async fn permit_deadlines_are_every_permit_expired_or_not_with_its_stored_deadli
 async fn the_queues_tickets_and_deadlines_are_as_stored_lapsed_waiters_included() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = RwMutex::builder(conn.clone(), "line")
-        .ttl(TTL)
-        .fair(true)
-        .build()
-        .unwrap();
-    let holder = mx.write().await.unwrap();
-    assert!(mx.inspect("").await.unwrap().queue_tickets().is_empty());
-    let mut waiters = Vec::new();
-    for (n, read) in [false, true].into_iter().enumerate() {
-        let mx = mx.clone();
-        waiters.push(tokio::spawn(async move {
-            if read {
-                mx.read().await
-            } else {
-                mx.write().await
-            }
-        }));
-        let queued = n + 1;
-        assert!(eventually(|| async { mx_queue_len(&conn).await == queued }).await);
-    }
+    let (mx, holder, waiters) = fair_line(&conn, &[false, true]).await;
     // A waiter whose deadline has passed, still stored, with a ticket that is not whole.
-    let gone = "w:0123456789abcdef0123456789abcdef";
-    let past = server_ms(&conn).await - 1000;
-    let _: i64 = raw::cmd(&conn, "ZADD", &["line:queue", "99.5", gone]).await;
-    let _: i64 = raw::cmd(
-        &conn,
-        "ZADD",
-        &["line:queue-deadline", &past.to_string(), gone],
-    )
-    .await;
+    let (gone, past) = lapsed_waiter(&conn, "99.5").await;
 
     let state = mx.inspect("").await.unwrap();
     let stored: Vec<String> = raw::cmd(&conn, "ZRANGE", &["line:queue", "0", "-1"]).await;
