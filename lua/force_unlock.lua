@@ -5,6 +5,8 @@
 -- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids; or a
 --          semaphore key, a sorted set of permit ids scored by their deadline (server ms)
 -- KEYS[2]  fence key: "<lock key>:fence", the last fencing token minted for KEYS[1]
+-- KEYS[3]  granted key: "<lock key>:fence-granted", the last token granted to a holder
+--          in quorum mode (fence.lua, retake.lua)
 -- ARGV[1]  release channel: "<lock key>:released"
 -- ARGV[2]  the message published on ARGV[1]: an id of 32 lowercase hex characters, drawn
 --          for this call (it names no holder: waiters only look again)
@@ -17,9 +19,10 @@
 -- KEYS[1] is deleted, and the fence counter at KEYS[2] raised by one (INCR, its TTL
 -- kept) when KEYS[1] existed and KEYS[2] holds a counter (a decimal integer below
 -- 2^53 - 1); an absent fence key is not created, and anything else there is left as it
--- is. The raise marks the forced release: the counter is then larger than the token of
--- every holder that was removed, so quorum mode's refresh does not take the lock back
--- on this node (retake.lua), and the next token is larger than every earlier one. The
+-- is. The raise marks the forced release: KEYS[3] is set to the raised counter, with the
+-- counter's TTL, so that it is larger than the token of every holder that was removed and
+-- quorum mode's refresh does not take the lock back on this node (retake.lua); and the
+-- next token is larger than every earlier one. The
 -- lock-intent key and the fair queue belong to waiters and are left as they are.
 --
 -- Replies:
@@ -60,10 +63,15 @@ if lock_type == 'zset' then
 end
 
 -- The mark of a forced release: the counter, if there is one, goes up by one (INCR keeps
--- its TTL). Before the DEL, so that an error there (OOM, READONLY) changes nothing.
+-- its TTL), and the granted token follows it. Before the DEL, so that an error there
+-- (OOM, READONLY) changes nothing of the lock.
 local fence = redis.pcall('GET', KEYS[2])
 if type(fence) == 'string' and fence:match('^[1-9]%d*$') and #fence <= 16
     and tonumber(fence) < 2^53 - 1 then
+    local fence_pttl = redis.call('PTTL', KEYS[2])
+    if fence_pttl > 0 then
+        redis.call('SET', KEYS[3], string.format('%.0f', tonumber(fence) + 1), 'PX', fence_pttl)
+    end
     redis.call('INCR', KEYS[2])
 end
 redis.call('DEL', KEYS[1])

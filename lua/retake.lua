@@ -1,10 +1,12 @@
 -- retake.lua: take a lock back under the same id on a node of a quorum that lost it (the
 -- key expired there, or the node restarted empty), unless the node's fence counter has
--- moved past the guard's token since (quorum mode's refresh).
+-- granted a larger token since (quorum mode's refresh).
 --
 -- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids
 -- KEYS[2]  lock-intent key: "<lock key>:lock-intent"
 -- KEYS[3]  fence key: "<lock key>:fence", the last fencing token minted for KEYS[1]
+-- KEYS[4]  granted key: "<lock key>:fence-granted", the last token granted to a holder
+--          on this node (fence.lua), or the mark of a forced release (force_unlock.lua)
 -- ARGV[1]  lock id: 32 lowercase hex characters
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  "w" to take it back as the writer, "r" as a reader
@@ -14,19 +16,23 @@
 --
 -- Sent after base.lua and shared.lua, as one script. Rust only (quorum mode).
 --
--- After the guard's acquisition, every node it holds has a counter of at most ARGV[4]
--- (the second round raised them to the guard's token, fence.lua). A node restarted empty
--- has no counter, or a smaller one, and is taken back. A counter larger than ARGV[4]
--- means the lock was released by force there (force_unlock.lua raises the counter) or
--- another holder took it there since: it is not taken back. No token is minted: the
--- counter is raised to ARGV[4] if it is below, as fence.lua does.
+-- After the guard's acquisition, every node it holds has a granted token of at most
+-- ARGV[4] (the second round raised them to the guard's token, fence.lua). A node
+-- restarted empty has none, or a smaller one, and is taken back. A granted token larger
+-- than ARGV[4] means the lock was released by force there (force_unlock.lua marks it) or
+-- another holder was granted it since: it is not taken back. The counter alone (KEYS[3])
+-- does not refuse: every first round raises it, also another candidate's that won no
+-- majority and released what it took, which leaves the lock ours to take back. No token
+-- is minted: KEYS[3] and KEYS[4] are raised to ARGV[4] if they are below, as fence.lua
+-- does.
 --
 -- Replies:
 --   1                         KEYS[1] holds ARGV[1] (as ARGV[3] says) with a PTTL of at
---                             least ARGV[2]: taken back, or it already did; KEYS[3] holds
---                             at least ARGV[4] (set with PX ARGV[5] if it was below). As
---                             the writer, KEYS[2] is deleted if it held ARGV[1].
---   0                         not taken back, nothing changed: KEYS[3] holds a counter
+--                             least ARGV[2]: taken back, or it already did; KEYS[3] and
+--                             KEYS[4] hold at least ARGV[4] (set with PX ARGV[5] if they
+--                             were below). As the writer, KEYS[2] is deleted if it held
+--                             ARGV[1].
+--   0                         not taken back, nothing changed: KEYS[4] holds a token
 --                             larger than ARGV[4]; or another writer holds KEYS[1]; or, as
 --                             the writer, readers hold it; or, as a reader, a writer waits
 --                             (KEYS[2] exists).
@@ -41,12 +47,17 @@ local ttl = tonumber(ARGV[2])
 local token = tonumber(ARGV[4])
 local writer = ARGV[3] == 'w'
 
--- The fence: absent, or a token with a TTL; past the guard's token, the lock stays lost.
+-- The fence and the granted token: absent, or a token with a TTL; a token granted past
+-- the guard's, the lock stays lost.
 local last, fence_refusal = fence_last(KEYS[3])
 if fence_refusal then
     return fence_refusal
 end
-if last > token then
+local granted, granted_refusal = fence_last(KEYS[4])
+if granted_refusal then
+    return granted_refusal
+end
+if granted > token then
     return 0
 end
 
@@ -96,5 +107,8 @@ else
 end
 if last < token then
     redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[5])
+end
+if granted < token then
+    redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[5])
 end
 return 1

@@ -12,7 +12,8 @@ use crate::error::Error;
 
 /// Runs `force_unlock.lua` on the call's lock key: deletes it when it is a writer's
 /// string, a readers' set or a semaphore's sorted set, raises the fence counter by one
-/// (when there is one: the mark quorum mode's refresh reads, see
+/// and sets the granted key to it (when there is a counter: the mark quorum mode's
+/// refresh reads, see
 /// [`calls::retake`](super::calls::retake)), keeps the lock intent and the fair queue,
 /// and publishes the call's id on the release channel (by `SPUBLISH` in the lock key's
 /// slot on a cluster). `held` when something was held (a
@@ -25,11 +26,13 @@ pub(crate) async fn force_unlock<C: ConnectionLike>(
     topology: Topology,
 ) -> Result<Unlocked, Error> {
     let keys = &call.keys;
+    let granted = keys.granted();
     let reply: Value = SCRIPTS
         .force_unlock
-        .run(conn, keys, 2, |cmd| {
+        .run(conn, keys, 3, |cmd| {
             cmd.arg(keys.lock())
                 .arg(keys.fence())
+                .arg(&granted)
                 .arg(keys.channel())
                 .arg(call.id)
                 .arg(if topology.sharded() { "1" } else { "0" });

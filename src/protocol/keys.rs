@@ -113,20 +113,36 @@ impl Keys {
         self.name(1)
     }
 
+    /// The granted key, `<lock key>:fence-granted`: the last fencing token a quorum node
+    /// granted to a holder, or the mark of a forced release (`lua/fence.lua`,
+    /// `lua/retake.lua`, `lua/force_unlock.lua`). Written only by quorum mode's rounds
+    /// and forced releases, so it is not kept with the other names: each call that needs
+    /// it writes it anew.
+    pub(crate) fn granted(&self) -> String {
+        let mut name = String::with_capacity(self.lock + 1 + GRANTED_SUFFIX.len());
+        name.push_str(self.lock());
+        name.push(':');
+        name.push_str(GRANTED_SUFFIX);
+        name
+    }
+
     /// The release channel: `<lock key>:released`.
     pub(crate) fn channel(&self) -> &str {
         self.name(2)
     }
 
     /// Whether `name` is one of the lock's own keys: the lock key, its intent, its fence,
-    /// or its fair queue's two keys (whether or not the lock is fair).
+    /// its granted key, or its fair queue's two keys (whether or not the lock is fair).
     pub(crate) fn is_own(&self, name: &[u8]) -> bool {
         let lock = self.lock().as_bytes();
         match name.strip_prefix(lock) {
             Some([]) => true,
-            Some([b':', suffix @ ..]) => SUFFIXES
-                .iter()
-                .any(|own| *own != CHANNEL_SUFFIX && own.as_bytes() == suffix),
+            Some([b':', suffix @ ..]) => {
+                suffix == GRANTED_SUFFIX.as_bytes()
+                    || SUFFIXES
+                        .iter()
+                        .any(|own| *own != CHANNEL_SUFFIX && own.as_bytes() == suffix)
+            }
             _ => false,
         }
     }
@@ -197,6 +213,8 @@ fn with_scratch<R>(mut write: impl FnMut(&mut String) -> R) -> R {
 pub(crate) const INTENT_SUFFIX: &str = "lock-intent";
 /// What follows `<lock key>:` in the fence key.
 pub(crate) const FENCE_SUFFIX: &str = "fence";
+/// What follows `<lock key>:` in the granted key ([`Keys::granted`]).
+pub(crate) const GRANTED_SUFFIX: &str = "fence-granted";
 /// What follows `<lock key>:` in the fair queue's key.
 pub(crate) const QUEUE_SUFFIX: &str = "queue";
 /// What follows `<lock key>:` in the key of the fair queue's deadlines.

@@ -136,10 +136,10 @@ where
     counters
 }
 
-/// Whether `key` is a key the workers leave on purpose: a fence counter, or a data
-/// counter of `FW_EXEC`.
+/// Whether `key` is a key the workers leave on purpose: a fence counter, a quorum node's
+/// granted token (`<key>:fence-granted`), or a data counter of `FW_EXEC`.
 pub fn kept(key: &str) -> bool {
-    key.ends_with(":fence") || key.ends_with(":data")
+    key.ends_with(":fence") || key.ends_with(":fence-granted") || key.ends_with(":data")
 }
 
 /// The command that starts `examples/fault_worker.rs` as worker `name` with `spec`, a

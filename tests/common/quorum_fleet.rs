@@ -429,7 +429,8 @@ impl Fleet for QuorumFleet {
         self.crew.launch(name, command).await;
     }
 
-    /// The lock keys (not fence counters) left on each node, as `node n: key`.
+    /// The lock keys (not fence counters nor granted tokens) left on each node, as
+    /// `node n: key`.
     async fn keys_left(&self) -> Vec<String> {
         let mut left = Vec::new();
         for (n, node) in self.nodes.iter().enumerate() {
@@ -440,7 +441,7 @@ impl Fleet for QuorumFleet {
                 .expect("KEYS");
             left.extend(
                 keys.into_iter()
-                    .filter(|k| !k.ends_with(":fence"))
+                    .filter(|k| !super::fleet::kept(k))
                     .map(|k| format!("node {n}: {k}")),
             );
         }

@@ -1,7 +1,7 @@
 //! Forced release over a quorum: every node cleared, each fence counter raised by one,
 //! the holder told at its next renewal (it does not take the lock back: the raised
-//! counters mark the release), a waiter gets in; a node whose counter moved past the
-//! guard's token is not taken back while one that only lost the key is; a lock held on
+//! counters and granted keys mark the release), a waiter gets in; a node that granted a
+//! token past the guard's is not taken back while one that only lost the key is; a lock held on
 //! one node only is reported held; a node down changes nothing while a majority answers,
 //! and a majority down is `NoQuorum`.
 
@@ -167,13 +167,13 @@ async fn a_waiting_writer_gets_the_lock_forced_free_and_the_holder_is_lost() {
     assert!(next.unlock().await.unwrap());
 }
 
-/// The mark is per node: a node whose counter moved past the guard's token (the key
-/// deleted and the counter raised, as a forced release that reached only that node
-/// leaves it) is not taken back, while a node that only lost the key is; the guard, held
-/// on a majority, holds on.
+/// The mark is per node: a node that granted a token past the guard's (the key deleted,
+/// the counter raised and the granted key set to it, as a forced release that reached
+/// only that node leaves it) is not taken back, while a node that only lost the key, its
+/// counter raised by another candidate's first round that won nothing, is; the guard,
+/// held on a majority, holds on.
 #[tokio::test]
-async fn a_node_whose_counter_moved_past_the_token_is_not_taken_back_and_one_that_only_lost_the_key_is(
-) {
+async fn a_node_that_granted_past_the_token_is_not_taken_back_and_one_that_only_lost_the_key_is() {
     let nodes = Nodes::start(3);
     let conns = nodes.conns().await;
     let mx = mutex_with_ttl(&nodes, SHORT_TTL).await;
@@ -181,18 +181,29 @@ async fn a_node_whose_counter_moved_past_the_token_is_not_taken_back_and_one_tha
     written_everywhere(&conns, "forced", holder.id()).await;
     counters_after(&conns, holder.fencing_token()).await;
     raw::cmd::<i64>(&conns[0], "DEL", &["forced"]).await;
-    raw::cmd::<i64>(&conns[0], "INCR", &["forced:fence"]).await;
+    let raised: i64 = raw::cmd(&conns[0], "INCR", &["forced:fence"]).await;
+    let mark = raised.to_string();
+    raw::cmd::<()>(
+        &conns[0],
+        "SET",
+        &["forced:fence-granted", &mark, "PX", "60000"],
+    )
+    .await;
     raw::cmd::<i64>(&conns[1], "DEL", &["forced"]).await;
+    raw::cmd::<i64>(&conns[1], "INCR", &["forced:fence"]).await;
 
     let retaken = eventually(|| async {
         raw::get(&conns[1], "forced").await.as_deref() == Some(holder.id())
     })
     .await;
-    assert!(retaken, "node 1, which only lost the key, is taken back");
+    assert!(
+        retaken,
+        "node 1, which only lost the key (its counter raised by a failed first round), is taken back"
+    );
     tokio::time::sleep(SHORT_TTL).await;
     assert!(
         !raw::exists(&conns[0], "forced").await,
-        "node 0, whose counter is past the token, is not taken back"
+        "node 0, which granted a token past the guard's, is not taken back"
     );
     assert!(!holder.is_cancelled(), "{:?}", holder.cancel_reason());
     assert!(holder.unlock().await.unwrap());
