@@ -98,7 +98,7 @@
 //! START <us> <pid>
 //! ACQUIRED <us> <r|w|p> <key> <token> <id>              (p: a semaphore's permit)
 //! HOLDING <us> <key> <token>
-//! FIRED <us> <key> <token> <Lost|Expired|...|released>  (released: fired by unlock())
+//! FIRED <us> <key> <token> <Lost|Expired|ClockJump|...|released>  (released: fired by unlock())
 //! ABANDONED <us> <key> <token> <reason>                 (no write follows)
 //! CHECKED <us> <key> <token>                           (is_cancelled() was false)
 //! ENTERED <us> <key> <token> <ok|overlap>

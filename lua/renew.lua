@@ -11,7 +11,10 @@
 --
 -- Replies:
 --   an array with one integer per key, in KEYS order: what refresh.lua would reply for
---   KEYS[i], ARGV[2+i] and ARGV[1] (1 held and extended, 0 not held, nothing changed).
+--   KEYS[i], ARGV[2+i] and ARGV[1] (1 held and extended, 0 not held, nothing changed);
+--   then one more: the server's clock (TIME) in microseconds, which the refresher
+--   compares with its own monotonic clock between renewals to see the server's clock
+--   jump.
 
 local ttl = tonumber(ARGV[1])
 local writers = ARGV[2]
@@ -61,4 +64,5 @@ local replies = {}
 for i, key in ipairs(KEYS) do
     replies[i] = renew(key, ARGV[i + 2], string.sub(writers, i, i) == 'w')
 end
+replies[#KEYS + 1] = now_us()
 return replies

@@ -62,6 +62,7 @@
 
 // The layers, from the bottom; each imports only those above it in this list (checked
 // by tests/layers.rs; described in docs/architecture.md).
+mod drift;
 mod error;
 pub mod guide;
 mod leader;

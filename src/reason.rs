@@ -24,4 +24,14 @@ pub enum CancelReason {
     /// moment (while the server still holds the lock), and the lock is released in the
     /// background.
     MaxHold,
+    /// A refresh found that this guard's id no longer holds the lock key, and the
+    /// server's clock (its `TIME`, which every renewal reads) had moved ahead of this
+    /// process's monotonic clock since the previous renewal by more than Redlock's drift
+    /// margin (1 % of the span + 2 ms): the server most likely expired the lock early,
+    /// because its clock jumped forward or runs fast. Another holder may have had the
+    /// lock before this token fired; fencing tokens are what protects a resource then
+    /// (see the guarantees guide, "The server's clock"). Nothing is released. Detected on
+    /// one server and on a Sentinel primary (not on a Cluster's masters or a quorum's
+    /// nodes, whose renewals do not read the clock).
+    ClockJump,
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// may import each other only without a cycle, and each may import any layer below.
 const LAYERS: &[&[&str]] = &[
     &[
+        "drift",
         "error",
         "guide",
         "leader",

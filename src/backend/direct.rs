@@ -9,7 +9,10 @@ use std::sync::Arc;
 use redis::aio::ConnectionLike;
 use redis::Pipeline;
 
-use super::Backend;
+use tokio::time::Instant;
+
+use super::clock_watch::ClockWatch;
+use super::{Backend, Renewals};
 use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
@@ -47,6 +50,8 @@ pub(crate) struct Direct<C> {
     acks: Option<Acks>,
     /// Where the keys of the commands that guarded pipelines send are.
     command_keys: CommandKeys,
+    /// The server's clock as the renewals saw it.
+    clock: ClockWatch,
 }
 
 impl<C> Direct<C> {
@@ -59,6 +64,7 @@ impl<C> Direct<C> {
             hub,
             acks: None,
             command_keys: CommandKeys::default(),
+            clock: ClockWatch::default(),
         }
     }
 
@@ -115,21 +121,25 @@ where
     /// cluster their lock keys share a hash tag, and so a slot.
     ///
     /// [`batch_tag`]: Backend::batch_tag
-    async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
+    async fn renew(&self, batch: &[Renewal<'_>]) -> Renewals {
         debug_assert!(
             batch
                 .windows(2)
                 .all(|pair| { self.batch_tag(pair[0].call) == self.batch_tag(pair[1].call) }),
             "a batch of renewals mixes batch tags"
         );
+        let sent = Instant::now();
         let Some(acks) = self.acks else {
             let renewed = calls::renew(&mut self.conn.clone(), batch).await;
-            return spread(batch.iter(), renewed);
+            return self.watched(sent, batch, renewed);
         };
         let mut conn = Acked::new(self.conn.clone(), acks);
-        let renewed = spread(batch.iter(), calls::renew(&mut conn, batch).await);
+        let renewed = self.watched(sent, batch, calls::renew(&mut conn, batch).await);
         let key = batch.first().map_or("", |item| item.call.keys.lock());
-        unacknowledged(batch.iter(), renewed, conn.acknowledged(key))
+        Renewals {
+            results: unacknowledged(batch.iter(), renewed.results, conn.acknowledged(key)),
+            ..renewed
+        }
     }
 
     fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str> {
@@ -213,17 +223,30 @@ where
     }
 }
 
-/// One result per item of a batch from the batch's result: a failed request fails every
-/// item, each named after its own lock key.
-fn spread<'a>(
-    items: impl Iterator<Item = &'a Renewal<'a>>,
-    renewed: Result<Vec<bool>, Error>,
-) -> Vec<Result<bool, Error>> {
-    match renewed {
-        Ok(held) => held.into_iter().map(Ok).collect(),
-        Err(err) => items
-            .map(|item| Err(err.for_key(item.call.keys.lock())))
-            .collect(),
+impl<C> Direct<C> {
+    /// The renewals of `batch`, sent at `sent`, as `renewed` found them; on one server
+    /// (not on a Cluster, whose masters each have a clock of their own) the server time
+    /// it reported goes to the clock watch, which says whether the clock jumped.
+    fn watched(
+        &self,
+        sent: Instant,
+        batch: &[Renewal<'_>],
+        renewed: Result<calls::Renewed, Error>,
+    ) -> Renewals {
+        match renewed {
+            Ok(renewed) => Renewals {
+                clock: (!self.topology.sharded())
+                    .then(|| self.clock.observe(sent, Instant::now(), renewed.server_us))
+                    .flatten(),
+                results: renewed.held.into_iter().map(Ok).collect(),
+            },
+            Err(err) => Renewals::of(
+                batch
+                    .iter()
+                    .map(|item| Err(err.for_key(item.call.keys.lock())))
+                    .collect(),
+            ),
+        }
     }
 }
 

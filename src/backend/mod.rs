@@ -39,6 +39,7 @@
 //!   nothing; [`proclaim`](Backend::proclaim) and [`leader`](Backend::leader) write and
 //!   read an election's record as `exec` and `inspect` do.
 
+mod clock_watch;
 mod direct;
 mod quorum;
 
@@ -47,6 +48,7 @@ use std::sync::Arc;
 
 use redis::Pipeline;
 
+pub(crate) use clock_watch::ClockJump;
 pub(crate) use direct::Direct;
 pub(crate) use quorum::Majority;
 pub use quorum::Quorum;
@@ -60,6 +62,28 @@ use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::LeaderRead;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+
+/// What one batch of renewals found ([`Backend::renew`]).
+#[derive(Debug)]
+pub(crate) struct Renewals {
+    /// One result per renewal, in the batch's order: whether the id still held its lock
+    /// (which was then extended), or the error of the request.
+    pub(crate) results: Vec<Result<bool, Error>>,
+    /// The server's clock moved beyond ours since the backend's last renewal (one server
+    /// or a Sentinel primary: the time `renew.lua` reports; `None` where the backend does
+    /// not read it, a Cluster's masters or a quorum's nodes).
+    pub(crate) clock: Option<ClockJump>,
+}
+
+impl Renewals {
+    /// Results that say nothing of the server's clock.
+    pub(crate) fn of(results: Vec<Result<bool, Error>>) -> Self {
+        Self {
+            results,
+            clock: None,
+        }
+    }
+}
 
 /// How the engine reaches Redis for one mutex or semaphore. See the module docs for what
 /// an implementation must guarantee.
@@ -83,9 +107,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// one: one result per item, in order. The items come from one mutex, so they share
     /// a TTL, and every item of a batch has the same [`batch_tag`](Backend::batch_tag)
     /// (the refresher groups them), so a backend on one connection sends the batch as
-    /// one script.
-    fn renew(&self, batch: &[Renewal<'_>])
-        -> impl Future<Output = Vec<Result<bool, Error>>> + Send;
+    /// one script. A backend that reads its server's clock with the renewals reports
+    /// whether it jumped since its last batch ([`Renewals::clock`]).
+    fn renew(&self, batch: &[Renewal<'_>]) -> impl Future<Output = Renewals> + Send;
 
     /// Whether [`renew`](Backend::renew) may take a lock back on a node that lost it
     /// ([`Retake`]): only a backend over several nodes does.

@@ -234,7 +234,12 @@ impl Liveness {
     pub(crate) fn found_gone(&self) {
         if !matches!(
             self.reason.get(),
-            Some(CancelReason::Lost | CancelReason::Expired | CancelReason::MaxHold)
+            Some(
+                CancelReason::Lost
+                    | CancelReason::Expired
+                    | CancelReason::MaxHold
+                    | CancelReason::ClockJump
+            )
         ) {
             self.held.lost(CancelReason::Lost);
         }

@@ -25,12 +25,6 @@ use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake
 use crate::protocol::exec::Executed;
 use crate::protocol::replies::Attempt;
 
-/// Redlock's clock drift factor: 1% of the TTL (redis.io, "Distributed Locks with
-/// Redis", the `CLOCK_DRIFT_FACTOR` of the reference implementations).
-const DRIFT_FACTOR_PERCENT: u32 = 1;
-/// Redlock's fixed drift allowance of 2 ms added to the factor (same source).
-const DRIFT_FIXED: Duration = Duration::from_millis(2);
-
 /// The keys, id, kind and TTL of one lock (or permit), with the backend that reaches it.
 #[derive(Debug)]
 pub(crate) struct Lease<B> {
@@ -74,8 +68,7 @@ impl<B> Lease<B> {
     /// held: the TTL minus Redlock's drift margin (1% of the TTL + 2 ms).
     pub(crate) fn validity(&self) -> Duration {
         let ttl = self.ttl();
-        let drift = ttl * DRIFT_FACTOR_PERCENT / 100 + DRIFT_FIXED;
-        ttl.saturating_sub(drift)
+        ttl.saturating_sub(crate::drift::margin(ttl))
     }
 
     /// What this lease's id holds at the lock key when it holds it in `mode`.

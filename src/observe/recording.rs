@@ -21,7 +21,7 @@ pub(crate) const ACQUIRE_DURATION: &str = "redismutex_acquire_duration_seconds";
 /// from its acquisition to its end (release, loss, expiry, cancel), in seconds.
 pub(crate) const HELD_DURATION: &str = "redismutex_held_duration_seconds";
 /// `redismutex_lost_total{kind, reason}`: counter of locks that ended without their
-/// holder giving them up; `reason` is `lost`, `expired` or `max_hold`.
+/// holder giving them up; `reason` is `lost`, `expired`, `max_hold` or `clock_jump`.
 pub(crate) const LOST: &str = "redismutex_lost_total";
 /// `redismutex_refresh_total{outcome}`: counter of lock renewals; `outcome` is `ok`,
 /// `lost` or `error`.
@@ -34,6 +34,10 @@ pub(crate) const HELD: &str = "redismutex_held";
 /// `redismutex_waiting{kind}`: gauge of the waiting requests (`write`, `read`,
 /// `acquire`) in progress now.
 pub(crate) const WAITING: &str = "redismutex_waiting";
+/// `redismutex_server_clock_jumps_total{direction}`: counter of the times a renewal saw
+/// the server's clock (`TIME`) move beyond this process's monotonic clock since the last
+/// renewal by more than the drift margin; `direction` is `forward` or `back`.
+pub(crate) const CLOCK_JUMPS: &str = "redismutex_server_clock_jumps_total";
 /// `redismutex_node_errors_total{node}`: counter of a quorum node's calls that failed
 /// or got no answer within the per-node bound; `node` is its index in the quorum.
 pub(crate) const NODE_ERRORS: &str = "redismutex_node_errors_total";
@@ -53,7 +57,9 @@ const OUTCOMES: [Outcome; 5] = [
     Outcome::Error,
 ];
 /// The `reason` label values of [`LOST`].
-const LOSSES: [&str; 3] = ["lost", "expired", "max_hold"];
+const LOSSES: [&str; 4] = ["lost", "expired", "max_hold", "clock_jump"];
+/// The `direction` label values of [`CLOCK_JUMPS`]: forward, back.
+const DIRECTIONS: [&str; 2] = ["forward", "back"];
 /// The `outcome` label values of [`REFRESH`], by [`Refreshed`] index.
 const RENEWALS: [&str; 3] = ["ok", "lost", "error"];
 /// The `outcome` label values of [`EXEC`], by [`Exec`] index.
@@ -90,6 +96,10 @@ pub fn describe() {
             ),
             (REFRESH, "Lock and permit renewals, by outcome."),
             (
+                CLOCK_JUMPS,
+                "Renewals that saw the server's clock jump, by direction.",
+            ),
+            (
                 EXEC,
                 "Guarded pipelines (exec) that got an answer, by outcome.",
             ),
@@ -124,6 +134,7 @@ struct Keys {
     lost: [[Key; LOSSES.len()]; KINDS.len()],
     refresh: [Key; RENEWALS.len()],
     exec: [Key; EXECS.len()],
+    clock_jumps: [Key; DIRECTIONS.len()],
     /// The `name` label, when the handle has one.
     name: Option<Label>,
 }
@@ -157,6 +168,7 @@ impl Meters {
             }),
             refresh: array::from_fn(|r| key(REFRESH, &[("outcome", RENEWALS[r])])),
             exec: array::from_fn(|e| key(EXEC, &[("outcome", EXECS[e])])),
+            clock_jumps: array::from_fn(|d| key(CLOCK_JUMPS, &[("direction", DIRECTIONS[d])])),
             name: name.clone(),
         }))
     }
@@ -205,6 +217,11 @@ impl Meters {
             Exec::Error => 3,
         };
         counter(&self.0.exec[at]);
+    }
+
+    /// A renewal saw the server's clock jump, `forward` or back.
+    pub(crate) fn clock_jump(&self, forward: bool) {
+        counter(&self.0.clock_jumps[usize::from(!forward)]);
     }
 
     /// A call to the quorum's node at index `node` failed or got no answer in time.
@@ -303,6 +320,7 @@ impl Held {
             CancelReason::Lost => 0,
             CancelReason::Expired => 1,
             CancelReason::MaxHold => 2,
+            CancelReason::ClockJump => 3,
             _ => return,
         };
         counter(&meters.0.lost[*kind][at]);

@@ -25,6 +25,8 @@ impl Meters {
 
     pub(crate) fn exec(&self, _exec: Exec) {}
 
+    pub(crate) fn clock_jump(&self, _forward: bool) {}
+
     pub(crate) fn node_error(&self, _node: usize) {}
 }
 

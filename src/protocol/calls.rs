@@ -365,26 +365,37 @@ pub(crate) async fn refresh<C: ConnectionLike>(conn: &mut C, call: &Call) -> Res
     Ok(held == 1)
 }
 
+/// What one `renew.lua` reported: whether each call's id still holds its lock key, in
+/// the batch's order, and the server's clock when it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Renewed {
+    pub(crate) held: Vec<bool>,
+    /// The server's `TIME` in microseconds.
+    pub(crate) server_us: u64,
+}
+
 /// Runs `renew.lua`: whether each call's id still holds its lock key, in `batch`'s order;
 /// those that do now have a TTL of at least the calls' (every call of one batch has the
 /// same TTL: the batches come from one mutex's refresher). On a cluster every lock key of
 /// the batch must share a slot. A failed request fails the whole batch, named after its
-/// first key. A batch of one is sent as `refresh.lua`, as the Go package sends it.
+/// first key. (A batch of one is `renew.lua` too, not the Go package's `refresh.lua`: it
+/// does the same to the key, and reports the server's clock.)
 pub(crate) async fn renew<C: ConnectionLike>(
     conn: &mut C,
     batch: &[Renewal<'_>],
-) -> Result<Vec<bool>, Error> {
-    let first = match batch {
-        [] => return Ok(Vec::new()),
-        [one] => return Ok(vec![refresh(conn, one.call).await?]),
-        [first, ..] => first,
+) -> Result<Renewed, Error> {
+    let Some(first) = batch.first() else {
+        return Ok(Renewed {
+            held: Vec::new(),
+            server_us: 0,
+        });
     };
     let key = first.call.keys.lock();
     let writers: String = batch
         .iter()
         .map(|item| if item.writer { 'w' } else { '-' })
         .collect();
-    let held: Vec<i64> = SCRIPTS
+    let mut held: Vec<i64> = SCRIPTS
         .renew
         // Sized for one key: a batch's command grows as it is filled.
         .run(conn, &first.call.keys, batch.len(), |cmd| {
@@ -398,11 +409,17 @@ pub(crate) async fn renew<C: ConnectionLike>(
         })
         .await
         .map_err(|err| Error::redis(key, err))?;
-    if held.len() != batch.len() {
-        let reply = redis::Value::SimpleString(format!("{held:?}"));
-        return Err(super::replies::unexpected(&reply, key));
-    }
-    Ok(held.into_iter().map(|held| held == 1).collect())
+    let server_us = match held.pop().map(u64::try_from) {
+        Some(Ok(us)) if held.len() == batch.len() => us,
+        _ => {
+            let reply = redis::Value::SimpleString(format!("{held:?}"));
+            return Err(super::replies::unexpected(&reply, key));
+        }
+    };
+    Ok(Renewed {
+        held: held.into_iter().map(|held| held == 1).collect(),
+        server_us,
+    })
 }
 
 /// Runs `unlock.lua`: remove the call's id (held as `hold`) from the lock, delete the
@@ -467,18 +484,23 @@ pub(crate) async fn downgrade<C: ConnectionLike>(
     Ok(Downgraded::from_reply(reply))
 }
 
-/// Runs `fence.lua`: raise the fence counter of the call's lock to at least `token`, the
-/// largest token the nodes of a quorum minted for one acquisition.
+/// Runs `fence.lua`: raise the fence counter of the call's lock, and its granted token,
+/// to at least `token`, the largest token the nodes of a quorum minted for one
+/// acquisition.
 pub(crate) async fn raise_fence<C: ConnectionLike>(
     conn: &mut C,
     call: &Call,
     token: u64,
 ) -> Result<(), Error> {
     let keys = &call.keys;
+    let granted = keys.granted();
     let reply = SCRIPTS
         .fence
-        .attempt(conn, keys, 1, |cmd| {
-            cmd.arg(keys.fence()).arg(token).arg(call.fence_ms);
+        .attempt(conn, keys, 2, |cmd| {
+            cmd.arg(keys.fence())
+                .arg(&granted)
+                .arg(token)
+                .arg(call.fence_ms);
         })
         .await?;
     match reply {
@@ -491,9 +513,10 @@ pub(crate) async fn raise_fence<C: ConnectionLike>(
 }
 
 /// Runs `retake.lua`: takes the lock back under the call's id, as `hold` says (a writer
-/// or a reader, never a permit), on a node of a quorum that lost it, unless the node's
-/// fence counter is larger than `token`; no token is minted, the counter is raised to
-/// `token`. True when the id holds the lock there now.
+/// or a reader, never a permit), on a node of a quorum that lost it, unless the node
+/// granted a token larger than `token` (to another holder, or as the mark of a forced
+/// release); no token is minted, the counter and the granted token are raised to `token`.
+/// True when the id holds the lock there now.
 pub(crate) async fn retake<C: ConnectionLike>(
     conn: &mut C,
     call: &Call,
@@ -501,12 +524,14 @@ pub(crate) async fn retake<C: ConnectionLike>(
     token: u64,
 ) -> Result<bool, Error> {
     let keys = &call.keys;
+    let granted = keys.granted();
     let reply: redis::Value = SCRIPTS
         .retake
-        .run(conn, keys, 3, |cmd| {
+        .run(conn, keys, 4, |cmd| {
             cmd.arg(keys.lock())
                 .arg(keys.intent())
                 .arg(keys.fence())
+                .arg(&granted)
                 .arg(call.id)
                 .arg(call.ttl_ms)
                 .arg(hold.arg())

@@ -90,7 +90,7 @@ impl Event {
 
     /// A FIRED that means the lock was (or may have been) lost: not our own unlock.
     pub fn is_loss(&self) -> bool {
-        self.is("FIRED") && matches!(self.last(), "Lost" | "Expired")
+        self.is("FIRED") && matches!(self.last(), "Lost" | "Expired" | "ClockJump")
     }
 }
 

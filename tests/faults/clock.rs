@@ -90,8 +90,14 @@ async fn a_forward_jump_past_the_ttl_makes_overlaps_and_fencing_refuses_every_st
     let report = fleet
         .finish("the lock server's clock jumped 3 s forward (3 TTLs), 5 times")
         .await;
-    let overlaps = guard_overlaps(&fleet.crew.log.all(), &fleet.crew.faults);
+    let events = fleet.crew.log.all();
+    let overlaps = guard_overlaps(&events, &fleet.crew.faults);
     println!("   guard overlaps     {}: {overlaps:#?}", overlaps.len());
+    let by_clock = events
+        .iter()
+        .filter(|e| e.is("FIRED") && e.last() == "ClockJump")
+        .count();
+    println!("   fired ClockJump    {by_clock}");
     assert!(
         !overlaps.is_empty(),
         "a forward jump past the TTL expires held locks early: guard overlaps must show"
@@ -142,18 +148,19 @@ async fn a_clock_running_twice_as_fast_is_fenced() {
 }
 
 /// Over a quorum of three, one node's clock jumps 3 s forward at a time, on each node in
-/// turn: that node's keys expire early. A guard held on all three nodes keeps its
-/// majority; one held on just two (a node refused it: another worker's attempt held the
-/// key there, or had raised its fence counter past the guard's token, so the renewal may
-/// not take it back) loses its majority when one of the two jumps, and another worker may
-/// take the lock while it still believes it holds it: the Redlock clock-jump case. What
-/// holds is fencing: no stale fenced write accepted, and tokens in acquisition order.
+/// turn: that node's keys expire early. A guard keeps its majority on the other two, and
+/// its renewal takes the jumped node back (another worker's first round there, which won
+/// nothing, raised only the counter, not the granted token), so that it holds all three
+/// again before the next node jumps: no guard overlaps, no stale fenced write accepted,
+/// and tokens in acquisition order.
 #[tokio::test]
 async fn a_quorum_whose_nodes_clocks_jump_one_at_a_time_is_fenced() {
     let _serial = SERIAL.lock().await;
     let (fleet, clocks) = QuorumFleet::start_on_clocks(QUORUM_TTL_MS).await;
     let mut fleet = quorum_fleet_on(fleet).await;
     for (node, clock) in clocks.iter().enumerate() {
+        // Who holds what on each node, for the dump if the test fails.
+        fleet.snapshot().await;
         let fault = fleet
             .crew
             .begin(FaultKind::ClockForward, Target::Node(node));
@@ -166,6 +173,15 @@ async fn a_quorum_whose_nodes_clocks_jump_one_at_a_time_is_fenced() {
         .await;
     println!("{report}");
     assert!(report.out_of_order.is_empty(), "{:?}", report.out_of_order);
+    if !report.guard_overlaps.is_empty() {
+        println!("{}", fleet.dump());
+    }
+    assert!(
+        report.guard_overlaps.is_empty(),
+        "one node's clock cannot give a second holder a majority: {:#?}",
+        report.guard_overlaps
+    );
+    assert_eq!(report.fleet.referee.violations, 0);
     assert_fenced(&report.fleet);
 }
 

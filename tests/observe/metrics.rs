@@ -597,3 +597,51 @@ async fn permits_downgrades_nested_guards_tries_and_refusals_leave_the_gauges_at
     assert_eq!(recorded.histogram(HELD_DURATION, &permit).len(), 3);
     assert_idle(&mut recorded, "every permit");
 }
+
+const CLOCK_JUMPS: &str = "redismutex_server_clock_jumps_total";
+
+/// The server's clock moved under a held guard (TTL 1 s, renewed every 500 ms): 3 s back,
+/// then 3 s forward. The renewal after the jump back counts it under `back` and the guard
+/// holds on (its key only lives longer); the renewal after the jump forward counts it
+/// under `forward` and finds the key expired early, so the token fires `ClockJump`,
+/// counted as a loss of that reason.
+#[tokio::test]
+async fn a_server_clock_jump_is_counted_and_a_lock_it_expired_fires_clock_jump() {
+    let (server, clock) = crate::common::clock::server_on_a_clock(&[]);
+    let conn = server.conn().await;
+    let recorder = DebuggingRecorder::new();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let mut recorded = Recorded::of(&recorder);
+    let mx = mutex(&conn, "clocked", Duration::from_secs(1));
+    let guard = mx.write().await.unwrap();
+    // The first renewal reads the server's clock; the next compares.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    clock.jump(-3000);
+    let back = until(&mut recorded, |recorded| {
+        recorded.counter(CLOCK_JUMPS, &[("direction", "back")]) == 1
+    })
+    .await;
+    assert!(back, "the jump back counted");
+    assert!(!guard.is_cancelled(), "{:?}", guard.cancel_reason());
+    assert_eq!(
+        recorded.counter(CLOCK_JUMPS, &[("direction", "forward")]),
+        0
+    );
+
+    clock.jump(3000);
+    let fired = tokio::time::timeout(LIVENESS, guard.cancelled()).await;
+    assert!(fired.is_ok(), "the token fired");
+    assert_eq!(guard.cancel_reason(), Some(CancelReason::ClockJump));
+    assert_eq!(
+        recorded.counter(CLOCK_JUMPS, &[("direction", "forward")]),
+        1
+    );
+    assert_eq!(
+        recorded.counter(LOST, &[("kind", "write"), ("reason", "clock_jump")]),
+        1
+    );
+    assert_eq!(
+        recorded.counter(LOST, &[("kind", "write"), ("reason", "lost")]),
+        0
+    );
+}

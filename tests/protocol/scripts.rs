@@ -512,8 +512,16 @@ async fn renew_treats_each_key_exactly_as_refresh_does_whatever_the_writer_hint(
         for _ in &keys {
             renew.arg(ID_A);
         }
-        let replies: Vec<i64> = renew.invoke_async(&mut conn.clone()).await.unwrap();
-        assert_eq!(replies.len(), STATES);
+        let before = server_now_ms(&conn).await;
+        let mut replies: Vec<i64> = renew.invoke_async(&mut conn.clone()).await.unwrap();
+        let after = server_now_ms(&conn).await;
+        assert_eq!(replies.len(), STATES + 1, "a reply per key, then the time");
+        // The last: the server's clock in microseconds, read while the script ran.
+        let server_us = replies.pop().unwrap();
+        assert!(
+            (before * 1000..=(after + 1) * 1000).contains(&server_us),
+            "{before} ms <= {server_us} us <= {after} ms"
+        );
         for (n, key) in keys.iter().enumerate() {
             let found = (replies[n], state(&conn, key).await);
             assert_eq!(found, expected[n], "state {n}, hint {hint}");
@@ -606,6 +614,7 @@ async fn force_unlock(conn: &MultiplexedConnection, key: &str) -> Value {
     Script::new(sent!("force_unlock.lua"))
         .key(key)
         .key(format!("{key}:fence"))
+        .key(format!("{key}:fence-granted"))
         .arg(format!("{key}:released"))
         .arg(ID_B)
         .arg("0")
@@ -653,6 +662,16 @@ async fn force_unlock_removes_every_holder_of_a_lock_and_refuses_every_other_key
         assert_eq!(fence.as_deref(), Some(raised), "state {n}: the fence");
         let fence_ttl = raw::pttl(&conn, &format!("{key}:fence")).await;
         assert!(fence_ttl > 0, "state {n}: the fence's TTL is kept");
+        // The granted key marks the forced release with the raised counter, and the
+        // counter's TTL.
+        let granted = format!("{key}:fence-granted");
+        if existed(&reply) && gone {
+            assert_eq!(raw::get(&conn, &granted).await.as_deref(), Some("42"));
+            let granted_ttl = raw::pttl(&conn, &granted).await;
+            assert!(granted_ttl > 0 && granted_ttl <= 60_000, "state {n}");
+        } else {
+            assert!(!raw::exists(&conn, &granted).await, "state {n}");
+        }
         let intent = raw::get(&conn, &format!("{key}:lock-intent")).await;
         assert_eq!(
             intent.as_deref(),
@@ -671,6 +690,7 @@ async fn force_unlock_removes_every_holder_of_a_lock_and_refuses_every_other_key
         !raw::exists(&conn, "old:fence").await,
         "an absent fence key is not created"
     );
+    assert!(!raw::exists(&conn, "old:fence-granted").await);
 
     // A fence key that is not a counter (not an integer, or the exhausted 2^53 - 1) is
     // left as it is; the lock is released all the same.
@@ -685,6 +705,7 @@ async fn force_unlock_removes_every_holder_of_a_lock_and_refuses_every_other_key
         assert_eq!(force_unlock(&conn, &key).await, Value::Int(3), "{fence}");
         assert!(!raw::exists(&conn, &key).await);
         assert_eq!(raw::get(&conn, &name).await.as_deref(), Some(fence));
+        assert!(!raw::exists(&conn, &format!("{key}:fence-granted")).await);
     }
 }
 
@@ -700,6 +721,7 @@ async fn retake(conn: &MultiplexedConnection, id: &str, hold: &str, token: u64) 
         .key("k")
         .key("k:lock-intent")
         .key("k:fence")
+        .key("k:fence-granted")
         .arg(id)
         .arg(1000)
         .arg(hold)
@@ -712,11 +734,16 @@ async fn retake(conn: &MultiplexedConnection, id: &str, hold: &str, token: u64) 
 
 /// Deletes the keys of `k`.
 async fn clear(conn: &MultiplexedConnection) {
-    raw::cmd::<i64>(conn, "DEL", &["k", "k:lock-intent", "k:fence"]).await;
+    raw::cmd::<i64>(
+        conn,
+        "DEL",
+        &["k", "k:lock-intent", "k:fence", "k:fence-granted"],
+    )
+    .await;
 }
 
 #[tokio::test]
-async fn retake_takes_a_lock_back_only_while_the_counter_is_not_past_the_token() {
+async fn retake_takes_a_lock_back_only_while_no_token_past_the_guards_was_granted() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let fence = || async { raw::get(&conn, "k:fence").await };
@@ -728,6 +755,8 @@ async fn retake_takes_a_lock_back_only_while_the_counter_is_not_past_the_token()
     assert!((1..=1000).contains(&raw::pttl(&conn, "k").await));
     assert_eq!(fence().await.as_deref(), Some("100"));
     assert!(raw::pttl(&conn, "k:fence").await > 1000);
+    let granted = raw::get(&conn, "k:fence-granted").await;
+    assert_eq!(granted.as_deref(), Some("100"));
 
     // The key expired, the counter at the token (or below it): taken back, the counter
     // raised to the token at most.
@@ -742,11 +771,13 @@ async fn retake_takes_a_lock_back_only_while_the_counter_is_not_past_the_token()
         assert_eq!(fence().await.as_deref(), Some(after));
     }
 
-    // The counter past the token (a forced release raised it, or another holder minted
-    // there): not taken back, as the writer or a reader, and nothing changed.
+    // A token granted past the guard's (a forced release marked it, or another holder
+    // was granted it there): not taken back, as the writer or a reader, and nothing
+    // changed.
     for hold in ["w", "r"] {
         clear(&conn).await;
         raw::cmd::<()>(&conn, "SET", &["k:fence", "101", "PX", "60000"]).await;
+        raw::cmd::<()>(&conn, "SET", &["k:fence-granted", "101", "PX", "60000"]).await;
         assert_eq!(
             retake(&conn, ID_A, hold, 100).await,
             Value::Int(0),
@@ -754,6 +785,27 @@ async fn retake_takes_a_lock_back_only_while_the_counter_is_not_past_the_token()
         );
         assert!(!raw::exists(&conn, "k").await, "{hold}");
         assert_eq!(fence().await.as_deref(), Some("101"));
+    }
+
+    // The counter past the token but nothing granted past it (another candidate's first
+    // round minted there, won no majority and released): taken back, the counter left
+    // where it is and the granted token raised to the guard's.
+    for granted in [None, Some("100"), Some("7")] {
+        clear(&conn).await;
+        raw::cmd::<()>(&conn, "SET", &["k:fence", "104", "PX", "60000"]).await;
+        if let Some(granted) = granted {
+            raw::cmd::<()>(&conn, "SET", &["k:fence-granted", granted, "PX", "60000"]).await;
+        }
+        assert_eq!(
+            retake(&conn, ID_A, "w", 100).await,
+            Value::Int(1),
+            "{granted:?}"
+        );
+        assert_eq!(raw::get(&conn, "k").await.as_deref(), Some(ID_A));
+        assert_eq!(fence().await.as_deref(), Some("104"));
+        let now_granted = raw::get(&conn, "k:fence-granted").await;
+        assert_eq!(now_granted.as_deref(), Some("100"), "{granted:?}");
+        assert!(raw::pttl(&conn, "k:fence-granted").await > 0);
     }
 
     // Another writer holds it: not taken back; readers hold it: not as the writer.
@@ -825,4 +877,58 @@ async fn retake_takes_a_lock_back_only_while_the_counter_is_not_past_the_token()
         Value::Array(vec![bulk("noexpiry"), bulk("k")])
     );
     assert!(!raw::exists(&conn, "k:fence").await, "nothing written");
+}
+
+/// `fence.lua` on `k` with `token`.
+async fn raise(conn: &MultiplexedConnection, token: u64) -> Value {
+    Script::new(sent!("fence.lua", shared))
+        .key("k:fence")
+        .key("k:fence-granted")
+        .arg(token)
+        .arg(FENCE_MS)
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn fence_raises_the_counter_and_the_granted_token_and_never_lowers_them() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let read = |key: &'static str| {
+        let conn = conn.clone();
+        async move { raw::get(&conn, key).await }
+    };
+    // Absent: both set to the token, with the retention.
+    assert_eq!(raise(&conn, 50).await, Value::Int(1));
+    assert_eq!(read("k:fence").await.as_deref(), Some("50"));
+    assert_eq!(read("k:fence-granted").await.as_deref(), Some("50"));
+    assert!(raw::pttl(&conn, "k:fence-granted").await > 1000);
+    // A counter ahead (first rounds that won nothing): the counter stays, the granted
+    // token follows the token.
+    raw::cmd::<()>(&conn, "SET", &["k:fence", "70", "PX", "60000"]).await;
+    assert_eq!(raise(&conn, 60).await, Value::Int(1));
+    assert_eq!(read("k:fence").await.as_deref(), Some("70"));
+    assert_eq!(read("k:fence-granted").await.as_deref(), Some("60"));
+    // A smaller token lowers neither.
+    assert_eq!(raise(&conn, 10).await, Value::Int(1));
+    assert_eq!(read("k:fence").await.as_deref(), Some("70"));
+    assert_eq!(read("k:fence-granted").await.as_deref(), Some("60"));
+    // A granted key that is not a token is refused, and nothing changes.
+    raw::cmd::<()>(&conn, "SET", &["k:fence-granted", "x", "PX", "60000"]).await;
+    assert_eq!(
+        raise(&conn, 90).await,
+        Value::Array(vec![
+            bulk("wrongtype"),
+            bulk("k:fence-granted"),
+            bulk("non-integer string")
+        ])
+    );
+    assert_eq!(read("k:fence").await.as_deref(), Some("70"));
+    raw::cmd::<()>(&conn, "SET", &["k:fence-granted", "60"]).await;
+    assert_eq!(
+        raise(&conn, 90).await,
+        Value::Array(vec![bulk("noexpiry"), bulk("k:fence-granted")])
+    );
+    assert_eq!(read("k:fence").await.as_deref(), Some("70"));
 }

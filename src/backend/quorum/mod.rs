@@ -22,7 +22,7 @@ pub(crate) use round::majority;
 use round::Answers;
 
 use super::direct::Direct;
-use super::Backend;
+use super::{Backend, Renewals};
 use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
@@ -238,11 +238,11 @@ where
 
     /// One quorum round per lease, all at once: each lease's refresh may retake nodes of
     /// its own, so they are not merged into one script per node.
-    async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
+    async fn renew(&self, batch: &[Renewal<'_>]) -> Renewals {
         let rounds = batch
             .iter()
             .map(|item| self.refresh_all(item.call, item.retake.clone()));
-        futures_util::future::join_all(rounds).await
+        Renewals::of(futures_util::future::join_all(rounds).await)
     }
 
     fn retakes(&self) -> bool {

@@ -90,19 +90,25 @@ impl<B: Backend> KeptLock<B> {
     }
 
     /// A refresh found the lock gone: the end is claimed (nothing is sent) and the token
-    /// fires with [`CancelReason::Lost`].
-    pub(super) fn lost(&self) {
-        tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock lost: refresh found it no longer held");
-        self.gone();
+    /// fires with [`CancelReason::Lost`], or [`CancelReason::ClockJump`] when the same
+    /// renewal saw the server's clock jump forward (`early`).
+    pub(super) fn lost(&self, early: bool) {
+        if early {
+            tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock lost: refresh found it no longer held, the server's clock having jumped forward");
+            self.gone(CancelReason::ClockJump);
+        } else {
+            tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock lost: refresh found it no longer held");
+            self.gone(CancelReason::Lost);
+        }
     }
 
     /// The lock was found gone: the end is claimed (nothing is sent) and the token fires
-    /// with [`CancelReason::Lost`].
-    fn gone(&self) {
+    /// with `reason`.
+    fn gone(&self, reason: CancelReason) {
         if self.liveness.claim_end() {
             self.finish(Ok(false));
         }
-        self.liveness.cancel(CancelReason::Lost);
+        self.liveness.cancel(reason);
     }
 
     /// The deadline passed: the token fires with [`CancelReason::Expired`] when no
@@ -191,7 +197,7 @@ impl<B: Backend> AnyLease for KeptLock<B> {
             let replies = replies?;
             if replies.is_none() && !self.liveness.is_fired() {
                 tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock lost: exec found it no longer held");
-                self.gone();
+                self.gone(CancelReason::Lost);
             }
             Ok(replies)
         })
@@ -202,7 +208,7 @@ impl<B: Backend> AnyLease for KeptLock<B> {
             let written = self.lease.proclaim(record).await?;
             if !written && !self.liveness.is_fired() {
                 tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock lost: the leader's record found it no longer held");
-                self.gone();
+                self.gone(CancelReason::Lost);
             }
             Ok(written)
         })

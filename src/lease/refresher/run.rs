@@ -13,8 +13,8 @@ use tokio::time::{sleep_until, Instant};
 use super::kept_lock::{release, KeptLock};
 use super::schedule::Schedule;
 use super::{Core, BATCH_MAX, IDLE_LINGER, RELEASES_IN_FLIGHT};
-use crate::backend::Backend;
-use crate::error::{chain, Error};
+use crate::backend::{Backend, ClockJump, Renewals};
+use crate::error::chain;
 use crate::observe::Refreshed;
 use crate::util;
 
@@ -42,7 +42,7 @@ struct Task<B: Backend> {
 struct Renewed<B: Backend> {
     locks: Vec<Arc<KeptLock<B>>>,
     sent: Instant,
-    results: Option<Vec<Result<bool, Error>>>,
+    results: Option<Renewals>,
 }
 
 impl<B: Backend> Task<B> {
@@ -183,7 +183,7 @@ impl<B: Backend> Task<B> {
             results,
         } = renewed;
         let timing = self.core.timing;
-        let Some(results) = results else {
+        let Some(Renewals { results, clock }) = results else {
             // Every token fired before the reply: no renewal was answered in time.
             for _ in &locks {
                 self.core.meters.renewed(Refreshed::Error);
@@ -192,6 +192,7 @@ impl<B: Backend> Task<B> {
                 .extend(locks.into_iter().filter_map(claimed));
             return;
         };
+        let early = self.clock_moved(clock, &locks);
         for (lock, result) in locks.into_iter().zip(results) {
             self.core.meters.renewed(match &result {
                 Ok(true) => Refreshed::Ok,
@@ -208,7 +209,7 @@ impl<B: Backend> Task<B> {
                     self.schedule
                         .renew_at(sent + timing.interval, Arc::downgrade(&lock));
                 }
-                Ok(false) => lock.lost(),
+                Ok(false) => lock.lost(early),
                 Err(err) => {
                     tracing::warn!(
                         key = %lock.lease.key(), id = %lock.lease.id(), error = %chain(&err),
@@ -217,6 +218,31 @@ impl<B: Backend> Task<B> {
                     let at = (Instant::now() + timing.retry).min(lock.liveness.deadline());
                     self.schedule.retry_at(at, Arc::downgrade(&lock));
                 }
+            }
+        }
+    }
+}
+
+impl<B: Backend> Task<B> {
+    /// Counts and logs a jump of the server's clock that a batch of `locks` saw; true
+    /// when it went forward, so that the locks the batch found gone were likely expired
+    /// early by it.
+    fn clock_moved(&self, clock: Option<ClockJump>, locks: &[Arc<KeptLock<B>>]) -> bool {
+        let Some(jump) = clock else {
+            return false;
+        };
+        self.core
+            .meters
+            .clock_jump(matches!(jump, ClockJump::Forward(_)));
+        let key = locks.first().map(|lock| lock.lease.key());
+        match jump {
+            ClockJump::Forward(by) => {
+                tracing::warn!(key = ?key, ahead_ms = by.as_millis(), "the server's clock jumped forward: its locks may expire early");
+                true
+            }
+            ClockJump::Back(by) => {
+                tracing::warn!(key = ?key, behind_ms = by.as_millis(), "the server's clock went back: its locks live longer");
+                false
             }
         }
     }

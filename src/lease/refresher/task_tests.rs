@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Refresher;
-use crate::backend::Backend;
+use crate::backend::{Backend, ClockJump, Renewals};
 use crate::error::Error;
 use crate::lease::any::AnyLease;
 use crate::lease::Lease;
@@ -19,6 +19,7 @@ use crate::protocol::id::Id;
 use crate::protocol::keys::{hash_tag, Keys};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
 use crate::reason::CancelReason;
+use crate::util;
 
 /// Renewals fail (or succeed) as told, and releases are counted; with `tagged`, the
 /// batch tag is the lock key's hash tag, as on a cluster.
@@ -31,6 +32,10 @@ struct Scripted {
     batches: AtomicUsize,
     /// A batch whose items had different batch tags was sent.
     mixed: AtomicBool,
+    /// Renewals find their locks gone.
+    renewals_lost: AtomicBool,
+    /// What the next batch says of the server's clock.
+    clock: std::sync::Mutex<Option<ClockJump>>,
 }
 
 impl Backend for Scripted {
@@ -42,7 +47,7 @@ impl Backend for Scripted {
         Ok(true)
     }
 
-    async fn renew(&self, batch: &[Renewal<'_>]) -> Vec<Result<bool, Error>> {
+    async fn renew(&self, batch: &[Renewal<'_>]) -> Renewals {
         self.renewals.fetch_add(batch.len(), Ordering::SeqCst);
         self.batches.fetch_add(1, Ordering::SeqCst);
         if batch
@@ -52,10 +57,18 @@ impl Backend for Scripted {
             self.mixed.store(true, Ordering::SeqCst);
         }
         let fail = self.renewals_fail.load(Ordering::SeqCst);
-        batch
-            .iter()
-            .map(|_| if fail { Err(Error::Timeout) } else { Ok(true) })
-            .collect()
+        let lost = self.renewals_lost.load(Ordering::SeqCst);
+        Renewals {
+            results: batch
+                .iter()
+                .map(|_| match (fail, lost) {
+                    (true, _) => Err(Error::Timeout),
+                    (_, true) => Ok(false),
+                    _ => Ok(true),
+                })
+                .collect(),
+            clock: util::lock(&self.clock).take(),
+        }
     }
 
     fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str> {
@@ -206,4 +219,29 @@ async fn the_renewals_due_together_go_in_one_batch_per_tag() {
         "one per hash tag"
     );
     assert!(!backend.mixed.load(Ordering::SeqCst), "a batch mixed tags");
+}
+
+/// A renewal that finds its lock gone while the server's clock jumped forward fires
+/// `ClockJump`; without a jump, `Lost`. A jump back loses nothing.
+#[tokio::test(start_paused = true)]
+async fn a_lock_found_gone_as_the_servers_clock_jumped_forward_fires_clock_jump() {
+    for (jump, reason) in [
+        (
+            Some(ClockJump::Forward(Duration::from_secs(3))),
+            Some(CancelReason::ClockJump),
+        ),
+        (None, Some(CancelReason::Lost)),
+        (Some(ClockJump::Back(Duration::from_secs(3))), None),
+    ] {
+        let backend = Arc::new(Scripted::default());
+        backend
+            .renewals_lost
+            .store(reason.is_some(), Ordering::SeqCst);
+        *util::lock(&backend.clock) = jump;
+        let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
+        let lock = refresher.keep(lease(&backend), Instant::now(), 1, None);
+        tokio::time::sleep(TTL / 2 + Duration::from_millis(5)).await;
+        assert_eq!(backend.renewals.load(Ordering::SeqCst), 1, "{jump:?}");
+        assert_eq!(lock.liveness.recorded(), reason, "{jump:?}");
+    }
 }
