@@ -152,7 +152,7 @@ async fn partition_fires_first(fault: NetFault, label: &str) {
     assert!(report.fired_expected >= 1, "no token fired as lost");
 }
 
-/// Milliseconds since `us` (µs since the epoch), as a duration.
+/// The time since `us` (µs since the epoch).
 fn since_ms(us: u64) -> Duration {
     Duration::from_micros(crate::common::events::now_us().saturating_sub(us))
 }
