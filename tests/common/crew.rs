@@ -39,6 +39,8 @@ pub struct Crew {
     /// The referee the workers register with.
     pub referee: Referee,
     referee_server: RedisServer,
+    /// The referee's URL the workers get: its TCP one, or its Unix socket's.
+    referee_url: String,
     members: Vec<Member>,
     /// When the crew started, µs since the epoch.
     pub started_us: u64,
@@ -48,6 +50,24 @@ impl Crew {
     /// Starts the referee server; no workers yet.
     pub async fn start() -> Crew {
         let referee_server = RedisServer::start();
+        let url = referee_server.url();
+        Self::start_on(referee_server, url).await
+    }
+
+    /// Starts the referee server listening on a Unix socket too (`referee.sock` in its
+    /// directory), which the workers get as its URL: a worker in another network
+    /// namespace reaches it there. No workers yet.
+    pub async fn start_unix() -> Crew {
+        let referee_server =
+            RedisServer::start_with(&["--unixsocket", "referee.sock", "--unixsocketperm", "700"]);
+        // Relative to the server's `--dir`, where it runs.
+        let socket = referee_server.dir().join("referee.sock");
+        Self::start_on(referee_server, format!("unix://{}", socket.display())).await
+    }
+
+    /// The crew of referee server `referee_server`, which the workers reach at
+    /// `referee_url`.
+    async fn start_on(referee_server: RedisServer, referee_url: String) -> Crew {
         let referee = Referee::connect(&referee_server.url())
             .await
             .expect("connect to the referee");
@@ -56,6 +76,7 @@ impl Crew {
             faults: Vec::new(),
             referee,
             referee_server,
+            referee_url,
             members: Vec::new(),
             started_us: now_us(),
         }
@@ -74,7 +95,7 @@ impl Crew {
     }
 
     async fn enlist(&mut self, name: &str, mut command: Command, proxy: Option<Proxy>) {
-        command.env("FW_REFEREE_URL", self.referee_server.url());
+        command.env("FW_REFEREE_URL", &self.referee_url);
         let (child, pid, stdin) = launch(command, name, &self.log).await;
         self.members.push(Member {
             name: name.to_owned(),

@@ -146,7 +146,27 @@ pub fn kept(key: &str) -> bool {
 /// TTL of `ttl_ms` and mutex `mutex`; the fleet adds how to reach the deployment
 /// (`FW_LOCK_URL`, ...), the crew the referee's URL.
 pub fn worker_command(name: &str, spec: &Spec, ttl_ms: u64, mutex: &str) -> Command {
-    let mut command = Command::new(worker_bin::path());
+    worker_command_in(&[], name, spec, ttl_ms, mutex)
+}
+
+/// [`worker_command`] run through `prefix` (`["ip", "netns", "exec", <ns>]`, say): the
+/// prefix's first word is the program, its other words and then the worker's binary
+/// its arguments; none: the worker's binary itself.
+pub fn worker_command_in(
+    prefix: &[&str],
+    name: &str,
+    spec: &Spec,
+    ttl_ms: u64,
+    mutex: &str,
+) -> Command {
+    let mut command = match prefix.split_first() {
+        Some((program, args)) => {
+            let mut command = Command::new(program);
+            command.args(args).arg(worker_bin::path());
+            command
+        }
+        None => Command::new(worker_bin::path()),
+    };
     command
         .env("FW_NAME", name)
         .env("FW_MUTEX", mutex)

@@ -51,6 +51,14 @@ pub enum FaultKind {
     ClockBack,
     /// The lock server's wall clock ran fast for a while.
     ClockFast,
+    /// One worker's veth pair to the lock server's network namespace with the server's
+    /// end set down (`tests/common/netns.rs`).
+    NetnsDown,
+    /// One worker's traffic to and from the lock server dropped by blackhole routes in
+    /// both namespaces.
+    NetnsDrop,
+    /// One worker's veth pair slowed by `tbf` at both ends.
+    NetnsSlow,
 }
 
 /// Whom a fault was aimed at.

@@ -3,9 +3,9 @@
 //! them, their servers and their proxies: on one server (holders, server, and exec:
 //! guarded writes of writers frozen past their TTL, and of a holder whose lock key was
 //! deleted), a quorum, a Redis Cluster (feature `cluster`) and Sentinel (feature
-//! `sentinel`); leader election (candidates killed, frozen and taking turns); the proxy
-//! itself; the soaks and the long run (ignored; the short versions
-//! run every time).
+//! `sentinel`); leader election (candidates killed, frozen and taking turns); real
+//! partitions made by the kernel in network namespaces (netns); the proxy itself; the
+//! soaks and the long run (ignored; the short versions run every time).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -16,6 +16,7 @@ mod election;
 mod exec;
 mod holders;
 mod long_run;
+mod netns;
 mod proxy;
 mod quorum;
 mod sentinel;
