@@ -10,6 +10,7 @@
 //! replication ping 10 s later.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsString;
 use std::ops::{Range, RangeInclusive};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -30,7 +31,8 @@ pub const NODE_TIMEOUT_MS: u64 = 1000;
 /// How long the cluster may take to form, and a failover to complete.
 pub const SETTLE: Duration = Duration::from_secs(30);
 
-const NODES: usize = 6;
+/// The number of nodes of [`Cluster::start`]: three masters and their replicas.
+pub const NODES: usize = 6;
 const MASTERS: usize = 3;
 const POLL: Duration = Duration::from_millis(20);
 /// Client ports are drawn from here; the cluster bus port (`port + 10000`) is then in
@@ -41,6 +43,9 @@ const BUS_OFFSET: u16 = 10000;
 
 /// Client ports handed out in this process, never handed out twice.
 static RESERVED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// Variables set for one node's process.
+pub type NodeEnv = Vec<(OsString, OsString)>;
 
 /// A node's role as a live node sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,8 +113,16 @@ impl Cluster {
 
     /// [`start`](Self::start) with another `cluster-node-timeout`, in ms.
     pub fn start_with_node_timeout(node_timeout_ms: u64) -> Self {
+        Self::start_with_env(node_timeout_ms, &[])
+    }
+
+    /// [`start_with_node_timeout`](Self::start_with_node_timeout), with node `i` (in
+    /// start order, see [`nodes`](Self::nodes)) started with the variables `envs[i]` set
+    /// for its process, and again at each restart (nodes past the end of `envs` with
+    /// none): each node on a clock of its own, say.
+    pub fn start_with_env(node_timeout_ms: u64, envs: &[NodeEnv]) -> Self {
         let cluster = Self {
-            procs: Mutex::new(spawn_nodes(node_timeout_ms)),
+            procs: Mutex::new(spawn_nodes(node_timeout_ms, envs)),
             lost_replicas: Mutex::new(HashMap::new()),
             node_timeout_ms,
         };
@@ -531,7 +544,11 @@ impl Proc {
     /// Starts a cluster node on `port` in a directory of its own, where it keeps its
     /// cluster config file (`nodes.conf`, found again on a restart), and waits until it
     /// answers PING; fails at once if it exits (its port was taken).
-    fn spawn(port: u16, node_timeout_ms: u64) -> Result<Self, String> {
+    fn spawn(
+        port: u16,
+        node_timeout_ms: u64,
+        env: &[(OsString, OsString)],
+    ) -> Result<Self, String> {
         let node_timeout = node_timeout_ms.to_string();
         let args = [
             "--cluster-enabled",
@@ -545,7 +562,7 @@ impl Proc {
             "0",
         ];
         Ok(Self {
-            server: RedisServer::try_start_on(port, &args)?,
+            server: RedisServer::try_start_on_with_env(port, &args, env)?,
             state: State::Running,
         })
     }
@@ -569,11 +586,12 @@ impl Drop for Proc {
     }
 }
 
-/// Six nodes answering PING, retrying on new ports when one is taken meanwhile.
-fn spawn_nodes(node_timeout_ms: u64) -> Vec<Proc> {
+/// Six nodes answering PING, node `i` with the variables `envs[i]`, retrying on new
+/// ports when one is taken meanwhile.
+fn spawn_nodes(node_timeout_ms: u64, envs: &[NodeEnv]) -> Vec<Proc> {
     let mut last = String::new();
     for _ in 0..5 {
-        match try_spawn_nodes(node_timeout_ms) {
+        match try_spawn_nodes(node_timeout_ms, envs) {
             Ok(procs) => return procs,
             Err(err) if err == INSTALL_HINT => panic!("{err}"),
             Err(err) => last = err,
@@ -582,10 +600,12 @@ fn spawn_nodes(node_timeout_ms: u64) -> Vec<Proc> {
     panic!("cannot start the cluster's nodes: {last}")
 }
 
-fn try_spawn_nodes(node_timeout_ms: u64) -> Result<Vec<Proc>, String> {
+fn try_spawn_nodes(node_timeout_ms: u64, envs: &[NodeEnv]) -> Result<Vec<Proc>, String> {
+    let none = NodeEnv::new();
     reserve_ports(NODES)
         .into_iter()
-        .map(|port| Proc::spawn(port, node_timeout_ms))
+        .enumerate()
+        .map(|(i, port)| Proc::spawn(port, node_timeout_ms, envs.get(i).unwrap_or(&none)))
         .collect()
 }
 

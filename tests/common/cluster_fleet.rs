@@ -10,7 +10,8 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use redis::cluster_async::ClusterConnection;
 
-use super::cluster::{Cluster, State};
+use super::cluster::{slot, Cluster, State};
+use super::cluster_clocks::NodeClocks;
 use super::crew::Crew;
 use super::fleet::{kept, read_data_counters, worker_command, Fleet, Spec};
 use super::record::{FaultKind, HeldLock, Target};
@@ -41,6 +42,20 @@ impl ClusterFleet {
         let cluster = tokio::task::spawn_blocking(Cluster::start)
             .await
             .expect("the cluster starts");
+        Self::start_with(cluster, ttl_ms).await
+    }
+
+    /// [`start`](Self::start) with every node on a clock of its own (see
+    /// [`Cluster::start_on_clocks`]), for the clock faults on a master.
+    pub async fn start_on_clocks(ttl_ms: u64) -> (Self, NodeClocks) {
+        let (cluster, clocks) = tokio::task::spawn_blocking(Cluster::start_on_clocks)
+            .await
+            .expect("the cluster starts");
+        (Self::start_with(cluster, ttl_ms).await, clocks)
+    }
+
+    /// Starts the referee, with `cluster` (started by the caller) as the deployment.
+    async fn start_with(cluster: Cluster, ttl_ms: u64) -> Self {
         let conn = cluster.conn().await;
         Self {
             cluster,
@@ -72,6 +87,17 @@ impl ClusterFleet {
         let index = self.crew.begin(FaultKind::FreezeMaster, Target::Server);
         self.cluster.pause_for(victim, d).await;
         self.crew.end(index);
+    }
+
+    /// The first of `n` consecutive worker keys (`k<first>` .. `k<first + n - 1>`, see
+    /// [`Spec::first_key`]) whose lock keys master `i` (of `Cluster::masters`) all
+    /// serves: the smallest such.
+    pub fn keys_on_master(&self, i: usize, n: u64) -> u64 {
+        let master = &self.cluster.masters()[i];
+        let on_it = |k: u64| master.serves(slot(&format!("{MUTEX}:{{k{k}}}")));
+        (0..)
+            .find(|&first| (first..first + n).all(on_it))
+            .expect("some keys land on every master")
     }
 
     /// Who holds each lock key the workers may use (`faults:{k0}` ..), each key read by

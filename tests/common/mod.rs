@@ -16,6 +16,8 @@ pub mod clock;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 #[cfg(feature = "cluster")]
+pub mod cluster_clocks;
+#[cfg(feature = "cluster")]
 pub mod cluster_fleet;
 pub mod crew;
 pub mod election;

@@ -38,6 +38,40 @@ pub fn out_of_order(events: &[Event]) -> Vec<String> {
     out
 }
 
+/// One acquisition and how much the fence counter grew for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenStep {
+    /// When its `ACQUIRED` was printed.
+    pub us: u64,
+    pub token: u64,
+    /// Its token less the next smaller token acquired on its key.
+    pub step: u64,
+}
+
+/// How much the fence counter grew for each acquisition printed after `from_us`: per
+/// key, its token less the next smaller token acquired on that key (tokens are unique
+/// per key, so their order is the order they were minted in, whatever order they were
+/// printed in). A key's first acquisition has none. With every acquisition a writer's,
+/// a step of 1 is a token minted as `last + 1`, one of more a token from the clock.
+pub fn token_steps(events: &[Event], from_us: u64) -> Vec<TokenStep> {
+    let mut by_key: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.is("ACQUIRED")) {
+        by_key.entry(e.key()).or_default().push((e.token(), e.us));
+    }
+    let mut steps = Vec::new();
+    for acquired in by_key.values_mut() {
+        acquired.sort_unstable();
+        for pair in acquired.windows(2) {
+            let ((last, _), (token, us)) = (pair[0], pair[1]);
+            if us > from_us {
+                let step = token - last;
+                steps.push(TokenStep { us, token, step });
+            }
+        }
+    }
+    steps
+}
+
 /// The acquisitions made while another guard on the same key (one of the two a writer)
 /// still believed it held the lock: between that guard's `ACQUIRED` and its `FIRED`
 /// (by its own unlock, which prints before the release is sent, or by a loss). A token

@@ -73,9 +73,20 @@ impl RedisServer {
     /// (the test cluster's nodes, whose ports come from a range of their own); the
     /// error has the server's log, or is [`INSTALL_HINT`].
     pub fn try_start_on(port: u16, extra: &[&str]) -> Result<Self, String> {
+        Self::try_start_on_with_env(port, extra, &[])
+    }
+
+    /// [`try_start_on`](Self::try_start_on) with the variables `env` set for the
+    /// server's process (and again at each restart): a cluster node on a clock of its
+    /// own, say.
+    pub fn try_start_on_with_env(
+        port: u16,
+        extra: &[&str],
+        env: &[(OsString, OsString)],
+    ) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
         let extra = extra.iter().map(|arg| arg.to_string()).collect();
-        Self::spawn_in(port, dir, extra, Vec::new())
+        Self::spawn_in(port, dir, extra, env.to_vec())
     }
 
     fn spawn_in(

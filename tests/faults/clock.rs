@@ -19,8 +19,13 @@
 //! but not by one held on a bare majority that includes the node (the Redlock clock-jump
 //! case: guard overlaps are counted, not forbidden); two nodes' clocks jumping at once (a
 //! majority) is a single server's jump again. Fencing holds in both: no stale write
-//! accepted, tokens in acquisition order. Every test prints its report
+//! accepted, tokens in acquisition order. On a Redis Cluster (`clock/cluster.rs`, feature
+//! `cluster`) the same three faults hit the master of the workers' keys, whose clock also
+//! floors their tokens. Every test prints its report
 //! (`cargo test --test faults clock:: -- --nocapture`).
+
+#[cfg(feature = "cluster")]
+mod cluster;
 
 use crate::common::clock::{server_on_a_clock, ServerClock};
 use crate::common::fault_checks::{ms, SERIAL, TTL_MS};
