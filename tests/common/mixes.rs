@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use rand::RngExt;
 
+use super::clock::ServerClock;
 #[cfg(feature = "cluster")]
 use super::cluster_fleet::ClusterFleet;
 use super::fault_checks::ms;
@@ -185,4 +186,28 @@ pub async fn cluster_fault(fleet: &mut ClusterFleet, roster: &mut Roster) {
         5 | 6 => roster.replace(fleet).await,
         _ => Roster::freeze_any(fleet).await,
     }
+}
+
+/// One fault of the single server's clock (the lock server started on `clock`), for a TTL
+/// of `ttl_ms`: a jump of 3 TTLs forward (held locks expire at once: overlaps, which only
+/// fencing covers), a jump of 3 TTLs back (locks live longer), or the clock running twice
+/// as fast for 2–4 TTLs (locks expire at twice the rate, racing their renewals).
+pub async fn clock_fault(fleet: &mut ServerFleet, clock: &ServerClock, ttl_ms: u64) {
+    let jump = i64::try_from(3 * ttl_ms).expect("a TTL in ms fits i64");
+    let (kind, fast_ms) = match between(0, 2) {
+        0 => (FaultKind::ClockForward, 0),
+        1 => (FaultKind::ClockBack, 0),
+        _ => (FaultKind::ClockFast, between(2 * ttl_ms, 4 * ttl_ms)),
+    };
+    let fault = fleet.crew.begin(kind, Target::Server);
+    match kind {
+        FaultKind::ClockForward => clock.jump(jump),
+        FaultKind::ClockBack => clock.jump(-jump),
+        _ => {
+            clock.rate(1_000_000);
+            tokio::time::sleep(ms(fast_ms)).await;
+            clock.rate(0);
+        }
+    }
+    fleet.crew.end(fault);
 }

@@ -153,11 +153,14 @@ async fn a_clock_running_twice_as_fast_is_fenced() {
 }
 
 /// Over a quorum of three, one node's clock jumps 3 s forward at a time, on each node in
-/// turn: that node's keys expire early. A guard keeps its majority on the other two, and
-/// its renewal takes the jumped node back (another worker's first round there, which won
-/// nothing, raised only the counter, not the granted token), so that it holds all three
-/// again before the next node jumps: no guard overlaps, no stale fenced write accepted,
-/// and tokens in acquisition order.
+/// turn: that node's keys expire early. A guard held on all three nodes keeps its
+/// majority, and its renewal takes the jumped node back (another worker's first round
+/// there, which won nothing, raised only the counter, not the granted token). One held on
+/// just two (the third was taken by another worker's attempt under way, a reader's or a
+/// writer's, when it acquired and when it renewed) loses its majority when one of the two
+/// jumps, and another worker may take the lock while it still believes it holds it: the
+/// Redlock clock-jump case. What holds is fencing: no stale fenced write accepted, and
+/// tokens in acquisition order; guard overlaps are counted.
 #[tokio::test]
 async fn a_quorum_whose_nodes_clocks_jump_one_at_a_time_is_fenced() {
     let _serial = SERIAL.lock().await;
@@ -178,15 +181,6 @@ async fn a_quorum_whose_nodes_clocks_jump_one_at_a_time_is_fenced() {
         .await;
     println!("{report}");
     assert!(report.out_of_order.is_empty(), "{:?}", report.out_of_order);
-    if !report.guard_overlaps.is_empty() {
-        println!("{}", fleet.dump());
-    }
-    assert!(
-        report.guard_overlaps.is_empty(),
-        "one node's clock cannot give a second holder a majority: {:#?}",
-        report.guard_overlaps
-    );
-    assert_eq!(report.fleet.referee.violations, 0);
     assert_fenced(&report.fleet);
 }
 

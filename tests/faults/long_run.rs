@@ -1,9 +1,11 @@
 //! The long checked run: the fault suite's worker processes (`examples/fault_worker.rs`)
 //! on many keys with short holds, checked by the referee, under each deployment's fault
-//! mix (`tests/common/mixes.rs`) one deployment after the other: a single server, a
-//! Redis Cluster (feature `cluster`), a quorum of three independent nodes, and a primary
-//! with two replicas under three Sentinels (feature `sentinel`, every acquire and
-//! renewal acknowledged by a replica). Each deployment runs for `LONG_RUN_SECS` seconds
+//! mix (`tests/common/mixes.rs`) one deployment after the other: a single server; a
+//! single server whose clock jumps forward, back and runs fast (`clock`); a single
+//! server and workers in network namespaces of their own, partitioned by the kernel
+//! (`netns`, as root); a Redis Cluster (feature `cluster`), a quorum of three
+//! independent nodes, and a primary with two replicas under three Sentinels (feature
+//! `sentinel`, every acquire and renewal acknowledged by a replica). Each deployment runs for `LONG_RUN_SECS` seconds
 //! (default 120); then one table of what was checked.
 //!
 //! ```sh
@@ -20,7 +22,11 @@
 //! fenced write is then the stale one), section writes that returned after their
 //! guard's validity deadline (but after a freeze between check and write), lock keys
 //! left a TTL after the workers stopped, and tokens that fired after their key expired
-//! on the server. Where the writers update a data counter through `Guard::exec` (every
+//! on the server. Where the server's clock moved (`clock`), overlaps are counted instead:
+//! a forward jump expires held locks at once, which only fencing covers; there lost
+//! updates must stay within the overlaps, every holder that entered out of token order
+//! must have had its fenced write refused, and only tokens that fired as `Expired` must
+//! lead their key's expiry. Where the writers update a data counter through `Guard::exec` (every
 //! deployment but the quorum), no exec write begun after its worker was frozen past the
 //! TTL may go through, and no data counter may be above the exec writes accepted and
 //! left uncertain (it may be below: a server restarted empty or a failover loses
@@ -31,12 +37,13 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::common::clock::server_on_a_clock;
 use crate::common::crew::dump;
 use crate::common::events::{now_us, Log};
 use crate::common::expiry_watch::ExpiryWatch;
 use crate::common::fault_checks::{assert_ended_cleanly, ms, SERIAL};
 use crate::common::fleet::{Fleet, Spec};
-use crate::common::mixes::{between, quorum_fault, single_fault, Roster};
+use crate::common::mixes::{between, clock_fault, quorum_fault, single_fault, Roster};
 use crate::common::order::{explained_by_worker_freeze, guard_overlaps};
 use crate::common::quorum_fleet::QuorumFleet;
 use crate::common::record::FaultRecord;
@@ -85,6 +92,12 @@ async fn every_deployment(secs: u64) -> Vec<Row> {
     if chosen("single") {
         rows.push(single(secs).await);
     }
+    if chosen("clock") {
+        rows.push(clock(secs).await);
+    }
+    if chosen("netns") {
+        rows.push(netns(secs).await);
+    }
     #[cfg(feature = "cluster")]
     if chosen("cluster") {
         rows.push(cluster(secs).await);
@@ -104,7 +117,7 @@ async fn every_deployment(secs: u64) -> Vec<Row> {
 }
 
 /// Whether deployment `name` runs: all of them, or those `LONG_RUN_ONLY` names
-/// (comma-separated: `single`, `cluster`, `quorum`, `sentinel`).
+/// (comma-separated: `single`, `clock`, `netns`, `cluster`, `quorum`, `sentinel`).
 fn chosen(name: &str) -> bool {
     std::env::var("LONG_RUN_ONLY").map_or(true, |only| only.split(',').any(|n| n.trim() == name))
 }
@@ -170,6 +183,52 @@ async fn single(secs: u64) -> Row {
     let mut report = fleet.finish("long run: single server").await;
     let crew = &fleet.crew;
     Row::new("single server", &mut report, &crew.log, &crew.faults, watch).await
+}
+
+/// The single server on a clock of its own: its mix, with a clock fault for one fault in
+/// three ([`clock_fault`]). A forward jump expires held locks at once, so overlaps are
+/// counted here, not forbidden: what must hold is fencing ([`Row::check`]).
+async fn clock(secs: u64) -> Row {
+    let (lock, clock) = server_on_a_clock(&[]);
+    let mut fleet = ServerFleet::start_on(lock, TTL_MS).await;
+    let watch = ExpiryWatch::server(fleet.lock.client(), lock_keys(false));
+    let mut roster = Roster::start(&mut fleet, &workers(true)).await;
+    for_secs(secs, (1000, 2500), async || {
+        if between(0, 2) == 0 {
+            clock_fault(&mut fleet, &clock, TTL_MS).await;
+        } else {
+            single_fault(&mut fleet, &mut roster, TTL_MS).await;
+        }
+    })
+    .await;
+    let mut report = fleet.finish("long run: single server, clock faults").await;
+    let crew = &fleet.crew;
+    let label = "single server, its clock moved";
+    let mut row = Row::new(label, &mut report, &crew.log, &crew.faults, watch).await;
+    row.clock_moved = true;
+    row
+}
+
+/// The single server and each worker in network namespaces of their own, joined by veth
+/// pairs (`tests/common/netns.rs`): a worker's link taken down, its traffic dropped or
+/// its link slowed in the kernel ([`netns_fault`]), or a worker killed or frozen.
+async fn netns(secs: u64) -> Row {
+    use crate::common::netns_fleet::NetnsFleet;
+    use crate::common::netns_mix::netns_fault;
+
+    let mut fleet = NetnsFleet::start(TTL_MS).await;
+    let watch = ExpiryWatch::server(fleet.lock.client(), lock_keys(false));
+    let mut roster = Roster::start(&mut fleet, &workers(true)).await;
+    for_secs(secs, (1000, 2500), async || match between(0, 3) {
+        0 => roster.replace(&mut fleet).await,
+        1 => Roster::freeze_any(&mut fleet).await,
+        _ => netns_fault(&mut fleet, TTL_MS).await,
+    })
+    .await;
+    let mut report = fleet.finish("long run: network namespaces").await;
+    let crew = &fleet.crew;
+    let label = "single server, kernel partitions";
+    Row::new(label, &mut report, &crew.log, &crew.faults, watch).await
 }
 
 #[cfg(feature = "cluster")]
@@ -245,6 +304,9 @@ struct Row {
     overlaps: usize,
     /// Guards overlapping in the log, not explained by a worker's freeze.
     guard_overlaps: Vec<String>,
+    /// The server's clock was moved: overlaps are counted, and fencing must refuse what
+    /// they would have broken.
+    clock_moved: bool,
 }
 
 impl Row {
@@ -270,6 +332,7 @@ impl Row {
             overlaps: r.violations as usize - report.overlaps_explained,
             guard_overlaps,
             report: report.clone(),
+            clock_moved: false,
         };
         if row.broken() || std::env::var_os("LONG_RUN_DUMP").is_some() {
             let path = std::env::temp_dir().join(format!("long_run-{}.log", now_us()));
@@ -296,27 +359,19 @@ impl Row {
     fn check(&self, secs: u64) {
         let (report, label) = (&self.report, self.label);
         let r = &report.referee;
-        assert_eq!(self.overlaps, 0, "{label}: overlaps {:?}", r.violation_log);
-        assert!(
-            self.guard_overlaps.is_empty(),
-            "{label}: guards overlapping {:?}",
-            self.guard_overlaps
-        );
-        assert!(
-            (0..=report.overlaps_explained as i64).contains(&r.lost_updates),
-            "{label}: {} lost updates, {} explained overlaps",
-            r.lost_updates,
-            report.overlaps_explained
-        );
+        if self.clock_moved {
+            self.check_fenced();
+        } else {
+            self.check_exclusive();
+        }
         assert_eq!(r.stale_accepted, 0, "{label}: {:?}", r.stale_accepted_log);
-        assert!(
-            report.token_order_unexplained.is_empty(),
-            "{label}: tokens out of order {:?}",
-            report.token_order_unexplained
-        );
         assert_ended_cleanly(report, &format!("{label}: "));
+        // A clock that jumped expired keys before their time: only the tokens that fired
+        // as expired (no renewal in time) must lead their key's expiry there.
         assert!(
-            report.leads.iter().all(|l| l.lead_us > 0),
+            (report.leads.iter())
+                .filter(|l| !self.clock_moved || l.reason == "Expired")
+                .all(|l| l.lead_us > 0),
             "{label}: tokens fired after their key expired: {:?}",
             report.leads
         );
@@ -336,6 +391,53 @@ impl Row {
             r.sections > secs * 5,
             "{label}: work stalled, {} sections",
             r.sections
+        );
+    }
+}
+
+impl Row {
+    /// Mutual exclusion: no overlap but those a frozen worker explains, and lost updates
+    /// and tokens out of order only within them.
+    fn check_exclusive(&self) {
+        let (report, label) = (&self.report, self.label);
+        let r = &report.referee;
+        assert_eq!(self.overlaps, 0, "{label}: overlaps {:?}", r.violation_log);
+        assert!(
+            self.guard_overlaps.is_empty(),
+            "{label}: guards overlapping {:?}",
+            self.guard_overlaps
+        );
+        assert!(
+            (0..=report.overlaps_explained as i64).contains(&r.lost_updates),
+            "{label}: {} lost updates, {} explained overlaps",
+            r.lost_updates,
+            report.overlaps_explained
+        );
+        assert!(
+            report.token_order_unexplained.is_empty(),
+            "{label}: tokens out of order {:?}",
+            report.token_order_unexplained
+        );
+    }
+
+    /// What holds when the server's clock moved: overlaps happen (counted), the updates
+    /// they lost are within them, and every holder that entered out of token order had
+    /// its fenced write refused.
+    fn check_fenced(&self) {
+        let (report, label) = (&self.report, self.label);
+        let r = &report.referee;
+        assert!(
+            r.lost_updates <= i64::try_from(r.violations).unwrap_or(i64::MAX),
+            "{label}: {} lost updates beyond the {} overlaps",
+            r.lost_updates,
+            r.violations
+        );
+        assert!(
+            r.token_order <= r.stale_rejected,
+            "{label}: {} entered out of order, {} refused: {:?}",
+            r.token_order,
+            r.stale_rejected,
+            r.token_order_log
         );
     }
 }
