@@ -17,6 +17,8 @@ pub mod clock;
 pub mod cluster;
 #[cfg(feature = "cluster")]
 pub mod cluster_fleet;
+#[cfg(feature = "cluster")]
+pub mod cluster_pubsub;
 pub mod crew;
 pub mod election;
 pub mod events;
