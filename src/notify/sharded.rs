@@ -173,3 +173,20 @@ impl Link for ClusterLink {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::unknown_command;
+
+    #[test]
+    fn only_an_unknown_command_turns_the_link_classic() {
+        // What a Redis 6.2 node answers to SSUBSCRIBE, as `bounded` reports it.
+        assert!(unknown_command(
+            "SSUBSCRIBE: ERR unknown command `SSUBSCRIBE`, with args beginning with: `x`, "
+        ));
+        assert!(!unknown_command("SSUBSCRIBE timed out"));
+        assert!(!unknown_command(
+            "SSUBSCRIBE: NOPERM this user has no permissions"
+        ));
+    }
+}
