@@ -6,7 +6,8 @@
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  release channel: "<lock key>:released"
 -- ARGV[4]  "1" to publish with SPUBLISH (Redis Cluster's sharded pub/sub, as in
---          unlock.lua); anything else, or absent, with PUBLISH
+--          unlock.lua; by PUBLISH on a server without it, see base.lua); anything else,
+--          or absent, with PUBLISH
 --
 -- Sent after base.lua, as one script.
 --
@@ -34,9 +35,9 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
     redis.call('DEL', KEYS[1])
     redis.call('SADD', KEYS[1], ARGV[1])
     redis.call('PEXPIRE', KEYS[1], ttl)
-    -- Publishing only helps waiters: a failure (no ACL right on the channel, SPUBLISH
-    -- before Redis 7.0) must not turn a downgrade that happened into an error.
-    local published = redis.pcall(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[3], ARGV[1])
+    -- Publishing only helps waiters: a failure (no ACL right on the channel) must not
+    -- turn a downgrade that happened into an error.
+    local published = publish(ARGV[3], ARGV[1], ARGV[4])
     if type(published) == 'number' then
         return 3
     end

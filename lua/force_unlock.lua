@@ -11,8 +11,8 @@
 -- ARGV[2]  the message published on ARGV[1]: an id of 32 lowercase hex characters, drawn
 --          for this call (it names no holder: waiters only look again)
 -- ARGV[3]  "1" to publish with SPUBLISH (Redis Cluster's sharded pub/sub: the channel
---          carries the lock key's hash tag, so it is in the lock key's slot); anything
---          else, or absent, with PUBLISH
+--          carries the lock key's hash tag, so it is in the lock key's slot; by PUBLISH
+--          on a server without it, see base.lua); anything else, or absent, with PUBLISH
 --
 -- Sent after base.lua, as one script.
 --
@@ -76,9 +76,9 @@ if type(fence) == 'string' and fence:match('^[1-9]%d*$') and #fence <= 16
 end
 redis.call('DEL', KEYS[1])
 
--- Publishing only helps waiters: a failure (no ACL right on the channel, or SPUBLISH on a
--- server older than Redis 7.0) must not turn a release that happened into an error.
-local published = redis.pcall(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[1], ARGV[2])
+-- Publishing only helps waiters: a failure (no ACL right on the channel) must not turn a
+-- release that happened into an error.
+local published = publish(ARGV[1], ARGV[2], ARGV[3])
 if type(published) == 'number' then
     return held + 2
 end

@@ -11,8 +11,8 @@
 --          as the fence counter that numbers the terms, and is believed only while
 --          KEYS[1] holds the id it names)
 -- ARGV[4]  "1" to publish with SPUBLISH (Redis Cluster's sharded pub/sub: the channel
---          carries the lock key's hash tag, so it is in the lock key's slot); anything
---          else with PUBLISH
+--          carries the lock key's hash tag, so it is in the lock key's slot; by PUBLISH
+--          on a server without it, see base.lua); anything else with PUBLISH
 --
 -- Sent after base.lua, as one script.
 --
@@ -50,9 +50,9 @@ end
 
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 
--- Publishing only helps observers: a failure (no ACL right on the channel, or SPUBLISH
--- on a server older than Redis 7.0) must not turn a record that was written into an error.
-local published = redis.pcall(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', KEYS[2], ARGV[2])
+-- Publishing only helps observers: a failure (no ACL right on the channel) must not turn
+-- a record that was written into an error.
+local published = publish(KEYS[2], ARGV[2], ARGV[4])
 if type(published) == 'number' then
     return 3
 end

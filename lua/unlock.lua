@@ -13,8 +13,8 @@
 -- ARGV[2]  release channel: "<lock key>:released"
 -- ARGV[3]  "w" when ARGV[1] is a writer's id, "r" when a reader's, "p" when a permit's
 -- ARGV[4]  "1" to publish with SPUBLISH (Redis Cluster's sharded pub/sub: the channel
---          carries the lock key's hash tag, so it is in the lock key's slot); anything
---          else, or absent, with PUBLISH
+--          carries the lock key's hash tag, so it is in the lock key's slot; by PUBLISH
+--          on a server without it, see base.lua); anything else, or absent, with PUBLISH
 --
 -- Sent after base.lua, as one script.
 --
@@ -73,10 +73,10 @@ if KEYS[4] ~= nil then
     redis.pcall('ZREM', KEYS[4], member)
 end
 
--- Publishing only helps waiters: a failure (no ACL right on the channel, or SPUBLISH on a
--- server older than Redis 7.0) must not turn a release that happened into an error.
+-- Publishing only helps waiters: a failure (no ACL right on the channel) must not turn a
+-- release that happened into an error.
 if freed then
-    local published = redis.pcall(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], ARGV[1])
+    local published = publish(ARGV[2], ARGV[1], ARGV[4])
     if type(published) == 'number' then
         return released + 2
     end

@@ -239,8 +239,8 @@ impl<C, T> Builder<C, T> {
     /// untagged name unless [`hash_tag_keys`](Self::hash_tag_keys) is on), every fencing
     /// token is floored at the server clock (see the
     /// [fencing guide](crate::guide::fencing)), releases are published by `SPUBLISH` on
-    /// the lock key's slot (Redis 7.0 or newer), and the [`notifier`](Self::notifier)
-    /// must be a [`Notifier::cluster`].
+    /// the lock key's slot (by `PUBLISH` on Redis 6.2, which has no sharded Pub/Sub), and
+    /// the [`notifier`](Self::notifier) must be a [`Notifier::cluster`].
     ///
     /// Turning it off for a cluster connection gives all of that up: only for a
     /// connection that does not reach a cluster.

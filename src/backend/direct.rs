@@ -37,7 +37,7 @@ use crate::protocol::topology::Topology;
 ///   serves the lock key's slot (all keys of a lock carry one hash tag); every token is
 ///   floored at the server clock, since a failover can lose the fence key's last
 ///   increments, so there is no write fast path; releases are published by `SPUBLISH` in
-///   the slot. redis-rs's cluster client has no response timeout of its own and retries
+///   the slot (by `PUBLISH` where the node has no `SPUBLISH`: the scripts decide). redis-rs's cluster client has no response timeout of its own and retries
 ///   through a failover: the callers' bounds end a call there.
 /// - [`Topology::QuorumNode`], one node of a quorum: a single server whose tokens are
 ///   floored at its clock; the quorum backend (`quorum/`) sends each call to every node

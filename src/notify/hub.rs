@@ -235,7 +235,8 @@ impl Hub {
         })
     }
 
-    /// Whether the hub listens to a Redis Cluster (by sharded pub/sub).
+    /// Whether the hub listens to a Redis Cluster (by sharded pub/sub, or classic on a
+    /// cluster without it).
     pub(crate) fn is_cluster(&self) -> bool {
         self.nodes.iter().any(|node| node.source.is_cluster())
     }

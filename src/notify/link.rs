@@ -46,7 +46,7 @@ pub(super) enum LinkEvent {
 }
 
 /// A subscriber connection: one Pub/Sub connection, or a cluster connection with
-/// sharded subscriptions.
+/// sharded subscriptions (or classic ones on a cluster without sharded Pub/Sub).
 pub(super) trait Link {
     /// Subscribes to `channels`, each request bounded by [`REQUEST_TIMEOUT`]; the
     /// channels now subscribed. An error ends the connection.

@@ -34,7 +34,8 @@ use super::hub::Hub;
 ///
 /// On a Redis Cluster (feature `cluster`), use `Notifier::cluster`: releases go out by
 /// `SPUBLISH` on a channel in the lock key's slot, and the notifier subscribes with
-/// `SSUBSCRIBE` on the node that serves it.
+/// `SSUBSCRIBE` on the node that serves it (on Redis 6.2, which has no sharded Pub/Sub,
+/// by `PUBLISH` and `SUBSCRIBE` instead).
 ///
 /// A mutex without a notifier polls, as the [waiting guide](crate::guide::waiting)
 /// describes.
@@ -143,6 +144,15 @@ impl Notifier {
     /// again, as a lost connection does on a single server. A channel that cannot be
     /// subscribed (its node is down) is tried again after a backoff of 10 ms doubling to
     /// 1 s, while the others stay subscribed; its waiters poll meanwhile.
+    ///
+    /// A cluster without sharded Pub/Sub (Redis 6.2) answers `SSUBSCRIBE` with "unknown
+    /// command": from that answer on, the connection subscribes by `SUBSCRIBE` instead
+    /// (found once per connection, so again after it is reopened), and the scripts, whose
+    /// `SPUBLISH` the node refuses the same way, publish by `PUBLISH`, which every node of
+    /// a cluster passes on to its subscribers. Waiters are then woken as on Redis 7.0,
+    /// at the cost of each release message going to every node. In a cluster whose nodes
+    /// run both kinds of server (during an upgrade), a waiter on a channel published the
+    /// other way than it subscribed wakes by its fallback timer.
     ///
     /// `client` must speak RESP3 (`ClusterClientBuilder::use_protocol(ProtocolVersion::RESP3)`,
     /// or `?protocol=resp3` in its URLs): sharded messages arrive as RESP3 pushes. With a

@@ -1,6 +1,10 @@
 //! The subscriber connection on a Redis Cluster (feature `cluster`): a RESP3 cluster
 //! connection whose sharded subscriptions (`SSUBSCRIBE`) go to the node that serves each
-//! channel's slot, and whose messages come back as pushes.
+//! channel's slot, and whose messages come back as pushes. On a cluster whose nodes
+//! have no sharded Pub/Sub (Redis 6.2) it subscribes by `SUBSCRIBE` instead, as the
+//! scripts then publish by `PUBLISH`, which every node passes on to its subscribers.
+
+use std::collections::HashSet;
 
 use futures_util::future::join_all;
 use redis::cluster::ClusterClient;
@@ -10,13 +14,19 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::link::{bounded, Link, LinkEvent};
 
-/// A RESP3 cluster connection whose pushes (sharded messages, and a node's
-/// connection dropping) come back on a channel. redis-rs resubscribes by itself
-/// after a node reconnects or a slot moves; a node's connection that drops may
-/// still have lost a release, so it is reported as [`LinkEvent::Reset`].
+/// A RESP3 cluster connection whose pushes (messages, and a node's connection
+/// dropping) come back on a channel. redis-rs resubscribes by itself after a node
+/// reconnects or a slot moves; a node's connection that drops may still have lost a
+/// release, so it is reported as [`LinkEvent::Reset`].
 pub(super) struct ClusterLink {
     conn: ClusterConnection,
     pushes: UnboundedReceiver<PushInfo>,
+    /// Set when a node answered that it knows no `SSUBSCRIBE` (a Redis 6.2 cluster):
+    /// found once per connection, and from then on every channel is subscribed by
+    /// `SUBSCRIBE`.
+    classic: bool,
+    /// The channels subscribed by `SUBSCRIBE`, unsubscribed by `UNSUBSCRIBE`.
+    by_classic: HashSet<String>,
 }
 
 pub(super) async fn connect(client: &ClusterClient) -> Result<ClusterLink, String> {
@@ -27,43 +37,111 @@ pub(super) async fn connect(client: &ClusterClient) -> Result<ClusterLink, Strin
         "connecting",
     )
     .await?;
-    Ok(ClusterLink { conn, pushes })
+    Ok(ClusterLink {
+        conn,
+        pushes,
+        classic: false,
+        by_classic: HashSet::new(),
+    })
+}
+
+/// One (un)subscribe request.
+#[derive(Clone, Copy)]
+enum Request {
+    Subscribe,
+    Unsubscribe,
+}
+
+/// Whether a request's error says that the node has no such command.
+fn unknown_command(reason: &str) -> bool {
+    reason.to_ascii_lowercase().contains("unknown command")
 }
 
 impl ClusterLink {
-    /// `SSUBSCRIBE` (or `SUNSUBSCRIBE`) each channel on its own (channels of
-    /// different slots cannot share one request), all at once, each bounded; the
-    /// channels for which it succeeded.
-    async fn each(&self, channels: &[String], subscribe: bool) -> Vec<String> {
+    /// Sends `request` for `channel`, by `SSUBSCRIBE`/`SUNSUBSCRIBE` or, when
+    /// `classic`, by `SUBSCRIBE`/`UNSUBSCRIBE`, bounded.
+    async fn send(
+        mut conn: ClusterConnection,
+        request: Request,
+        classic: bool,
+        channel: &str,
+    ) -> Result<(), String> {
+        match (request, classic) {
+            (Request::Subscribe, false) => bounded(conn.ssubscribe(channel), "SSUBSCRIBE").await,
+            (Request::Unsubscribe, false) => {
+                bounded(conn.sunsubscribe(channel), "SUNSUBSCRIBE").await
+            }
+            (Request::Subscribe, true) => bounded(conn.subscribe(channel), "SUBSCRIBE").await,
+            (Request::Unsubscribe, true) => bounded(conn.unsubscribe(channel), "UNSUBSCRIBE").await,
+        }
+    }
+
+    /// Sends `request` for each channel on its own (channels of different slots cannot
+    /// share one request), all at once, each bounded, each by sharded Pub/Sub or
+    /// classic as `classic` says; each channel with whether it succeeded, and whether
+    /// its node knows no such command.
+    async fn each(
+        &self,
+        channels: &[String],
+        request: Request,
+        classic: impl Fn(&str) -> bool,
+    ) -> Vec<(String, Result<(), bool>)> {
         let requests = channels.iter().map(|channel| {
-            let mut conn = self.conn.clone();
+            let sent = Self::send(self.conn.clone(), request, classic(channel), channel);
             async move {
-                let done = if subscribe {
-                    bounded(conn.ssubscribe(channel), "SSUBSCRIBE").await
-                } else {
-                    bounded(conn.sunsubscribe(channel), "SUNSUBSCRIBE").await
-                };
-                match done {
-                    Ok(()) => Some(channel.clone()),
-                    Err(reason) => {
-                        tracing::debug!(%channel, %reason, "sharded (un)subscribe failed; waiters poll");
-                        None
-                    }
-                }
+                let done = sent.await.map_err(|reason| {
+                    tracing::debug!(%channel, %reason, "(un)subscribe failed; waiters poll");
+                    unknown_command(&reason)
+                });
+                (channel.clone(), done)
             }
         });
-        join_all(requests).await.into_iter().flatten().collect()
+        join_all(requests).await
+    }
+
+    /// Subscribes to `channels` in the link's mode; the channels subscribed, and those
+    /// whose node knows no `SSUBSCRIBE`.
+    async fn subscribe_in_mode(&mut self, channels: &[String]) -> (Vec<String>, Vec<String>) {
+        let classic = self.classic;
+        let (mut done, mut unknown) = (Vec::new(), Vec::new());
+        for (channel, outcome) in self.each(channels, Request::Subscribe, |_| classic).await {
+            match outcome {
+                Ok(()) if classic => {
+                    self.by_classic.insert(channel.clone());
+                    done.push(channel);
+                }
+                Ok(()) => done.push(channel),
+                Err(true) if !classic => unknown.push(channel),
+                Err(_) => {}
+            }
+        }
+        (done, unknown)
     }
 }
 
 impl Link for ClusterLink {
+    /// A channel whose node answers that it knows no `SSUBSCRIBE` turns the link to
+    /// classic Pub/Sub, and is subscribed again at once by `SUBSCRIBE`.
     async fn subscribe(&mut self, channels: &[String]) -> Result<Vec<String>, String> {
-        Ok(self.each(channels, true).await)
+        let (mut done, unknown) = self.subscribe_in_mode(channels).await;
+        if !unknown.is_empty() {
+            tracing::debug!("the cluster has no sharded Pub/Sub: subscribing by SUBSCRIBE");
+            self.classic = true;
+            done.extend(self.subscribe_in_mode(&unknown).await.0);
+        }
+        Ok(done)
     }
 
     /// A channel that fails to unsubscribe only brings messages nobody waits for.
     async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String> {
-        self.each(channels, false).await;
+        let by_classic = &self.by_classic;
+        self.each(channels, Request::Unsubscribe, |channel| {
+            by_classic.contains(channel)
+        })
+        .await;
+        for channel in channels {
+            self.by_classic.remove(channel);
+        }
         Ok(())
     }
 
@@ -73,8 +151,12 @@ impl Link for ClusterLink {
                 return LinkEvent::Closed;
             };
             match (push.kind, push.data.as_slice()) {
-                // An `smessage` push: `[channel, message]`.
-                (PushKind::SMessage, [Value::BulkString(channel), Value::BulkString(payload)]) => {
+                // An `smessage` push, or a `message` one when subscribed by
+                // `SUBSCRIBE`: `[channel, message]`.
+                (
+                    PushKind::SMessage | PushKind::Message,
+                    [Value::BulkString(channel), Value::BulkString(payload)],
+                ) => {
                     return LinkEvent::Message {
                         channel: String::from_utf8_lossy(channel).into_owned(),
                         payload: payload.clone(),
@@ -89,5 +171,22 @@ impl Link for ClusterLink {
                 _ => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unknown_command;
+
+    #[test]
+    fn only_an_unknown_command_turns_the_link_classic() {
+        // What a Redis 6.2 node answers to SSUBSCRIBE, as `bounded` reports it.
+        assert!(unknown_command(
+            "SSUBSCRIBE: ERR unknown command `SSUBSCRIBE`, with args beginning with: `x`, "
+        ));
+        assert!(!unknown_command("SSUBSCRIBE timed out"));
+        assert!(!unknown_command(
+            "SSUBSCRIBE: NOPERM this user has no permissions"
+        ));
     }
 }

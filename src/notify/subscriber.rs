@@ -3,7 +3,8 @@
 //!
 //! On a single server it is a Pub/Sub connection (`SUBSCRIBE`); on a Redis Cluster it is
 //! a RESP3 cluster connection with sharded subscriptions (`SSUBSCRIBE`), each sent to
-//! the node that serves the channel's slot, whose messages come back as pushes.
+//! the node that serves the channel's slot, whose messages come back as pushes (classic
+//! subscriptions on a cluster without sharded Pub/Sub, Redis 6.2).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -43,7 +44,8 @@ pub(crate) trait Listener: Send + Sync + 'static {
 pub(crate) enum Source {
     /// One Redis server: a Pub/Sub connection.
     Server(Box<redis::Client>),
-    /// A Redis Cluster: sharded Pub/Sub over a RESP3 cluster connection.
+    /// A Redis Cluster: sharded Pub/Sub over a RESP3 cluster connection (classic where
+    /// the cluster has no sharded Pub/Sub).
     #[cfg(feature = "cluster")]
     Cluster(Box<redis::cluster::ClusterClient>),
     /// The primary that Redis Sentinel names at each connection: a Pub/Sub connection.

@@ -37,8 +37,9 @@ pub(crate) const SCRIPT_FILES: [&str; 14] = [
     "proclaim.lua",
     "leader.lua",
 ];
-/// The functions every script uses (the server clock, raising a PTTL); sent before each
-/// script, as one script. Small, since every call of every script defines them.
+/// The functions every script uses (the server clock, raising a PTTL, publishing by
+/// `SPUBLISH` or `PUBLISH`); sent before each script, as one script. Small, since every
+/// call of every script defines them.
 const BASE_FILE: &str = "base.lua";
 /// The functions the scripts that take a lock or a permit share (the fence counter, the
 /// lock intent, the fair queue); sent after [`BASE_FILE`] before each of [`WITH_SHARED`].

@@ -14,7 +14,8 @@ pub(crate) enum Topology {
     SentinelPrimary,
     /// A Redis Cluster: a failover can lose the fence key's last increments, so every
     /// token is floored at the server clock, and releases are published by `SPUBLISH`
-    /// in the lock key's slot.
+    /// in the lock key's slot (by `PUBLISH` on a node without it, Redis 6.2: the scripts
+    /// fall back by themselves).
     Cluster,
     /// One of the independent masters of a quorum: a node restarted from an old
     /// append-only file may have lost the last increments, so every token is floored at
@@ -49,7 +50,8 @@ impl Topology {
         self != Self::Server
     }
 
-    /// Releases are published by `SPUBLISH` (sharded pub/sub), not `PUBLISH`.
+    /// Releases are published by `SPUBLISH` (sharded pub/sub) where the server has it,
+    /// not `PUBLISH`; and the keys of a call must share one slot.
     pub(crate) fn sharded(self) -> bool {
         self == Self::Cluster
     }

@@ -1,7 +1,8 @@
 //! The mutex on a real Redis Cluster (3 masters, 3 replicas) that each test starts:
 //! naming rules checked before anything is sent, locks spread over every master with
 //! exclusion, shared reads and intent, no lost updates across connections, `SCRIPT
-//! FLUSH` under held guards, sharded release notification (of a forced release too),
+//! FLUSH` under held guards, release notification (of a forced release too) by sharded
+//! Pub/Sub, or by classic Pub/Sub on Redis 6.2,
 //! clock-floored tokens, a Go-protocol peer sharing a tagged lock, and inspection on the
 //! master of each slot.
 #![cfg(feature = "cluster")]
@@ -9,8 +10,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::common::binaries::{skip_rest_unless, skip_unless};
 use crate::common::cluster::{slot, Cluster};
+use crate::common::cluster_pubsub::{self, subscribed, subscribed_anywhere};
 use crate::common::go_peer::GoPeer;
 use crate::common::lost_update::unguarded_increment;
 use crate::common::{eventually, join_within, LIVENESS};
@@ -98,10 +99,8 @@ async fn names_whose_keys_would_cross_slots_are_refused_before_anything_is_sent(
         .unwrap_err();
     assert!(err.to_string().contains("CROSSSLOT"), "{err}");
     assert_eq!(cluster.key_count().await, 0, "nothing was sent");
-    if !skip_rest_unless(7, 0, SHARDED, "the SPUBLISH part") {
-        return;
-    }
-    // Declared a cluster, it publishes by SPUBLISH: a cluster notifier hears it.
+    // Declared a cluster, it publishes by SPUBLISH (by PUBLISH on Redis 6.2): a cluster
+    // notifier hears it.
     let declared = RwMutex::builder(wrapped, "{orders}")
         .cluster(true)
         .notifier(Notifier::cluster(cluster.client()))
@@ -111,7 +110,7 @@ async fn names_whose_keys_would_cross_slots_are_refused_before_anything_is_sent(
     let waiting = spawn_writer(&declared, "");
     let channel = "{orders}:released";
     let master = cluster.master_of_slot(slot(channel));
-    assert!(eventually(|| shard_subscribers(&cluster, master, channel, 1)).await);
+    assert!(eventually(|| subscribed(&cluster, master, channel, 1)).await);
     let (waited, guard) = hand_over(held, waiting).await;
     assert!(waited < Duration::from_millis(500), "{waited:?}");
     guard.unlock().await.unwrap();
@@ -319,13 +318,13 @@ async fn script_flush_on_every_node_while_guards_are_held_changes_nothing() {
 }
 
 /// A waiter in another process (its own connection and notifier) is woken by the
-/// release through sharded pub/sub, on each master, in about a round trip: far sooner
-/// than its fallback timer (half its 10 s TTL).
+/// release's message, on each master, in about a round trip: far sooner than its
+/// fallback timer (half its 10 s TTL). By sharded Pub/Sub (subscribed on the master that
+/// serves the channel's slot, nobody by `SUBSCRIBE`); on Redis 6.2, which has none, by
+/// classic Pub/Sub (subscribed by `SUBSCRIBE` there).
 #[tokio::test]
-async fn a_release_wakes_a_waiter_elsewhere_through_sharded_pub_sub_on_every_master() {
-    if !skip_unless(7, 0, SHARDED) {
-        return;
-    }
+async fn a_release_wakes_a_waiter_elsewhere_by_its_message_on_every_master() {
+    eprintln!("release notifications by {}", cluster_pubsub::kind());
     let cluster = Cluster::start();
     let ttl = Duration::from_secs(10);
     let holder = RwMutex::builder(cluster.conn().await, "wake")
@@ -351,8 +350,8 @@ async fn a_release_wakes_a_waiter_elsewhere_through_sharded_pub_sub_on_every_mas
         let held = holder.write().key(&tag).await.unwrap();
         let waiting = spawn_writer(&waiter, &tag);
         // Subscribed on the master that serves the channel's slot.
-        let subscribed = eventually(|| shard_subscribers(&cluster, master, &channel, 1)).await;
-        assert!(subscribed, "no SSUBSCRIBE to {channel} on {master}");
+        let subscribed = eventually(|| subscribed(&cluster, master, &channel, 1)).await;
+        assert!(subscribed, "no subscription to {channel} on {master}");
         tokio::time::sleep(Duration::from_millis(50)).await; // the waiter sleeps
         let (waited, guard) = hand_over(held, waiting).await;
         woken.push(waited);
@@ -548,13 +547,12 @@ async fn a_slot_migrated_under_a_held_guard_keeps_the_lock() {
 }
 
 /// A waiter subscribed to a release channel whose slot then moves to another master
-/// (the old node ends the subscription) follows it: a release after the move wakes it
-/// far sooner than its fallback timer (half its 10 s TTL).
+/// (the old node ends a sharded subscription) follows it: a release after the move
+/// wakes it far sooner than its fallback timer (half its 10 s TTL). On Redis 6.2 the
+/// subscription is classic, which no node ends and every node hears: it stays
+/// subscribed somewhere, and the release after the move wakes it as soon.
 #[tokio::test]
 async fn a_waiter_follows_its_release_channel_when_the_slot_moves() {
-    if !skip_unless(7, 0, SHARDED) {
-        return;
-    }
     let cluster = Cluster::start();
     let ttl = Duration::from_secs(10);
     let made = |conn| {
@@ -570,33 +568,21 @@ async fn a_waiter_follows_its_release_channel_when_the_slot_moves() {
     let waiting = spawn_writer(&waiter, "");
     let channel = "{moving}:released";
     let source = cluster.master_of_slot(slot(channel));
-    assert!(eventually(|| shard_subscribers(&cluster, source, channel, 1)).await);
+    assert!(eventually(|| subscribed(&cluster, source, channel, 1)).await);
 
     let target = migrate(&cluster, slot(channel), Duration::ZERO).await;
-    assert!(
-        eventually(|| shard_subscribers(&cluster, target, channel, 1)).await,
-        "not subscribed on the new owner {target}"
-    );
+    if cluster_pubsub::sharded() {
+        assert!(
+            eventually(|| subscribed(&cluster, target, channel, 1)).await,
+            "not subscribed on the new owner {target}"
+        );
+    } else {
+        assert!(subscribed_anywhere(&cluster, channel).await >= 1);
+    }
     tokio::time::sleep(Duration::from_millis(100)).await; // the waiter sleeps again
     let (waited, guard) = hand_over(held, waiting).await;
     assert!(waited < Duration::from_millis(500), "{waited:?}");
     assert!(guard.unlock().await.unwrap());
-}
-
-/// What the tests of release notification on a cluster check, which came in Redis 7.0:
-/// before it they skip, saying so (the crate's `SSUBSCRIBE` and `SPUBLISH` fail there, and
-/// its waiters poll).
-const SHARDED: &str = "sharded Pub/Sub (SSUBSCRIBE, SPUBLISH, PUBSUB SHARDNUMSUB)";
-
-/// Whether `channel` has `n` sharded subscribers on the node at `port`.
-async fn shard_subscribers(cluster: &Cluster, port: u16, channel: &str, n: i64) -> bool {
-    let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
-        .arg("SHARDNUMSUB")
-        .arg(channel)
-        .query_async(&mut cluster.node_conn(port).await)
-        .await
-        .unwrap();
-    counts.first().is_some_and(|(_, count)| *count == n)
 }
 
 /// Moves `slot` to another master as `redis-cli --cluster reshard` does (IMPORTING,
@@ -708,13 +694,10 @@ async fn inspection_reads_each_lock_on_the_master_of_its_slot() {
 }
 
 /// Forced release on a cluster: the script runs on the master of the lock key's slot
-/// (a hash-tagged key), and its `SPUBLISH` wakes a waiter (TTL 30 s: its fallback timer would be far later)
-/// from another connection.
+/// (a hash-tagged key), and its `SPUBLISH` (its `PUBLISH` on Redis 6.2) wakes a waiter
+/// (TTL 30 s: its fallback timer would be far later) from another connection.
 #[tokio::test]
-async fn a_forced_release_on_a_cluster_wakes_a_waiter_by_its_sharded_message() {
-    if !skip_unless(7, 0, SHARDED) {
-        return;
-    }
+async fn a_forced_release_on_a_cluster_wakes_a_waiter_by_its_release_message() {
     let cluster = Cluster::start();
     let notifier = Notifier::cluster(cluster.client());
     let ttl = Duration::from_secs(30);
@@ -736,13 +719,16 @@ async fn a_forced_release_on_a_cluster_wakes_a_waiter_by_its_sharded_message() {
         tokio::spawn(async move { notified.write().key("42").await })
     };
     // Let the waiter subscribe and sleep on the channel (a release before that is found
-    // by its attempt once subscribed).
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // by its attempt once subscribed): subscribed, it no longer polls.
+    let channel = "forced:{42}:released";
+    let master = cluster.master_of_slot(slot(channel));
+    assert!(eventually(|| subscribed(&cluster, master, channel, 1)).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiter.is_finished());
     assert!(plain.force_unlock("42").await.unwrap());
     let guard = tokio::time::timeout(LIVENESS, waiter)
         .await
-        .expect("woken by the sharded release message")
+        .expect("woken by the release message")
         .unwrap()
         .unwrap();
     assert!(guard.fencing_token() > holder.fencing_token());

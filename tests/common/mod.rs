@@ -19,6 +19,8 @@ pub mod cluster;
 pub mod cluster_clocks;
 #[cfg(feature = "cluster")]
 pub mod cluster_fleet;
+#[cfg(feature = "cluster")]
+pub mod cluster_pubsub;
 pub mod crew;
 pub mod election;
 pub mod events;

@@ -425,19 +425,17 @@ async fn a_downgrade_dropped_in_flight_that_never_runs_leaves_nothing() {
     assert_eq!(calls(&conn, "sadd").await, 0, "the downgrade never ran");
 }
 
-/// On a Redis Cluster the downgrade publishes by `SPUBLISH` in the lock key's slot: a
-/// reader waiting through a cluster notifier (fallback timer 15 s) is woken by it.
+/// On a Redis Cluster the downgrade publishes by `SPUBLISH` in the lock key's slot (by
+/// `PUBLISH` on Redis 6.2, which has no sharded Pub/Sub): a reader waiting through a
+/// cluster notifier (fallback timer 15 s) is woken by it.
 #[cfg(feature = "cluster")]
 #[tokio::test]
-async fn on_a_cluster_a_downgrade_wakes_readers_by_sharded_pub_sub() {
-    use crate::common::binaries::skip_unless;
-    use crate::common::cluster::Cluster;
+async fn on_a_cluster_a_downgrade_wakes_readers_by_its_message() {
+    use crate::common::cluster::{slot, Cluster};
+    use crate::common::cluster_pubsub;
     use redismutex::Notifier;
 
-    // Before 7.0 the SPUBLISH fails and the reader is let in by polling instead.
-    if !skip_unless(7, 0, "sharded Pub/Sub (SPUBLISH, SSUBSCRIBE)") {
-        return;
-    }
+    eprintln!("the downgrade's message by {}", cluster_pubsub::kind());
     common::init_tracing();
     let cluster = Cluster::start();
     let ttl = Duration::from_secs(30);
@@ -453,12 +451,17 @@ async fn on_a_cluster_a_downgrade_wakes_readers_by_sharded_pub_sub() {
 
     let guard = holder.write().key("1").await.unwrap();
     let reader = tokio::spawn(async move { readers.read().key("1").await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Subscribed, the reader no longer polls: only the message wakes it before 15 s.
+    let channel = "{dg}:1:released";
+    let master = cluster.master_of_slot(slot(channel));
+    let subscribed = || cluster_pubsub::subscribed(&cluster, master, channel, 1);
+    assert!(eventually(subscribed).await, "the reader never subscribed");
+    tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!reader.is_finished());
     let guard = at_once(guard.downgrade()).await.unwrap();
     let reader = tokio::time::timeout(LIVENESS, reader)
         .await
-        .expect("the waiting reader is woken by SPUBLISH")
+        .expect("the waiting reader is woken by the downgrade's message")
         .unwrap()
         .unwrap();
     let members: Vec<String> = redis::cmd("SMEMBERS")
