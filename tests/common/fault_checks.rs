@@ -177,3 +177,25 @@ pub fn assert_guarded_data(report: &Report) {
         guarded.stale_not_refused
     );
 }
+
+/// What holds where overlaps are expected (a server clock that jumped forward expires
+/// held locks at once): no stale fenced write accepted, every holder that entered out of
+/// token order had its fenced write refused, and no lost update but within an overlap.
+/// `label` starts each message.
+pub fn assert_fenced_through_overlaps(report: &Report, label: &str) {
+    let r = &report.referee;
+    assert_eq!(r.stale_accepted, 0, "{label}{:?}", r.stale_accepted_log);
+    assert!(
+        r.token_order <= r.stale_rejected,
+        "{label}entered out of order {} but refused {}: {:?}",
+        r.token_order,
+        r.stale_rejected,
+        r.token_order_log
+    );
+    assert!(
+        r.lost_updates <= i64::try_from(r.violations).unwrap_or(i64::MAX),
+        "{label}lost updates {} beyond the overlaps {}",
+        r.lost_updates,
+        r.violations
+    );
+}

@@ -41,7 +41,9 @@ use crate::common::clock::server_on_a_clock;
 use crate::common::crew::dump;
 use crate::common::events::{now_us, Log};
 use crate::common::expiry_watch::ExpiryWatch;
-use crate::common::fault_checks::{assert_ended_cleanly, ms, SERIAL};
+use crate::common::fault_checks::{
+    assert_ended_cleanly, assert_fenced_through_overlaps, ms, SERIAL,
+};
 use crate::common::fleet::{Fleet, Spec};
 use crate::common::mixes::{between, clock_fault, quorum_fault, single_fault, Roster};
 use crate::common::order::{explained_by_worker_freeze, guard_overlaps};
@@ -360,7 +362,7 @@ impl Row {
         let (report, label) = (&self.report, self.label);
         let r = &report.referee;
         if self.clock_moved {
-            self.check_fenced();
+            assert_fenced_through_overlaps(report, &format!("{label}: "));
         } else {
             self.check_exclusive();
         }
@@ -417,27 +419,6 @@ impl Row {
             report.token_order_unexplained.is_empty(),
             "{label}: tokens out of order {:?}",
             report.token_order_unexplained
-        );
-    }
-
-    /// What holds when the server's clock moved: overlaps happen (counted), the updates
-    /// they lost are within them, and every holder that entered out of token order had
-    /// its fenced write refused.
-    fn check_fenced(&self) {
-        let (report, label) = (&self.report, self.label);
-        let r = &report.referee;
-        assert!(
-            r.lost_updates <= i64::try_from(r.violations).unwrap_or(i64::MAX),
-            "{label}: {} lost updates beyond the {} overlaps",
-            r.lost_updates,
-            r.violations
-        );
-        assert!(
-            r.token_order <= r.stale_rejected,
-            "{label}: {} entered out of order, {} refused: {:?}",
-            r.token_order,
-            r.stale_rejected,
-            r.token_order_log
         );
     }
 }
