@@ -32,6 +32,8 @@ pub enum CancelReason {
     /// lock before this token fired; fencing tokens are what protects a resource then
     /// (see the guarantees guide, "The server's clock"). Nothing is released. Detected on
     /// one server and on a Sentinel primary (not on a Cluster's masters or a quorum's
-    /// nodes, whose renewals do not read the clock).
+    /// nodes, whose renewals do not read the clock). After a Sentinel failover the new
+    /// primary's clock is compared with the old one's, so a skew between the two hosts
+    /// beyond the margin reads as a jump too.
     ClockJump,
 }
