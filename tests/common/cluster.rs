@@ -384,7 +384,7 @@ impl Cluster {
 
     /// Waits until the running nodes form the cluster (see [`restart`](Self::restart));
     /// its masters and its current epoch. Panics after [`SETTLE`].
-    async fn settled(&self) -> (Vec<Master>, u64) {
+    pub async fn settled(&self) -> (Vec<Master>, u64) {
         let live = self.live_ports();
         let settled = self
             .poll(move || {

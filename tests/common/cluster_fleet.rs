@@ -8,12 +8,15 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use redis::cluster_async::ClusterConnection;
 
 use super::cluster::{slot, Cluster, State};
 use super::cluster_clocks::NodeClocks;
 use super::crew::Crew;
 use super::fleet::{kept, read_data_counters, worker_command, Fleet, Spec};
+use super::paused_note::PausedNote;
 use super::record::{FaultKind, HeldLock, Target};
 
 /// The workers' mutex name.
@@ -40,6 +43,17 @@ impl ClusterFleet {
     /// Starts the cluster (node timeout 1 s) and the referee; no workers yet.
     pub async fn start(ttl_ms: u64) -> Self {
         let cluster = tokio::task::spawn_blocking(Cluster::start)
+            .await
+            .expect("the cluster starts");
+        Self::start_with(cluster, ttl_ms).await
+    }
+
+    /// [`start`](Self::start) with a node timeout of `node_timeout_ms`: a master may
+    /// then be frozen for up to half of it without a failover
+    /// ([`freeze_master_at`](Self::freeze_master_at)).
+    pub async fn start_with_node_timeout(ttl_ms: u64, node_timeout_ms: u64) -> Self {
+        let start = move || Cluster::start_with_node_timeout(node_timeout_ms);
+        let cluster = tokio::task::spawn_blocking(start)
             .await
             .expect("the cluster starts");
         Self::start_with(cluster, ttl_ms).await
@@ -87,6 +101,55 @@ impl ClusterFleet {
         let index = self.crew.begin(FaultKind::FreezeMaster, Target::Server);
         self.cluster.pause_for(victim, d).await;
         self.crew.end(index);
+    }
+
+    /// Freezes master `i` (of `Cluster::masters`) with SIGSTOP for `d`, at most half the
+    /// node timeout, after an exact note of lock keys `names` (all on that master, see
+    /// [`PausedNote`]); recorded as [`FaultKind::FreezeMaster`] until the cluster is
+    /// checked after the thaw. Panics if the cluster changed (a failover); the locks
+    /// noted.
+    pub async fn freeze_master_noted(
+        &mut self,
+        i: usize,
+        d: Duration,
+        names: &[String],
+    ) -> Vec<HeldLock> {
+        let node_timeout = self.cluster.node_timeout();
+        assert!(
+            d * 2 <= node_timeout,
+            "a {d:?} freeze is not well under {node_timeout:?}"
+        );
+        let victim = self.cluster.masters()[i].port;
+        let conn = self.cluster.node_conn(victim).await;
+        let before = self.cluster.settled().await;
+        let index = self.crew.begin(FaultKind::FreezeMaster, Target::Server);
+        let node = self.cluster.nodes().into_iter().find(|n| n.port == victim);
+        let pid = Pid::from_raw(i32::try_from(node.expect("the master").pid).expect("a pid"));
+        let note = PausedNote::take(&conn, names).await;
+        // Signalled directly: `Cluster::pause` asks the cluster for the replicas first,
+        // which can take longer than the clients are paused.
+        kill(pid, Signal::SIGSTOP).expect("SIGSTOP the master");
+        let held = note.valid();
+        tokio::time::sleep(d).await;
+        kill(pid, Signal::SIGCONT).expect("SIGCONT the master");
+        let after = self.cluster.settled().await;
+        assert!(
+            before == after,
+            "{victim} frozen for {d:?}: the cluster changed from {before:?} to {after:?}\n{}",
+            self.cluster.describe()
+        );
+        self.crew.end(index);
+        held
+    }
+
+    /// The first `n` worker keys (`k<k>`, see [`Spec::first_key`]) whose lock keys
+    /// master `i` (of `Cluster::masters`) serves, not necessarily consecutive.
+    pub fn keys_served_by(&self, i: usize, n: usize) -> Vec<u64> {
+        let master = &self.cluster.masters()[i];
+        (0..)
+            .filter(|&k| master.serves(slot(&format!("{MUTEX}:{{k{k}}}"))))
+            .take(n)
+            .collect()
     }
 
     /// The first of `n` consecutive worker keys (`k<first>` .. `k<first + n - 1>`, see

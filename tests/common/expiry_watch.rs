@@ -193,7 +193,7 @@ async fn bounded(read: impl Future<Output = RedisResult<Vec<HeldLock>>>) -> Vec<
 
 /// For each (key, id) held on at least `majority` nodes, the `majority`-th latest of
 /// its expiries: when it stops being held on a majority.
-fn majority_expiry(per_node: &[Vec<HeldLock>], majority: usize) -> Vec<HeldLock> {
+pub fn majority_expiry(per_node: &[Vec<HeldLock>], majority: usize) -> Vec<HeldLock> {
     let mut by_lock: BTreeMap<(String, String), Vec<&HeldLock>> = BTreeMap::new();
     for held in per_node.iter().flatten() {
         by_lock

@@ -103,7 +103,7 @@ pub struct HeldLock {
 /// `{key, pexpiretime, id...}` for each lock key that exists. `PEXPIRETIME` came in Redis
 /// 7.0; before it (an error reply), the server clock's ms read first, plus `PTTL` read
 /// after: the same or up to 1 ms earlier, never later.
-const HELD: &str = r#"
+pub const HELD: &str = r#"
 local function expiry(key)
     local at = redis.pcall('PEXPIRETIME', key)
     if type(at) == 'number' then
@@ -172,7 +172,7 @@ impl HeldLock {
     }
 
     /// The locks in the rows of the `HELD` script, read at `read_us`.
-    fn from_rows(rows: Vec<Vec<String>>, read_us: u64) -> Vec<HeldLock> {
+    pub fn from_rows(rows: Vec<Vec<String>>, read_us: u64) -> Vec<HeldLock> {
         let mut held = Vec::new();
         for row in rows {
             let expiry_ms: u64 = row[1].parse().expect("PEXPIRETIME");

@@ -71,6 +71,12 @@ impl Sentinels {
     /// hears from the two others and sees both replicas healthy. Panics with the logs (or
     /// the install hint) after [`SETTLE`].
     pub fn start() -> Self {
+        Self::start_with_down_after(DOWN_AFTER_MS)
+    }
+
+    /// [`start`](Self::start) with another `down-after-milliseconds`: a primary frozen
+    /// for less than `down_after_ms` is not suspected, so not failed over.
+    pub fn start_with_down_after(down_after_ms: u64) -> Self {
         let primary = RedisServer::start_with(&NODE_ARGS);
         let port = primary.port().to_string();
         let replicas: Vec<RedisServer> = std::thread::scope(|scope| {
@@ -87,7 +93,7 @@ impl Sentinels {
             name: MASTER_NAME,
             primary_port: nodes[0].port(),
             quorum: QUORUM,
-            down_after_ms: DOWN_AFTER_MS,
+            down_after_ms,
             failover_timeout_ms: FAILOVER_TIMEOUT_MS,
         };
         let mut deployment = Self {

@@ -23,7 +23,21 @@ pub struct SentinelFleet {
 impl SentinelFleet {
     /// Starts the deployment and the referee; no workers yet.
     pub async fn start(ttl_ms: u64) -> Self {
-        let deployment = Sentinels::start();
+        Self::start_with(Sentinels::start(), ttl_ms).await
+    }
+
+    /// [`start`](Self::start) with the Sentinels' `down-after-milliseconds` at
+    /// `down_after_ms`: the primary may then be frozen for less without a failover.
+    pub async fn start_with_down_after(ttl_ms: u64, down_after_ms: u64) -> Self {
+        let deployment =
+            tokio::task::spawn_blocking(move || Sentinels::start_with_down_after(down_after_ms))
+                .await
+                .expect("the Sentinel deployment starts");
+        Self::start_with(deployment, ttl_ms).await
+    }
+
+    /// Starts the referee, with `deployment` (started by the caller) to lock on.
+    async fn start_with(deployment: Sentinels, ttl_ms: u64) -> Self {
         Self {
             deployment,
             crew: Crew::start().await,

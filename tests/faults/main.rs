@@ -15,6 +15,7 @@ mod cluster;
 mod election;
 mod exec;
 mod holders;
+mod leads;
 mod long_run;
 mod netns;
 mod proxy;
