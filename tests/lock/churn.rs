@@ -30,15 +30,17 @@ fn now() -> Duration {
 /// Every refresh the server runs: lock id → server timestamps.
 type Refreshes = Arc<Mutex<HashMap<String, Vec<Duration>>>>;
 
-/// Records refreshes from a `MONITOR` connection until `stop` fires.
+/// Records refreshes from a `MONITOR` connection until `stop` fires: `refresh.lua`'s
+/// (one key) and `renew.lua`'s (a batch: its keys, the TTL, the writer hints, then one
+/// id per key).
 async fn monitor(port: u16, stop: CancellationToken) -> Refreshes {
-    let refresh_sha = redis::Script::new(concat!(
-        include_str!("../../lua/base.lua"),
-        "\n",
-        include_str!("../../lua/refresh.lua")
-    ))
-    .get_hash()
-    .to_string();
+    let sha = |script: &str| {
+        redis::Script::new(&format!("{}\n{script}", include_str!("../../lua/base.lua")))
+            .get_hash()
+            .to_string()
+    };
+    let refresh_sha = sha(include_str!("../../lua/refresh.lua"));
+    let renew_sha = sha(include_str!("../../lua/renew.lua"));
     let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     stream.write_all(b"MONITOR\r\n").await.unwrap();
     let mut lines = BufReader::new(stream).lines();
@@ -53,17 +55,27 @@ async fn monitor(port: u16, stop: CancellationToken) -> Refreshes {
                     _ => return,
                 },
             };
-            // +1700000000.123456 [0 127.0.0.1:5000] "EVALSHA" "<sha>" "1" "<key>" "<id>" "<ttl>"
+            // +1700000000.123456 [0 127.0.0.1:5000] "EVALSHA" "<sha>" "<n>" "<key>"... then
+            // refresh.lua: "<id>" "<ttl>"; renew.lua: "<ttl>" "<hints>" "<id>"...
             let fields: Vec<&str> = line.split('"').collect();
-            if fields.get(1) != Some(&"EVALSHA") || fields.get(3) != Some(&refresh_sha.as_str()) {
+            if fields.get(1) != Some(&"EVALSHA") {
                 continue;
             }
+            let keys: usize = fields.get(5).and_then(|n| n.parse().ok()).unwrap_or(0);
+            let ids: Vec<String> = match fields.get(3) {
+                Some(sha) if *sha == refresh_sha => vec![fields[9].to_owned()],
+                Some(sha) if *sha == renew_sha => (0..keys)
+                    .map(|i| fields[11 + 2 * keys + 2 * i].to_owned())
+                    .collect(),
+                _ => continue,
+            };
             let at: f64 = line[1..].split(' ').next().unwrap().parse().unwrap();
-            let id = fields.get(9).unwrap().to_string();
             let mut seen = record.lock().unwrap();
-            seen.entry(id)
-                .or_default()
-                .push(Duration::from_secs_f64(at));
+            for id in ids {
+                seen.entry(id)
+                    .or_default()
+                    .push(Duration::from_secs_f64(at));
+            }
         }
     });
     seen
