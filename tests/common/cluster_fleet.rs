@@ -125,7 +125,7 @@ impl ClusterFleet {
         let index = self.crew.begin(FaultKind::FreezeMaster, Target::Server);
         let node = self.cluster.nodes().into_iter().find(|n| n.port == victim);
         let pid = Pid::from_raw(i32::try_from(node.expect("the master").pid).expect("a pid"));
-        let note = PausedNote::take(&conn, names).await;
+        let note = PausedNote::take(&conn, names, true).await;
         // Signalled directly: `Cluster::pause` asks the cluster for the replicas first,
         // which can take longer than the clients are paused.
         kill(pid, Signal::SIGSTOP).expect("SIGSTOP the master");

@@ -13,6 +13,7 @@ use super::clock::ServerClock;
 use super::cluster_fleet::ClusterFleet;
 use super::fault_checks::ms;
 use super::fleet::{Fleet, Spec};
+use super::paused_note::PausedNote;
 use super::proxy::Fault;
 use super::quorum_fleet::{NodeFault, QuorumFleet, NODES, RESTART_MARGIN};
 use super::record::{FaultKind, Target};
@@ -126,14 +127,22 @@ pub async fn single_fault(fleet: &mut ServerFleet, roster: &mut Roster, ttl_ms: 
     }
 }
 
-/// SIGSTOPs the lock server for `d`, recorded as `kind`; `note` first notes who holds
-/// what, for the fire lead.
+/// SIGSTOPs the lock server for `d`, recorded as `kind`; with `note`, who holds what
+/// and until when is noted for the fire lead at the freeze itself ([`PausedNote`]: no
+/// renewal lands between the reading and the freeze).
 async fn pause_server(fleet: &mut ServerFleet, d: Duration, kind: FaultKind, note: bool) {
-    if note {
-        fleet.note_held(None).await;
-    }
     let fault = fleet.crew.begin(kind, Target::Server);
+    let names: Vec<String> = (0..fleet.keys)
+        .map(|k| format!("{}:k{k}", fleet.mutex))
+        .collect();
+    let paused = match note {
+        true => Some(PausedNote::take(&fleet.lock_conn().await, &names, false).await),
+        false => None,
+    };
     fleet.lock.pause();
+    if let Some(paused) = paused {
+        fleet.held.extend(paused.valid());
+    }
     tokio::time::sleep(d).await;
     fleet.lock.resume();
     fleet.crew.end(fault);

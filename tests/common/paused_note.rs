@@ -24,10 +24,20 @@ pub struct PausedNote {
 
 impl PausedNote {
     /// Pauses every other client of the server behind `conn` and reads lock keys `names`
-    /// (all on that server; on a cluster node they may be of several slots: the script
-    /// declares none and may reach any key of the node, Redis 7.0 or newer).
-    pub async fn take(conn: &MultiplexedConnection, names: &[String]) -> PausedNote {
-        let script = format!("#!lua flags=allow-cross-slot-keys\nlocal KEYS = ARGV\n{HELD}");
+    /// (all on that server; on a cluster node, `cross_slot`, they may be of several
+    /// slots: the script declares none and may reach any key of the node, Redis 7.0 or
+    /// newer; on one server, any version).
+    pub async fn take(
+        conn: &MultiplexedConnection,
+        names: &[String],
+        cross_slot: bool,
+    ) -> PausedNote {
+        let flags = if cross_slot {
+            "#!lua flags=allow-cross-slot-keys\n"
+        } else {
+            ""
+        };
+        let script = format!("{flags}local KEYS = ARGV\n{HELD}");
         let read_us = super::events::now_us();
         let mut pipe = redis::pipe();
         pipe.atomic()

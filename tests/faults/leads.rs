@@ -153,7 +153,7 @@ async fn single(want: usize, bound: Duration) -> (LeadRow, Report) {
     run.repeat(&mut fleet, async |fleet: &mut ServerFleet| {
         let conn = fleet.lock_conn().await;
         let fault = fleet.crew.begin(FaultKind::PauseServerLong, Target::Server);
-        let note = PausedNote::take(&conn, &names).await;
+        let note = PausedNote::take(&conn, &names, false).await;
         fleet.lock.pause();
         let held = note.valid();
         tokio::time::sleep(past_ttl()).await;
@@ -226,7 +226,7 @@ async fn freeze_two(fleet: &mut QuorumFleet, pair: [usize; 2], names: &[String])
     for n in pair {
         let conn = fleet.nodes[n].conn().await;
         faults.push(fleet.crew.begin(FaultKind::FreezeNodeLong, Target::Node(n)));
-        let note = PausedNote::take(&conn, names).await;
+        let note = PausedNote::take(&conn, names, false).await;
         fleet.nodes[n].pause();
         per_node.push(note.valid());
     }
@@ -292,7 +292,7 @@ mod sentinel {
             let primary = fleet.deployment.primary();
             let conn = fleet.deployment.server(primary).conn().await;
             let fault = fleet.crew.begin(FaultKind::PauseServerLong, Target::Server);
-            let note = PausedNote::take(&conn, &names).await;
+            let note = PausedNote::take(&conn, &names, false).await;
             fleet.deployment.freeze(primary);
             let held = note.valid();
             tokio::time::sleep(past_ttl()).await;
