@@ -199,3 +199,23 @@ pub fn assert_fenced_through_overlaps(report: &Report, label: &str) {
         r.violations
     );
 }
+
+/// Waits (up to `wait`) for a worker other than `victim` to acquire `key` after the
+/// victim's token fired (`fired`), and asserts it did so only once the victim's key had
+/// expired on the server (`expiry_us`, as noted when the fault began); the acquisition.
+pub async fn assert_taken_over_after_expiry(
+    log: &super::events::Log,
+    wait: std::time::Duration,
+    (victim, key): (&str, &str),
+    fired: &super::events::Event,
+    expiry_us: u64,
+) -> super::events::Event {
+    let taken = log
+        .wait_for(wait, |e| {
+            e.is("ACQUIRED") && e.key() == key && e.worker != victim && e.us > fired.us
+        })
+        .await
+        .expect("the others take the key over");
+    assert!(taken.us >= expiry_us, "taken before the key expired");
+    taken
+}

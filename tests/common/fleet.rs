@@ -189,3 +189,20 @@ pub fn worker_command_in(
     }
     command
 }
+
+/// The keys on the one lock server behind `conn` that the workers should not have left:
+/// all but fence, granted and data counters ([`kept`]).
+pub async fn keys_left_on(conn: &redis::aio::MultiplexedConnection) -> Vec<String> {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn.clone())
+        .await
+        .expect("KEYS");
+    keys.into_iter().filter(|k| !kept(k)).collect()
+}
+
+/// The data counters (`*:data`) on the one lock server behind `conn`.
+pub async fn data_counters_on(conn: &redis::aio::MultiplexedConnection) -> Vec<(String, i64)> {
+    let keys: Vec<String> = super::raw::cmd(conn, "KEYS", &["*:data"]).await;
+    read_data_counters(conn, &keys).await
+}

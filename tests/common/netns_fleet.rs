@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use redis::aio::MultiplexedConnection;
 
 use super::crew::Crew;
-use super::fleet::{kept, read_data_counters, worker_command_in, Fleet, Spec};
+use super::fleet::{data_counters_on, keys_left_on, worker_command_in, Fleet, Spec};
 use super::netns::{NetFault, Netns};
 use super::netns_server::NetnsServer;
 use super::record::{HeldLock, Target};
@@ -141,19 +141,12 @@ impl Fleet for NetnsFleet {
 
     /// The lock server's keys other than fence and data counters.
     async fn keys_left(&self) -> Vec<String> {
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg("*")
-            .query_async(&mut self.lock_conn().await)
-            .await
-            .expect("KEYS");
-        keys.into_iter().filter(|k| !kept(k)).collect()
+        keys_left_on(&self.lock_conn().await).await
     }
 
     /// The data counters on the lock server.
     async fn data_counters(&self) -> Vec<(String, i64)> {
-        let conn = self.lock_conn().await;
-        let keys: Vec<String> = super::raw::cmd(&conn, "KEYS", &["*:data"]).await;
-        read_data_counters(&conn, &keys).await
+        data_counters_on(&self.lock_conn().await).await
     }
 
     fn noted_held(&self) -> &[HeldLock] {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 
 use super::crew::Crew;
-use super::fleet::{kept, read_data_counters, worker_command, Fleet, Spec};
+use super::fleet::{data_counters_on, keys_left_on, worker_command, Fleet, Spec};
 use super::proxy::Proxy;
 use super::record::{FaultKind, HeldLock, Target};
 use super::RedisServer;
@@ -126,19 +126,12 @@ impl Fleet for ServerFleet {
 
     /// The lock server's keys other than fence and data counters.
     async fn keys_left(&self) -> Vec<String> {
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg("*")
-            .query_async(&mut self.lock_conn().await)
-            .await
-            .expect("KEYS");
-        keys.into_iter().filter(|k| !kept(k)).collect()
+        keys_left_on(&self.lock_conn().await).await
     }
 
     /// The data counters on the lock server.
     async fn data_counters(&self) -> Vec<(String, i64)> {
-        let conn = self.lock_conn().await;
-        let keys: Vec<String> = super::raw::cmd(&conn, "KEYS", &["*:data"]).await;
-        read_data_counters(&conn, &keys).await
+        data_counters_on(&self.lock_conn().await).await
     }
 
     fn noted_held(&self) -> &[HeldLock] {

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use crate::common::events::Event;
 use crate::common::fault_checks::{
-    assert_no_loss, assert_safe, fleet, fleet_with_holder, mixed, ms, released_after,
-    wait_released_after, SERIAL, TTL_MS, WAIT,
+    assert_no_loss, assert_safe, assert_taken_over_after_expiry, fleet, fleet_with_holder, mixed,
+    ms, released_after, wait_released_after, SERIAL, TTL_MS, WAIT,
 };
 use crate::common::fleet::{Fleet, Spec};
 use crate::common::proxy::Fault;
@@ -182,18 +182,10 @@ async fn blackholed_worker_fires_before_its_key_expires() {
         .await
         .expect("the victim's token fired");
     assert_eq!(fired.last(), "Expired");
-    let taken = fleet
-        .crew
-        .log
-        .wait_for(WAIT, |e| {
-            e.is("ACQUIRED") && e.key() == key && e.worker != "victim" && e.us > fired.us
-        })
-        .await
-        .expect("the others take the key over");
-    assert!(
-        taken.us >= held[0].expiry_us,
-        "taken before the key expired"
-    );
+    let log = &fleet.crew.log;
+    let taken =
+        assert_taken_over_after_expiry(log, WAIT, ("victim", &key), &fired, held[0].expiry_us)
+            .await;
     tokio::time::sleep(ms(700)).await;
     let blackholed_us = fleet.crew.faults[fault].start_us;
     let others_done = fleet

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use crate::common::expiry_watch::ExpiryWatch;
 use crate::common::fault_checks::{
-    assert_ended_cleanly, assert_safe, ms, released_after, wait_released_after, SERIAL, TTL_MS,
-    WAIT,
+    assert_ended_cleanly, assert_safe, assert_taken_over_after_expiry, ms, released_after,
+    wait_released_after, SERIAL, TTL_MS, WAIT,
 };
 use crate::common::fleet::{Fleet, Spec};
 use crate::common::netns::NetFault;
@@ -114,18 +114,10 @@ async fn partition_fires_first(fault: NetFault, label: &str) {
         fired.us > cut_us && fired.us < held[0].expiry_us,
         "{fired:?}"
     );
-    let taken = fleet
-        .crew
-        .log
-        .wait_for(WAIT, |e| {
-            e.is("ACQUIRED") && e.key() == key && e.worker != "victim" && e.us > fired.us
-        })
-        .await
-        .expect("the others take the key over");
-    assert!(
-        taken.us >= held[0].expiry_us,
-        "taken before the key expired"
-    );
+    let log = &fleet.crew.log;
+    let taken =
+        assert_taken_over_after_expiry(log, WAIT, ("victim", &key), &fired, held[0].expiry_us)
+            .await;
     tokio::time::sleep(ms(2500).saturating_sub(since_ms(cut_us))).await;
     let others = fleet
         .crew
