@@ -34,8 +34,7 @@
 --                             ARGV[1].
 --   0                         not taken back, nothing changed: KEYS[4] holds a token
 --                             larger than ARGV[4]; or another writer holds KEYS[1]; or, as
---                             the writer, readers hold it; or, as a reader, a writer waits
---                             (KEYS[2] exists).
+--                             the writer, readers hold it.
 --   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use
 --                             (for KEYS[3]: anything but a decimal integer below 2^53 - 1,
 --                             "exhausted counter" for 2^53 - 1); nothing was changed.
@@ -91,10 +90,8 @@ if pttl ~= -2 then
         mine = redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1
     end
 end
--- A waiting writer's intent keeps new readers out.
-if not writer and not mine and intent then
-    return 0
-end
+-- A waiting writer's intent keeps new readers out, not this one: it holds the lock on a
+-- majority of the nodes already, and the writer waits for its release either way.
 
 if writer then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)

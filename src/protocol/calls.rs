@@ -2,7 +2,7 @@
 //! function here sends one script (by `EVALSHA`, see [`lua`](super::lua)) with the
 //! arguments its header in `lua/` lists.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use redis::aio::ConnectionLike;
 use redis::Cmd;
@@ -10,6 +10,7 @@ use redis::Cmd;
 use super::id::Id;
 use super::keys::Keys;
 use super::lua::SCRIPTS;
+pub(crate) use super::node_order::NodeOrder;
 use super::replies::{Attempt, Downgraded, Unlocked};
 use super::topology::Topology;
 use crate::error::Error;
@@ -31,73 +32,12 @@ pub(crate) struct Call {
     pub(crate) node_order: NodeOrder,
 }
 
-/// The order of one lease's calls on each node of a quorum: a call to a node starts once
-/// the lease's previous call there has ended (answered, failed, or dropped at its bound).
-/// A call can be two requests (`EVALSHA`, then `EVAL` after `NOSCRIPT`), sent from
-/// different tasks, so the order of a connection alone does not keep, for example, a
-/// failed attempt's release from overtaking the next attempt under the same id.
-///
-/// It also keeps the largest token each node minted for the lease (its attempts' replies,
-/// read also after the round was decided): a node that answered after the majority may
-/// have minted a token larger than the guard's, and a refresh may still take the lock
-/// back there ([`Retake`]).
-///
-/// Nothing is allocated until [`Call::shared`] is called (by the quorum backend), so a
-/// lease on one server pays nothing for it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct NodeOrder(OnceLock<Arc<Mutex<PerNode>>>);
-
-/// One lease's turns on each node, and the largest token each minted for it.
-#[derive(Debug, Default)]
-struct PerNode {
-    turns: Vec<Turn>,
-    minted: Vec<u64>,
-}
-
-/// One lease's turn on one node.
-type Turn = Arc<tokio::sync::Mutex<()>>;
-
 impl Call {
     /// The call, to be shared by the tasks of a quorum round: its node order is made
     /// first, so that every clone of it, in this round and the next, shares it.
     pub(crate) fn shared(&self) -> Arc<Call> {
-        self.node_order.0.get_or_init(Arc::default);
+        self.node_order.share();
         Arc::new(self.clone())
-    }
-}
-
-impl NodeOrder {
-    /// Waits for the lease's turn on node `node` (first come, first served); the turn
-    /// lasts while the call runs. Each call that takes turns must come from
-    /// [`Call::shared`].
-    pub(crate) async fn turn(&self, node: usize) -> tokio::sync::OwnedMutexGuard<()> {
-        let turn = {
-            let nodes = self.0.get_or_init(Arc::default);
-            let mut nodes = crate::util::lock(nodes);
-            if nodes.turns.len() <= node {
-                nodes.turns.resize_with(node + 1, Arc::default);
-            }
-            Arc::clone(&nodes.turns[node])
-        };
-        turn.lock_owned().await
-    }
-
-    /// Node `node` minted `token` for the lease.
-    pub(crate) fn minted(&self, node: usize, token: u64) {
-        let nodes = self.0.get_or_init(Arc::default);
-        let mut nodes = crate::util::lock(nodes);
-        if nodes.minted.len() <= node {
-            nodes.minted.resize(node + 1, 0);
-        }
-        nodes.minted[node] = nodes.minted[node].max(token);
-    }
-
-    /// The largest token node `node` minted for the lease; 0 when none is known.
-    pub(crate) fn largest_minted(&self, node: usize) -> u64 {
-        self.0.get().map_or(0, |nodes| {
-            let nodes = crate::util::lock(nodes);
-            nodes.minted.get(node).copied().unwrap_or(0)
-        })
     }
 }
 
@@ -569,10 +509,7 @@ mod tests {
     #[tokio::test]
     async fn the_calls_of_one_lease_to_one_node_take_turns_across_rounds() {
         let lease = call();
-        assert!(
-            lease.node_order.0.get().is_none(),
-            "nothing made on one server"
-        );
+        assert!(!lease.node_order.is_shared(), "nothing made on one server");
         let (first, second) = (lease.shared(), lease.shared());
         let held = first.node_order.turn(1).await;
         let waiting = tokio::spawn(async move { second.node_order.turn(1).await });

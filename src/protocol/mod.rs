@@ -14,5 +14,6 @@ pub(crate) mod inspect;
 pub(crate) mod keys;
 pub(crate) mod leader;
 pub(crate) mod lua;
+pub(crate) mod node_order;
 pub(crate) mod replies;
 pub(crate) mod topology;

@@ -15,11 +15,12 @@
 //! renewals: guard overlaps may happen, and fencing still refuses every stale write.
 //!
 //! Over a quorum of three (the workers of `quorum.rs`, each node on a clock of its own):
-//! one node's clock jumping forward is survived by every guard held on all three nodes,
-//! but not by one held on a bare majority that includes the node (the Redlock clock-jump
-//! case: guard overlaps are counted, not forbidden); two nodes' clocks jumping at once (a
-//! majority) is a single server's jump again. Fencing holds in both: no stale write
-//! accepted, tokens in acquisition order. On a Redis Cluster (`clock/cluster.rs`, feature
+//! one node's clock jumping forward is survived, with every check of the quorum fault
+//! suite (guards are held on all three nodes: a node that did not take the lock at once
+//! is offered it in the second round and topped up after, so no guard sits on a bare
+//! majority that a jump could break); two nodes' clocks jumping at once (a majority) is
+//! a single server's jump again: guard overlaps are counted, and fencing holds (no stale
+//! write accepted, tokens in acquisition order). On a Redis Cluster (`clock/cluster.rs`, feature
 //! `cluster`) the same three faults hit the master of the workers' keys, whose clock also
 //! floors their tokens. Every test prints its report
 //! (`cargo test --test faults clock:: -- --nocapture`).
@@ -31,7 +32,7 @@ use crate::common::clock::{server_on_a_clock, ServerClock};
 use crate::common::fault_checks::{assert_fenced_through_overlaps, ms, SERIAL, TTL_MS};
 use crate::common::fleet::{Fleet, Spec};
 use crate::common::order::guard_overlaps;
-use crate::common::quorum_fleet::QuorumFleet;
+use crate::common::quorum_fleet::{assert_quorum_safe, QuorumFleet};
 use crate::common::record::{FaultKind, Target};
 use crate::common::report::Report;
 use crate::common::server_fleet::ServerFleet;
@@ -142,14 +143,16 @@ async fn a_clock_running_twice_as_fast_is_fenced() {
 /// Over a quorum of three, one node's clock jumps 3 s forward at a time, on each node in
 /// turn: that node's keys expire early. A guard held on all three nodes keeps its
 /// majority, and its renewal takes the jumped node back (another worker's first round
-/// there, which won nothing, raised only the counter, not the granted token). One held on
-/// just two (the third was taken by another worker's attempt under way, a reader's or a
-/// writer's, when it acquired and when it renewed) loses its majority when one of the two
-/// jumps, and another worker may take the lock while it still believes it holds it: the
-/// Redlock clock-jump case. What holds is fencing: no stale fenced write accepted, and
-/// tokens in acquisition order; guard overlaps are counted.
+/// there, which won nothing, raised only the counter, not the granted token). A guard is
+/// held on all three: a node that did not take the lock in the first round (another
+/// worker's attempt under way held it for a moment) is offered it in the second, and
+/// topped up in the background after (`src/backend/quorum/top_up.rs`); without that, a
+/// guard on a bare majority lost it when one of its two nodes jumped, and another worker
+/// got in while it still believed it held the lock (guard overlaps in 8 of 34 runs). So
+/// the full checks of the quorum fault suite hold: no overlap of guards or at the
+/// referee, no lost update, no stale fenced write, tokens in acquisition order.
 #[tokio::test]
-async fn a_quorum_whose_nodes_clocks_jump_one_at_a_time_is_fenced() {
+async fn one_quorum_nodes_clock_jumping_forward_overlaps_nothing() {
     let _serial = SERIAL.lock().await;
     let (fleet, clocks) = QuorumFleet::start_on_clocks(QUORUM_TTL_MS).await;
     let mut fleet = quorum_fleet_on(fleet).await;
@@ -167,7 +170,7 @@ async fn a_quorum_whose_nodes_clocks_jump_one_at_a_time_is_fenced() {
         .finish("one quorum node's clock jumped 3 s forward, each node in turn")
         .await;
     println!("{report}");
-    assert!(report.out_of_order.is_empty(), "{:?}", report.out_of_order);
+    assert_quorum_safe(&fleet, &report);
     assert_fenced(&report.fleet);
 }
 

@@ -12,3 +12,4 @@ mod go;
 mod lock;
 mod node_faults;
 mod options;
+mod top_up;

@@ -1,16 +1,20 @@
 //! An acquire attempt over a quorum, the Redis distlock algorithm in two rounds: every
 //! node takes the lock and mints a token; then, once a majority has, every node's fence
 //! counter is raised to the largest token and a majority confirms. An attempt that wins
-//! no majority releases what it took, on every node that may hold it.
+//! no majority releases what it took, on every node that may hold it; one that wins
+//! tops up the nodes that did not take the lock (`top_up.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::round::{no_quorum, Answer, Answers, Tally};
+use super::top_up::{raise_or_take, Holding, TopUp};
 use super::Majority;
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::protocol::calls::{self, AttemptKind, Call, Hold, Leftovers};
+use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers};
 use crate::protocol::replies::Attempt;
 
 impl<C> Majority<C>
@@ -36,20 +40,24 @@ where
             other => other,
         };
         let shared = call.shared();
+        let form = shared.node_order.form();
+        let holding = Holding::new(self.conns.len());
         let bound = self.node_bound(call);
         let taken = self
             .round(
                 &shared,
                 bound,
                 |at, node| {
-                    let call = Arc::clone(&shared);
+                    let (call, holding) = (Arc::clone(&shared), Arc::clone(&holding));
                     Some(async move {
                         let taken = node.attempt(&call, kind).await;
                         // Recorded also after the round is decided: a refresh may take
-                        // the lock back on this node up to its own token.
+                        // the lock back on this node up to its own token, and a top-up
+                        // takes the nodes that did not take it.
                         if let Ok(Attempt::Acquired(token)) = taken {
                             call.node_order.minted(at, token);
                         }
+                        holding.record(at, matches!(taken, Ok(Attempt::Acquired(_))));
                         taken
                     })
                 },
@@ -66,21 +74,31 @@ where
                 _ => Err(no_quorum(call.keys.lock(), taken)),
             };
         }
+        // The second round raises every node's counter to the token; a node that did not
+        // take the lock in the first round is offered it first, one round trip later.
         let token = largest_token(&taken);
         let raised = self
             .round(
                 &shared,
                 bound,
-                |_, node| {
-                    let call = Arc::clone(&shared);
-                    Some(async move {
-                        calls::raise_fence(&mut node.connection(), &call, token).await
-                    })
+                |at, node| {
+                    let (call, holding) = (Arc::clone(&shared), Arc::clone(&holding));
+                    Some(
+                        async move { raise_or_take(at, &node, &call, &holding, kind, token).await },
+                    )
                 },
                 |answers| Tally::of(answers, |()| true).decided(),
             )
             .await;
         if Tally::of(&raised, |()| true).won() {
+            let top_up = TopUp {
+                hold: hold_of(kind),
+                token,
+                until: Instant::now() + Duration::from_millis(call.ttl_ms) / 2,
+                form,
+                live: None,
+            };
+            self.top_up(&shared, &holding, top_up);
             return Ok(Attempt::Acquired(token));
         }
         self.release_attempt(&shared, kind, &[]).await;
@@ -99,11 +117,7 @@ where
         kind: AttemptKind,
         taken: &[Option<Answer<Attempt>>],
     ) {
-        let hold = match kind {
-            AttemptKind::Read { .. } => Hold::Read,
-            AttemptKind::Permit(_) => Hold::Permit,
-            AttemptKind::FastWrite | AttemptKind::Write { .. } => Hold::Write,
-        };
+        let hold = hold_of(kind);
         let (keys, id) = (call.keys.clone(), call.id);
         // A node's release may wait for the attempt there, which has a bound of its own.
         self.send(
@@ -123,6 +137,15 @@ where
             },
         )
         .await;
+    }
+}
+
+/// What an attempt of `kind` holds when it takes the lock.
+pub(super) fn hold_of(kind: AttemptKind) -> Hold {
+    match kind {
+        AttemptKind::Read { .. } => Hold::Read,
+        AttemptKind::Permit(_) => Hold::Permit,
+        AttemptKind::FastWrite | AttemptKind::Write { .. } => Hold::Write,
     }
 }
 

@@ -1,11 +1,15 @@
 //! Keeping and ending a lock held over a quorum: refresh, release and downgrade, each
-//! sent to every node and counted.
+//! sent to every node and counted. A refresh that kept a majority tops up the nodes that
+//! did not hold it (`top_up.rs`); a release, a downgrade and a refresh that found the
+//! lock lost change the lease's form first, which stops the top-ups of the old one.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::round::{no_quorum, Answer, Tally};
+use super::top_up::{Holding, TopUp};
 use super::Majority;
 use crate::backend::direct::Direct;
 use crate::backend::Backend;
@@ -30,21 +34,40 @@ where
         retake: Option<Retake>,
     ) -> Result<bool, Error> {
         let shared = call.shared();
+        let form = shared.node_order.form();
+        let holding = Holding::new(self.conns.len());
         let kept = self
             .round(
                 &shared,
                 self.node_bound(call),
                 |at, node| {
                     let (call, retake) = (Arc::clone(&shared), retake.clone());
-                    Some(async move { refresh_node(at, &node, &call, retake).await })
+                    let holding = Arc::clone(&holding);
+                    Some(async move {
+                        let held = refresh_node(at, &node, &call, retake).await;
+                        holding.record(at, matches!(held, Ok(true)));
+                        held
+                    })
                 },
                 |answers| Tally::of(answers, |held| *held).settled(),
             )
             .await;
         let tally = Tally::of(&kept, |held| *held);
         if tally.won() {
+            if let Some(retake) = retake {
+                let next_renewal = Instant::now() + Duration::from_millis(call.ttl_ms) / 2;
+                let top_up = TopUp {
+                    hold: retake.hold,
+                    token: retake.fencing_token,
+                    until: retake.until.min(next_renewal),
+                    form,
+                    live: Some(retake.live),
+                };
+                self.top_up(&shared, &holding, top_up);
+            }
             Ok(true)
         } else if tally.refused() {
+            shared.node_order.change_form();
             let hold = retake.map_or(Hold::Write, |retake| retake.hold);
             self.send(
                 &shared,
@@ -75,6 +98,7 @@ where
         leftovers: Leftovers,
     ) -> Result<Unlocked, Error> {
         let shared = call.shared();
+        shared.node_order.change_form();
         let released = self
             .round(
                 &shared,
@@ -104,6 +128,7 @@ where
     /// else [`Error::NoQuorum`].
     pub(super) async fn downgrade_all(&self, call: &Call) -> Result<Downgraded, Error> {
         let shared = call.shared();
+        shared.node_order.change_form();
         let turned = self
             .round(
                 &shared,

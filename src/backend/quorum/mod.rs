@@ -10,6 +10,7 @@ mod force;
 mod keep;
 mod leader;
 mod round;
+mod top_up;
 
 use std::fmt;
 use std::future::Future;

@@ -1,0 +1,198 @@
+//! Topping up a lock held on a bare majority. An acquire or a refresh is decided once a
+//! majority holds the lock; a node that refused it then was most often taken for a moment
+//! by another candidate's attempt under way, which lets it go a round trip later. A lock
+//! held on a bare majority is one node's fault away from another holder: a node whose
+//! clock jumps forward expires its key early, and that node with the free one is a
+//! majority for someone else (the Redlock clock-jump case, Kleppmann, "How to do
+//! distributed locking"). So an acquire's second round offers the lock to each node that
+//! did not take it in the first, before raising its counter ([`raise_or_take`]); and each
+//! node still without it is tried again in the background (`retake.lua`, in the lease's
+//! turn on the node), a millisecond later and backing off, until it holds the lock, or the next renewal is due, or the lease
+//! changes form (released, downgraded, lost: [`NodeOrder::form`]), or the guard's token
+//! fires.
+//!
+//! [`NodeOrder::form`]: crate::protocol::node_order::NodeOrder::form
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::attempt::hold_of;
+use super::Majority;
+use crate::backend::direct::Direct;
+use crate::error::Error;
+use crate::protocol::calls::{self, AttemptKind, Call, Hold};
+use crate::spawner::Spawner;
+
+/// The first pause before a node is tried again: about the round trip in which another
+/// candidate's attempt that found the lock held lets the node go. The pauses double from
+/// there (with jitter) up to an eighth of the TTL, the refresher's retry period.
+const FIRST_PAUSE: Duration = Duration::from_millis(1);
+
+/// Which nodes hold the lock for the lease after one round, as their answers come in
+/// (also after the round was decided), and after a top-up took them.
+#[derive(Debug)]
+pub(super) struct Holding(Box<[AtomicU8]>);
+
+const UNKNOWN: u8 = 0;
+const HELD: u8 = 1;
+const NOT_HELD: u8 = 2;
+
+impl Holding {
+    /// Nothing known yet of `nodes` nodes.
+    pub(super) fn new(nodes: usize) -> Arc<Self> {
+        Arc::new(Self((0..nodes).map(|_| AtomicU8::new(UNKNOWN)).collect()))
+    }
+
+    /// Node `at` answered: it holds the lock for the lease, or not.
+    pub(super) fn record(&self, at: usize, held: bool) {
+        if let Some(node) = self.0.get(at) {
+            node.store(if held { HELD } else { NOT_HELD }, Ordering::Release);
+        }
+    }
+
+    fn held(&self, at: usize) -> bool {
+        self.0
+            .get(at)
+            .is_some_and(|node| node.load(Ordering::Acquire) == HELD)
+    }
+
+    /// The nodes not known to hold the lock: those that said no, failed, gave no answer
+    /// in time, or are still in flight.
+    pub(super) fn missing(&self) -> Vec<usize> {
+        (0..self.0.len()).filter(|&at| !self.held(at)).collect()
+    }
+}
+
+/// How the nodes missing from a round are taken: as `hold`, with the guard's token (or a
+/// larger one the node minted for the lease), until `until`, while `form` (the lease's
+/// form when the round began) and `live` (the guard's token, once there is a guard) have
+/// not fired.
+#[derive(Debug, Clone)]
+pub(super) struct TopUp {
+    pub(super) hold: Hold,
+    pub(super) token: u64,
+    pub(super) until: Instant,
+    pub(super) form: CancellationToken,
+    pub(super) live: Option<CancellationToken>,
+}
+
+impl TopUp {
+    /// No node is to be taken any more on this form's behalf.
+    fn stopped(&self) -> bool {
+        self.form.is_cancelled()
+            || self
+                .live
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled)
+            || Instant::now() >= self.until
+    }
+}
+
+impl<C> Majority<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Tries, in a task per node, each node of `holding` not known to hold the lock, as
+    /// `top_up` says; a permit is not topped up (`retake.lua` takes no permit back).
+    pub(super) fn top_up(&self, call: &Arc<Call>, holding: &Arc<Holding>, top_up: TopUp) {
+        if top_up.hold == Hold::Permit {
+            return;
+        }
+        let missing = holding.missing();
+        if missing.is_empty() {
+            return;
+        }
+        let spawner = Spawner::current(self.tracker.clone());
+        let bound = self.node_bound(call);
+        let longest = (Duration::from_millis(call.ttl_ms) / 8).max(FIRST_PAUSE);
+        for (at, node) in self.nodes().into_iter().enumerate() {
+            if !missing.contains(&at) {
+                continue;
+            }
+            let (call, holding, top_up) = (Arc::clone(call), Arc::clone(holding), top_up.clone());
+            spawner.spawn(async move {
+                let mut pauses = ExponentialBuilder::new()
+                    .with_min_delay(FIRST_PAUSE)
+                    .with_max_delay(longest)
+                    .with_jitter()
+                    .without_max_times()
+                    .build();
+                loop {
+                    let pause = pauses.next().unwrap_or(longest);
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = top_up.form.cancelled() => return,
+                    }
+                    let tried = tokio::time::timeout(
+                        bound,
+                        take_in_turn(at, &node, &call, &holding, &top_up),
+                    )
+                    .await;
+                    if matches!(tried, Ok(Ok(true))) || top_up.stopped() {
+                        return;
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// In the lease's turn on node `at`: true when the node holds the lock (taken now, or
+/// by a call of the lease that ran before) or the top-up has stopped, false when the
+/// node refused it. The top-up's state is checked in the turn, and the script sent in
+/// the same poll: a release or downgrade, which changes the form before it takes its
+/// turns, then either runs after the script (and undoes it) or finds nothing sent.
+async fn take_in_turn<C>(
+    at: usize,
+    node: &Direct<C>,
+    call: &Call,
+    holding: &Holding,
+    top_up: &TopUp,
+) -> Result<bool, Error>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let _turn = call.node_order.turn(at).await;
+    if holding.held(at) || top_up.stopped() {
+        return Ok(true);
+    }
+    let token = top_up.token.max(call.node_order.largest_minted(at));
+    let taken = calls::retake(&mut node.connection(), call, top_up.hold, token).await?;
+    if taken {
+        holding.record(at, true);
+        tracing::debug!(key = %call.keys.lock(), id = %call.id, node = at,
+            "lock topped up on a node that had not taken it");
+    }
+    Ok(taken)
+}
+
+/// An acquire's second round on node `at`, which has its turn there: a node that did not
+/// take the lock in the first round (a writer's or a reader's) is offered it under the
+/// acquire's `token` (`retake.lua`, which also raises its counter and granted token);
+/// otherwise, or when that fails, the node's counter is raised to `token` (`fence.lua`).
+pub(super) async fn raise_or_take<C>(
+    at: usize,
+    node: &Direct<C>,
+    call: &Call,
+    holding: &Holding,
+    kind: AttemptKind,
+    token: u64,
+) -> Result<(), Error>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let hold = hold_of(kind);
+    if hold != Hold::Permit && !holding.held(at) {
+        let token = token.max(call.node_order.largest_minted(at));
+        if let Ok(true) = calls::retake(&mut node.connection(), call, hold, token).await {
+            holding.record(at, true);
+            return Ok(());
+        }
+    }
+    calls::raise_fence(&mut node.connection(), call, token).await
+}
