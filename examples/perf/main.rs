@@ -7,6 +7,7 @@
 //! process of the cross-process hand-offs and for each idle-guard run. It takes about
 //! 2 minutes on 2 cores. Modes that run alone:
 //! - `cargo run --release --example perf -- quorum`: rows 10–13 (about 30 s);
+//! - `cargo run --release --example perf -- silent`: row 8c (about 25 s);
 //! - `cargo run --release --example perf -- million`: row 15, one child process holding
 //!   1,000,000 write guards with a TTL of 30 s on a server of its own, with no
 //!   `maxmemory` (the server needs about 350 MB, and the client about 1.5 GB at 1.4 KB a
@@ -15,7 +16,8 @@
 //! Rows: 1 one task's write and read cycles; 2–5 32 tasks (own keys; readers on one
 //! key; the fenced floor, with no library; the crate's scripts as bare EVALSHA), row 2
 //! also as a ratio to the fenced floor of row 4; 6 the hand-off across two processes; 7
-//! eight workers on one key; 8 one waiter behind a live holder; 9 idle guards (10k and
+//! eight workers on one key; 8 one waiter behind a live holder, 8c behind a holder that
+//! publishes nothing (Go's scripts), with a notifier and without; 9 idle guards (10k and
 //! 100k at a TTL of 4 s, 100k at 12 s: client and server memory and CPU, renewals, lock
 //! keys left once dropped, see `guards/`); 10–13 quorum mode (below); 14 heap
 //! allocations per cycle (`allocations.rs`; the runner's global allocator counts them,
@@ -50,7 +52,7 @@
 //! baseline, and report the medians, so a slow moment hits both sides alike.
 //!
 //! One module a row or group of rows: `throughput/` (1–5), `handoff/` (6, and the waiting
-//! process of 6 and 12), `contention.rs` (7), `idle_waiter.rs` (8), `guards/` (9 and 15),
+//! process of 6 and 12), `contention.rs` (7), `idle_waiter.rs` (8), `silent_holder.rs` (8c), `guards/` (9 and 15),
 //! `quorum/` (10–13), `allocations.rs` (14); beside them what rows share: `table.rs` (the
 //! rows and how figures are written), `header.rs`, `commands.rs` (`INFO commandstats`),
 //! `locking.rs` (the raw waits and releases, the library's checked unlock) and `proc.rs`.
@@ -71,6 +73,10 @@ mod counting;
 #[allow(dead_code, unreachable_pub)]
 mod cycles;
 
+#[path = "../../tests/common/go_peer.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod go_peer;
+
 mod allocations;
 mod commands;
 mod contention;
@@ -81,6 +87,7 @@ mod idle_waiter;
 mod locking;
 mod proc;
 mod quorum;
+mod silent_holder;
 mod table;
 mod throughput;
 
@@ -108,6 +115,8 @@ enum Mode {
     Quorum,
     /// Row 15 alone (`-- million`).
     Million,
+    /// Row 8c alone (`-- silent`).
+    Silent,
 }
 
 impl Mode {
@@ -117,6 +126,7 @@ impl Mode {
             None => Ok(Self::All),
             Some("quorum") => Ok(Self::Quorum),
             Some("million") => Ok(Self::Million),
+            Some("silent") => Ok(Self::Silent),
             Some(other) => Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -127,6 +137,7 @@ impl Mode {
             Self::All => "",
             Self::Quorum => " -- quorum",
             Self::Million => " -- million",
+            Self::Silent => " -- silent",
         }
     }
 }
@@ -179,6 +190,15 @@ async fn run(mode: Mode) -> Result<()> {
         }
         Mode::Quorum => quorum::rows(&mut rows, &mut notes).await,
         Mode::Million => guards::rows(&[guards::MILLION], &mut rows, &mut notes).await,
+        Mode::Silent => {
+            let made = silent_holder::row(&mut notes).await.map(|row| vec![row]);
+            push_rows(
+                &mut rows,
+                "8c",
+                "one waiter behind a holder that publishes nothing",
+                made,
+            );
+        }
     }
     table::print(&header, &rows, &notes, mode.args());
     Ok(())
@@ -201,6 +221,14 @@ async fn single_server_rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Res
     eprintln!("row 8: one waiter behind a live holder ...");
     let made = idle_waiter::rows(notes).await;
     push_rows(rows, "8", "one waiter behind a live holder", made);
+    eprintln!("row 8c: one waiter behind a holder that publishes nothing ...");
+    let made = silent_holder::row(notes).await.map(|row| vec![row]);
+    push_rows(
+        rows,
+        "8c",
+        "one waiter behind a holder that publishes nothing",
+        made,
+    );
     guards::rows(&guards::ROW_9, rows, notes).await;
     Ok(())
 }

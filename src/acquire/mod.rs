@@ -109,6 +109,9 @@ struct Wait<'j, 'a, B: Backend> {
     fast: bool,
     /// A release published from before the last attempt will wake the waiter.
     notified: bool,
+    /// The last sleep waited for a message, and its fallback timer ended it: if the next
+    /// attempt takes the lock, its holder released it without a message.
+    timer_woke: bool,
     /// When the last attempt was sent.
     sent: Instant,
     late_replies: u32,
@@ -136,6 +139,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
                 .build(),
             fast: false,
             notified: false,
+            timer_woke: false,
             sent: Instant::now(),
             late_replies: 0,
             set_intent: lease.kind == Kind::Write && request.settings.lock_intent && waits,
@@ -235,6 +239,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             Ok(Err(err)) => Reply::Failed(err),
         };
         self.settle(&reply, fast || (lease.kind == Kind::Read && fence_checked));
+        self.note_silence(&reply);
         let context = Context {
             waits: self.request.patience.waits(),
             notifier: lease.backend.hub().is_some(),
@@ -293,6 +298,24 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
         }
     }
 
+    /// The attempt after a sleep that waited for a message and that the fallback timer
+    /// ended took the lock: its holder released it without a message (a Go client, or
+    /// a key that expired), and the waiters on this lock poll for a while
+    /// ([`Silence`](crate::notify::silence::Silence)).
+    fn note_silence(&mut self, reply: &Reply) {
+        let timer_woke = std::mem::take(&mut self.timer_woke);
+        let acquired = matches!(
+            reply,
+            Reply::Answered {
+                attempt: Attempt::Acquired(_),
+                in_time: true
+            }
+        );
+        if let (true, true, Some(hub)) = (timer_woke, acquired, self.request.lease.backend.hub()) {
+            hub.silence().seen(self.request.lease.call.keys.channel());
+        }
+    }
+
     /// Joins this process's queue for the lock and waits a little for the subscription.
     async fn subscribe(&mut self) {
         let lease = &self.request.lease;
@@ -303,19 +326,31 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
         }
     }
 
-    /// Sleeps before the next attempt; true when a release woke it.
+    /// Sleeps before the next attempt; true when a release woke it. A waiter that a
+    /// message will wake sleeps until its fallback timer, unless releases on this lock
+    /// were seen to come without one: it then polls, and a message still wakes it.
     async fn sleep(&mut self, blocked_for: Duration) -> bool {
         let lease = &self.request.lease;
         let notified = self.notified && self.waiter.is_some();
-        let pause = pause(blocked_for, notified, lease.ttl(), || self.backoff.next());
-        tracing::trace!(key = %lease.key(), id = %lease.id(), ?pause, notified, "lock busy; waiting");
-        match &self.waiter {
+        let silent = notified
+            && lease
+                .backend
+                .hub()
+                .is_some_and(|hub| hub.silence().silent(lease.call.keys.channel()));
+        let waits_for_message = notified && !silent;
+        let pause = pause(blocked_for, waits_for_message, lease.ttl(), || {
+            self.backoff.next()
+        });
+        tracing::trace!(key = %lease.key(), id = %lease.id(), ?pause, notified, silent, "lock busy; waiting");
+        let woken = match &self.waiter {
             Some(waiter) => waiter.sleep(pause).await,
             None => {
                 tokio::time::sleep(pause).await;
                 false
             }
-        }
+        };
+        self.timer_woke = waits_for_message && !woken;
+        woken
     }
 
     /// The request took the lock with `token`: leave the local queue without waking

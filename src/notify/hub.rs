@@ -19,6 +19,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::silence::Silence;
 use super::subscriber::{run, Listener, Source};
 use super::waiter::Waiter;
 use crate::mode::Mode;
@@ -43,6 +44,8 @@ pub(crate) struct Hub {
     /// majority any holder holds).
     needed: usize,
     pub(super) state: Mutex<State>,
+    /// The channels whose locks were seen released without a message.
+    silence: Silence,
     /// Stops the connection task when the last handle goes.
     _stop: DropGuard,
     stop: CancellationToken,
@@ -230,9 +233,16 @@ impl Hub {
                 .collect(),
             needed,
             state: Mutex::default(),
+            silence: Silence::default(),
             _stop: stop.clone().drop_guard(),
             stop,
         })
+    }
+
+    /// The channels whose locks were seen released without a message: their waiters
+    /// poll (see [`Silence`]).
+    pub(crate) fn silence(&self) -> &Silence {
+        &self.silence
     }
 
     /// Whether the hub listens to a Redis Cluster (by sharded pub/sub, or classic on a

@@ -8,6 +8,7 @@ mod link;
 mod notifier;
 #[cfg(feature = "cluster")]
 mod sharded;
+pub(crate) mod silence;
 mod subscriber;
 pub(crate) mod waiter;
 pub(crate) mod watch;

@@ -124,6 +124,41 @@ async fn a_go_release_that_publishes_nothing_is_noticed_by_the_fallback_timer() 
     assert!(guard.unlock().await.unwrap());
 }
 
+/// After one release that came without a message (a Go holder's), the waiters on that
+/// lock poll: each later wait behind a Go holder ends within a poll of its release, not
+/// at the fallback timer (2 s here: TTL 4 s, the Go key's PTTL 60 s), which ends the first.
+#[tokio::test]
+async fn after_a_release_without_a_message_the_waiters_on_that_lock_poll() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let go = GoPeer::new(conn.clone(), 60_000);
+    let mx = RwMutex::builder(conn.clone(), "jobs")
+        .ttl(Duration::from_secs(4))
+        .notifier(server.client())
+        .build()
+        .unwrap();
+    let mut waited = Vec::new();
+    for _ in 0..3 {
+        let go_id = GoPeer::new_id();
+        assert_eq!(go.write("jobs", &go_id, false).await, None);
+        let waiter = spawn_write(&mx);
+        assert!(eventually(|| async { subscribers(&conn, "jobs:released").await == 1 }).await);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        go.unlock("jobs", &go_id).await;
+        let unlocked = Instant::now();
+        let guard = joined(waiter).await;
+        waited.push(unlocked.elapsed());
+        assert!(guard.unlock().await.unwrap());
+    }
+    assert!(
+        waited[0] >= Duration::from_millis(1000),
+        "the first wait ends at the fallback timer: {waited:?}"
+    );
+    for later in &waited[1..] {
+        assert!(*later < Duration::from_millis(500), "polled: {waited:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_key_that_expires_is_noticed_at_its_pttl() {
     let server = RedisServer::start();
