@@ -109,8 +109,12 @@ struct Wait<'j, 'a, B: Backend> {
     fast: bool,
     /// A release published from before the last attempt will wake the waiter.
     notified: bool,
-    /// The last sleep waited for a message, and its fallback timer ended it: if the next
-    /// attempt takes the lock, its holder released it without a message.
+    /// The last attempt found the lock held by another request: a sleep after it ends
+    /// with that holder's release, or at the fallback timer.
+    blocked: bool,
+    /// The last sleep followed a blocked attempt, waited for a message, and its fallback
+    /// timer ended it: if the next attempt takes the lock, its holder released it without
+    /// a message.
     timer_woke: bool,
     /// When the last attempt was sent.
     sent: Instant,
@@ -139,6 +143,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
                 .build(),
             fast: false,
             notified: false,
+            blocked: false,
             timer_woke: false,
             sent: Instant::now(),
             late_replies: 0,
@@ -240,6 +245,13 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
         };
         self.settle(&reply, fast || (lease.kind == Kind::Read && fence_checked));
         self.note_silence(&reply);
+        self.blocked = matches!(
+            reply,
+            Reply::Answered {
+                attempt: Attempt::Blocked(_),
+                ..
+            }
+        );
         let context = Context {
             waits: self.request.patience.waits(),
             notifier: lease.backend.hub().is_some(),
@@ -349,7 +361,9 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
                 false
             }
         };
-        self.timer_woke = waits_for_message && !woken;
+        // Not after a sleep in this process's queue before any attempt, nor after a lock
+        // taken too late: only a blocked attempt's sleep says the holder was silent.
+        self.timer_woke = std::mem::take(&mut self.blocked) && waits_for_message && !woken;
         woken
     }
 

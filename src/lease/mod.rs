@@ -93,15 +93,18 @@ impl<B: Backend> Lease<B> {
     /// the guard's token has not fired, in the form the id holds (not while a downgrade
     /// is in flight, nor for a permit), if its fence counter is not past `fencing_token`.
     pub(crate) fn renewal(&self, liveness: &Liveness, fencing_token: u64) -> Renewal<'_> {
+        // The form first: a downgrade that begins after this read fires it, and one that
+        // began before shows as in flight below.
+        let form = self.backend.retakes().then(|| self.call.node_order.form());
         let settled = self.downgrade_state.settled(self.kind.mode());
-        let retake = match (self.kind, settled) {
-            _ if !self.backend.retakes() => None,
-            (Kind::Permit(_), _) | (_, None) => None,
-            (_, Some(mode)) => Some(Retake {
+        let retake = match (self.kind, settled, form) {
+            (_, _, None) | (Kind::Permit(_), _, _) | (_, None, _) => None,
+            (_, Some(mode), Some(form)) => Some(Retake {
                 hold: self.hold_as(mode),
                 until: liveness.deadline(),
                 live: liveness.token().clone(),
                 fencing_token,
+                form,
             }),
         };
         Renewal {

@@ -158,6 +158,10 @@ pub(crate) struct Retake {
     /// that node minted the larger token for this lease itself
     /// ([`NodeOrder::largest_minted`]).
     pub(crate) fencing_token: u64,
+    /// The lease's form when the renewal was made ([`NodeOrder::form`]), read before
+    /// whether a downgrade is in flight: a release or a downgrade that began since has
+    /// fired it, and no node is taken back in the old form.
+    pub(crate) form: tokio_util::sync::CancellationToken,
 }
 
 /// One lease's part of a batched renewal ([`renew`]).

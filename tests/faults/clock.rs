@@ -170,6 +170,15 @@ async fn one_quorum_nodes_clock_jumping_forward_overlaps_nothing() {
         .finish("one quorum node's clock jumped 3 s forward, each node in turn")
         .await;
     println!("{report}");
+    let errors: std::collections::BTreeSet<String> = fleet
+        .crew
+        .log
+        .all()
+        .iter()
+        .filter(|e| e.is("ERROR"))
+        .map(|e| e.fields.join(" "))
+        .collect();
+    println!("   worker errors      {errors:?}");
     assert_quorum_safe(&fleet, &report);
     assert_fenced(&report.fleet);
 }

@@ -57,7 +57,7 @@ where
                         if let Ok(Attempt::Acquired(token)) = taken {
                             call.node_order.minted(at, token);
                         }
-                        holding.record(at, matches!(taken, Ok(Attempt::Acquired(_))));
+                        holding.record(at, taken.as_ref().ok().map(acquired));
                         taken
                     })
                 },
@@ -117,6 +117,9 @@ where
         kind: AttemptKind,
         taken: &[Option<Answer<Attempt>>],
     ) {
+        // The lease holds nothing now: a top-up of an earlier attempt that won too late
+        // to be valid stops.
+        call.node_order.change_form();
         let hold = hold_of(kind);
         let (keys, id) = (call.keys.clone(), call.id);
         // A node's release may wait for the attempt there, which has a bound of its own.

@@ -34,7 +34,6 @@ where
         retake: Option<Retake>,
     ) -> Result<bool, Error> {
         let shared = call.shared();
-        let form = shared.node_order.form();
         let holding = Holding::new(self.conns.len());
         let kept = self
             .round(
@@ -45,7 +44,7 @@ where
                     let holding = Arc::clone(&holding);
                     Some(async move {
                         let held = refresh_node(at, &node, &call, retake).await;
-                        holding.record(at, matches!(held, Ok(true)));
+                        holding.record(at, held.as_ref().ok().copied());
                         held
                     })
                 },
@@ -60,7 +59,7 @@ where
                     hold: retake.hold,
                     token: retake.fencing_token,
                     until: retake.until.min(next_renewal),
-                    form,
+                    form: retake.form,
                     live: Some(retake.live),
                 };
                 self.top_up(&shared, &holding, top_up);
@@ -179,7 +178,8 @@ where
             until,
             live,
             fencing_token,
-        }) if Instant::now() < until && !live.is_cancelled() => {
+            form,
+        }) if Instant::now() < until && !live.is_cancelled() && !form.is_cancelled() => {
             let minted = call.node_order.largest_minted(at);
             (hold, fencing_token.max(minted))
         }

@@ -38,9 +38,14 @@ const FIRST_PAUSE: Duration = Duration::from_millis(1);
 #[derive(Debug)]
 pub(super) struct Holding(Box<[AtomicU8]>);
 
+/// No answer yet, or none within the bound.
 const UNKNOWN: u8 = 0;
 const HELD: u8 = 1;
+/// The node answered that it does not hold the lock for the lease: another request has
+/// it there, for a moment or for good.
 const NOT_HELD: u8 = 2;
+/// The node's request failed: it is down, or refuses (a wrong type); not topped up.
+const FAILED: u8 = 3;
 
 impl Holding {
     /// Nothing known yet of `nodes` nodes.
@@ -48,23 +53,31 @@ impl Holding {
         Arc::new(Self((0..nodes).map(|_| AtomicU8::new(UNKNOWN)).collect()))
     }
 
-    /// Node `at` answered: it holds the lock for the lease, or not.
-    pub(super) fn record(&self, at: usize, held: bool) {
+    /// Node `at` answered that it holds the lock for the lease (`Some(true)`), or not
+    /// (`Some(false)`), or its request failed (`None`).
+    pub(super) fn record(&self, at: usize, held: Option<bool>) {
+        let state = match held {
+            Some(true) => HELD,
+            Some(false) => NOT_HELD,
+            None => FAILED,
+        };
         if let Some(node) = self.0.get(at) {
-            node.store(if held { HELD } else { NOT_HELD }, Ordering::Release);
+            node.store(state, Ordering::Release);
         }
     }
 
-    fn held(&self, at: usize) -> bool {
+    fn state(&self, at: usize) -> u8 {
         self.0
             .get(at)
-            .is_some_and(|node| node.load(Ordering::Acquire) == HELD)
+            .map_or(FAILED, |node| node.load(Ordering::Acquire))
     }
 
-    /// The nodes not known to hold the lock: those that said no, failed, gave no answer
-    /// in time, or are still in flight.
+    /// The nodes to top up: those that said no, and those still in flight (looked at
+    /// again in their turn); not those that failed.
     pub(super) fn missing(&self) -> Vec<usize> {
-        (0..self.0.len()).filter(|&at| !self.held(at)).collect()
+        (0..self.0.len())
+            .filter(|&at| matches!(self.state(at), NOT_HELD | UNKNOWN))
+            .collect()
     }
 }
 
@@ -133,7 +146,9 @@ where
                         take_in_turn(at, &node, &call, &holding, &top_up),
                     )
                     .await;
-                    if matches!(tried, Ok(Ok(true))) || top_up.stopped() {
+                    // Only a node that refuses is tried again: one that fails or does not
+                    // answer in time is down, and the renewals take it back when it is up.
+                    if !matches!(tried, Ok(Ok(false))) || top_up.stopped() {
                         return;
                     }
                 }
@@ -143,10 +158,11 @@ where
 }
 
 /// In the lease's turn on node `at`: true when the node holds the lock (taken now, or
-/// by a call of the lease that ran before) or the top-up has stopped, false when the
-/// node refused it. The top-up's state is checked in the turn, and the script sent in
-/// the same poll: a release or downgrade, which changes the form before it takes its
-/// turns, then either runs after the script (and undoes it) or finds nothing sent.
+/// by a call of the lease that ran before), or is not to be tried (the top-up stopped,
+/// the node's last answer was a failure or none in time), false when the node refused
+/// it. The top-up's state is checked in the turn, and the script sent in the same poll:
+/// a release or downgrade, which changes the form before it takes its turns, then either
+/// runs after the script (and undoes it) or finds nothing sent.
 async fn take_in_turn<C>(
     at: usize,
     node: &Direct<C>,
@@ -158,13 +174,13 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     let _turn = call.node_order.turn(at).await;
-    if holding.held(at) || top_up.stopped() {
+    if holding.state(at) != NOT_HELD || top_up.stopped() {
         return Ok(true);
     }
     let token = top_up.token.max(call.node_order.largest_minted(at));
     let taken = calls::retake(&mut node.connection(), call, top_up.hold, token).await?;
     if taken {
-        holding.record(at, true);
+        holding.record(at, Some(true));
         tracing::debug!(key = %call.keys.lock(), id = %call.id, node = at,
             "lock topped up on a node that had not taken it");
     }
@@ -172,7 +188,8 @@ where
 }
 
 /// An acquire's second round on node `at`, which has its turn there: a node that did not
-/// take the lock in the first round (a writer's or a reader's) is offered it under the
+/// take the lock in the first round because another request had it there (not one that
+/// failed or gave no answer) is offered it, as a writer or a reader, under the
 /// acquire's `token` (`retake.lua`, which also raises its counter and granted token);
 /// otherwise, or when that fails, the node's counter is raised to `token` (`fence.lua`).
 pub(super) async fn raise_or_take<C>(
@@ -187,10 +204,10 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     let hold = hold_of(kind);
-    if hold != Hold::Permit && !holding.held(at) {
+    if hold != Hold::Permit && holding.state(at) == NOT_HELD {
         let token = token.max(call.node_order.largest_minted(at));
         if let Ok(true) = calls::retake(&mut node.connection(), call, hold, token).await {
-            holding.record(at, true);
+            holding.record(at, Some(true));
             return Ok(());
         }
     }
