@@ -112,9 +112,10 @@ struct Wait<'j, 'a, B: Backend> {
     /// The last attempt found the lock held by another request: a sleep after it ends
     /// with that holder's release, or at the fallback timer.
     blocked: bool,
-    /// The last sleep followed a blocked attempt, waited for a message, and its fallback
-    /// timer ended it: if the next attempt takes the lock, its holder released it without
-    /// a message.
+    /// The last sleep followed a blocked attempt, waited for a message, was cut short of
+    /// the blocker's PTTL (at half the TTL), and its fallback timer ended it: if the next
+    /// attempt takes the lock, its holder, who kept its key alive, released it without a
+    /// message.
     timer_woke: bool,
     /// When the last attempt was sent.
     sent: Instant,
@@ -311,8 +312,8 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
     }
 
     /// The attempt after a sleep that waited for a message and that the fallback timer
-    /// ended took the lock: its holder released it without a message (a Go client, or
-    /// a key that expired), and the waiters on this lock poll for a while
+    /// ended before the blocker's PTTL took the lock: its holder released it without a
+    /// message (a Go client), and the waiters on this lock poll for a while
     /// ([`Silence`](crate::notify::silence::Silence)).
     fn note_silence(&mut self, reply: &Reply) {
         let timer_woke = std::mem::take(&mut self.timer_woke);
@@ -361,9 +362,13 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
                 false
             }
         };
-        // Not after a sleep in this process's queue before any attempt, nor after a lock
-        // taken too late: only a blocked attempt's sleep says the holder was silent.
-        self.timer_woke = std::mem::take(&mut self.blocked) && waits_for_message && !woken;
+        // Only a blocked attempt's sleep says the holder was silent (not a sleep in this
+        // process's queue before any attempt, nor one after a lock taken too late), and
+        // only one cut short of the blocker's PTTL: a sleep to the PTTL ends at the key's
+        // expiry (a holder that crashed), which no message announces anyway.
+        let cut_short = pause < blocked_for;
+        self.timer_woke =
+            std::mem::take(&mut self.blocked) && waits_for_message && cut_short && !woken;
         woken
     }
 

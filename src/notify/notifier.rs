@@ -25,9 +25,10 @@ use super::hub::Hub;
 /// release costs one script per process, not one per waiter. Each sleep is also bounded
 /// by a fallback timer (the PTTL of whatever blocks the waiter, and at most half its
 /// TTL) for holders that publish nothing: Go clients of the original package, and
-/// holders that crashed and whose key expires. Once a waiter found a lock free after such
-/// a sleep (its holder released it without a message), this process's waiters on that
-/// lock poll instead, as without a notifier, for ten minutes
+/// holders that crashed and whose key expires. Once a waiter found a lock free after a
+/// sleep cut short at half the TTL (a holder that kept its key alive released it without
+/// a message), this process's waiters on that lock poll instead, as without a notifier,
+/// for ten minutes
 /// ([`guide::waiting`](crate::guide::waiting)); a message still wakes them at once.
 ///
 /// If the connection drops, every waiter is woken to look again (a release may have

@@ -1,9 +1,10 @@
 //! The lock keys whose holders were seen to release without a message: a Go client (the
-//! Go package publishes nothing), a holder that crashed and let its key expire. A waiter
-//! behind such a holder that sleeps until its fallback timer (the blocker's PTTL, at
-//! most half the TTL) comes late; once one such release was seen on a channel, the
+//! Go package publishes nothing) keeps its key alive and deletes it silently. A waiter
+//! behind such a holder sleeps until its fallback timer (half the TTL, short of the
+//! blocker's PTTL) and comes late; once one such release was seen on a channel, the
 //! waiters there poll as a waiter without a notifier does, and a message still wakes them
-//! at once.
+//! at once. A key that expires (a holder that crashed) marks nothing: the waiter sleeps
+//! to its PTTL and is on time.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

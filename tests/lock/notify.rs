@@ -174,6 +174,35 @@ async fn a_key_that_expires_is_noticed_at_its_pttl() {
     drop(guard);
 }
 
+/// A key that expires (a holder that crashed) marks nothing: its waiter slept to the
+/// PTTL and was on time. The next waiter on the lock, behind a live holder, still sleeps
+/// for the release message (at most a few scripts in a second), and is woken by it.
+#[tokio::test]
+async fn a_key_that_expired_leaves_the_next_waiter_sleeping_for_the_message() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = notified(&server, &conn);
+    raw::cmd::<()>(&conn, "SET", &["jobs", "crashed-holder", "PX", "500"]).await;
+    let guard = joined(spawn_write(&mx)).await;
+    assert!(guard.unlock().await.unwrap());
+
+    let holder = plain(&server.conn().await).write().await.unwrap();
+    let waiter = spawn_write(&mx);
+    assert!(eventually(|| async { subscribers(&conn, "jobs:released").await == 1 }).await);
+    raw::cmd::<()>(&conn, "CONFIG", &["RESETSTAT"]).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let scripts = evalsha_calls(&conn).await;
+    assert!(scripts <= 3, "{scripts} scripts in 1 s: the waiter polls");
+    assert!(holder.unlock().await.unwrap());
+    let started = Instant::now();
+    let guard = joined(waiter).await;
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "woken by the message"
+    );
+    assert!(guard.unlock().await.unwrap());
+}
+
 #[tokio::test]
 async fn one_release_wakes_one_writer_and_local_writers_go_in_arrival_order() {
     let server = RedisServer::start();
