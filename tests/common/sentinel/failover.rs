@@ -16,6 +16,10 @@ use super::probe::{connect, master_addr, query, replication};
 use super::settled::{poll_until_async, settled, POLL};
 use super::{Sentinels, MASTER_NAME, SETTLE};
 
+/// How many times [`Sentinels::fast_sentinel_failover`] forces a failover that Sentinel
+/// undid by failing back to the old primary.
+const FORCED_TRIES: usize = 3;
+
 impl Sentinels {
     /// Waits until the Sentinels promote another node than the primary the deployment
     /// last settled with, and the deployment settles around it (the new primary says it
@@ -53,9 +57,36 @@ impl Sentinels {
     /// Not sooner: a Sentinel whose links to the old primary are dropped just before it
     /// switches to the new one reconnects only a second later, takes the new primary
     /// for down (`down-after-milliseconds` is 1 s) and, with another Sentinel in the
-    /// same state, fails over again, back to the old one.
+    /// same state, fails over again, back to the old one. On a loaded machine a
+    /// Sentinel's first link to the new primary can take that second too: when the
+    /// deployment settles back on the old primary, the failover is forced again (up to
+    /// [`FORCED_TRIES`] times).
     pub async fn fast_sentinel_failover(&mut self) -> usize {
         let old = self.nodes[self.settled_primary].port();
+        for tried in 1..=FORCED_TRIES {
+            let new = self.force_and_demote(old).await;
+            let layout = self.layout();
+            let settled_on = move || settled(&layout);
+            match poll_until_async(SETTLE, settled_on).await {
+                Ok(port) if port == old && tried < FORCED_TRIES => {
+                    eprintln!("Sentinel failed back from {new} to {old}; forcing again");
+                }
+                Ok(port) if port != old => {
+                    self.settled_primary = self.index(port);
+                    return self.settled_primary;
+                }
+                Ok(_) => self.fail(&format!(
+                    "Sentinel failed back to {old} after each of {FORCED_TRIES} forced failovers"
+                )),
+                Err(why) => self.fail(&format!("no failover within {SETTLE:?}: {why}")),
+            }
+        }
+        unreachable!("the last try returns or fails")
+    }
+
+    /// Forces a failover away from the primary on `old`, waits until every Sentinel names
+    /// a new one that says it is a master, and demotes `old` under it; the new primary.
+    async fn force_and_demote(&mut self, old: u16) -> u16 {
         let sentinels: Vec<u16> = self.sentinels.iter().map(|s| s.port()).collect();
         self.force_failover().await;
         let promoted = move || match named_by_all(&sentinels)? {
@@ -73,7 +104,7 @@ impl Sentinels {
         if let Err(why) = demoted {
             self.fail(&format!("cannot demote {old}: {why}"));
         }
-        self.failover().await
+        new
     }
 
     /// Sends `SENTINEL FAILOVER` to the first Sentinel, again while it answers that no
