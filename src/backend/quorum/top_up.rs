@@ -5,11 +5,13 @@
 //! clock jumps forward expires its key early, and that node with the free one is a
 //! majority for someone else (the Redlock clock-jump case, Kleppmann, "How to do
 //! distributed locking"). So an acquire's second round offers the lock to each node that
-//! did not take it in the first, before raising its counter ([`raise_or_take`]); and each
-//! node still without it is tried again in the background (`retake.lua`, in the lease's
-//! turn on the node), a millisecond later and backing off, until it holds the lock, or the next renewal is due, or the lease
-//! changes form (released, downgraded, lost: [`NodeOrder::form`]), or the guard's token
-//! fires.
+//! refused it in the first because another request had it there, before raising its
+//! counter ([`raise_or_take`]); and each node still without it is tried again in the
+//! background (`retake.lua`, in the lease's turn on the node), a millisecond later and
+//! backing off while it refuses, until it holds the lock, or the next renewal is due, or
+//! the lease changes form (released, downgraded, lost, a failed attempt:
+//! [`NodeOrder::form`]), or the guard's token fires. A node that fails or gives no
+//! answer in time is left to the renewals.
 //!
 //! [`NodeOrder::form`]: crate::protocol::node_order::NodeOrder::form
 
@@ -110,8 +112,9 @@ impl<C> Majority<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// Tries, in a task per node, each node of `holding` not known to hold the lock, as
-    /// `top_up` says; a permit is not topped up (`retake.lua` takes no permit back).
+    /// Tries, in a task per node, each node of `holding` that refused the lock or had not
+    /// answered yet, as `top_up` says; a permit is not topped up (`retake.lua` takes no
+    /// permit back).
     pub(super) fn top_up(&self, call: &Arc<Call>, holding: &Arc<Holding>, top_up: TopUp) {
         if top_up.hold == Hold::Permit {
             return;
