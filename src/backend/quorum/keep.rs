@@ -180,16 +180,32 @@ where
             fencing_token,
             form,
         }) if Instant::now() < until && !live.is_cancelled() && !form.is_cancelled() => {
-            let minted = call.node_order.largest_minted(at);
-            (hold, fencing_token.max(minted))
+            (hold, fencing_token)
         }
         _ => return Ok(false),
     };
-    let taken = calls::retake(&mut node.connection(), call, hold, token).await?;
+    let taken = retake_on(at, node, call, hold, token).await?;
     if taken {
         tracing::debug!(key = %call.keys.lock(), id = %call.id, "lock taken back on a node that had lost it");
     }
     Ok(taken)
+}
+
+/// `retake.lua` on node `at` as `hold`, under `token` or a larger token that node minted
+/// for the lease ([`NodeOrder::largest_minted`](crate::protocol::node_order::NodeOrder::largest_minted)):
+/// true when the node holds the lock for the lease now.
+pub(super) async fn retake_on<C>(
+    at: usize,
+    node: &Direct<C>,
+    call: &Call,
+    hold: Hold,
+    token: u64,
+) -> Result<bool, Error>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let token = token.max(call.node_order.largest_minted(at));
+    calls::retake(&mut node.connection(), call, hold, token).await
 }
 
 /// Releases the id on one node as `hold`, and as the other of writer and reader when

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::attempt::hold_of;
+use super::keep::retake_on;
 use super::Majority;
 use crate::backend::direct::Direct;
 use crate::error::Error;
@@ -180,8 +181,7 @@ where
     if holding.state(at) != NOT_HELD || top_up.stopped() {
         return Ok(true);
     }
-    let token = top_up.token.max(call.node_order.largest_minted(at));
-    let taken = calls::retake(&mut node.connection(), call, top_up.hold, token).await?;
+    let taken = retake_on(at, node, call, top_up.hold, top_up.token).await?;
     if taken {
         holding.record(at, Some(true));
         tracing::debug!(key = %call.keys.lock(), id = %call.id, node = at,
@@ -208,8 +208,7 @@ where
 {
     let hold = hold_of(kind);
     if hold != Hold::Permit && holding.state(at) == NOT_HELD {
-        let token = token.max(call.node_order.largest_minted(at));
-        if let Ok(true) = calls::retake(&mut node.connection(), call, hold, token).await {
+        if let Ok(true) = retake_on(at, node, call, hold, token).await {
             holding.record(at, Some(true));
             return Ok(());
         }
