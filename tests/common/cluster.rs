@@ -30,6 +30,8 @@ pub const SLOTS: u16 = 16384;
 pub const NODE_TIMEOUT_MS: u64 = 1000;
 /// How long the cluster may take to form, and a failover to complete.
 pub const SETTLE: Duration = Duration::from_secs(30);
+/// How many times [`Cluster::start`] starts a cluster that does not form.
+pub const FORM_ATTEMPTS: usize = 2;
 
 /// The number of nodes of [`Cluster::start`]: three masters and their replicas.
 pub const NODES: usize = 6;
@@ -120,19 +122,36 @@ impl Cluster {
     /// start order, see [`nodes`](Self::nodes)) started with the variables `envs[i]` set
     /// for its process, and again at each restart (nodes past the end of `envs` with
     /// none): each node on a clock of its own, say.
+    ///
+    /// A cluster that does not form within [`SETTLE`] is killed and started again on new
+    /// ports, up to [`FORM_ATTEMPTS`] times in all, each failure printed with the nodes'
+    /// view and logs: a harness fault (a port another test's process took meanwhile, a
+    /// machine too loaded to gossip) is not the test's.
     pub fn start_with_env(node_timeout_ms: u64, envs: &[NodeEnv]) -> Self {
-        let cluster = Self {
-            procs: Mutex::new(spawn_nodes(node_timeout_ms, envs)),
-            lost_replicas: Mutex::new(HashMap::new()),
-            node_timeout_ms,
-        };
-        cluster.create();
-        cluster.wait_formed();
-        cluster
+        let mut failures = Vec::new();
+        for attempt in 1..=FORM_ATTEMPTS {
+            let cluster = Self {
+                procs: Mutex::new(spawn_nodes(node_timeout_ms, envs)),
+                lost_replicas: Mutex::new(HashMap::new()),
+                node_timeout_ms,
+            };
+            match cluster.create().and_then(|()| cluster.wait_formed()) {
+                Ok(()) => return cluster,
+                Err(why) => {
+                    let why = format!("attempt {attempt}: {why}\n{}", cluster.logs());
+                    eprintln!("{why}\n(the cluster is started again on new ports)");
+                    failures.push(why);
+                }
+            }
+        }
+        panic!(
+            "the cluster did not form in {FORM_ATTEMPTS} attempts:\n{}",
+            failures.join("\n")
+        )
     }
 
     /// Joins the nodes with `redis-cli --cluster create`.
-    fn create(&self) {
+    fn create(&self) -> Result<(), String> {
         let addresses = self
             .ports()
             .into_iter()
@@ -146,27 +165,29 @@ impl Cluster {
             .output()
             .unwrap_or_else(|err| panic!("cannot run {cli:?}: {err}\n{INSTALL_HINT}"));
         if !output.status.success() {
-            panic!(
-                "redis-cli --cluster create failed ({}):\n{}{}\n{}",
+            return Err(format!(
+                "redis-cli --cluster create failed ({}):\n{}{}",
                 output.status,
                 String::from_utf8_lossy(&output.stdout),
                 String::from_utf8_lossy(&output.stderr),
-                self.logs()
-            );
+            ));
         }
+        Ok(())
     }
 
     /// Waits until every node reports `cluster_state:ok` and the same three masters
-    /// covering every slot, each with one replica whose link to it is up.
-    fn wait_formed(&self) {
+    /// covering every slot, each with one replica whose link to it is up; the error
+    /// says what was still missing, with `CLUSTER NODES`.
+    fn wait_formed(&self) -> Result<(), String> {
         let ports = self.live_ports();
-        if let Err(why) = poll_until(SETTLE, POLL, || formed(&ports)) {
-            panic!(
-                "the cluster did not form within {SETTLE:?}: {why}\n{}\n{}",
-                self.describe(),
-                self.logs()
-            );
-        }
+        poll_until(SETTLE, POLL, || formed(&ports))
+            .map(drop)
+            .map_err(|why| {
+                format!(
+                    "the cluster did not form within {SETTLE:?}: {why}\n{}",
+                    self.describe()
+                )
+            })
     }
 
     /// The nodes' `cluster-node-timeout`.
