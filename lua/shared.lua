@@ -93,8 +93,15 @@ local function queue_purge(q, d, now)
     end
 end
 
+-- Whether the queue queue_open opened has nobody in it (both its keys absent, the
+-- uncontended case): then ranking, listing and leaving it read and write nothing.
+local queue_empty = false
+
 -- The members ahead of `member` in queue `q`: all of them when it is not queued.
 local function queue_ahead(q, member)
+    if queue_empty then
+        return {}
+    end
     local rank = redis.call('ZRANK', q, member)
     if rank == false then
         return redis.call('ZRANGE', q, 0, -1)
@@ -107,6 +114,9 @@ end
 
 -- How many waiters are ahead of `member` in queue `q`: all of them when it is not queued.
 local function queue_rank(q, member)
+    if queue_empty then
+        return 0
+    end
     return redis.call('ZRANK', q, member) or redis.call('ZCARD', q)
 end
 
@@ -124,10 +134,14 @@ local function queue_join(q, d, member, now, ttl)
     redis.call('ZADD', d, now + ttl, member)
     pttl_at_least(q, ttl)
     pttl_at_least(d, ttl)
+    queue_empty = false
 end
 
 -- Takes `member` out of the queue.
 local function queue_leave(q, d, member)
+    if queue_empty then
+        return
+    end
     redis.call('ZREM', q, member)
     redis.call('ZREM', d, member)
 end
@@ -145,8 +159,13 @@ end
 
 -- Opens the queue `q`, `d` for a fair request: checks both keys, reads the clock, and
 -- drops the waiters whose deadline has passed. Returns the server time in milliseconds,
--- or nil and the error reply (then nothing was changed).
+-- or nil and the error reply (then nothing was changed). When neither key exists (one
+-- EXISTS), there is nothing to check or drop, and queue_empty is set.
 local function queue_open(q, d)
+    queue_empty = redis.call('EXISTS', q, d) == 0
+    if queue_empty then
+        return now_ms()
+    end
     local refusal = zset_refusal(q) or zset_refusal(d)
     if refusal then
         return nil, refusal
@@ -159,7 +178,9 @@ end
 -- A fair request is blocked: `member` joins the queue (or keeps its place) when `join`.
 -- Returns `wait` (ms), or less: until the first deadline in the queue.
 local function queue_blocked(q, d, member, now, ttl, wait, join)
-    wait = until_first_deadline(d, now, wait)
+    if not queue_empty then
+        wait = until_first_deadline(d, now, wait)
+    end
     if join then
         queue_join(q, d, member, now, ttl)
     end

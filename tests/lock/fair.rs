@@ -989,3 +989,69 @@ async fn the_queue_keys_have_ttls_and_nothing_is_left_behind() {
     assert!(clean, "left behind: {keys:?}");
     cut_off.abort();
 }
+
+/// The sorted-set commands the fair scripts run on a queue.
+const QUEUE_COMMANDS: [&str; 7] = [
+    "zrank",
+    "zcard",
+    "zrange",
+    "zrangebyscore",
+    "zrem",
+    "zadd",
+    "zscore",
+];
+
+/// How many times the server ran each of [`QUEUE_COMMANDS`] (also from scripts).
+async fn queue_calls(conn: &C) -> Vec<u64> {
+    let mut calls = Vec::new();
+    for command in QUEUE_COMMANDS {
+        calls.push(raw::calls(conn, command).await.0);
+    }
+    calls
+}
+
+/// With nobody queued (both queue keys absent), a fair writer's and a fair reader's
+/// acquire and release run no sorted-set command: one `EXISTS` finds the queue empty.
+/// With a waiter queued, the same acquire reads the queue (the check is not vacuous).
+#[tokio::test]
+async fn an_uncontended_fair_cycle_runs_no_queue_command() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = mutex(&conn, "alone", Duration::from_secs(5), true, None);
+    let before = queue_calls(&conn).await;
+    for _ in 0..3 {
+        assert!(mx.write().await.unwrap().unlock().await.unwrap());
+        assert!(mx.read().await.unwrap().unlock().await.unwrap());
+    }
+    let after = queue_calls(&conn).await;
+    assert_eq!(before, after, "{QUEUE_COMMANDS:?}");
+    assert_eq!(raw::calls(&conn, "exists").await.1, 0);
+
+    let holder = mx.write().await.unwrap();
+    let waiter = tokio::spawn({
+        let mx = mutex(
+            &server.conn().await,
+            "alone",
+            Duration::from_secs(5),
+            true,
+            None,
+        );
+        async move { mx.write().await.unwrap() }
+    });
+    wait_queued(&conn, "alone", 1).await;
+    let queued = queue_calls(&conn).await;
+    assert!(holder.unlock().await.unwrap());
+    let guard = tokio::time::timeout(LIVENESS, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    let served = queue_calls(&conn).await;
+    assert!(
+        served
+            .iter()
+            .zip(&queued)
+            .any(|(served, queued)| served > queued),
+        "the queued waiter's acquire read its queue: {queued:?} -> {served:?}"
+    );
+    assert!(guard.unlock().await.unwrap());
+}
