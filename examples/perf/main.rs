@@ -8,14 +8,16 @@
 //! 2 minutes on 2 cores. Modes that run alone:
 //! - `cargo run --release --example perf -- quorum`: rows 10–13 (about 30 s);
 //! - `cargo run --release --example perf -- silent`: row 8c (about 25 s);
+//! - `cargo run --release --example perf -- throughput`: rows 1–5 (about 40 s);
 //! - `cargo run --release --example perf -- million`: row 15, one child process holding
 //!   1,000,000 write guards with a TTL of 30 s on a server of its own, with no
 //!   `maxmemory` (the server needs about 350 MB, and the client about 1.5 GB at 1.4 KB a
 //!   guard); 1–3 minutes.
 //!
 //! Rows: 1 one task's write and read cycles; 2–5 32 tasks (own keys; readers on one
-//! key; the fenced floor, with no library; the crate's scripts as bare EVALSHA), row 2
-//! also as a ratio to the fenced floor of row 4; 6 the hand-off across two processes; 7
+//! key; the fenced floor, with no library; 4b the fenced read floor, with no library;
+//! the crate's scripts as bare EVALSHA), row 2 also as a ratio to the fenced floor of
+//! row 4, row 3 to the fenced read floor of row 4b; 6 the hand-off across two processes; 7
 //! eight workers on one key; 8 one waiter behind a live holder, 8c behind a holder that
 //! publishes nothing (Go's scripts), with a notifier and without; 9 idle guards (10k and
 //! 100k at a TTL of 4 s, 100k at 12 s: client and server memory and CPU, renewals, lock
@@ -117,6 +119,8 @@ enum Mode {
     Million,
     /// Row 8c alone (`-- silent`).
     Silent,
+    /// Rows 1–5 alone (`-- throughput`).
+    Throughput,
 }
 
 impl Mode {
@@ -127,6 +131,7 @@ impl Mode {
             Some("quorum") => Ok(Self::Quorum),
             Some("million") => Ok(Self::Million),
             Some("silent") => Ok(Self::Silent),
+            Some("throughput") => Ok(Self::Throughput),
             Some(other) => Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -138,6 +143,7 @@ impl Mode {
             Self::Quorum => " -- quorum",
             Self::Million => " -- million",
             Self::Silent => " -- silent",
+            Self::Throughput => " -- throughput",
         }
     }
 }
@@ -197,6 +203,15 @@ async fn run(mode: Mode) -> Result<()> {
                 "8c",
                 "one waiter behind a holder that publishes nothing",
                 made,
+            );
+        }
+        Mode::Throughput => {
+            let server = RedisServer::try_start()?;
+            push_rows(
+                &mut rows,
+                "1-5",
+                "throughput",
+                throughput::rows(&server).await,
             );
         }
     }

@@ -14,7 +14,7 @@ use crate::{Result, TASKS};
 pub(crate) use rates::rates;
 use rates::{floor_row, rate_row};
 pub(crate) use workload::{Bench, Workload};
-use Workload::{Fenced, Raw, Read, Scripts, Write};
+use Workload::{Fenced, Raw, Read, ReadFloor, Scripts, Write};
 
 /// Rows 1–5 on `server`: one task, then [`TASKS`] tasks, over one shared connection.
 pub(crate) async fn rows(server: &RedisServer) -> Result<Vec<Row>> {
@@ -52,11 +52,17 @@ async fn one_task(bench: &Arc<Bench>) -> Vec<Row> {
     ]
 }
 
-/// Rows 2–5: [`TASKS`] tasks writing on their own keys, reading one key, and the two
-/// floors with no library (the fenced cycle, the crate's scripts sent bare).
+/// Rows 2–5: [`TASKS`] tasks writing on their own keys, reading one key, and the
+/// floors with no library (the fenced cycle, the fenced read cycle, the crate's scripts
+/// sent bare).
 async fn many_tasks(bench: &Arc<Bench>) -> Vec<Row> {
-    let many = rates(bench, &[Raw, Write, Read, Fenced, Scripts], TASKS).await;
-    let [raw, write, read, fenced, scripts] = &many[..] else {
+    let many = rates(
+        bench,
+        &[Raw, Write, Read, Fenced, ReadFloor, Scripts],
+        TASKS,
+    )
+    .await;
+    let [raw, write, read, fenced, read_floor, scripts] = &many[..] else {
         unreachable!("one rate per workload")
     };
     vec![
@@ -72,12 +78,21 @@ async fn many_tasks(bench: &Arc<Bench>) -> Vec<Row> {
             ),
             write,
             fenced,
+            "the fenced floor",
         ),
-        rate_row(
-            "3",
-            format!("{TASKS} readers on one key, one connection: read cycles/s"),
+        floor_row(
+            rate_row(
+                "3",
+                format!(
+                    "{TASKS} readers on one key, one connection: read cycles/s (ratio to \
+                     raw, and to the fenced read floor of row 4b, same phases)"
+                ),
+                read,
+                raw,
+            ),
             read,
-            raw,
+            read_floor,
+            "the fenced read floor",
         ),
         rate_row(
             "4",
@@ -86,6 +101,16 @@ async fn many_tasks(bench: &Arc<Bench>) -> Vec<Row> {
                  then compare-delete-PUBLISH script, cycles/s"
             ),
             fenced,
+            raw,
+        ),
+        rate_row(
+            "4b",
+            format!(
+                "fenced read floor, no library, {TASKS} readers on one key: a script \
+                 (intent EXISTS, SADD, PTTL/PEXPIRE, INCR fence), then SREM-EXISTS-PUBLISH \
+                 script, cycles/s"
+            ),
+            read_floor,
             raw,
         ),
         rate_row(

@@ -93,14 +93,16 @@ pub(crate) fn rate_row(
     Row::new(id, what, show(library), show(raw), ratio)
 }
 
-/// The fenced floor's share that the library must reach in row 2.
+/// The floor's share that the library must reach in rows 2 and 3.
 const FLOOR_TARGET: f64 = 0.95;
 
-/// `row` with the ratio of `library` to the fenced floor `fenced` added to its ratio.
+/// `row` with the ratio of `library` to the floor `fenced` (called `floor` in the text)
+/// added to its ratio.
 pub(crate) fn floor_row(
     mut row: Row,
     library: &Result<f64, String>,
     fenced: &Result<f64, String>,
+    floor: &str,
 ) -> Row {
     if let (Ok(library), Ok(fenced)) = (library, fenced) {
         let share = library / fenced;
@@ -110,7 +112,7 @@ pub(crate) fn floor_row(
             "missed"
         };
         row.ratio = format!(
-            "{} of raw; {share:.2} of the fenced floor (target ≥ {FLOOR_TARGET}: {verdict})",
+            "{} of raw; {share:.2} of {floor} (target ≥ {FLOOR_TARGET}: {verdict})",
             row.ratio
         );
     }

@@ -5,7 +5,7 @@ use redis::aio::MultiplexedConnection;
 use redis::Value;
 use redismutex::{Quorum, RwMutex};
 
-use super::scripts::{lock_lua, unlock_lua};
+use super::scripts::{lock_lua, read_floor, read_floor_release, unlock_lua};
 use crate::locking::{check_unlocked, raw_release};
 use crate::raw::{
     raw_id, raw_majority, raw_quorum_acquire, raw_quorum_release, raw_set, RELEASE, RELEASE_PUBLISH,
@@ -25,6 +25,10 @@ pub(crate) enum Workload {
     Fenced,
     /// Bare EVALSHA of `lua/lock.lua`, then of `lua/unlock.lua`.
     Scripts,
+    /// The fenced read floor, all tasks on one key: one script checks the intent, adds
+    /// the reader (refused on a writer's string), keeps the set's TTL and mints a token
+    /// by `INCR`; one script removes it and publishes when the last reader goes.
+    ReadFloor,
     /// The raw quorum cycle (`raw.rs`): on every node at once, pipelined `SET NX PX` +
     /// `INCR <key>:fence` (decided at a majority), `SET <key>:fence <max> PX` (decided at
     /// a majority), then the compare-and-delete script (every node); each task on its
@@ -66,6 +70,7 @@ impl Workload {
             }
             Self::Fenced => fenced_cycle(conn, &format!("perf-fenced:{task}"), &id).await,
             Self::Scripts => scripts_cycle(conn, &format!("perf-scripts:{task}"), &id).await,
+            Self::ReadFloor => read_floor_cycle(conn, "perf-read-floor", &id).await,
             Self::QuorumRaw => {
                 quorum_raw_cycle(&bench.nodes, &format!("perf-qraw:{task}"), &id).await
             }
@@ -116,6 +121,19 @@ async fn scripts_cycle(conn: &mut MultiplexedConnection, key: &str, id: &str) ->
     let released: i64 = unlock_lua(key, id).invoke_async(conn).await?;
     if released & 1 != 1 {
         return Err(format!("unlock.lua on {key} replied {released}").into());
+    }
+    Ok(())
+}
+
+/// [`Workload::ReadFloor`]'s cycle on `key` as `id`.
+async fn read_floor_cycle(conn: &mut MultiplexedConnection, key: &str, id: &str) -> Result<()> {
+    let token: i64 = read_floor(key, id).invoke_async(conn).await?;
+    if token < 1 {
+        return Err(format!("the read floor on {key} replied {token}").into());
+    }
+    let released: i64 = read_floor_release(key, id).invoke_async(conn).await?;
+    if released != 1 {
+        return Err(format!("the read floor's release on {key} replied {released}").into());
     }
     Ok(())
 }
