@@ -84,17 +84,18 @@ end
 
 -- Fair mode: the queue, checked before the first write; TIME is read here too.
 local fair = KEYS[4] ~= nil
+local queue = fair and fair_queue()
 local member = 'w:' .. ARGV[1]
 local now
 if fair then
     local refusal
-    now, refusal = queue_open(KEYS[4], KEYS[5])
+    now, refusal = queue.open(KEYS[4], KEYS[5])
     if refusal then
         return refusal
     end
 end
 
-if holder == ARGV[1] or (holder == false and (not fair or queue_rank(KEYS[4], member) == 0)) then
+if holder == ARGV[1] or (holder == false and (not fair or queue.rank(KEYS[4], member) == 0)) then
     -- The token: one more than the last, or from the clock (shared.lua). TIME is read
     -- before the first write (in fair mode by now_ms), so an error there (an ACL without
     -- TIME) changes nothing.
@@ -105,7 +106,7 @@ if holder == ARGV[1] or (holder == false and (not fair or queue_rank(KEYS[4], me
     end
     redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[4])
     if fair then
-        queue_leave(KEYS[4], KEYS[5], member)
+        queue.leave(KEYS[4], KEYS[5], member)
     end
     return token
 end
@@ -119,6 +120,6 @@ if ARGV[3] == '1' then
     end
 end
 if fair then
-    pttl = queue_blocked(KEYS[4], KEYS[5], member, now, ttl, pttl, ARGV[6] == 'wait')
+    pttl = queue.blocked(KEYS[4], KEYS[5], member, now, ttl, pttl, ARGV[6] == 'wait')
 end
 return -1 - pttl

@@ -151,13 +151,14 @@ end
 
 -- Fair mode: so does a writer queued ahead.
 if KEYS[4] ~= nil then
-    local now, refusal = queue_open(KEYS[4], KEYS[5])
+    local queue = fair_queue()
+    local now, refusal = queue.open(KEYS[4], KEYS[5])
     if refusal then
         return refusal
     end
     local queued = 'r:' .. ARGV[1]
     if not blocked and member == 0 then
-        for _, ahead in ipairs(queue_ahead(KEYS[4], queued)) do
+        for _, ahead in ipairs(queue.ahead(KEYS[4], queued)) do
             if ahead:sub(1, 2) == 'w:' then
                 blocked = -1 - ttl
                 break
@@ -166,9 +167,9 @@ if KEYS[4] ~= nil then
     end
     if blocked then
         local join = ARGV[6] == 'wait'
-        return -1 - queue_blocked(KEYS[4], KEYS[5], queued, now, ttl, -1 - blocked, join)
+        return -1 - queue.blocked(KEYS[4], KEYS[5], queued, now, ttl, -1 - blocked, join)
     end
-    queue_leave(KEYS[4], KEYS[5], queued)
+    queue.leave(KEYS[4], KEYS[5], queued)
 end
 if blocked then
     return blocked

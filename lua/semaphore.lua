@@ -48,6 +48,7 @@
 local ttl = tonumber(ARGV[2])
 local permits = tonumber(ARGV[3])
 local fair = KEYS[3] ~= nil
+local queue = fair and fair_queue()
 local queued = 'p:' .. ARGV[1]
 
 local refusal = zset_refusal(KEYS[1])
@@ -61,11 +62,11 @@ end
 local now = nil
 local ahead = 0
 if fair then
-    now, refusal = queue_open(KEYS[3], KEYS[4])
+    now, refusal = queue.open(KEYS[3], KEYS[4])
     if refusal then
         return refusal
     end
-    ahead = queue_rank(KEYS[3], queued)
+    ahead = queue.rank(KEYS[3], queued)
 else
     now = now_ms()
 end
@@ -77,7 +78,7 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) + ahea
     pttl_at_least(KEYS[1], ttl)
     redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[4])
     if fair then
-        queue_leave(KEYS[3], KEYS[4], queued)
+        queue.leave(KEYS[3], KEYS[4], queued)
     end
     return token
 end
@@ -85,6 +86,6 @@ end
 -- Blocked: until the first holder's deadline, when a permit frees unless refreshed.
 local wait = until_first_deadline(KEYS[1], now, ttl)
 if fair then
-    wait = queue_blocked(KEYS[3], KEYS[4], queued, now, ttl, wait, ARGV[6] == 'wait')
+    wait = queue.blocked(KEYS[3], KEYS[4], queued, now, ttl, wait, ARGV[6] == 'wait')
 end
 return -1 - wait
