@@ -10,7 +10,9 @@
 //!   `permit` (`Semaphore::acquire` + unlock, 4 permits).
 //! - `tasks32`: 32 tasks on their own keys sharing one connection; one iteration is one
 //!   cycle per task (the time of 32 concurrent cycles): `raw`, `write`.
-//! - `readers32`: 32 tasks reading one key (read + unlock), next to the raw 32-task figure.
+//! - `readers32`: 32 tasks reading one key (read + unlock), next to the raw 32-task figure
+//!   and the fenced read floor (`read_floor`: one script checking the intent, adding the
+//!   reader and minting a token, then one removing it, `benches/raw.rs`).
 //! - `handoff`: A holds key K and B waits for it on its own connection (B's mutex has a
 //!   notifier); A releases; measured from A's release returning to B's acquire returning.
 //!   `raw` is the floor: B waits on a Pub/Sub subscription to `K:released` and retries
@@ -33,7 +35,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode};
 use futures_util::StreamExt;
-use raw::{raw_cycle, raw_id, raw_release, raw_semaphore_cycle, raw_set, RELEASE, RELEASE_PUBLISH};
+use raw::{
+    raw_cycle, raw_id, raw_release, raw_semaphore_cycle, raw_set, read_floor_cycle, RELEASE,
+    RELEASE_PUBLISH,
+};
 use redis::aio::MultiplexedConnection;
 use redismutex::{Guard, Permit, RwMutex, Semaphore};
 use tokio::runtime::Runtime;
@@ -99,6 +104,26 @@ async fn mutex_tasks(mx: &RwMutex<MultiplexedConnection>, iters: u64, read: bool
                 } else {
                     write_cycle(&mx, &key).await;
                 }
+            }
+        });
+    }
+    tasks.join_all().await;
+    start.elapsed()
+}
+
+/// Runs `iters` fenced read-floor cycles in each of [`TASKS`] tasks, all on one key.
+async fn read_floor_tasks(conn: &MultiplexedConnection, iters: u64) -> Duration {
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    for task in 0..TASKS {
+        let mut conn = conn.clone();
+        tasks.spawn(async move {
+            let id = raw_id(task);
+            for _ in 0..iters {
+                read_floor_cycle(&mut conn, "bench-read-floor", &id, TTL_MS)
+                    .await
+                    .expect("read floor script")
+                    .expect("read floor cycle");
             }
         });
     }
@@ -178,6 +203,10 @@ fn readers32(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer)
     group.bench_function("read", |b| {
         b.to_async(runtime)
             .iter_custom(|iters| mutex_tasks(&mx, iters, true))
+    });
+    group.bench_function("read_floor", |b| {
+        b.to_async(runtime)
+            .iter_custom(|iters| read_floor_tasks(&conn, iters))
     });
     group.finish();
 }

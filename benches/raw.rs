@@ -5,7 +5,9 @@
 //! Redis work sent to every node at once in three rounds, each bounded per node by a
 //! tenth of the TTL: `SET NX PX` + `INCR <key>:fence` pipelined (decided at a majority),
 //! `SET <key>:fence <largest token> PX` (decided at a majority), and the
-//! compare-and-delete script (waiting for every node).
+//! compare-and-delete script (waiting for every node). A fenced read floor is one
+//! script checking the intent, adding the reader and minting a token, then one removing
+//! it (and publishing when the set is empty).
 
 use std::future::Future;
 use std::sync::LazyLock;
@@ -93,6 +95,64 @@ pub async fn raw_cycle(
         "{key} is taken"
     );
     raw_release(conn, &RELEASE, key, id).await;
+}
+
+/// The fenced read floor's acquire: the least Redis work a fenced read lock does, in one
+/// script that defines no function. KEYS: lock key, intent key, fence key; ARGV: id, TTL
+/// ms. A waiting writer's intent keeps the reader out (-1); a writer's string refuses the
+/// `SADD` (-2); else the reader is in the set, the set lives at least the TTL, and the
+/// reply is the token, one more than the fence counter.
+pub static READ_FLOOR: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end \
+         if type(redis.pcall('SADD', KEYS[1], ARGV[1])) ~= 'number' then return -2 end \
+         if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then \
+         redis.call('PEXPIRE', KEYS[1], ARGV[2]) end \
+         return redis.call('INCR', KEYS[3])",
+    )
+});
+
+/// The fenced read floor's release: the reader leaves the set, and the last one out
+/// publishes its id on `KEYS[1]:released`. KEYS: lock key; ARGV: id. Replies 1 when `id`
+/// was a reader.
+pub static READ_FLOOR_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end \
+         if redis.call('EXISTS', KEYS[1]) == 0 then \
+         redis.call('PUBLISH', KEYS[1]..':released', ARGV[1]) end return 1",
+    )
+});
+
+/// One fenced read-floor cycle of reader `id` on `key`: [`READ_FLOOR`], then
+/// [`READ_FLOOR_RELEASE`]; an error when the reader was refused or not released.
+pub async fn read_floor_cycle(
+    conn: &mut impl ConnectionLike,
+    key: &str,
+    id: &str,
+    ttl_ms: u64,
+) -> RedisResult<Result<(), String>> {
+    let token: i64 = READ_FLOOR
+        .key(key)
+        .key(format!("{key}:lock-intent"))
+        .key(format!("{key}:fence"))
+        .arg(id)
+        .arg(ttl_ms)
+        .invoke_async(conn)
+        .await?;
+    if token < 1 {
+        return Ok(Err(format!("the read floor on {key} replied {token}")));
+    }
+    let released: i64 = READ_FLOOR_RELEASE
+        .key(key)
+        .arg(id)
+        .invoke_async(conn)
+        .await?;
+    if released != 1 {
+        return Ok(Err(format!(
+            "the read floor's release on {key} replied {released}"
+        )));
+    }
+    Ok(Ok(()))
 }
 
 /// Takes one of `ARGV[3]` permits of the sorted-set semaphore `KEYS[1]` for `ARGV[1]`,

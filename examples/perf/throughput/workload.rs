@@ -5,10 +5,11 @@ use redis::aio::MultiplexedConnection;
 use redis::Value;
 use redismutex::{Quorum, RwMutex};
 
-use super::scripts::{lock_lua, read_floor, read_floor_release, unlock_lua};
+use super::scripts::{lock_lua, unlock_lua};
 use crate::locking::{check_unlocked, raw_release};
 use crate::raw::{
-    raw_id, raw_majority, raw_quorum_acquire, raw_quorum_release, raw_set, RELEASE, RELEASE_PUBLISH,
+    raw_id, raw_majority, raw_quorum_acquire, raw_quorum_release, raw_set, read_floor_cycle,
+    RELEASE, RELEASE_PUBLISH,
 };
 use crate::{Result, FENCE_MS, TTL_MS};
 
@@ -70,7 +71,7 @@ impl Workload {
             }
             Self::Fenced => fenced_cycle(conn, &format!("perf-fenced:{task}"), &id).await,
             Self::Scripts => scripts_cycle(conn, &format!("perf-scripts:{task}"), &id).await,
-            Self::ReadFloor => read_floor_cycle(conn, "perf-read-floor", &id).await,
+            Self::ReadFloor => Ok(read_floor_cycle(conn, "perf-read-floor", &id, TTL_MS).await??),
             Self::QuorumRaw => {
                 quorum_raw_cycle(&bench.nodes, &format!("perf-qraw:{task}"), &id).await
             }
@@ -121,19 +122,6 @@ async fn scripts_cycle(conn: &mut MultiplexedConnection, key: &str, id: &str) ->
     let released: i64 = unlock_lua(key, id).invoke_async(conn).await?;
     if released & 1 != 1 {
         return Err(format!("unlock.lua on {key} replied {released}").into());
-    }
-    Ok(())
-}
-
-/// [`Workload::ReadFloor`]'s cycle on `key` as `id`.
-async fn read_floor_cycle(conn: &mut MultiplexedConnection, key: &str, id: &str) -> Result<()> {
-    let token: i64 = read_floor(key, id).invoke_async(conn).await?;
-    if token < 1 {
-        return Err(format!("the read floor on {key} replied {token}").into());
-    }
-    let released: i64 = read_floor_release(key, id).invoke_async(conn).await?;
-    if released != 1 {
-        return Err(format!("the read floor's release on {key} replied {released}").into());
     }
     Ok(())
 }
