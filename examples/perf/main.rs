@@ -8,7 +8,8 @@
 //! 2 minutes on 2 cores. Modes that run alone:
 //! - `cargo run --release --example perf -- quorum`: rows 10–13 (about 30 s);
 //! - `cargo run --release --example perf -- silent`: row 8c (about 25 s);
-//! - `cargo run --release --example perf -- throughput`: rows 1–5 (about 40 s);
+//! - `cargo run --release --example perf -- throughput`: rows 1–5 (about 25 s);
+//! - `cargo run --release --example perf -- guards`: row 9 (about a minute);
 //! - `cargo run --release --example perf -- million`: row 15, one child process holding
 //!   1,000,000 write guards with a TTL of 30 s on a server of its own, with no
 //!   `maxmemory` (the server needs about 350 MB, and the client about 1.5 GB at 1.4 KB a
@@ -121,6 +122,8 @@ enum Mode {
     Silent,
     /// Rows 1–5 alone (`-- throughput`).
     Throughput,
+    /// Row 9 alone (`-- guards`).
+    Guards,
 }
 
 impl Mode {
@@ -132,6 +135,7 @@ impl Mode {
             Some("million") => Ok(Self::Million),
             Some("silent") => Ok(Self::Silent),
             Some("throughput") => Ok(Self::Throughput),
+            Some("guards") => Ok(Self::Guards),
             Some(other) => Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -144,6 +148,7 @@ impl Mode {
             Self::Million => " -- million",
             Self::Silent => " -- silent",
             Self::Throughput => " -- throughput",
+            Self::Guards => " -- guards",
         }
     }
 }
@@ -196,6 +201,7 @@ async fn run(mode: Mode) -> Result<()> {
         }
         Mode::Quorum => quorum::rows(&mut rows, &mut notes).await,
         Mode::Million => guards::rows(&[guards::MILLION], &mut rows, &mut notes).await,
+        Mode::Guards => guards::rows(&guards::ROW_9, &mut rows, &mut notes).await,
         Mode::Silent => {
             let made = silent_holder::row(&mut notes).await.map(|row| vec![row]);
             push_rows(
