@@ -8,6 +8,8 @@ mod nested;
 mod permit;
 mod proclaim;
 mod release;
+#[cfg(test)]
+mod sizes;
 
 use std::fmt;
 use std::future::Future;
