@@ -150,8 +150,8 @@ if not blocked and member == 0 then
 end
 
 -- Fair mode: so does a writer queued ahead.
-if KEYS[4] ~= nil then
-    local queue = fair_queue()
+local queue = KEYS[4] ~= nil and fair_queue()
+if queue then
     local now, refusal = queue.open(KEYS[4], KEYS[5])
     if refusal then
         return refusal
@@ -169,16 +169,20 @@ if KEYS[4] ~= nil then
         local join = ARGV[6] == 'wait'
         return -1 - queue.blocked(KEYS[4], KEYS[5], queued, now, ttl, -1 - blocked, join)
     end
-    queue.leave(KEYS[4], KEYS[5], queued)
 end
 if blocked then
     return blocked
 end
 
 -- The token: one more than the last, or from the clock (shared.lua). TIME is read before
--- the first write, so an error there (an ACL without TIME) changes nothing.
+-- the first write, so an error there (an ACL without TIME) changes nothing. The SADD is
+-- the first write, so out of memory (OOM) refuses the reader with nothing changed, fair
+-- or not; leaving the queue comes after it (a removal, which OOM allows).
 local token = at_least_the_clock(last + 1, ARGV[5] == '1')
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
 pttl_at_least(KEYS[1], ttl, pttl)
+if queue then
+    queue.leave(KEYS[4], KEYS[5], 'r:' .. ARGV[1])
+end
 return token

@@ -242,9 +242,9 @@ mod tests {
         assert!(file(SHARED_FILE).starts_with("-- shared.lua:"));
         assert!(!file(SHARED_FILE).contains("'TIME'"));
         assert!(file(BASE_FILE).starts_with("-- base.lua:"));
-        // Every `local function` of the two has a one-line comment above it.
+        // Every `local function` of the two, nested ones too, has a comment above it.
         for prelude in [BASE_FILE, SHARED_FILE] {
-            let lines: Vec<&str> = file(prelude).lines().collect();
+            let lines: Vec<&str> = file(prelude).lines().map(str::trim_start).collect();
             for (at, line) in lines.iter().enumerate().skip(1) {
                 if line.starts_with("local function") {
                     assert!(lines[at - 1].starts_with("--"), "{line} has no comment");

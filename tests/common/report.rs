@@ -206,7 +206,10 @@ fn takeovers(events: &[Event], faults: &[FaultRecord]) -> Vec<f64> {
 /// was killed (`KillMaster`, until its replica took over): the promoted replica's TTL of
 /// the key is the last one replicated, which can be a renewal (ttl/2) behind, the
 /// failover hole the guarantees guide describes, and the watch cannot read the key
-/// while its master is down.
+/// while its master is down. So is a guard expired on arrival (`Expired` within ttl/10
+/// of its `ACQUIRED`, counted in `fired_on_arrival`): its token fired as its reply came,
+/// the earliest it could, and a note of its key may predate the attempt that took it (a
+/// resent request resets the key's TTL), so no lead of the library's is measured.
 pub fn leads(
     events: &[Event],
     held: &[HeldLock],
@@ -233,7 +236,8 @@ pub fn leads(
                 && f.start_us <= fired.us
                 && f.end_us >= acquired.us
         });
-        if frozen_or_failed_over {
+        let on_arrival = fired.last() == "Expired" && fired.us < acquired.us + ttl_ms * 100;
+        if frozen_or_failed_over || on_arrival {
             continue;
         }
         let note = notes

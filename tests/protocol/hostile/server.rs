@@ -49,6 +49,13 @@ async fn out_of_memory_refuses_new_locks_but_keeps_and_releases_held_ones() {
     let before = all_keys(&conn).await;
 
     assert_every_acquire_refused(&mx, "k", Refusal::OutOfMemory, "OOM").await;
+    // So is every fair one, with nobody queued (the scripts then write nothing before the
+    // lock: a write that OOM allows, a removal, would let the lock's write through).
+    let fair = RwMutex::builder(conn.clone(), "oomfair")
+        .fair(true)
+        .build()
+        .unwrap();
+    assert_every_acquire_refused(&fair, "k", Refusal::OutOfMemory, "OOM").await;
     // A writer blocked by the held lock would set the intent: that write is refused too.
     let blocked = at_once(mx.write().key("held")).await.unwrap_err();
     assert_refused(&blocked, "oom:held", Refusal::OutOfMemory, "OOM");
