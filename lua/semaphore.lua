@@ -17,9 +17,9 @@
 --
 -- Sent after base.lua and shared.lua, as one script.
 --
--- Holders whose deadline is not after the server's TIME are dropped first: a holder that
--- crashed frees its permit when its TTL runs out by the server's clock, whatever the
--- clients' clocks say. The permit count is the caller's: ARGV[1] gets a permit when fewer
+-- Holders whose deadline is not after the server's TIME count for nothing, and are dropped
+-- (after the new permit's ZADD, or before a blocked reply): a holder that crashed frees
+-- its permit when its TTL runs out by the server's clock, whatever the clients' clocks say. The permit count is the caller's: ARGV[1] gets a permit when fewer
 -- than ARGV[3] unexpired holders remain (in fair mode: fewer than ARGV[3] minus the waiters
 -- queued ahead of it; one that is not queued counts as last).
 --
@@ -43,7 +43,8 @@
 --   {"noexpiry", key}         key (any of KEYS) exists with no TTL; nothing was changed.
 --
 -- Every check comes before the first write, so an error (OOM, READONLY) changes nothing,
--- but for dropping expired holders and waiters, which only removes what has run out.
+-- but for dropping run-out waiters in fair mode, which only removes what has run out. The
+-- first write of a granted permit is its ZADD, so OOM refuses it.
 
 local ttl = tonumber(ARGV[2])
 local permits = tonumber(ARGV[3])
@@ -71,10 +72,16 @@ else
     now = now_ms()
 end
 
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) + ahead < permits then
+-- The holders whose deadline is after now: ARGV[1] among them (a resent request), and how
+-- many. Counted, not yet dropped, so that the ZADD is the first write: out of memory
+-- (OOM) refuses a new permit with nothing changed, as it refuses a lock.
+local own = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local holds = own and tonumber(own) > now
+local live = redis.call('ZCOUNT', KEYS[1], string.format('(%.0f', now), '+inf')
+if holds or live + ahead < permits then
     local token = at_least_the_clock(last + 1, ARGV[5] == '1')
     redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
     pttl_at_least(KEYS[1], ttl)
     redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[4])
     if fair then
@@ -83,7 +90,9 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) + ahea
     return token
 end
 
--- Blocked: until the first holder's deadline, when a permit frees unless refreshed.
+-- Blocked: until the first holder's deadline, when a permit frees unless refreshed (the
+-- holders that ran out dropped first).
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local wait = until_first_deadline(KEYS[1], now, ttl)
 if fair then
     wait = queue.blocked(KEYS[3], KEYS[4], queued, now, ttl, wait, ARGV[6] == 'wait')

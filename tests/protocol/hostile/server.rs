@@ -10,7 +10,7 @@ use crate::common::hostile::{
 };
 use crate::common::{at_once, raw, RedisServer};
 use redis::aio::MultiplexedConnection;
-use redismutex::{Refusal, RwMutex};
+use redismutex::{Refusal, RwMutex, Semaphore};
 
 /// A connection to `server` as `user` (empty for the default user) with `password`.
 async fn conn_as(
@@ -56,6 +56,17 @@ async fn out_of_memory_refuses_new_locks_but_keeps_and_releases_held_ones() {
         .build()
         .unwrap();
     assert_every_acquire_refused(&fair, "k", Refusal::OutOfMemory, "OOM").await;
+    // And a permit of a semaphore, fair or not.
+    for fair in [false, true] {
+        let sem = Semaphore::builder(conn.clone(), "oomsem", 2)
+            .fair(fair)
+            .build()
+            .unwrap();
+        let refused = at_once(sem.acquire().key("k")).await.unwrap_err();
+        assert_refused(&refused, "oomsem:k", Refusal::OutOfMemory, "OOM");
+        let refused = at_once(sem.try_acquire().key("k")).await.unwrap_err();
+        assert_refused(&refused, "oomsem:k", Refusal::OutOfMemory, "OOM");
+    }
     // A writer blocked by the held lock would set the intent: that write is refused too.
     let blocked = at_once(mx.write().key("held")).await.unwrap_err();
     assert_refused(&blocked, "oom:held", Refusal::OutOfMemory, "OOM");
