@@ -68,8 +68,9 @@ async fn permit_cycle(sem: &Semaphore<MultiplexedConnection>, key: &str) {
     assert!(permit.unlock().await.expect("unlock"));
 }
 
-/// Runs `iters` raw cycles in each of [`TASKS`] tasks on their own keys, concurrently.
-async fn raw_tasks(conn: &MultiplexedConnection, iters: u64) -> Duration {
+/// Runs `iters` raw cycles in each of [`TASKS`] tasks concurrently: raw write cycles on
+/// their own keys, or with `read_floor` fenced read-floor cycles all on one key.
+async fn raw_tasks(conn: &MultiplexedConnection, iters: u64, read_floor: bool) -> Duration {
     let start = Instant::now();
     let mut tasks = JoinSet::new();
     for task in 0..TASKS {
@@ -77,7 +78,14 @@ async fn raw_tasks(conn: &MultiplexedConnection, iters: u64) -> Duration {
         tasks.spawn(async move {
             let (key, id) = (format!("bench-raw:{task}"), raw_id(task));
             for _ in 0..iters {
-                raw_cycle(&mut conn, &key, &id, TTL_MS).await;
+                if read_floor {
+                    read_floor_cycle(&mut conn, "bench-read-floor", &id, TTL_MS)
+                        .await
+                        .expect("read floor script")
+                        .expect("read floor cycle");
+                } else {
+                    raw_cycle(&mut conn, &key, &id, TTL_MS).await;
+                }
             }
         });
     }
@@ -111,26 +119,6 @@ async fn mutex_tasks(mx: &RwMutex<MultiplexedConnection>, iters: u64, read: bool
     start.elapsed()
 }
 
-/// Runs `iters` fenced read-floor cycles in each of [`TASKS`] tasks, all on one key.
-async fn read_floor_tasks(conn: &MultiplexedConnection, iters: u64) -> Duration {
-    let start = Instant::now();
-    let mut tasks = JoinSet::new();
-    for task in 0..TASKS {
-        let mut conn = conn.clone();
-        tasks.spawn(async move {
-            let id = raw_id(task);
-            for _ in 0..iters {
-                read_floor_cycle(&mut conn, "bench-read-floor", &id, TTL_MS)
-                    .await
-                    .expect("read floor script")
-                    .expect("read floor cycle");
-            }
-        });
-    }
-    tasks.join_all().await;
-    start.elapsed()
-}
-
 fn bench_raw_tasks(
     group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
     runtime: &Runtime,
@@ -138,7 +126,7 @@ fn bench_raw_tasks(
 ) {
     group.bench_function("raw", |b| {
         b.to_async(runtime)
-            .iter_custom(|iters| async move { raw_tasks(conn, iters).await })
+            .iter_custom(|iters| async move { raw_tasks(conn, iters, false).await })
     });
 }
 
@@ -206,7 +194,7 @@ fn readers32(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer)
     });
     group.bench_function("read_floor", |b| {
         b.to_async(runtime)
-            .iter_custom(|iters| read_floor_tasks(&conn, iters))
+            .iter_custom(|iters| raw_tasks(&conn, iters, true))
     });
     group.finish();
 }

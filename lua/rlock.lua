@@ -151,12 +151,12 @@ end
 
 -- Fair mode: so does a writer queued ahead.
 local queue = KEYS[4] ~= nil and fair_queue()
+local queued = 'r:' .. ARGV[1]
 if queue then
     local now, refusal = queue.open(KEYS[4], KEYS[5])
     if refusal then
         return refusal
     end
-    local queued = 'r:' .. ARGV[1]
     if not blocked and member == 0 then
         for _, ahead in ipairs(queue.ahead(KEYS[4], queued)) do
             if ahead:sub(1, 2) == 'w:' then
@@ -183,6 +183,6 @@ redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])
 pttl_at_least(KEYS[1], ttl, pttl)
 if queue then
-    queue.leave(KEYS[4], KEYS[5], 'r:' .. ARGV[1])
+    queue.leave(KEYS[4], KEYS[5], queued)
 end
 return token

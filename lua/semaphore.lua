@@ -19,7 +19,8 @@
 --
 -- Holders whose deadline is not after the server's TIME count for nothing, and are dropped
 -- (after the new permit's ZADD, or before a blocked reply): a holder that crashed frees
--- its permit when its TTL runs out by the server's clock, whatever the clients' clocks say. The permit count is the caller's: ARGV[1] gets a permit when fewer
+-- its permit when its TTL runs out by the server's clock, whatever the clients' clocks
+-- say. The permit count is the caller's: ARGV[1] gets a permit when fewer
 -- than ARGV[3] unexpired holders remain (in fair mode: fewer than ARGV[3] minus the waiters
 -- queued ahead of it; one that is not queued counts as last).
 --
