@@ -9,7 +9,7 @@
 //!
 //! The tests run one at a time (see `SERIAL` in `tests/common/fault_checks.rs`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::expiry_watch::ExpiryWatch;
 use crate::common::fault_checks::{
@@ -21,6 +21,7 @@ use crate::common::netns::NetFault;
 use crate::common::netns_fleet::NetnsFleet;
 use crate::common::netns_mix::{netns_fault, SLOW};
 use crate::common::report::Report;
+use crate::common::LIVENESS;
 
 /// A quick worker: sections of 0–20 ms on `k0`, `k1`, as the long run's quick workers.
 fn quick() -> Spec {
@@ -185,9 +186,16 @@ async fn slow_link_stays_safe_and_recovers() {
     };
     let during = victim_released(slowed_us, healed_us);
     let others = released_after(&fleet.crew, slowed_us) - victim_released(slowed_us, u64::MAX);
-    tokio::time::sleep(ms(1500)).await;
-    let after = victim_released(healed_us, u64::MAX);
-    println!("slow link: {shaped} packets shaped; the victim's sections: {during} in 3 s slowed, {after} in 1.5 s after");
+    // Liveness, with a generous bound: the shaper's backlog drains after the heal, and a
+    // request that timed out meanwhile may wait for its reconnection.
+    let healed = Instant::now();
+    let mut after = victim_released(healed_us, u64::MAX);
+    while after < 3 && healed.elapsed() < LIVENESS {
+        tokio::time::sleep(ms(100)).await;
+        after = victim_released(healed_us, u64::MAX);
+    }
+    let took = healed.elapsed();
+    println!("slow link: {shaped} packets shaped; the victim's sections: {during} in 3 s slowed, {after} within {took:?} after");
     let report = finish_checked(
         &mut fleet,
         watch,
@@ -198,7 +206,7 @@ async fn slow_link_stays_safe_and_recovers() {
     assert!(others >= 10, "the others stopped working: {others}");
     assert!(
         after >= 3,
-        "the victim did not go on after the heal: {after}"
+        "the victim did not go on within {LIVENESS:?} of the heal: {after}"
     );
     assert!(report.referee.sections > 0);
 }
