@@ -191,7 +191,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             self.request.patience.waits(),
             lease.call.queue.is_fair(),
         ) {
-            if hub.has_waiters(lease.call.keys.channel()) {
+            if hub.has_waiters(lease.call.keys.lock()) {
                 let waiter = hub.join(&lease.call.keys, self.wake_as);
                 self.notified = waiter.notifies();
                 self.waiter = Some(waiter);
@@ -325,7 +325,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             }
         );
         if let (true, true, Some(hub)) = (timer_woke, acquired, self.request.lease.backend.hub()) {
-            hub.silence().seen(self.request.lease.call.keys.channel());
+            hub.silence().seen(self.request.lease.call.keys.lock());
         }
     }
 
@@ -349,7 +349,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             && lease
                 .backend
                 .hub()
-                .is_some_and(|hub| hub.silence().silent(lease.call.keys.channel()));
+                .is_some_and(|hub| hub.silence().silent(lease.call.keys.lock()));
         let waits_for_message = notified && !silent;
         let pause = pause(blocked_for, waits_for_message, lease.ttl(), || {
             self.backoff.next()

@@ -39,7 +39,7 @@ pub(super) async fn start<C: Send + Sync + 'static>(
     };
     settings.check()?;
     let keys = settings.keys_of(None, false)?;
-    let channels = vec![record_key(&keys), keys.channel().to_owned()];
+    let channels = vec![record_key(&keys), keys.channel().to_string()];
     let mut events = ChannelWatch::new(&notifier.hub, channels);
     events.seen();
     let first = shared.leader().await?;

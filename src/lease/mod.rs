@@ -180,7 +180,7 @@ impl<B: Backend> Lease<B> {
     /// This process published a release of the lock: its own waiters are woken now.
     fn released_here(&self) {
         if let Some(hub) = self.backend.hub() {
-            hub.released(self.call.keys.channel(), &self.call.id);
+            hub.released(self.call.keys.lock(), &self.call.id);
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
@@ -24,7 +24,7 @@ use super::subscriber::{run, Listener, Source};
 use super::waiter::Waiter;
 use crate::mode::Mode;
 use crate::protocol::id::Id;
-use crate::protocol::keys::Keys;
+use crate::protocol::keys::{lock_of_channel, Keys};
 use crate::util::lock;
 
 /// Releases made in this process whose message is still expected back, per channel: a
@@ -58,14 +58,15 @@ pub(super) struct State {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// The name of a release channel with waiters, as the key of its queue: it shares the
-/// names of the keys of the lock that its first waiter joined for, so that a queue costs
-/// no allocation for its name.
+/// A release channel with waiters, as the key of its queue: the keys of the lock that its
+/// first waiter joined for, so that a queue costs no allocation for its name. It is found
+/// by its lock key (the channel is `<lock key>:released`).
 pub(super) struct ChannelName(Keys);
 
 impl ChannelName {
+    /// Its lock key.
     fn as_str(&self) -> &str {
-        self.0.channel()
+        self.0.lock()
     }
 }
 
@@ -263,12 +264,12 @@ impl Hub {
         }
     }
 
-    /// Whether requests in this process wait on `channel`; a new request then queues
-    /// behind them instead of overtaking them.
-    pub(crate) fn has_waiters(&self, channel: &str) -> bool {
+    /// Whether requests in this process wait on the release channel of the lock at
+    /// `lock_key`; a new request then queues behind them instead of overtaking them.
+    pub(crate) fn has_waiters(&self, lock_key: &str) -> bool {
         lock(&self.state)
             .channels
-            .get(channel)
+            .get(lock_key)
             .is_some_and(|channel| !channel.waiters.is_empty())
     }
 
@@ -326,11 +327,12 @@ impl Hub {
             .collect()
     }
 
-    /// A release made in this process published `id` on `channel` (on every node it
-    /// held): wake the next local waiters now, and skip the messages when they come back.
-    pub(crate) fn released(&self, channel: &str, id: &Id) {
+    /// A release made in this process published `id` on the release channel of the lock
+    /// at `lock_key` (on every node it held): wake the next local waiters now, and skip
+    /// the messages when they come back.
+    pub(crate) fn released(&self, lock_key: &str, id: &Id) {
         let mut state = lock(&self.state);
-        if let Some(channel) = state.channels.get_mut(channel) {
+        if let Some(channel) = state.channels.get_mut(lock_key) {
             for _ in 0..channel.listening() {
                 if channel.echoes.len() == MAX_ECHOES {
                     channel.echoes.pop_front();
@@ -344,7 +346,7 @@ impl Hub {
     /// A message on `channel` from a node.
     fn deliver(&self, channel: &str, id: &[u8]) {
         let mut state = lock(&self.state);
-        if let Some(channel) = state.channels.get_mut(channel) {
+        if let Some(channel) = lock_of_channel(channel).and_then(|at| state.channels.get_mut(at)) {
             if let Some(at) = channel.echoes.iter().position(|echo| echo.as_bytes() == id) {
                 channel.echoes.remove(at);
                 return;
@@ -358,20 +360,22 @@ impl Hub {
     /// waiters again is still subscribed, and is marked so here.
     fn diff(&self, node: usize, subscribed: &HashSet<String>) -> (Vec<String>, Vec<String>) {
         let mut state = lock(&self.state);
+        let (mut wanted, mut written) = (Vec::new(), String::new());
         for (name, channel) in &mut state.channels {
-            if subscribed.contains(name.as_str()) {
+            written.clear();
+            // Writing to a `String` cannot fail.
+            let _ = write!(written, "{}", name.0.channel());
+            if subscribed.contains(&written) {
                 channel.confirm(node, true, self.needed);
+            } else {
+                wanted.push(written.clone());
             }
         }
-        let wanted = state
-            .channels
-            .keys()
-            .filter(|channel| !subscribed.contains(channel.as_str()))
-            .map(|channel| channel.as_str().to_owned())
-            .collect();
         let unwanted = subscribed
             .iter()
-            .filter(|channel| !state.channels.contains_key(channel.as_str()))
+            .filter(|channel| {
+                !lock_of_channel(channel).is_some_and(|at| state.channels.contains_key(at))
+            })
             .cloned()
             .collect();
         (wanted, unwanted)
@@ -383,7 +387,7 @@ impl Hub {
     fn confirmed(&self, node: usize, channels: &[String]) {
         let mut state = lock(&self.state);
         for name in channels {
-            if let Some(channel) = state.channels.get_mut(name.as_str()) {
+            if let Some(channel) = lock_of_channel(name).and_then(|at| state.channels.get_mut(at)) {
                 channel.confirm(node, true, self.needed);
             }
         }
@@ -402,7 +406,8 @@ impl Hub {
     /// its waiters poll until it is subscribed again, and look at once, since a release
     /// may have been missed.
     fn dropped(&self, node: usize, channel: &str) {
-        if let Some(channel) = lock(&self.state).channels.get_mut(channel) {
+        let mut state = lock(&self.state);
+        if let Some(channel) = lock_of_channel(channel).and_then(|at| state.channels.get_mut(at)) {
             channel.forget_subscription(node, self.needed);
         }
     }

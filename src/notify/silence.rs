@@ -19,39 +19,40 @@ use crate::util::lock;
 /// holders who publish goes back to sleeping for its messages.
 pub(crate) const SILENT_FOR: Duration = Duration::from_secs(600);
 
-/// How many channels are remembered; past this all are forgotten, which only costs the
+/// How many lock keys are remembered; past this all are forgotten, which only costs the
 /// next waiter on each a late wake-up.
 const CAPACITY: usize = 4096;
 
-/// When a release without a message was last seen, per release channel.
+/// When a release without a message was last seen, per lock key (one per release
+/// channel).
 #[derive(Debug, Default)]
 pub(crate) struct Silence {
     seen: Mutex<HashMap<String, Instant>>,
 }
 
 impl Silence {
-    /// A waiter on `channel` found the lock free after a sleep that no message ended.
-    pub(crate) fn seen(&self, channel: &str) {
+    /// A waiter on the lock at `lock_key` found the lock free after a sleep that no message ended.
+    pub(crate) fn seen(&self, lock_key: &str) {
         let mut seen = lock(&self.seen);
-        if seen.len() >= CAPACITY && !seen.contains_key(channel) {
+        if seen.len() >= CAPACITY && !seen.contains_key(lock_key) {
             seen.clear();
         }
-        match seen.get_mut(channel) {
+        match seen.get_mut(lock_key) {
             Some(at) => *at = Instant::now(),
             None => {
-                seen.insert(channel.to_owned(), Instant::now());
+                seen.insert(lock_key.to_owned(), Instant::now());
             }
         }
     }
 
-    /// Whether a release without a message was seen on `channel` in the last
+    /// Whether a release without a message of the lock at `lock_key` was seen in the last
     /// [`SILENT_FOR`].
-    pub(crate) fn silent(&self, channel: &str) -> bool {
+    pub(crate) fn silent(&self, lock_key: &str) -> bool {
         let mut seen = lock(&self.seen);
-        match seen.get(channel) {
+        match seen.get(lock_key) {
             Some(at) if at.elapsed() < SILENT_FOR => true,
             Some(_) => {
-                seen.remove(channel);
+                seen.remove(lock_key);
                 false
             }
             None => false,

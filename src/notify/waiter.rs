@@ -84,14 +84,14 @@ impl Waiter {
 impl Drop for Waiter {
     fn drop(&mut self) {
         let mut state = lock(&self.hub.state);
-        let Some(channel) = state.channels.get_mut(self.keys.channel()) else {
+        let Some(channel) = state.channels.get_mut(self.keys.lock()) else {
             return;
         };
         channel
             .waiters
             .retain(|slot| !Arc::ptr_eq(slot, &self.slot));
         if channel.waiters.is_empty() {
-            state.channels.remove(self.keys.channel());
+            state.channels.remove(self.keys.lock());
             self.hub.changed();
         } else if !self.acquired && self.slot.woken.load(Ordering::Acquire) {
             // Woken but giving up: the release it was woken for goes to the next.

@@ -442,7 +442,7 @@ pub(crate) async fn raise_fence<C: ConnectionLike>(
         .fence
         .attempt(conn, keys, 2, |cmd| {
             cmd.arg(keys.fence())
-                .arg(&granted)
+                .arg(granted)
                 .arg(token)
                 .arg(call.fence_ms);
         })
@@ -475,7 +475,7 @@ pub(crate) async fn retake<C: ConnectionLike>(
             cmd.arg(keys.lock())
                 .arg(keys.intent())
                 .arg(keys.fence())
-                .arg(&granted)
+                .arg(granted)
                 .arg(call.id)
                 .arg(call.ttl_ms)
                 .arg(hold.arg())

@@ -32,7 +32,7 @@ pub(crate) async fn force_unlock<C: ConnectionLike>(
         .run(conn, keys, 3, |cmd| {
             cmd.arg(keys.lock())
                 .arg(keys.fence())
-                .arg(&granted)
+                .arg(granted)
                 .arg(keys.channel())
                 .arg(call.id)
                 .arg(if topology.sharded() { "1" } else { "0" });

@@ -46,13 +46,9 @@ pub(crate) async fn inspect<C: ConnectionLike>(
     let Some(queue) = keys.queue() else {
         return Err(unexpected(&Value::Nil, key));
     };
-    let names: Names<'_> = [
-        key,
-        keys.intent(),
-        keys.fence(),
-        queue.order,
-        queue.deadline,
-    ];
+    let [intent, fence, order, deadline] =
+        [keys.intent(), keys.fence(), queue.order, queue.deadline].map(|name| name.to_string());
+    let names: Names<'_> = [key, &intent, &fence, &order, &deadline];
     let reply: Value = SCRIPTS
         .inspect
         .run(conn, keys, 5, |cmd| {

@@ -4,48 +4,91 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
+use redis::{RedisWrite, ToRedisArgs};
+
 use crate::error::{Error, Preview};
 
 /// The three keys of one lock, `<lock key>`, `<lock key>:lock-intent` and
 /// `<lock key>:fence`, its release channel `<lock key>:released`, and in fair mode its
 /// queue `<lock key>:queue` and `<lock key>:queue-deadline`.
 ///
-/// Every name is in one shared allocation, one after the other:
-/// `<lock key>:lock-intent<lock key>:fence<lock key>:released`, then in fair mode
-/// `<lock key>:queue<lock key>:queue-deadline`. The lock key is the start of the intent
-/// key, so it is not stored apart. A clone (a quorum round works on a clone of the call,
-/// a waiter keeps one) shares the names and allocates nothing.
+/// Only the lock key is stored, in one shared allocation; every other name is a
+/// [`Name`]: the lock key and a suffix, written out where it is used (into a command's
+/// buffer, by [`ToRedisArgs`]), so a held lock keeps one small allocation for its names.
+/// A clone (a quorum round works on a clone of the call, a waiter keeps one) shares the
+/// lock key and allocates nothing.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Keys {
-    /// Every name, back to back, as above.
-    names: Arc<str>,
-    /// The length of the lock key in bytes.
-    lock: usize,
+    /// The lock key.
+    lock: Arc<str>,
+    /// Whether the lock is fair, so that it has a queue.
+    fair: bool,
+}
+
+/// One name of a lock other than its lock key: `<lock key>:<suffix>`, not written out
+/// until it is sent or shown.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Name<'a> {
+    lock: &'a str,
+    suffix: &'static str,
+}
+
+impl Name<'_> {
+    /// Its length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.lock.len() + 1 + self.suffix.len()
+    }
+
+    /// Whether `name` is this name.
+    pub(crate) fn is(&self, name: &[u8]) -> bool {
+        name.strip_prefix(self.lock.as_bytes())
+            .and_then(|rest| rest.strip_prefix(b":"))
+            == Some(self.suffix.as_bytes())
+    }
+}
+
+impl fmt::Display for Name<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.lock, self.suffix)
+    }
+}
+
+impl fmt::Debug for Name<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.to_string(), f)
+    }
+}
+
+impl ToRedisArgs for Name<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        // A command writes it straight into its buffer (`Cmd::write_arg_fmt`).
+        out.write_arg_fmt(self);
+    }
 }
 
 /// The two keys of a fair queue (`lua/shared.lua`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Queue<'a> {
     /// `<lock key>:queue`: waiters by arrival.
-    pub(crate) order: &'a str,
+    pub(crate) order: Name<'a>,
     /// `<lock key>:queue-deadline`: waiters by the deadline of their next attempt.
-    pub(crate) deadline: &'a str,
+    pub(crate) deadline: Name<'a>,
 }
 
 impl Keys {
     /// The keys of the lock at `lock`, with its queue's keys when `fair`.
     #[cfg(test)]
     pub(crate) fn new(lock: &str, fair: bool) -> Self {
-        with_scratch(|names| {
-            names.push_str(lock);
-            Self::complete(names, fair)
-        })
+        Self {
+            lock: Arc::from(lock),
+            fair,
+        }
     }
 
     /// The keys of the lock that a request for `key` (or none) on mutex `name` takes (its
     /// lock key is [`lock_key`]'s), with its queue's keys when `fair`, once `check` has
-    /// accepted the lock key. The names are written in a buffer this thread keeps, so
-    /// that the one allocation they take is the one the keys hold.
+    /// accepted the lock key. The lock key is written in a buffer this thread keeps, so
+    /// that the one allocation it takes is the one the keys hold.
     pub(crate) fn of_request(
         name: &str,
         key: Option<&str>,
@@ -53,111 +96,86 @@ impl Keys {
         fair: bool,
         check: impl Fn(&str) -> Result<(), Error>,
     ) -> Result<Self, Error> {
-        with_scratch(|names| {
-            write_lock_key(names, name, key, tag_key);
-            check(names)?;
-            Ok(Self::complete(names, fair))
+        with_scratch(|lock| {
+            write_lock_key(lock, name, key, tag_key);
+            check(lock)?;
+            Ok(Self {
+                lock: Arc::from(lock.as_str()),
+                fair,
+            })
         })
     }
 
-    /// Appends the other names after the lock key, which is all `names` holds, and copies
-    /// them into the keys' allocation.
-    fn complete(names: &mut String, fair: bool) -> Self {
-        let lock = names.len();
-        let count = if fair { SUFFIXES.len() } else { PLAIN_NAMES };
-        for (at, suffix) in SUFFIXES[..count].iter().enumerate() {
-            if at > 0 {
-                names.extend_from_within(..lock);
-            }
-            names.push(':');
-            names.push_str(suffix);
-        }
-        Self {
-            names: Arc::from(names.as_str()),
-            lock,
+    /// The name `<lock key>:<suffix>`.
+    fn name(&self, suffix: &'static str) -> Name<'_> {
+        Name {
+            lock: &self.lock,
+            suffix,
         }
     }
 
-    /// Where the name with the `nth` of [`SUFFIXES`] starts in the names, and the one
-    /// before it ends.
-    fn start(&self, nth: usize) -> usize {
-        SUFFIXES[..nth]
-            .iter()
-            .map(|suffix| self.lock + 1 + suffix.len())
-            .sum()
-    }
-
-    /// The name with the `nth` of [`SUFFIXES`].
-    fn name(&self, nth: usize) -> &str {
-        &self.names[self.start(nth)..self.start(nth + 1)]
-    }
-
-    /// How many bytes every name but the lock key takes: the lock key is the start of
-    /// the first.
+    /// How many bytes every name but the lock key takes, written out.
     pub(crate) fn names_len(&self) -> usize {
-        self.names.len()
+        let count = if self.fair {
+            SUFFIXES.len()
+        } else {
+            PLAIN_NAMES
+        };
+        SUFFIXES[..count]
+            .iter()
+            .map(|suffix| self.name(suffix).len())
+            .sum()
     }
 
     /// The lock key: `<lock key>`.
     pub(crate) fn lock(&self) -> &str {
-        &self.names[..self.lock]
+        &self.lock
     }
 
     /// The lock-intent key: `<lock key>:lock-intent`.
-    pub(crate) fn intent(&self) -> &str {
-        self.name(0)
+    pub(crate) fn intent(&self) -> Name<'_> {
+        self.name(INTENT_SUFFIX)
     }
 
     /// The fence key: `<lock key>:fence`.
-    pub(crate) fn fence(&self) -> &str {
-        self.name(1)
+    pub(crate) fn fence(&self) -> Name<'_> {
+        self.name(FENCE_SUFFIX)
     }
 
     /// The granted key, `<lock key>:fence-granted`: the last fencing token a quorum node
     /// granted to a holder, or the mark of a forced release (`lua/fence.lua`,
     /// `lua/retake.lua`, `lua/force_unlock.lua`). Written only by quorum mode's rounds
-    /// and forced releases, so it is not kept with the other names: each call that needs
-    /// it writes it anew.
-    pub(crate) fn granted(&self) -> String {
-        let mut name = String::with_capacity(self.lock + 1 + GRANTED_SUFFIX.len());
-        name.push_str(self.lock());
-        name.push(':');
-        name.push_str(GRANTED_SUFFIX);
-        name
+    /// and forced releases.
+    pub(crate) fn granted(&self) -> Name<'_> {
+        self.name(GRANTED_SUFFIX)
     }
 
     /// The release channel: `<lock key>:released`.
-    pub(crate) fn channel(&self) -> &str {
-        self.name(2)
+    pub(crate) fn channel(&self) -> Name<'_> {
+        self.name(CHANNEL_SUFFIX)
     }
 
     /// Whether `name` is one of the lock's own keys: the lock key, its intent, its fence,
     /// its granted key, or its fair queue's two keys (whether or not the lock is fair).
     pub(crate) fn is_own(&self, name: &[u8]) -> bool {
-        let lock = self.lock().as_bytes();
-        match name.strip_prefix(lock) {
-            Some([]) => true,
-            Some([b':', suffix @ ..]) => {
-                suffix == GRANTED_SUFFIX.as_bytes()
-                    || SUFFIXES
-                        .iter()
-                        .any(|own| *own != CHANNEL_SUFFIX && own.as_bytes() == suffix)
-            }
-            _ => false,
-        }
+        name == self.lock.as_bytes()
+            || [GRANTED_SUFFIX]
+                .iter()
+                .chain(&SUFFIXES)
+                .any(|own| *own != CHANNEL_SUFFIX && self.name(own).is(name))
     }
 
     /// The fair queue's two keys; `None` when the lock is not fair.
     pub(crate) fn queue(&self) -> Option<Queue<'_>> {
-        (self.names.len() > self.start(PLAIN_NAMES)).then(|| Queue {
-            order: self.name(3),
-            deadline: self.name(4),
+        self.fair.then(|| Queue {
+            order: self.name(QUEUE_SUFFIX),
+            deadline: self.name(DEADLINE_SUFFIX),
         })
     }
 }
 
-/// What follows `<lock key>:` in each name of [`Keys`] after the lock key, in the order
-/// the names are kept; the queue's two come only in fair mode.
+/// What follows `<lock key>:` in each name of [`Keys`] after the lock key; the queue's
+/// two come only in fair mode.
 const SUFFIXES: [&str; 5] = [
     INTENT_SUFFIX,
     FENCE_SUFFIX,
@@ -168,6 +186,14 @@ const SUFFIXES: [&str; 5] = [
 
 /// How many of [`SUFFIXES`] a lock that is not fair has names for.
 const PLAIN_NAMES: usize = 3;
+
+/// The lock key of a release channel's name: `<lock key>` of `<lock key>:released`, or
+/// `None` for a channel not named so.
+pub(crate) fn lock_of_channel(channel: &str) -> Option<&str> {
+    channel
+        .strip_suffix(CHANNEL_SUFFIX)
+        .and_then(|rest| rest.strip_suffix(':'))
+}
 
 impl fmt::Debug for Keys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -366,12 +392,17 @@ mod tests {
     }
 
     fn names(keys: &Keys) -> Vec<String> {
-        let mut names = vec![keys.lock(), keys.intent(), keys.fence(), keys.channel()];
+        let mut names = vec![
+            keys.lock().to_owned(),
+            keys.intent().to_string(),
+            keys.fence().to_string(),
+            keys.channel().to_string(),
+        ];
         if let Some(queue) = keys.queue() {
-            names.push(queue.order);
-            names.push(queue.deadline);
+            names.push(queue.order.to_string());
+            names.push(queue.deadline.to_string());
         }
-        names.into_iter().map(str::to_owned).collect()
+        names
     }
 
     /// Lock keys of every shape: empty, made of separators or of suffixes, with
@@ -411,24 +442,35 @@ mod tests {
                 let keys = Keys::new(&lock, fair);
                 assert!(names(&keys) == formatted(&lock, fair), "{}", Preview(&lock));
                 assert_eq!(keys.queue().is_some(), fair);
-                // One allocation holds them all, the lock key only once.
                 let all: usize = formatted(&lock, fair)[1..].iter().map(String::len).sum();
                 assert_eq!(keys.names_len(), all);
+                // Each name is itself and no other, and a channel gives back its lock.
+                let written = formatted(&lock, fair);
+                for (at, name) in [keys.intent(), keys.fence(), keys.channel()]
+                    .into_iter()
+                    .enumerate()
+                {
+                    for (other, text) in written.iter().enumerate() {
+                        assert_eq!(name.is(text.as_bytes()), other == at + 1, "{text}");
+                    }
+                }
+                assert_eq!(lock_of_channel(&written[3]), Some(lock.as_str()));
+                assert_eq!(lock_of_channel(&written[2]), None);
             }
         }
         // The longest lock key's names all fit in a bulk string of the smallest limit.
         let longest = Keys::new(&"k".repeat(MAX_KEY_BYTES), true);
         let deadline = longest.queue().unwrap().deadline;
-        assert_eq!(deadline.len(), 1024 * 1024);
+        assert_eq!(deadline.to_string().len(), 1024 * 1024);
         assert_eq!(deadline.len(), MAX_KEY_BYTES + ":queue-deadline".len());
     }
 
     #[test]
-    fn keys_are_small_and_their_clones_share_the_names() {
+    fn keys_are_small_and_their_clones_share_the_lock_key() {
         assert!(std::mem::size_of::<Keys>() <= 3 * std::mem::size_of::<usize>());
         let keys = Keys::new("orders:42", true);
         let clone = keys.clone();
-        assert!(Arc::ptr_eq(&keys.names, &clone.names));
+        assert!(Arc::ptr_eq(&keys.lock, &clone.lock));
         assert_eq!(names(&keys), names(&clone));
         assert_eq!(keys, clone);
         assert_ne!(keys, Keys::new("orders:42", false));
@@ -489,22 +531,23 @@ mod tests {
 
     #[test]
     fn the_scratch_buffer_is_kept_small_and_reused() {
-        let first = Keys::new("orders:42", true);
+        let request = |key: &str| Keys::of_request("orders", Some(key), false, true, |_| Ok(()));
+        let first = request("42").unwrap();
         let kept = SCRATCH.with_borrow(String::capacity);
         assert!(kept > 0 && kept <= SCRATCH_KEPT, "{kept}");
-        let _second = Keys::new("orders:43", true);
+        let _second = request("43").unwrap();
         assert_eq!(
             SCRATCH.with_borrow(String::capacity),
             kept,
             "reused as it was"
         );
-        let _long = Keys::new(&"k".repeat(SCRATCH_KEPT), false);
+        let _long = request(&"k".repeat(SCRATCH_KEPT)).unwrap();
         assert!(
             SCRATCH.with_borrow(String::capacity) <= SCRATCH_KEPT,
             "freed when large"
         );
         // A thread whose buffer is taken (as it would be while it is written) makes one.
-        let keys = SCRATCH.with_borrow_mut(|_| Keys::new("orders:42", true));
+        let keys = SCRATCH.with_borrow_mut(|_| request("42").unwrap());
         assert_eq!(keys, first);
     }
 

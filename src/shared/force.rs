@@ -43,7 +43,7 @@ pub(super) async fn force_on<B: Backend>(backend: Arc<B>, call: Call) -> Result<
     let forced = backend.force_unlock(&call).await?;
     if forced.published {
         if let Some(hub) = backend.hub() {
-            hub.released(call.keys.channel(), &call.id);
+            hub.released(call.keys.lock(), &call.id);
         }
     }
     tracing::info!(

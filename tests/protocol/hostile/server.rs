@@ -39,6 +39,16 @@ async fn out_of_memory_refuses_new_locks_but_keeps_and_releases_held_ones() {
     let writer = mx.write().key("held").await.unwrap();
     let reader = mx.read().key("shared").await.unwrap();
 
+    // Fair queues whose one waiter stopped attempting long ago: a request's script drops
+    // it, a removal, which OOM allows, and which would let the request's own write through.
+    let lapsed = [("oomfair:lapsed", "w:gone"), ("oomsem:lapsed", "p:gone")];
+    for (lock, member) in lapsed {
+        for suffix in ["queue", "queue-deadline"] {
+            let key = format!("{lock}:{suffix}");
+            raw::cmd::<()>(&conn, "ZADD", &[&key, "1", member]).await;
+            raw::cmd::<()>(&conn, "PEXPIRE", &[&key, "60000"]).await;
+        }
+    }
     // An empty server may use less than 1 MB; with 2 MB of filler it is surely over.
     raw::cmd::<()>(&conn, "SET", &["filler", &"x".repeat(2 << 20)]).await;
     raw::cmd::<()>(&conn, "CONFIG", &["SET", "maxmemory", "1mb"]).await;
@@ -56,6 +66,7 @@ async fn out_of_memory_refuses_new_locks_but_keeps_and_releases_held_ones() {
         .build()
         .unwrap();
     assert_every_acquire_refused(&fair, "k", Refusal::OutOfMemory, "OOM").await;
+    assert_every_acquire_refused(&fair, "lapsed", Refusal::OutOfMemory, "OOM").await;
     // And a permit of a semaphore, fair or not.
     for fair in [false, true] {
         let sem = Semaphore::builder(conn.clone(), "oomsem", 2)
@@ -66,6 +77,17 @@ async fn out_of_memory_refuses_new_locks_but_keeps_and_releases_held_ones() {
         assert_refused(&refused, "oomsem:k", Refusal::OutOfMemory, "OOM");
         let refused = at_once(sem.try_acquire().key("k")).await.unwrap_err();
         assert_refused(&refused, "oomsem:k", Refusal::OutOfMemory, "OOM");
+    }
+    let sem = Semaphore::builder(conn.clone(), "oomsem", 2)
+        .fair(true)
+        .build()
+        .unwrap();
+    let refused = at_once(sem.acquire().key("lapsed")).await.unwrap_err();
+    assert_refused(&refused, "oomsem:lapsed", Refusal::OutOfMemory, "OOM");
+    // Refused before the purge: the lapsed waiters are still there.
+    for (lock, _) in lapsed {
+        let queued = raw::cmd::<i64>(&conn, "ZCARD", &[&format!("{lock}:queue")]).await;
+        assert_eq!(queued, 1, "{lock}");
     }
     // A writer blocked by the held lock would set the intent: that write is refused too.
     let blocked = at_once(mx.write().key("held")).await.unwrap_err();
