@@ -99,14 +99,25 @@ end
 local function fair_queue()
     -- Drops the waiters of queue `q` whose deadline in `d` is not after `now`: they stopped
     -- attempting (cancelled unseen, crashed, cut off), so they no longer hold up those behind.
+    -- Returns nil, or the error reply when the server is out of memory: Redis refuses a
+    -- script's first write that may use memory (OOM) and lets every later one through, and
+    -- a removal is allowed, so a purge would let the request's own write through. Before
+    -- one, a ZADD XX of the member '' (no member is empty, so it changes nothing) is
+    -- refused as that write would be.
     local function queue_purge(q, d, now)
         local gone = redis.call('ZRANGEBYSCORE', d, '-inf', now)
+        if #gone == 0 then
+            return nil
+        end
+        local probe = redis.pcall('ZADD', q, 'XX', 0, '')
+        if type(probe) == 'table' and probe.err then
+            return probe
+        end
         for _, member in ipairs(gone) do
             redis.call('ZREM', q, member)
         end
-        if #gone > 0 then
-            redis.call('ZREMRANGEBYSCORE', d, '-inf', now)
-        end
+        redis.call('ZREMRANGEBYSCORE', d, '-inf', now)
+        return nil
     end
 
     -- Whether the queue queue_open opened has nobody in it (both its keys absent, the
@@ -164,8 +175,8 @@ local function fair_queue()
 
     -- Opens the queue `q`, `d` for a fair request: checks both keys, reads the clock, and
     -- drops the waiters whose deadline has passed. Returns the server time in milliseconds,
-    -- or nil and the error reply (then nothing was changed). When neither key exists (one
-    -- EXISTS), there is nothing to check or drop, and queue_empty is set.
+    -- or nil and the refusal or error reply (then nothing was changed). When neither key
+    -- exists (one EXISTS), there is nothing to check or drop, and queue_empty is set.
     local function queue_open(q, d)
         queue_empty = redis.call('EXISTS', q, d) == 0
         if queue_empty then
@@ -176,7 +187,10 @@ local function fair_queue()
             return nil, refusal
         end
         local now = now_ms()
-        queue_purge(q, d, now)
+        local out_of_memory = queue_purge(q, d, now)
+        if out_of_memory then
+            return nil, out_of_memory
+        end
         return now
     end
 
