@@ -111,15 +111,17 @@ if holder == ARGV[1] or (holder == false and (not fair or queue.rank(KEYS[4], me
     return token
 end
 
--- Blocked: by a holder, or in fair mode by the waiters ahead of a free lock.
+-- Blocked: by a holder, or in fair mode by the waiters ahead of a free lock. Joining the
+-- queue comes before the intent's PEXPIRE (which OOM allows, and after which Redis lets
+-- every write through), so OOM refuses a blocked request with nothing changed.
+if fair then
+    pttl = queue.blocked(KEYS[4], KEYS[5], member, now, ttl, pttl, ARGV[6] == 'wait')
+end
 if ARGV[3] == '1' then
     if intent == nil then
         redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
     elseif intent == ARGV[1] then
         redis.call('PEXPIRE', KEYS[2], ttl)
     end
-end
-if fair then
-    pttl = queue.blocked(KEYS[4], KEYS[5], member, now, ttl, pttl, ARGV[6] == 'wait')
 end
 return -1 - pttl

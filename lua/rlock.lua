@@ -115,8 +115,8 @@ if ARGV[4] == '1' then
     return token
 end
 
--- Checked: every check comes before the first write (in fair mode, but for dropping
--- the waiters whose deadline has passed).
+-- Checked: every check comes before the first write (in fair mode, dropping the waiters
+-- whose deadline has passed comes after a write that OOM refuses: shared.lua).
 -- The fence: absent, or a token with a TTL.
 local last, fence_refusal = fence_last(KEYS[3])
 if fence_refusal then

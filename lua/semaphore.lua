@@ -43,9 +43,11 @@
 --                             "exhausted counter" for 2^53 - 1); nothing was changed.
 --   {"noexpiry", key}         key (any of KEYS) exists with no TTL; nothing was changed.
 --
--- Every check comes before the first write, so an error (OOM, READONLY) changes nothing,
--- but for dropping run-out waiters in fair mode, which only removes what has run out. The
--- first write of a granted permit is its ZADD, so OOM refuses it.
+-- Every check comes before the first write, so an error (OOM, READONLY) changes nothing.
+-- The first write of a granted permit is its ZADD, and of a blocked fair request joining
+-- the queue its ZADD there, so OOM refuses both; dropping run-out waiters from a fair
+-- queue (a removal, which OOM allows) comes after a ZADD that changes nothing and is
+-- refused as theirs would be (shared.lua).
 
 local ttl = tonumber(ARGV[2])
 local permits = tonumber(ARGV[3])
@@ -91,11 +93,12 @@ if holds or live + ahead < permits then
     return token
 end
 
--- Blocked: until the first holder's deadline, when a permit frees unless refreshed (the
--- holders that ran out dropped first).
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+-- Blocked: until the first live holder's deadline, when a permit frees unless refreshed.
+-- Joining the queue (fair) is the first write, so OOM refuses it with nothing changed;
+-- the holders that ran out are dropped after it.
 local wait = until_first_deadline(KEYS[1], now, ttl)
 if fair then
     wait = queue.blocked(KEYS[3], KEYS[4], queued, now, ttl, wait, ARGV[6] == 'wait')
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 return -1 - wait

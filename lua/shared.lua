@@ -81,11 +81,13 @@ local function zset_refusal(key)
     return nil
 end
 
--- `wait` (ms), or less: until the first deadline in the sorted set `d` (a queue's
--- deadlines: when a waiter that stopped attempting leaves, which nobody publishes; or a
--- semaphore's holders: when a permit runs out unless refreshed).
+-- `wait` (ms), or less: until the first deadline after `now` in the sorted set `d` (a
+-- queue's deadlines: when a waiter that stopped attempting leaves, which nobody
+-- publishes; or a semaphore's holders: when a permit runs out unless refreshed). Those
+-- not after `now` are passed over, so they may be dropped after it.
 local function until_first_deadline(d, now, wait)
-    local first = redis.call('ZRANGE', d, 0, 0, 'WITHSCORES')
+    local first = redis.call('ZRANGEBYSCORE', d, string.format('(%.0f', now), '+inf',
+        'WITHSCORES', 'LIMIT', 0, 1)
     if first[2] then
         return math.min(wait, math.max(0, tonumber(first[2]) - now))
     end
@@ -99,25 +101,20 @@ end
 local function fair_queue()
     -- Drops the waiters of queue `q` whose deadline in `d` is not after `now`: they stopped
     -- attempting (cancelled unseen, crashed, cut off), so they no longer hold up those behind.
-    -- Returns nil, or the error reply when the server is out of memory: Redis refuses a
-    -- script's first write that may use memory (OOM) and lets every later one through, and
-    -- a removal is allowed, so a purge would let the request's own write through. Before
-    -- one, a ZADD XX of the member '' (no member is empty, so it changes nothing) is
-    -- refused as that write would be.
+    -- Under maxmemory, Redis refuses a script's first write that may use memory (OOM) and
+    -- lets every later one through; a removal is allowed, so a purge would let the
+    -- request's own write through. Before one, a ZADD XX of the member '' (no member is
+    -- empty, so it changes nothing) raises OOM as that write would, with nothing changed.
     local function queue_purge(q, d, now)
         local gone = redis.call('ZRANGEBYSCORE', d, '-inf', now)
         if #gone == 0 then
-            return nil
+            return
         end
-        local probe = redis.pcall('ZADD', q, 'XX', 0, '')
-        if type(probe) == 'table' and probe.err then
-            return probe
-        end
+        redis.call('ZADD', q, 'XX', 0, '')
         for _, member in ipairs(gone) do
             redis.call('ZREM', q, member)
         end
         redis.call('ZREMRANGEBYSCORE', d, '-inf', now)
-        return nil
     end
 
     -- Whether the queue queue_open opened has nobody in it (both its keys absent, the
@@ -175,8 +172,8 @@ local function fair_queue()
 
     -- Opens the queue `q`, `d` for a fair request: checks both keys, reads the clock, and
     -- drops the waiters whose deadline has passed. Returns the server time in milliseconds,
-    -- or nil and the refusal or error reply (then nothing was changed). When neither key
-    -- exists (one EXISTS), there is nothing to check or drop, and queue_empty is set.
+    -- or nil and the error reply (then nothing was changed). When neither key exists (one
+    -- EXISTS), there is nothing to check or drop, and queue_empty is set.
     local function queue_open(q, d)
         queue_empty = redis.call('EXISTS', q, d) == 0
         if queue_empty then
@@ -187,10 +184,7 @@ local function fair_queue()
             return nil, refusal
         end
         local now = now_ms()
-        local out_of_memory = queue_purge(q, d, now)
-        if out_of_memory then
-            return nil, out_of_memory
-        end
+        queue_purge(q, d, now)
         return now
     end
 

@@ -44,7 +44,7 @@ pub(crate) struct Hub {
     /// majority any holder holds).
     needed: usize,
     pub(super) state: Mutex<State>,
-    /// The channels whose locks were seen released without a message.
+    /// The lock keys whose locks were seen released without a message.
     silence: Silence,
     /// Stops the connection task when the last handle goes.
     _stop: DropGuard,
@@ -240,7 +240,7 @@ impl Hub {
         })
     }
 
-    /// The channels whose locks were seen released without a message: their waiters
+    /// The lock keys whose locks were seen released without a message: their waiters
     /// poll (see [`Silence`]).
     pub(crate) fn silence(&self) -> &Silence {
         &self.silence

@@ -31,7 +31,8 @@ pub(crate) struct Silence {
 }
 
 impl Silence {
-    /// A waiter on the lock at `lock_key` found the lock free after a sleep that no message ended.
+    /// A waiter on the lock at `lock_key` found it free after a sleep that no message
+    /// ended.
     pub(crate) fn seen(&self, lock_key: &str) {
         let mut seen = lock(&self.seen);
         if seen.len() >= CAPACITY && !seen.contains_key(lock_key) {

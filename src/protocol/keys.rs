@@ -29,7 +29,9 @@ pub(crate) struct Keys {
 /// until it is sent or shown.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Name<'a> {
+    /// The lock key.
     lock: &'a str,
+    /// What follows `<lock key>:`, one of the `*_SUFFIX` constants.
     suffix: &'static str,
 }
 
@@ -212,8 +214,7 @@ impl fmt::Debug for Keys {
 const SCRATCH_KEPT: usize = 4096;
 
 thread_local! {
-    /// Where this thread writes the names of a lock before they are copied into their
-    /// allocation.
+    /// Where this thread writes a lock key before it is copied into its allocation.
     static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
 }
 

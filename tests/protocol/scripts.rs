@@ -32,6 +32,7 @@ const REFRESH: &str = sent!("refresh.lua");
 const RENEW: &str = sent!("renew.lua");
 const UNLOCK: &str = sent!("unlock.lua");
 const DOWNGRADE: &str = sent!("downgrade.lua");
+const SEMAPHORE: &str = sent!("semaphore.lua", shared);
 
 pub(super) const ID_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 pub(super) const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -429,6 +430,73 @@ async fn downgrade_completes_out_of_memory() {
     assert_eq!(downgrade(&conn, ID_A, 5000).await, 3);
     assert_eq!(raw::members(&conn, "k").await, vec![ID_A.to_string()]);
     assert!(raw::pttl(&conn, "k").await > 4000);
+}
+
+/// Whether a script failed on `OOM`: the error's code from Redis 7.0, or (Redis 6.2)
+/// inside the `ERR Error running script` that wraps it.
+fn out_of_memory(err: &redis::RedisError) -> bool {
+    err.code() == Some("OOM") || err.to_string().contains("-OOM command not allowed")
+}
+
+#[tokio::test]
+async fn blocked_fair_requests_are_refused_out_of_memory_with_nothing_changed() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    let conn = server.conn().await;
+    // A writer blocked by another, with its own intent already set (3 s left): joining
+    // the queue is refused; before, the intent's PEXPIRE (allowed) let it through.
+    lock(&conn, ID_B, 60_000, false).await;
+    raw::cmd::<()>(&conn, "SET", &["k:lock-intent", ID_A, "PX", "3000"]).await;
+    // A semaphore of one permit with a live holder and a run-out one: dropping the run-out
+    // holder (a removal, allowed) let the queue's ZADD through.
+    let now = server_now_ms(&conn).await;
+    let (live, past) = ((now + 60_000).to_string(), (now - 1_000).to_string());
+    raw::cmd::<()>(&conn, "ZADD", &["s", &live, ID_B, &past, "cccc"]).await;
+    raw::cmd::<()>(&conn, "PEXPIRE", &["s", "60000"]).await;
+    raw::cmd::<()>(&conn, "SET", &["filler", &"x".repeat(2 << 20)]).await;
+    raw::cmd::<()>(&conn, "CONFIG", &["SET", "maxmemory", "1mb"]).await;
+
+    let writer = Script::new(LOCK)
+        .key(&[
+            "k",
+            "k:lock-intent",
+            "k:fence",
+            "k:queue",
+            "k:queue-deadline",
+        ])
+        .arg(ID_A)
+        .arg(9_000)
+        .arg("1")
+        .arg(FENCE_MS)
+        .arg("0")
+        .arg("wait")
+        .invoke_async::<Value>(&mut conn.clone())
+        .await
+        .unwrap_err();
+    assert!(out_of_memory(&writer), "{writer}");
+    let permit = Script::new(SEMAPHORE)
+        .key(&["s", "s:fence", "s:queue", "s:queue-deadline"])
+        .arg(ID_A)
+        .arg(9_000)
+        .arg(1)
+        .arg(FENCE_MS)
+        .arg("0")
+        .arg("wait")
+        .invoke_async::<Value>(&mut conn.clone())
+        .await
+        .unwrap_err();
+    assert!(out_of_memory(&permit), "{permit}");
+
+    for queue in ["k:queue", "k:queue-deadline", "s:queue", "s:queue-deadline"] {
+        assert!(!raw::exists(&conn, queue).await, "{queue} not made");
+    }
+    let intent = raw::pttl(&conn, "k:lock-intent").await;
+    assert!(
+        intent > 0 && intent <= 3000,
+        "intent not extended: {intent}"
+    );
+    assert_eq!(raw::get(&conn, "k").await.as_deref(), Some(ID_B));
+    let holders: Vec<String> = raw::cmd(&conn, "ZRANGE", &["s", "0", "-1"]).await;
+    assert_eq!(holders, ["cccc", ID_B], "the run-out holder still there");
 }
 
 /// Puts at `key` the `n`th of the states `renew.lua` must treat as `refresh.lua` does: our

@@ -67,23 +67,20 @@ async fn out_of_memory_refuses_new_locks_but_keeps_and_releases_held_ones() {
         .unwrap();
     assert_every_acquire_refused(&fair, "k", Refusal::OutOfMemory, "OOM").await;
     assert_every_acquire_refused(&fair, "lapsed", Refusal::OutOfMemory, "OOM").await;
-    // And a permit of a semaphore, fair or not.
-    for fair in [false, true] {
+    // And a permit of a semaphore, fair or not (fair, behind a lapsed waiter too).
+    for (fair, keys) in [(false, &["k"][..]), (true, &["k", "lapsed"][..])] {
         let sem = Semaphore::builder(conn.clone(), "oomsem", 2)
             .fair(fair)
             .build()
             .unwrap();
-        let refused = at_once(sem.acquire().key("k")).await.unwrap_err();
-        assert_refused(&refused, "oomsem:k", Refusal::OutOfMemory, "OOM");
-        let refused = at_once(sem.try_acquire().key("k")).await.unwrap_err();
-        assert_refused(&refused, "oomsem:k", Refusal::OutOfMemory, "OOM");
+        for key in keys {
+            let lock = format!("oomsem:{key}");
+            let refused = at_once(sem.acquire().key(*key)).await.unwrap_err();
+            assert_refused(&refused, &lock, Refusal::OutOfMemory, "OOM");
+            let refused = at_once(sem.try_acquire().key(*key)).await.unwrap_err();
+            assert_refused(&refused, &lock, Refusal::OutOfMemory, "OOM");
+        }
     }
-    let sem = Semaphore::builder(conn.clone(), "oomsem", 2)
-        .fair(true)
-        .build()
-        .unwrap();
-    let refused = at_once(sem.acquire().key("lapsed")).await.unwrap_err();
-    assert_refused(&refused, "oomsem:lapsed", Refusal::OutOfMemory, "OOM");
     // Refused before the purge: the lapsed waiters are still there.
     for (lock, _) in lapsed {
         let queued = raw::cmd::<i64>(&conn, "ZCARD", &[&format!("{lock}:queue")]).await;
