@@ -113,7 +113,8 @@ end
 
 -- Blocked: by a holder, or in fair mode by the waiters ahead of a free lock. Joining the
 -- queue comes before the intent's PEXPIRE (which OOM allows, and after which Redis lets
--- every write through), so OOM refuses a blocked request with nothing changed.
+-- every write through), so OOM refuses a blocked request that would join the queue or
+-- set an intent with nothing changed; renewing its own intent needs no memory.
 if fair then
     pttl = queue.blocked(KEYS[4], KEYS[5], member, now, ttl, pttl, ARGV[6] == 'wait')
 end

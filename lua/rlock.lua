@@ -90,6 +90,11 @@ if ARGV[4] == '1' then
     end
     local added = redis.pcall('SADD', KEYS[1], ARGV[1])
     if type(added) ~= 'number' then
+        if not tostring(added.err):find('WRONGTYPE', 1, true) then
+            -- Refused, not a writer's string (OOM, READONLY): nothing was written, so
+            -- the same SADD raises it again as the script's error.
+            redis.call('SADD', KEYS[1], ARGV[1])
+        end
         return refused()
     end
     local blocked = added == 1 and intent_blocks()
@@ -176,8 +181,9 @@ end
 
 -- The token: one more than the last, or from the clock (shared.lua). TIME is read before
 -- the first write, so an error there (an ACL without TIME) changes nothing. The SADD is
--- the first write, so out of memory (OOM) refuses the reader with nothing changed, fair
--- or not; leaving the queue comes after it (a removal, which OOM allows).
+-- the first write (in fair mode after a purge's ZADD that changes nothing and is refused
+-- alike), so out of memory (OOM) refuses the reader with nothing changed, fair or not;
+-- leaving the queue comes after it (a removal, which OOM allows).
 local token = at_least_the_clock(last + 1, ARGV[5] == '1')
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])

@@ -47,7 +47,7 @@
 -- The first write of a granted permit is its ZADD, and of a blocked fair request joining
 -- the queue its ZADD there, so OOM refuses both; dropping run-out waiters from a fair
 -- queue (a removal, which OOM allows) comes after a ZADD that changes nothing and is
--- refused as theirs would be (shared.lua).
+-- refused as the request's own write would be (shared.lua).
 
 local ttl = tonumber(ARGV[2])
 local permits = tonumber(ARGV[3])

@@ -38,6 +38,10 @@ async fn out_of_memory_refuses_new_locks_but_keeps_and_releases_held_ones() {
         .unwrap();
     let writer = mx.write().key("held").await.unwrap();
     let reader = mx.read().key("shared").await.unwrap();
+    // A key whose fence this mutex has seen: its readers count without reading it first
+    // (and a writer takes the fast path), both adding before they check.
+    let warm = mx.read().key("counted").await.unwrap();
+    assert!(warm.unlock().await.unwrap());
 
     // Fair queues whose one waiter stopped attempting long ago: a request's script drops
     // it, a removal, which OOM allows, and which would let the request's own write through.
@@ -59,6 +63,10 @@ async fn out_of_memory_refuses_new_locks_but_keeps_and_releases_held_ones() {
     let before = all_keys(&conn).await;
 
     assert_every_acquire_refused(&mx, "k", Refusal::OutOfMemory, "OOM").await;
+    // A counting reader first: a failed request forgets the fence it had seen.
+    let refused = at_once(mx.read().key("counted")).await.unwrap_err();
+    assert_refused(&refused, "oom:counted", Refusal::OutOfMemory, "OOM");
+    assert_every_acquire_refused(&mx, "counted", Refusal::OutOfMemory, "OOM").await;
     // So is every fair one, with nobody queued (the scripts then write nothing before the
     // lock: a write that OOM allows, a removal, would let the lock's write through).
     let fair = RwMutex::builder(conn.clone(), "oomfair")
