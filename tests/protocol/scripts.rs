@@ -438,6 +438,27 @@ fn out_of_memory(err: &redis::RedisError) -> bool {
     err.code() == Some("OOM") || err.to_string().contains("-OOM command not allowed")
 }
 
+/// The error of `script` (`lock.lua` or `semaphore.lua`) on `keys` as a fair request of
+/// [`ID_A`] that waits: TTL 9 s, the third argument `1` (set the intent; one permit), no
+/// clock floor.
+async fn fair_wait_refused(
+    conn: &MultiplexedConnection,
+    script: &str,
+    keys: &[&str],
+) -> redis::RedisError {
+    Script::new(script)
+        .key(keys)
+        .arg(ID_A)
+        .arg(9_000)
+        .arg("1")
+        .arg(FENCE_MS)
+        .arg("0")
+        .arg("wait")
+        .invoke_async::<Value>(&mut conn.clone())
+        .await
+        .unwrap_err()
+}
+
 #[tokio::test]
 async fn blocked_fair_requests_are_refused_out_of_memory_with_nothing_changed() {
     let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
@@ -455,35 +476,21 @@ async fn blocked_fair_requests_are_refused_out_of_memory_with_nothing_changed() 
     raw::cmd::<()>(&conn, "SET", &["filler", &"x".repeat(2 << 20)]).await;
     raw::cmd::<()>(&conn, "CONFIG", &["SET", "maxmemory", "1mb"]).await;
 
-    let writer = Script::new(LOCK)
-        .key(&[
-            "k",
-            "k:lock-intent",
-            "k:fence",
-            "k:queue",
-            "k:queue-deadline",
-        ])
-        .arg(ID_A)
-        .arg(9_000)
-        .arg("1")
-        .arg(FENCE_MS)
-        .arg("0")
-        .arg("wait")
-        .invoke_async::<Value>(&mut conn.clone())
-        .await
-        .unwrap_err();
+    let lock_keys = [
+        "k",
+        "k:lock-intent",
+        "k:fence",
+        "k:queue",
+        "k:queue-deadline",
+    ];
+    let writer = fair_wait_refused(&conn, LOCK, &lock_keys).await;
     assert!(out_of_memory(&writer), "{writer}");
-    let permit = Script::new(SEMAPHORE)
-        .key(&["s", "s:fence", "s:queue", "s:queue-deadline"])
-        .arg(ID_A)
-        .arg(9_000)
-        .arg(1)
-        .arg(FENCE_MS)
-        .arg("0")
-        .arg("wait")
-        .invoke_async::<Value>(&mut conn.clone())
-        .await
-        .unwrap_err();
+    let permit = fair_wait_refused(
+        &conn,
+        SEMAPHORE,
+        &["s", "s:fence", "s:queue", "s:queue-deadline"],
+    )
+    .await;
     assert!(out_of_memory(&permit), "{permit}");
 
     for queue in ["k:queue", "k:queue-deadline", "s:queue", "s:queue-deadline"] {
