@@ -58,21 +58,27 @@ pub(super) struct State {
     tasks: Vec<JoinHandle<()>>,
 }
 
+impl State {
+    /// The waiters on `channel`, a release channel's name as Redis sends it.
+    fn on_channel(&mut self, channel: &str) -> Option<&mut Channel> {
+        lock_of_channel(channel).and_then(|lock_key| self.channels.get_mut(lock_key))
+    }
+}
+
 /// A release channel with waiters, as the key of its queue: the keys of the lock that its
 /// first waiter joined for, so that a queue costs no allocation for its name. It is found
 /// by its lock key (the channel is `<lock key>:released`).
 pub(super) struct ChannelName(Keys);
 
 impl ChannelName {
-    /// Its lock key.
-    fn as_str(&self) -> &str {
+    fn lock_key(&self) -> &str {
         self.0.lock()
     }
 }
 
 impl PartialEq for ChannelName {
     fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
+        self.lock_key() == other.lock_key()
     }
 }
 
@@ -80,13 +86,13 @@ impl Eq for ChannelName {}
 
 impl Hash for ChannelName {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
+        self.lock_key().hash(state);
     }
 }
 
 impl Borrow<str> for ChannelName {
     fn borrow(&self) -> &str {
-        self.as_str()
+        self.lock_key()
     }
 }
 
@@ -345,8 +351,7 @@ impl Hub {
 
     /// A message on `channel` from a node.
     fn deliver(&self, channel: &str, id: &[u8]) {
-        let mut state = lock(&self.state);
-        if let Some(channel) = lock_of_channel(channel).and_then(|at| state.channels.get_mut(at)) {
+        if let Some(channel) = lock(&self.state).on_channel(channel) {
             if let Some(at) = channel.echoes.iter().position(|echo| echo.as_bytes() == id) {
                 channel.echoes.remove(at);
                 return;
@@ -387,7 +392,7 @@ impl Hub {
     fn confirmed(&self, node: usize, channels: &[String]) {
         let mut state = lock(&self.state);
         for name in channels {
-            if let Some(channel) = lock_of_channel(name).and_then(|at| state.channels.get_mut(at)) {
+            if let Some(channel) = state.on_channel(name) {
                 channel.confirm(node, true, self.needed);
             }
         }
@@ -406,8 +411,7 @@ impl Hub {
     /// its waiters poll until it is subscribed again, and look at once, since a release
     /// may have been missed.
     fn dropped(&self, node: usize, channel: &str) {
-        let mut state = lock(&self.state);
-        if let Some(channel) = lock_of_channel(channel).and_then(|at| state.channels.get_mut(at)) {
+        if let Some(channel) = lock(&self.state).on_channel(channel) {
             channel.forget_subscription(node, self.needed);
         }
     }
