@@ -40,7 +40,7 @@ use raw::{
     RELEASE_PUBLISH,
 };
 use redis::aio::MultiplexedConnection;
-use redismutex::{Guard, Permit, RwMutex, Semaphore};
+use redismutex::{Guard, RwMutex, Semaphore};
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 
@@ -232,12 +232,9 @@ where
     total
 }
 
-async fn unlock_guard(guard: Guard) {
+/// Unlocks a write guard or a permit, which must still have been held.
+async fn unlock<G: Guard>(guard: G) {
     assert!(guard.unlock().await.expect("unlock"));
-}
-
-async fn unlock_permit(permit: Permit) {
-    assert!(permit.unlock().await.expect("unlock"));
 }
 
 fn handoff(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer) {
@@ -320,7 +317,7 @@ fn handoff(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer) {
             bencher.to_async(runtime).iter_custom(|iters| {
                 let take_a = || async { a.write().key("k").await.expect("A write") };
                 let take_b = || async { b.write().key("k").await.expect("B write") };
-                handoffs(iters, take_a, take_b, unlock_guard)
+                handoffs(iters, take_a, take_b, unlock)
             })
         });
     }
@@ -337,7 +334,7 @@ fn handoff(c: &mut Criterion, runtime: &Runtime, server: &server::RedisServer) {
         bencher.to_async(runtime).iter_custom(|iters| {
             let take_a = || async { sem_a.acquire().key("k").await.expect("A acquire") };
             let take_b = || async { sem_b.acquire().key("k").await.expect("B acquire") };
-            handoffs(iters, take_a, take_b, unlock_permit)
+            handoffs(iters, take_a, take_b, unlock)
         })
     });
     group.finish();

@@ -1,4 +1,4 @@
-//! Guarded pipelines (`Guard::exec`) beside the same pipeline sent bare
+//! Guarded pipelines (`WriteGuard::exec`) beside the same pipeline sent bare
 //! (`Pipeline::query_async`), against one harness-started redis-server, in the same run,
 //! so results read as a ratio exec / bare for each size of pipeline.
 //!
@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use redis::aio::MultiplexedConnection;
 use redis::{FromRedisValue, Pipeline};
-use redismutex::{Guard, RwMutex};
+use redismutex::{RwMutex, WriteGuard};
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 
@@ -121,7 +121,11 @@ fn made(before: &HashMap<String, u64>, after: &HashMap<String, u64>, name: &str)
 /// Runs each pipeline through `guard.exec` once (the command names' `COMMAND INFO`, and
 /// `EVAL` if the script was not loaded), then asserts that [`CHECKED_CALLS`] more calls
 /// of each send one `EVALSHA` each and nothing else of the crate's.
-async fn check_round_trips(conn: &mut MultiplexedConnection, guard: &Guard, pipes: &[Pipeline]) {
+async fn check_round_trips(
+    conn: &mut MultiplexedConnection,
+    guard: &WriteGuard,
+    pipes: &[Pipeline],
+) {
     for pipe in pipes {
         let _: redis::Value = guard.exec(pipe).await.expect("first exec");
     }
@@ -162,8 +166,8 @@ struct Case {
 #[derive(Clone)]
 struct Subjects {
     conn: MultiplexedConnection,
-    guard: Arc<Guard>,
-    jobs: Arc<Vec<(Arc<Guard>, Arc<Pipeline>)>>,
+    guard: Arc<WriteGuard>,
+    jobs: Arc<Vec<(Arc<WriteGuard>, Arc<Pipeline>)>>,
 }
 
 /// `calls` runs of `pipe`, one after the other, bare or through the guard, its replies

@@ -1,16 +1,20 @@
 //! A shared-read/exclusive-write cache: readers share the lock, a writer with lock intent
-//! gets in without being starved and writes the entry through `Guard::exec` (only while
-//! the lock is still its own), a stale writer's write is refused, a guard's token stops
-//! work the moment its lock is lost, and a fair semaphore lets at most two cache rebuilds
+//! gets in without being starved and writes the entry through `WriteGuard::exec` (only while
+//! the lock is still its own), a stale writer's write is refused, a guard's cancellation
+//! token stops work the moment its lock is lost, and a fair semaphore lets at most two cache rebuilds
 //! run at once across processes, in the order they asked.
 //!
 //! Run with `cargo run --example cache`. With `REDIS_URL` unset it starts a throwaway
-//! `redis-server` (`$REDIS_SERVER`, else the one on PATH); with it set, it uses keys
-//! starting with `redismutex-example`.
+//! `redis-server` (`$REDIS_SERVER`, else the one on PATH); with it set, it uses that
+//! server, and keys starting with `redismutex-example`. Its first line of output says
+//! which, and why.
 
 #[path = "../tests/common/server.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod server;
+
+#[path = "support/which_server.rs"]
+mod which_server;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -26,19 +30,12 @@ const VERSION: &str = "redismutex-example-data:profile:version";
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let started = Instant::now();
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) => (None, url),
-        Err(_) => match server::RedisServer::try_start() {
-            Ok(server) => {
-                let url = server.url();
-                println!("started a throwaway redis-server at {url}");
-                (Some(server), url)
-            }
-            Err(err) => {
-                eprintln!("{err}");
-                std::process::exit(1);
-            }
-        },
+    let (_server, url) = match which_server::choose() {
+        Ok(chosen) => chosen,
+        Err(err) => {
+            eprintln!("{err}");
+            std::process::exit(1);
+        }
     };
     let client = redis::Client::open(url)?;
     let conn = client.get_multiplexed_async_connection().await?;
@@ -141,7 +138,7 @@ async fn stop_work_on_lost_lock(
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let guard = mx.write().key("report").await?;
     println!("{:>5} ms  job holds {}; working", ms(started), guard.key());
-    let token = guard.token().child_token();
+    let token = guard.cancellation_token().child_token();
     let job = tokio::spawn(async move {
         let mut steps = 0;
         loop {

@@ -85,7 +85,7 @@
 //! | `FW_CLUSTER` | `1`: cluster mode; `FW_LOCK_URL` lists the cluster's nodes (feature `cluster`) | `0` |
 //! | `FW_REPLICAS` | replicas that must acknowledge (`Builder::replicas`, within the smaller of 300 ms and TTL/4), 0 for none | `0` |
 //! | `FW_MARGIN_MS` | a section acts only with at least this much validity left (`Guard::valid_until`), else it is abandoned with reason `margin` | `0` |
-//! | `FW_EXEC` | `1`: writers read and write a data counter at `<lock key>:data` through `Guard::exec` (see above) | `0` |
+//! | `FW_EXEC` | `1`: writers read and write a data counter at `<lock key>:data` through `WriteGuard::exec` (see above) | `0` |
 //! | `FW_LOG` | if set: a `tracing` filter (`redismutex=debug`), the crate's logs on stderr | unset |
 //! | `FW_ELECTION` | if set: election mode, the election's name (see above) | unset |
 //! | `FW_TERM_UNITS` | election mode: units of leader work before stepping down, 0 for no limit | `0` |
@@ -139,6 +139,7 @@ mod events;
 #[allow(dead_code, unreachable_pub)]
 mod referee;
 
+use std::future::IntoFuture;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -148,7 +149,8 @@ use events::now_us;
 use rand::RngExt;
 use redis::aio::ConnectionManager;
 use redismutex::{
-    Deployment, Election, Error, Guard, Leadership, Mode, Notifier, Quorum, RwMutex, Semaphore,
+    Deployment, Election, Error, Guard, Leadership, Mode, Notifier, Quorum, ReadGuard, RwMutex,
+    Semaphore, WriteGuard,
 };
 use referee::Referee;
 use tokio::sync::oneshot;
@@ -411,19 +413,39 @@ impl<C: Send + Sync + 'static> Worker<C> {
             && (self.config.sections == 0 || done < self.config.sections)
         {
             let (key, mode) = self.pick();
-            let acquire = match mode {
-                Mode::Write => self.mx.write(),
-                _ => self.mx.read(),
+            let timeout = self.config.acquire_timeout;
+            let ran = match mode {
+                Mode::Write => {
+                    let acquire = self.mx.write().key(&key).timeout(timeout);
+                    self.take(&key, acquire).await
+                }
+                Mode::Read => {
+                    let acquire = self.mx.read().key(&key).timeout(timeout);
+                    self.take(&key, acquire).await
+                }
             };
-            match acquire.key(&key).timeout(self.config.acquire_timeout).await {
-                Ok(guard) => {
-                    self.section(guard).await;
-                    done += 1;
-                }
-                Err(err) => {
-                    event!("ERROR", format!("acquire {key}: {err}").replace('\n', " "));
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
+            if ran {
+                done += 1;
+            }
+        }
+    }
+
+    /// Awaits `acquire` (on `key`) and runs a section under the guard it gives; an error
+    /// is printed, after which it pauses. Whether a section ran.
+    async fn take<G: Section>(
+        &self,
+        key: &str,
+        acquire: impl IntoFuture<Output = Result<G, Error>>,
+    ) -> bool {
+        match acquire.await {
+            Ok(guard) => {
+                self.section(guard).await;
+                true
+            }
+            Err(err) => {
+                event!("ERROR", format!("acquire {key}: {err}").replace('\n', " "));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                false
             }
         }
     }
@@ -436,20 +458,16 @@ impl<C: Send + Sync + 'static> Worker<C> {
         (key, if read { Mode::Read } else { Mode::Write })
     }
 
-    async fn section(&self, guard: Guard) {
+    async fn section<G: Section>(&self, guard: G) {
         let (key, token) = (guard.key().to_string(), guard.fencing_token());
         let id = guard.id().to_string();
-        let mode = if guard.mode() == Mode::Write {
-            "w"
-        } else {
-            "r"
-        };
+        let mode = G::MODE;
         event!("ACQUIRED", mode, key, token, guard.id());
         let guard = Arc::new(guard);
         let (release, released) = oneshot::channel();
         let watcher = tokio::spawn(watch(Arc::clone(&guard), released));
-        let seen = match mode {
-            "w" if self.config.exec => data_read(&guard).await,
+        let seen = match guard.writer() {
+            Some(writer) if self.config.exec => data_read(writer).await,
             _ => None,
         };
 
@@ -477,12 +495,12 @@ impl<C: Send + Sync + 'static> Worker<C> {
             // A probe: a holder that lost its lock tries its fenced write anyway; the
             // resource must reject it if a later holder wrote meanwhile.
             self.fenced(&key, token, &id, "probe").await;
-            if let Some(seen) = seen {
-                data_write(&guard, seen, "probe").await;
+            if let (Some(seen), Some(writer)) = (seen, guard.writer()) {
+                data_write(writer, seen, "probe").await;
             }
         } else {
             event!("CHECKED", key, token);
-            if let Err(err) = self.act(&guard, mode, &id, seen).await {
+            if let Err(err) = self.act(&*guard, mode, &id, seen).await {
                 event!("ERROR", format!("referee: {err}"));
             }
         }
@@ -510,7 +528,7 @@ impl<C: Send + Sync + 'static> Worker<C> {
     /// data counter (`seen`, with `FW_EXEC`) writes it after its fenced write.
     async fn act(
         &self,
-        guard: &Guard,
+        guard: &impl Section,
         mode: &str,
         id: &str,
         seen: Option<i64>,
@@ -532,8 +550,8 @@ impl<C: Send + Sync + 'static> Worker<C> {
             self.referee.commit(key, value + 1).await?;
             event!("WROTE", key, token, left_us(guard.valid_until()));
             self.fenced(key, token, id, "write").await;
-            if let Some(seen) = seen {
-                data_write(guard, seen, "write").await;
+            if let (Some(seen), Some(writer)) = (seen, guard.writer()) {
+                data_write(writer, seen, "write").await;
             }
         } else {
             self.referee.counter(key).await?;
@@ -545,6 +563,33 @@ impl<C: Send + Sync + 'static> Worker<C> {
     /// A fenced write with `token` by the holder of lock id `id`.
     async fn fenced(&self, key: &str, token: u64, id: &str, what: &str) {
         fenced(&self.referee, key, token, id, what).await;
+    }
+}
+
+/// What a section needs of its guard beyond [`Guard`]: the mode label of its events and,
+/// for a writer, the write guard (for `FW_EXEC`'s guarded reads and writes, which only a
+/// writer does).
+trait Section: Guard {
+    /// `w` or `r`, as events and the referee name the mode.
+    const MODE: &'static str;
+
+    /// The guard as a writer, `None` for a reader.
+    fn writer(&self) -> Option<&WriteGuard>;
+}
+
+impl Section for WriteGuard {
+    const MODE: &'static str = "w";
+
+    fn writer(&self) -> Option<&WriteGuard> {
+        Some(self)
+    }
+}
+
+impl Section for ReadGuard {
+    const MODE: &'static str = "r";
+
+    fn writer(&self) -> Option<&WriteGuard> {
+        None
     }
 }
 
@@ -562,7 +607,7 @@ async fn fenced(referee: &Referee, key: &str, token: u64, id: &str, what: &str) 
 
 /// `FW_EXEC`: reads the data counter of `guard`'s key on the lock server through
 /// `guard.exec` (0 when unset); `None` unless accepted.
-async fn data_read(guard: &Guard) -> Option<i64> {
+async fn data_read(guard: &WriteGuard) -> Option<i64> {
     let mut pipe = redis::pipe();
     pipe.get(format!("{}:data", guard.key()));
     let (begun, before) = (now_us(), reason(guard));
@@ -573,7 +618,7 @@ async fn data_read(guard: &Guard) -> Option<i64> {
 
 /// `FW_EXEC`: sets the data counter of `guard`'s key to `seen + 1` through `guard.exec`,
 /// as a section's `write` or an abandoned section's `probe`.
-async fn data_write(guard: &Guard, seen: i64, what: &str) {
+async fn data_write(guard: &WriteGuard, seen: i64, what: &str) {
     let mut pipe = redis::pipe();
     pipe.set(format!("{}:data", guard.key()), seen + 1).ignore();
     let (begun, before) = (now_us(), reason(guard));
@@ -582,7 +627,7 @@ async fn data_write(guard: &Guard, seen: i64, what: &str) {
 }
 
 /// `guard`'s cancel reason (`Lost`, `Expired`, ...), `-` while it has none.
-fn reason(guard: &Guard) -> String {
+fn reason(guard: &impl Guard) -> String {
     guard
         .cancel_reason()
         .map_or("-".to_string(), |reason| format!("{reason:?}"))
@@ -592,7 +637,7 @@ fn reason(guard: &Guard) -> String {
 /// reason `before` it: accepted, refused (`NotHeld`) or an error (also printed as
 /// `ERROR`), and the guard's cancel reason now; the value if accepted.
 fn exec_event<T>(
-    guard: &Guard,
+    guard: &impl Guard,
     (begun, before): (u64, &str),
     what: &str,
     result: Result<T, Error>,
@@ -666,10 +711,10 @@ fn left_us(deadline: tokio::time::Instant) -> i128 {
 
 /// Prints `FIRED` with the guard's reason when its token fires before the section
 /// releases it; returns whether it did.
-async fn watch(guard: Arc<Guard>, released: oneshot::Receiver<()>) -> bool {
+async fn watch(guard: Arc<impl Guard>, released: oneshot::Receiver<()>) -> bool {
     tokio::select! {
         biased;
-        () = guard.token().cancelled() => {
+        () = guard.cancellation_token().cancelled() => {
             let reason = guard
                 .cancel_reason()
                 .map_or("unknown".to_string(), |reason| format!("{reason:?}"));

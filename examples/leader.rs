@@ -3,12 +3,16 @@
 //! every change of leader.
 //!
 //! Run with `cargo run --example leader`. With `REDIS_URL` unset it starts a throwaway
-//! `redis-server` (`$REDIS_SERVER`, else the one on PATH); with it set, it uses keys
-//! starting with `redismutex-leader`.
+//! `redis-server` (`$REDIS_SERVER`, else the one on PATH); with it set, it uses that
+//! server, and keys starting with `redismutex-leader`. Its first line of output says
+//! which, and why.
 
 #[path = "../tests/common/server.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod server;
+
+#[path = "support/which_server.rs"]
+mod which_server;
 
 use std::time::Duration;
 
@@ -66,15 +70,7 @@ async fn candidate(
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) => (None, url),
-        Err(_) => {
-            let server = server::RedisServer::try_start().map_err(BoxError::from)?;
-            let url = server.url();
-            println!("started a throwaway redis-server at {url}");
-            (Some(server), url)
-        }
-    };
+    let (_server, url) = which_server::choose().map_err(BoxError::from)?;
     let client = redis::Client::open(url)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
     conn.del::<_, ()>(DATA).await?;

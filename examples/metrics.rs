@@ -20,7 +20,7 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use redismutex::{RwMutex, Semaphore};
+use redismutex::{Guard, RwMutex, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -120,15 +120,21 @@ async fn share(
     options: &Options,
 ) -> Result<(), BoxError> {
     while options.running() {
-        let guard = if write {
-            mx.write().key("shared").await?
+        let hold = Duration::from_millis(20 + 10 * n);
+        if write {
+            hold_and_unlock(mx.write().key("shared").await?, hold).await?;
         } else {
-            mx.read().key("shared").await?
-        };
-        tokio::time::sleep(Duration::from_millis(20 + 10 * n)).await;
-        guard.unlock().await?;
+            hold_and_unlock(mx.read().key("shared").await?, hold).await?;
+        }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    Ok(())
+}
+
+/// Holds `guard` (a writer's or a reader's) for `hold`, then unlocks it.
+async fn hold_and_unlock(guard: impl Guard, hold: Duration) -> Result<(), BoxError> {
+    tokio::time::sleep(hold).await;
+    guard.unlock().await?;
     Ok(())
 }
 

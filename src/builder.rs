@@ -30,10 +30,12 @@ use crate::shared::Deployment;
 /// - `lock_intent`: off (mutex only)
 /// - `reentrant`: off (mutex only)
 /// - `fence_retention`: 24 h
+/// - `max_hold`: none (a lock is renewed as long as its guard lives)
 /// - `replicas`: off (nothing waits for replicas)
 /// - `task_tracker`: none (background tasks are spawned with `tokio::spawn`)
 /// - `notifier`: none (waiters poll)
 /// - `hash_tag_keys`: off (the Go package's key layout)
+/// - `name_label`: off (no `name` label on the metrics; feature `metrics`)
 /// - `cluster`: on when `C` is `redis::cluster_async::ClusterConnection` (feature
 ///   `cluster`)
 #[must_use = "a builder does nothing until build() is called"]
@@ -87,13 +89,13 @@ impl<C> Builder<C> {
     }
 
     /// Lets the tokio task that holds a lock of this mutex take the same lock key again
-    /// (default off): the inner request gets a nested [`Guard`](crate::Guard) at once,
-    /// without contacting Redis, and the lock is released when the outermost guard goes.
-    /// A write inside a read is refused with [`Error::WouldDeadlock`]. The holder is the
-    /// tokio task that awaited the request, not a thread. The rules, and what a nested
-    /// guard's token, `unlock` and drop do, are in the
-    /// [reentrancy guide](crate::guide::reentrancy), and on [`Guard`](crate::Guard),
-    /// "Nested guards".
+    /// (default off): the inner request gets a nested guard at once, without contacting
+    /// Redis, and the lock is released when the outermost guard goes. A write inside a
+    /// read is refused with [`Error::WouldDeadlock`]. The holder is the tokio task that
+    /// awaited the request, not a thread. The rules, and what a nested guard's
+    /// cancellation token, `unlock` and drop do, are in the
+    /// [reentrancy guide](crate::guide::reentrancy), and on
+    /// [`WriteGuard`](crate::WriteGuard#nested-guards), "Nested guards".
     ///
     /// With the option off, a request of the holding task waits for its own lock like
     /// any other: a write inside a write waits until its timeout, or forever.
@@ -175,12 +177,13 @@ impl<C, T> Builder<C, T> {
 
     /// Caps how long a lock or permit is held (default: no cap), from 1 ms to 365 days: a
     /// lock is not renewed past `max_hold` after its acquiring request was sent. At that
-    /// moment its guard's token fires with [`CancelReason::MaxHold`](crate::CancelReason::MaxHold)
+    /// moment its guard's cancellation token fires with
+    /// [`CancelReason::MaxHold`](crate::CancelReason::MaxHold)
     /// (its [`valid_until`](crate::Guard::valid_until) is never later), while the server
     /// still holds the lock, and the refresher releases it, so waiters get in. It stops a
     /// holder stuck in a loop from keeping its lock alive forever; the holder's work must
-    /// watch the token, as for any loss. A [nested guard](crate::Guard#nested-guards)
-    /// shares its outer guard's cap; a [downgrade](crate::Guard::downgrade) does not
+    /// watch the token, as for any loss. A [nested guard](crate::WriteGuard#nested-guards)
+    /// shares its outer guard's cap; a [downgrade](crate::WriteGuard::downgrade) does not
     /// move it.
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.settings.max_hold = Some(max_hold);

@@ -40,7 +40,7 @@ pub enum Error {
     /// [`try_write`](crate::RwMutex::try_write)'s or
     /// [`try_read`](crate::RwMutex::try_read)'s attempt within the lock's validity, a
     /// release ([`Guard::unlock`](crate::Guard::unlock)) within the TTL, a
-    /// [`Guard::downgrade`](crate::Guard::downgrade) within the guard's validity deadline,
+    /// [`WriteGuard::downgrade`](crate::WriteGuard::downgrade) within the guard's validity deadline,
     /// an inspection ([`RwMutex::inspect`](crate::RwMutex::inspect)) within the TTL.
     #[error("timed out waiting for the lock")]
     Timeout,
@@ -160,8 +160,8 @@ pub enum Error {
     /// not happen: its token had fired (nothing was sent then), or Redis no longer had
     /// this id at `key` (the token then fires with
     /// [`CancelReason::Lost`](crate::CancelReason::Lost)). From
-    /// [`Guard::exec`](crate::Guard::exec) and [`Permit::exec`](crate::Permit::exec) (no
-    /// command of the pipeline ran), [`Guard::downgrade`](crate::Guard::downgrade) (the
+    /// [`WriteGuard::exec`](crate::WriteGuard::exec) and [`Permit::exec`](crate::Permit::exec) (no
+    /// command of the pipeline ran), [`WriteGuard::downgrade`](crate::WriteGuard::downgrade) (the
     /// guard is gone, and so is the lock), and an election's
     /// [`Leadership::proclaim`](crate::Leadership::proclaim) and
     /// [`Campaign`](crate::Campaign) (this candidate no longer leads; the record was not
@@ -172,7 +172,7 @@ pub enum Error {
         key: String,
     },
 
-    /// [`Guard::exec`](crate::Guard::exec) on a Redis Cluster: the pipeline touches
+    /// [`WriteGuard::exec`](crate::WriteGuard::exec) on a Redis Cluster: the pipeline touches
     /// `foreign`, a key that does not hash to the slot of lock key `key`, so it cannot
     /// run in one step with the lock's check. Nothing was sent (but, at most, the
     /// `COMMAND INFO` or `COMMAND GETKEYS` that found the keys). Give the data keys the
@@ -189,7 +189,7 @@ pub enum Error {
         foreign: String,
     },
 
-    /// [`Guard::exec`](crate::Guard::exec): the pipeline cannot run as one guarded step;
+    /// [`WriteGuard::exec`](crate::WriteGuard::exec): the pipeline cannot run as one guarded step;
     /// `reason` says why (a command the server does not know or that cannot run in a
     /// script, such as `MULTI` or `SUBSCRIBE`; an empty command; one with more than 7,000
     /// arguments; a key of the lock itself). No command of it ran.
@@ -204,7 +204,7 @@ pub enum Error {
         reason: String,
     },
 
-    /// [`Guard::exec`](crate::Guard::exec): the lock was held and the pipeline ran until
+    /// [`WriteGuard::exec`](crate::WriteGuard::exec): the lock was held and the pipeline ran until
     /// one of its commands failed: the `ran` commands before it ran and what they wrote
     /// stays (a Lua script has no rollback, as `MULTI` has none); it and the commands
     /// after it did not run. `source` is its error reply, with the server's code
@@ -222,6 +222,32 @@ pub enum Error {
         /// The failed command's error reply.
         #[source]
         source: redis::RedisError,
+    },
+
+    /// A method of [`blocking`](crate::blocking) that waits for Redis was called on a
+    /// thread with a Tokio runtime context: a runtime's worker thread, the future given
+    /// to `block_on`, or a `spawn_blocking` task. Blocking there would stall the tasks
+    /// that thread drives, so nothing was sent: use the async API
+    /// ([`RwMutex`](crate::RwMutex), [`Semaphore`](crate::Semaphore)) there, or call the
+    /// blocking one from a thread of your own (`std::thread::spawn`).
+    #[cfg(feature = "blocking")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
+    #[error(
+        "a blocking method of redismutex::blocking was called inside a Tokio runtime; \
+         use the async API (redismutex::RwMutex, redismutex::Semaphore) there"
+    )]
+    InRuntime,
+
+    /// The background thread of a [`blocking`](crate::blocking) handle, which runs the
+    /// Tokio runtime that refreshes its guards, could not be started (the operating
+    /// system refused a thread, or the runtime's I/O driver); `source` says why.
+    #[cfg(feature = "blocking")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
+    #[error("could not start the background thread of a blocking handle")]
+    Background {
+        /// What starting the thread or its runtime reported.
+        #[source]
+        source: std::io::Error,
     },
 }
 
@@ -400,6 +426,8 @@ impl Error {
             | Self::NotReplicated { key, .. }
             | Self::NoPrimary { key, .. } => Some(key),
             Self::Timeout | Self::Cancelled | Self::InvalidOptions(_) => None,
+            #[cfg(feature = "blocking")]
+            Self::InRuntime | Self::Background { .. } => None,
         }
     }
 }

@@ -1,11 +1,13 @@
 //! A distributed read-write mutex on Redis for async Rust: many readers or one writer per
 //! lock key, across processes and machines, whose guards are cancellation tokens.
 //!
-//! A [`Guard`] is held until it is unlocked or dropped, and its
+//! A [`WriteGuard`] (one writer) or a [`ReadGuard`] (many readers) is held until it is
+//! unlocked or dropped, and its
 //! [`CancellationToken`](tokio_util::sync::CancellationToken) fires the moment the lock
 //! is released, lost, cancelled or past its validity deadline, so the work the lock
 //! protects can stop in time. Every acquisition carries a
-//! [fencing token](Guard::fencing_token) the protected resource can check. On the same
+//! [fencing token](Guard::fencing_token) the protected resource can check. What every
+//! guard shares is the [`Guard`] trait. On the same
 //! machinery the crate offers a counting [`Semaphore`], a fair mode and leader
 //! [`Election`], and it speaks the
 //! wire protocol of the Go package `itcomusic/redismutex`, so Go and Rust services can
@@ -46,7 +48,7 @@
 //! # The guides
 //!
 //! The [`guide`] module holds one guide per topic: [waiting](guide::waiting),
-//! [refresh and the token](guide::refresh), [fencing](guide::fencing),
+//! [refresh and the cancellation token](guide::refresh), [fencing](guide::fencing),
 //! [guarded writes](guide::guarded_writes),
 //! [semaphore and fair mode](guide::semaphore), [reentrancy and downgrade](guide::reentrancy),
 //! [leader election](guide::election),
@@ -100,6 +102,10 @@ mod semaphore;
 
 mod election;
 
+#[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
+pub mod blocking;
+
 // README.md's example, compiled as a doctest (README is not the crate's docs).
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
@@ -107,9 +113,9 @@ struct ReadmeDoctests;
 
 pub use backend::Quorum;
 pub use builder::Builder;
-pub use election::{Campaign, Election, Leadership};
+pub use election::{Campaign, Election, Leadership, TryCampaign};
 pub use error::{Error, Refusal};
-pub use guard::{Guard, Permit};
+pub use guard::{Guard, Permit, ReadGuard, WriteGuard};
 pub use leader::Leader;
 pub use lock_state::LockState;
 pub use mode::Mode;

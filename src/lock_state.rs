@@ -40,7 +40,6 @@ pub struct LockState {
     pub(crate) mode: Option<Mode>,
     pub(crate) holders: Vec<String>,
     pub(crate) ttl: Option<Duration>,
-    pub(crate) writer_waiting: bool,
     pub(crate) last_fencing_token: Option<u64>,
     pub(crate) queue: Vec<String>,
     pub(crate) server_time: SystemTime,
@@ -73,14 +72,6 @@ impl LockState {
     /// shortens it (a permit's own deadline is its score in the key).
     pub fn ttl(&self) -> Option<Duration> {
         self.ttl
-    }
-
-    /// Whether a writer waits with its lock intent set (the key `<lock key>:lock-intent`
-    /// exists), which keeps new readers out (see [`Builder::lock_intent`]).
-    ///
-    /// [`Builder::lock_intent`]: crate::Builder::lock_intent
-    pub fn writer_waiting(&self) -> bool {
-        self.writer_waiting
     }
 
     /// The last fencing token minted for the key, the value stored at
@@ -119,9 +110,12 @@ impl LockState {
     }
 
     /// The value of `<lock key>:lock-intent`: the id of the writer waiting with its lock
-    /// intent set (the [`Guard::id`](crate::Guard::id) it will hold), or `"1"` when a
-    /// writer of the Go package set it (which stores no id). `None` when no writer waits
-    /// with its intent: exactly when [`writer_waiting`](Self::writer_waiting) is false.
+    /// intent set (the [`WriteGuard::id`](crate::WriteGuard::id) it will hold), or `"1"`
+    /// when a writer of the Go package set it (which stores no id). `None` when no writer
+    /// waits with its intent: `waiting_writer().is_some()` says whether one does, which
+    /// keeps new readers out (see [`Builder::lock_intent`]).
+    ///
+    /// [`Builder::lock_intent`]: crate::Builder::lock_intent
     pub fn waiting_writer(&self) -> Option<&str> {
         self.waiting_writer.as_deref()
     }

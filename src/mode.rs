@@ -1,6 +1,8 @@
 //! Read or write, and what a request asks for.
 
-/// Whether a [`Guard`](crate::Guard) holds the lock shared (read) or exclusive (write).
+/// How a lock is held, as [`LockState::mode`](crate::LockState::mode) reports it: shared
+/// (read, as a [`ReadGuard`](crate::ReadGuard) holds it) or exclusive (write, as a
+/// [`WriteGuard`](crate::WriteGuard) holds it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// Shared: any number of readers together, no writer. The reader's id is a member of

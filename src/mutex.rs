@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::builder::Builder;
 use crate::error::Error;
+use crate::guard::{ReadGuard, WriteGuard};
 use crate::lock_state::LockState;
 use crate::mode::Kind;
 use crate::notify::Notifier;
@@ -19,7 +20,7 @@ use crate::shared::{Deployment, Shared};
 /// The handle is cheap to clone (one `Arc`) and holds no lock itself: each
 /// [`write`](Self::write), [`read`](Self::read), [`try_write`](Self::try_write) or
 /// [`try_read`](Self::try_read) takes one under a fresh random id and returns a
-/// [`Guard`](crate::Guard). The lock key is the mutex name, or `<name>:<key>` with
+/// [`WriteGuard`] or a [`ReadGuard`]. The lock key is the mutex name, or `<name>:<key>` with
 /// [`Acquire::key`], so one mutex can guard many resources.
 ///
 /// `C` is any redis-rs async connection that can be cloned and shared, such as
@@ -103,32 +104,39 @@ impl<C> RwMutex<C> {
         }
     }
 
-    /// Waits for the exclusive (write) lock. Await the returned [`Acquire`], after
-    /// setting its options if needed. How it waits (the retry backoff and the lock
-    /// intent), its errors and its cancel safety are on [`Acquire`].
-    pub fn write(&self) -> Acquire<C> {
+    /// Waits for the exclusive (write) lock: await the returned [`Acquire`], after
+    /// setting its options if needed, for a [`WriteGuard`]. How it waits (by release
+    /// notifications or polling, and the lock intent), its errors and its cancel safety
+    /// are on [`Acquire`].
+    ///
+    /// Fairness: without [`Builder::fair`], waiters are not queued across processes
+    /// (within one process a notifier wakes them in arrival order); with
+    /// [`Builder::lock_intent`], a waiting writer keeps new readers out so that readers
+    /// cannot starve it. With [`Builder::fair`], every waiter is served in arrival
+    /// order across clients.
+    pub fn write(&self) -> Acquire<C, WriteGuard> {
         Acquire::new(self.request(Kind::Write))
     }
 
-    /// Waits for a shared (read) lock. Await the returned [`Acquire`], after setting its
-    /// options if needed. A writer that holds the lock, or waits for it with its intent
-    /// set, keeps readers out. How it waits, its errors and its cancel safety are on
-    /// [`Acquire`].
-    pub fn read(&self) -> Acquire<C> {
+    /// Waits for a shared (read) lock: await the returned [`Acquire`], after setting its
+    /// options if needed, for a [`ReadGuard`]. A writer that holds the lock, or waits for
+    /// it with its intent set, keeps readers out. How it waits, its errors and its cancel
+    /// safety are on [`Acquire`].
+    pub fn read(&self) -> Acquire<C, ReadGuard> {
         Acquire::new(self.request(Kind::Read))
     }
 
     /// Makes one attempt at the exclusive (write) lock; awaiting the returned
-    /// [`TryAcquire`] gives `Ok(None)` when others hold the lock. Never sets the lock
-    /// intent. Errors and cancel safety are on [`TryAcquire`].
-    pub fn try_write(&self) -> TryAcquire<C> {
+    /// [`TryAcquire`] gives `Ok(Some(WriteGuard))`, or `Ok(None)` when others hold the
+    /// lock. Never sets the lock intent. Errors and cancel safety are on [`TryAcquire`].
+    pub fn try_write(&self) -> TryAcquire<C, WriteGuard> {
         TryAcquire::new(self.request(Kind::Write))
     }
 
     /// Makes one attempt at a shared (read) lock; awaiting the returned [`TryAcquire`]
-    /// gives `Ok(None)` when a writer holds the lock or waits for it with its intent set.
-    /// Errors and cancel safety are on [`TryAcquire`].
-    pub fn try_read(&self) -> TryAcquire<C> {
+    /// gives `Ok(Some(ReadGuard))`, or `Ok(None)` when a writer holds the lock or waits
+    /// for it with its intent set. Errors and cancel safety are on [`TryAcquire`].
+    pub fn try_read(&self) -> TryAcquire<C, ReadGuard> {
         TryAcquire::new(self.request(Kind::Read))
     }
 
@@ -182,7 +190,7 @@ impl<C> RwMutex<C> {
     /// This breaks mutual exclusion while the holder still runs: it learns of the loss at
     /// its next renewal at the latest (up to ttl/2 later), when its token fires
     /// [`CancelReason::Lost`](crate::CancelReason::Lost); a
-    /// [`Guard::exec`](crate::Guard::exec) of it is refused at once. See
+    /// [`WriteGuard::exec`](crate::WriteGuard::exec) of it is refused at once. See
     /// [Forced release](crate::guide::refresh#forced-release).
     ///
     /// Over a [`Quorum`](crate::Quorum), every node is cleared and its counter raised;

@@ -1,6 +1,6 @@
-//! Why a guard's token fired.
+//! Why a guard's cancellation token fired.
 
-/// Why a [`Guard`](crate::Guard)'s token was cancelled while the guard lives; see
+/// Why a [`Guard`](crate::Guard)'s cancellation token fired while the guard lives; see
 /// [`Guard::cancel_reason`](crate::Guard::cancel_reason). (`unlock` and drop consume
 /// the guard, so they need no reason; clones of the token just see it fire.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -9,8 +9,9 @@ pub enum CancelReason {
     /// The [`parent`](crate::Acquire::parent) token was cancelled; the lock is released
     /// in the background.
     ParentCancelled,
-    /// The guard's own token was cancelled through [`Guard::token`](crate::Guard::token);
-    /// the lock is released in the background.
+    /// The guard's own cancellation token was cancelled (through
+    /// [`Guard::cancellation_token`](crate::Guard::cancellation_token)); the lock is
+    /// released in the background.
     Cancelled,
     /// A refresh found that this guard's id no longer holds the lock key: it expired, was
     /// deleted, or was taken over. Nothing is released.

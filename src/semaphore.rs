@@ -19,7 +19,7 @@ use crate::shared::{Deployment, Shared};
 ///
 /// Each [`acquire`](Self::acquire) or [`try_acquire`](Self::try_acquire) takes one permit
 /// under a fresh random id and returns a [`Permit`], which is refreshed, cancelled and
-/// returned as a [`Guard`](crate::Guard) is. The holders live in a sorted set at the
+/// returned as a lock's guard is (it is a [`Guard`](crate::Guard) too). The holders live in a sorted set at the
 /// semaphore key, each scored by its deadline in the server's clock; a holder that
 /// crashes frees its permit when its TTL runs out by that clock, whatever the clients'
 /// clocks say (see the [semaphore guide](crate::guide::semaphore)).

@@ -33,6 +33,8 @@ const LAYERS: &[&[&str]] = &[
     // The handles and their builder, the one pair that imports each other.
     &["builder", "mutex", "semaphore"],
     &["election"],
+    // The blocking API (feature `blocking`), over the async handles.
+    &["blocking"],
 ];
 
 /// The longest function allowed, in lines from its `fn` to its closing brace.

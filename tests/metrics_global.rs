@@ -8,6 +8,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::either::Either;
 use common::recorded::Recorded;
 use common::{RedisServer, LIVENESS};
 use metrics_util::debugging::DebuggingRecorder;
@@ -42,9 +43,9 @@ async fn a_global_recorder_sees_every_lock_and_the_gauges_return_to_0() {
             for cycle in 0..CYCLES {
                 let key = format!("k{}", cycle % 3);
                 let guard = if task % 2 == 0 {
-                    mx.write().key(key).await.unwrap()
+                    Either::from(mx.write().key(key).await.unwrap())
                 } else {
-                    mx.read().key(key).await.unwrap()
+                    Either::from(mx.read().key(key).await.unwrap())
                 };
                 let permit = sem.acquire().await.unwrap();
                 // Some holds outlast a renewal (ttl/2 = 100 ms), on whichever thread.

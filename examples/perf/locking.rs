@@ -67,7 +67,7 @@ pub(crate) async fn raw_quorum_wait(
 }
 
 /// Unlocks `guard`; an error if the lock was gone.
-pub(crate) async fn check_unlocked(guard: Guard) -> Result<()> {
+pub(crate) async fn check_unlocked(guard: impl Guard) -> Result<()> {
     if !guard.unlock().await? {
         return Err("unlock found the lock gone".into());
     }

@@ -19,7 +19,7 @@ use crate::notify::hub::Hub;
 use crate::protocol::acks::{Acked, Acks};
 use crate::protocol::calls::{self, AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
 use crate::protocol::command_keys::CommandKeys;
-use crate::protocol::exec::{Executed, Guarded};
+use crate::protocol::exec::{Access, Executed, Guarded};
 use crate::protocol::force;
 use crate::protocol::inspect::{self, Form};
 use crate::protocol::keys::{hash_tag, Keys};
@@ -173,11 +173,11 @@ where
     /// Finds the keys of `pipe`'s commands (on a cluster, all in the lock key's slot, or
     /// nothing is sent), then one `exec.lua`; with replica acknowledgement, its `WAIT` in
     /// the same request.
-    async fn exec(&self, call: &Call, pipe: &Pipeline) -> Result<Executed, Error> {
+    async fn exec(&self, call: &Call, pipe: &Pipeline, access: Access) -> Result<Executed, Error> {
         let mut conn = self.conn.clone();
         let sharded = self.topology.sharded();
-        let guarded =
-            Guarded::new(&mut conn, &self.command_keys, &call.keys, pipe, sharded).await?;
+        let keys = &self.command_keys;
+        let guarded = Guarded::new(&mut conn, keys, &call.keys, pipe, sharded, access).await?;
         let Some(acks) = self.acks else {
             return guarded.run(&mut conn, call).await;
         };

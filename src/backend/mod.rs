@@ -57,7 +57,7 @@ use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
-use crate::protocol::exec::Executed;
+use crate::protocol::exec::{Access, Executed};
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::LeaderRead;
@@ -133,11 +133,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Runs `pipe`'s commands only while `call`'s id holds the lock, in one atomic step
     /// with that check (`lua/exec.lua`): `Executed::NotHeld` when it did not hold it (and
-    /// nothing ran).
+    /// nothing ran). With [`Access::Read`], a pipeline with a command the server flags
+    /// `write` is refused before it is sent.
     fn exec(
         &self,
         call: &Call,
         pipe: &Pipeline,
+        access: Access,
     ) -> impl Future<Output = Result<Executed, Error>> + Send;
 
     /// Reads the state of the lock at `keys` (which name its fair queue's keys too), kept

@@ -1,6 +1,8 @@
-//! [`Campaign`]: a candidate's wait to lead, from [`Election::campaign`].
+//! [`Campaign`]: a candidate's wait to lead, from [`Election::campaign`]; and
+//! [`TryCampaign`], its single attempt, from [`Election::try_campaign`].
 //!
 //! [`Election::campaign`]: crate::Election::campaign
+//! [`Election::try_campaign`]: crate::Election::try_campaign
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -12,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 use super::leadership::Keeping;
 use super::Leadership;
 use crate::error::Error;
-use crate::request::Acquire;
+use crate::guard::WriteGuard;
+use crate::request::{Acquire, TryAcquire};
 
 /// A candidate's wait to lead, from [`Election::campaign`](crate::Election::campaign). Set
 /// options, then `.await` it for a [`Leadership`].
@@ -42,13 +45,13 @@ use crate::request::Acquire;
 /// background.
 #[must_use = "a campaign does nothing until it is awaited"]
 pub struct Campaign<C> {
-    acquire: Acquire<C>,
+    acquire: Acquire<C, WriteGuard>,
     value: String,
     keeping: Keeping,
 }
 
 impl<C> Campaign<C> {
-    pub(super) fn new(acquire: Acquire<C>, value: String, keeping: Keeping) -> Self {
+    pub(super) fn new(acquire: Acquire<C, WriteGuard>, value: String, keeping: Keeping) -> Self {
         Self {
             acquire,
             value,
@@ -96,6 +99,78 @@ impl<C> fmt::Debug for Campaign<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Campaign")
             .field("acquire", &self.acquire)
+            .field("value", &self.value)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A candidate's single attempt to lead, from
+/// [`Election::try_campaign`](crate::Election::try_campaign). Set options, then `.await`
+/// it: `Ok(Some(leadership))` when this candidate now leads, `Ok(None)` when another
+/// candidate leads. One round trip to take the lock (as
+/// [`RwMutex::try_write`](crate::RwMutex::try_write) does), and one to publish the value.
+///
+/// # Errors
+///
+/// As [`Campaign`]'s, but never [`Error::Timeout`] for waiting (there is no wait);
+/// [`Error::Cancelled`] only when the [`parent`](Self::parent) token is already
+/// cancelled (nothing is sent then).
+///
+/// # Cancel safety
+///
+/// As [`Campaign`]'s: dropping the future never leaves a lock held.
+#[must_use = "a campaign does nothing until it is awaited"]
+pub struct TryCampaign<C> {
+    attempt: TryAcquire<C, WriteGuard>,
+    value: String,
+    keeping: Keeping,
+}
+
+impl<C> TryCampaign<C> {
+    pub(super) fn new(attempt: TryAcquire<C, WriteGuard>, value: String, keeping: Keeping) -> Self {
+        Self {
+            attempt,
+            value,
+            keeping,
+        }
+    }
+
+    /// Ties the leadership to `token`, as [`Campaign::parent`] does: once leading, the
+    /// leadership's cancellation token is its child. An already cancelled `token` gives
+    /// [`Error::Cancelled`] without contacting Redis.
+    pub fn parent(mut self, token: CancellationToken) -> Self {
+        self.attempt = self.attempt.parent(token);
+        self
+    }
+}
+
+impl<C> IntoFuture for TryCampaign<C>
+where
+    C: Send + Sync + 'static,
+{
+    type Output = Result<Option<Leadership>, Error>;
+    type IntoFuture =
+        Pin<Box<dyn Future<Output = Result<Option<Leadership>, Error>> + Send + 'static>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let Self {
+            attempt,
+            value,
+            keeping,
+        } = self;
+        Box::pin(async move {
+            let Some(guard) = attempt.await? else {
+                return Ok(None);
+            };
+            Leadership::start(guard, value, keeping).await.map(Some)
+        })
+    }
+}
+
+impl<C> fmt::Debug for TryCampaign<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TryCampaign")
+            .field("attempt", &self.attempt)
             .field("value", &self.value)
             .finish_non_exhaustive()
     }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::Error;
-use crate::guard::{Guard, Proclaimer};
+use crate::guard::{Proclaimer, WriteGuard};
 use crate::protocol::leader::record;
 use crate::reason::CancelReason;
 use crate::spawner::Spawner;
@@ -29,7 +29,7 @@ pub(crate) struct Keeping {
 /// [`Election::campaign`](crate::Election::campaign) or
 /// [`Election::try_campaign`](crate::Election::try_campaign).
 ///
-/// Like a [`Guard`] it is a cancellation token: it fires when the leadership ends (the
+/// Like a [`WriteGuard`] it is a cancellation token: it fires when the leadership ends (the
 /// lock is released, lost, cancelled, or past its validity deadline), and the lock is
 /// renewed every `ttl / 2` until then. Do the leader's work under
 /// [`cancelled`](Self::cancelled), check [`is_cancelled`](Self::is_cancelled) right before
@@ -42,7 +42,7 @@ pub(crate) struct Keeping {
 /// [`resign`](Self::resign) does it and waits for the answer.
 #[must_use = "dropping the leadership resigns at once"]
 pub struct Leadership {
-    guard: Guard,
+    guard: WriteGuard,
     /// The record as last written; held while a write is in flight, so that writes of
     /// the record (a proclaim, the renewal of the record) go out in turn.
     record: Arc<Mutex<String>>,
@@ -54,12 +54,12 @@ impl Leadership {
     /// task that writes it again every `keeping.every`. On an error the guard is dropped
     /// (its lock released).
     pub(crate) async fn start(
-        guard: Guard,
+        guard: WriteGuard,
         value: String,
         keeping: Keeping,
     ) -> Result<Self, Error> {
         let first = record(guard.fencing_token(), guard.id(), &value);
-        let proclaimer = Arc::new(guard.proclaimer());
+        let proclaimer = Arc::new(guard.inner().proclaimer());
         proclaimer.proclaim(&first).await?;
         let leadership = Self {
             guard,
@@ -113,11 +113,11 @@ impl Leadership {
     ///
     /// # Errors
     ///
-    /// As [`Guard::unlock`]'s; the token has fired either way.
+    /// As [`WriteGuard::unlock`]'s; the cancellation token has fired either way.
     ///
     /// # Cancel safety
     ///
-    /// As [`Guard::unlock`]'s: the release is finished in the background.
+    /// As [`WriteGuard::unlock`]'s: the release is finished in the background.
     pub async fn resign(self) -> Result<bool, Error> {
         self.guard.unlock().await
     }
@@ -130,13 +130,14 @@ impl Leadership {
         self.guard.fencing_token()
     }
 
-    /// The token that fires when the leadership ends; see [`Guard::token`]. Cancelling it
+    /// The cancellation token that fires when the leadership ends; see
+    /// [`Guard::cancellation_token`](crate::Guard::cancellation_token). Cancelling it
     /// resigns.
-    pub fn token(&self) -> &CancellationToken {
-        self.guard.token()
+    pub fn cancellation_token(&self) -> &CancellationToken {
+        self.guard.cancellation_token()
     }
 
-    /// Completes when the leadership ends; see [`Guard::cancelled`].
+    /// Completes when the leadership ends; see [`Guard::cancelled`](crate::Guard::cancelled).
     ///
     /// # Cancel safety
     ///
@@ -146,26 +147,27 @@ impl Leadership {
     }
 
     /// Whether this candidate must be taken as no longer leading; see
-    /// [`Guard::is_cancelled`]. Call it right before each write the leader makes.
+    /// [`Guard::is_cancelled`](crate::Guard::is_cancelled). Call it right before each
+    /// write the leader makes.
     pub fn is_cancelled(&self) -> bool {
         self.guard.is_cancelled()
     }
 
     /// Why the leadership ended, or `None` while it has not; see
-    /// [`Guard::cancel_reason`].
+    /// [`Guard::cancel_reason`](crate::Guard::cancel_reason).
     pub fn cancel_reason(&self) -> Option<CancelReason> {
         self.guard.cancel_reason()
     }
 
     /// Until when this candidate surely leads (unless the token has fired for another
-    /// reason); see [`Guard::valid_until`].
+    /// reason); see [`Guard::valid_until`](crate::Guard::valid_until).
     pub fn valid_until(&self) -> Instant {
         self.guard.valid_until()
     }
 
-    /// The guard of the leader's lock: for [`Guard::exec`] (writes that run only while
-    /// this candidate still leads) and the lock's details.
-    pub fn guard(&self) -> &Guard {
+    /// The guard of the leader's lock: for [`WriteGuard::exec`] (writes that run only
+    /// while this candidate still leads) and the lock's details.
+    pub fn guard(&self) -> &WriteGuard {
         &self.guard
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-pub use campaign::Campaign;
+pub use campaign::{Campaign, TryCampaign};
 use leadership::Keeping;
 pub use leadership::Leadership;
 
@@ -27,7 +27,7 @@ use crate::shared::Deployment;
 /// The leader is the writer of the election's lock: its lock key is the name (as
 /// [`RwMutex::write`] on the same name takes it, so a Go client of the original package
 /// sees it held; `{name}` with [`hash_tag_keys`](Builder::hash_tag_keys)), kept by a background renewal every `ttl / 2` like any guard's, and its
-/// term is the lock's [fencing token](crate::Guard::fencing_token), strictly larger for
+/// term is the lock's [fencing token](crate::WriteGuard::fencing_token), strictly larger for
 /// every new leader. Beside the lock key, the record `<lock key>:leader` holds the leader's
 /// term, id and the value it published, written only while the lock holds that id
 /// (`lua/proclaim.lua`) and believed only while it still does: a reader checks both in
@@ -95,27 +95,12 @@ impl<C: Deployment> Election<C> {
         Campaign::new(self.mutex.write(), value.into(), self.keeping())
     }
 
-    /// Leads now if nobody does, publishing `value`; `Ok(None)` when another candidate
-    /// leads. One attempt: one round trip to take the lock, one to publish.
-    ///
-    /// # Errors
-    ///
-    /// As [`Campaign`]'s, but never [`Error::Timeout`] for waiting (there is no wait) nor
-    /// [`Error::Cancelled`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`Campaign`]'s: dropping the future never leaves a lock held.
-    pub async fn try_campaign(
-        &self,
-        value: impl Into<String>,
-    ) -> Result<Option<Leadership>, Error> {
-        let Some(guard) = self.mutex.try_write().await? else {
-            return Ok(None);
-        };
-        Leadership::start(guard, value.into(), self.keeping())
-            .await
-            .map(Some)
+    /// Leads now if nobody does, publishing `value`: await the returned [`TryCampaign`],
+    /// after setting its options if needed, for `Some(Leadership)`, or `None` when another
+    /// candidate leads. One attempt: one round trip to take the lock, one to publish. Its
+    /// errors and cancel safety are on [`TryCampaign`].
+    pub fn try_campaign(&self, value: impl Into<String>) -> TryCampaign<C> {
+        TryCampaign::new(self.mutex.try_write(), value.into(), self.keeping())
     }
 
     /// Who leads now: `None` when nobody does, or when the lock is held by a writer that

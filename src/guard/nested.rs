@@ -5,13 +5,13 @@ use std::time::SystemTime;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Guard, Role};
+use super::any::{AnyGuard, Role};
 use crate::lease::liveness::Liveness;
 use crate::lease::registry::OuterGuard;
 use crate::mode::Mode;
 use crate::spawner::Spawner;
 
-impl Guard {
+impl AnyGuard {
     /// A nested guard in `mode` on the lock `outer` holds. With a `parent`, `spawner`
     /// runs the small task that cancels the nested token when `parent` is cancelled (a
     /// token has one parent: the outer guard's).

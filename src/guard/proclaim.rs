@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::Guard;
+use super::any::AnyGuard;
 use crate::error::Error;
 use crate::lease::liveness::Liveness;
 use crate::lease::AnyLease;
@@ -14,7 +14,7 @@ pub(crate) struct Proclaimer {
     liveness: Arc<Liveness>,
 }
 
-impl Guard {
+impl AnyGuard {
     /// What writes an election's record while this guard's lock is held.
     pub(crate) fn proclaimer(&self) -> Proclaimer {
         Proclaimer {

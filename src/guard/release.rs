@@ -2,44 +2,16 @@
 
 use std::sync::Arc;
 
-use super::{Guard, Role};
+use super::any::{AnyGuard, Role};
 use crate::error::Error;
 use crate::lease::AnyLease;
 
-impl Guard {
-    /// Releases the lock and reports whether it was still held: `Ok(true)` when this id
-    /// held the lock and is now removed, `Ok(false)` when it had been lost (expired,
-    /// deleted or taken over). The token fires at once, before the release is sent.
-    ///
-    /// A [nested guard](Self#nested-guards) sends nothing and leaves the lock held: it
-    /// returns `Ok(true)` while the outer guard's lock is still held, `Ok(false)` once
-    /// it is not.
-    ///
-    /// If the token had already fired for another reason, the mutex's refresher has
-    /// already released the lock (unless it was [lost](crate::CancelReason::Lost)), and this
-    /// returns what that release found.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Refused`] when Redis refuses the release (busy with a script, no ACL
-    /// permission, ...), [`Error::Redis`] when the request fails otherwise, and
-    /// [`Error::Timeout`] when Redis does not answer within one TTL; the lock then
-    /// expires by its TTL, since refresh has stopped. [`Error::Cancelled`] when the refresher's task was
-    /// stopped before it could release, for example by runtime shutdown.
-    ///
-    /// Over a [`Quorum`](crate::Quorum) the release goes to every node at once and this
-    /// returns once a majority has said whether it held the lock (`Ok(false)` only when a
-    /// majority did not); the other nodes' releases go on in a background task, on the
-    /// mutex's [`task_tracker`](crate::Builder::task_tracker) if it has one: a process
-    /// that exits right after should wait for the tracker. [`Error::NoQuorum`] when
-    /// neither a majority held it nor a majority did not (too few nodes answered within
-    /// the per-node bound).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping this future before the release is answered hands the
-    /// release to the refresher, as dropping the guard does.
-    pub async fn unlock(self) -> Result<bool, Error> {
+impl AnyGuard {
+    /// Releases the lock: `Ok(true)` when this id held it. The token fires first. A
+    /// nested guard sends nothing and reports whether the outer lock is still held; a
+    /// lock whose end the refresher claimed first reports what that end found. The
+    /// public docs are [`WriteGuard::unlock`](crate::WriteGuard::unlock)'s.
+    pub(crate) async fn unlock(self) -> Result<bool, Error> {
         let Role::Owner { .. } = &self.role else {
             let held = self.liveness.outer_held();
             self.liveness.fire();
@@ -63,7 +35,7 @@ impl Guard {
     }
 }
 
-impl Drop for Guard {
+impl Drop for AnyGuard {
     fn drop(&mut self) {
         self.liveness.fire();
         if let Role::Owner { .. } = self.role {

@@ -1,11 +1,11 @@
 //! What a held guard costs in memory, held to the sizes of 2026-11-27: each idle guard is
-//! a [`Guard`] where the caller keeps it and three allocations the refresher shares with
+//! a [`AnyGuard`] (inside the guard the caller keeps) and three allocations the refresher shares with
 //! it (its [`Liveness`], its [`Lease`] and the [`KeptLock`] around them, each behind an
 //! `Arc`: 16 bytes more, and the allocator's rounding), besides its key names. Row 9 of
 //! `cargo run --release --example perf -- guards` measures the whole (see
 //! `docs/performance.md`); a field added to any of these shows here first.
 
-use super::Guard;
+use super::AnyGuard;
 use crate::backend::Direct;
 use crate::lease::liveness::Liveness;
 use crate::lease::refresher::KeptLock;
@@ -20,7 +20,7 @@ fn what_an_idle_guard_holds_stays_within_its_sizes() {
     use std::mem::size_of;
     let liveness = if cfg!(feature = "metrics") { 120 } else { 88 };
     let sizes = [
-        ("Guard", size_of::<Guard>(), 72),
+        ("AnyGuard", size_of::<AnyGuard>(), 72),
         ("Liveness", size_of::<Liveness>(), liveness),
         ("Lease", size_of::<Lease<Direct<Conn>>>(), 120),
         ("Call", size_of::<Call>(), 96),

@@ -4,7 +4,7 @@
 //! | guide | read it when you want to know |
 //! | --- | --- |
 //! | [`waiting`] | how a request waits and is handed the lock: notifications, polling, lock intent |
-//! | [`refresh`] | how a held lock is kept, when its token fires, and how it is released |
+//! | [`refresh`] | how a held lock is kept, when its cancellation token fires, and how it is released |
 //! | [`fencing`] | how to make the protected resource refuse a stale holder |
 //! | [`guarded_writes`] | how to write data in the lock's Redis only while the lock is still yours |
 //! | [`semaphore`] | how to let N holders in at once, and how to serve waiters in arrival order |

@@ -9,6 +9,7 @@ use redis::{Pipeline, Value};
 
 use crate::error::Error;
 use crate::mode::Mode;
+use crate::protocol::exec::Access;
 
 /// The boxed future of a call through [`AnyLease`].
 pub(crate) type LeaseFuture<'a> = Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + 'a>>;
@@ -33,7 +34,7 @@ pub(crate) trait AnyLease: Send + Sync {
     fn downgrade(&self) -> LeaseFuture<'_>;
     /// Runs `pipe` only while the lock is held ([`Lease::exec`](super::Lease::exec)); a
     /// lock found not held is lost: its token fires with `CancelReason::Lost`.
-    fn exec<'a>(&'a self, pipe: &'a Pipeline) -> ExecFuture<'a>;
+    fn exec<'a>(&'a self, pipe: &'a Pipeline, access: Access) -> ExecFuture<'a>;
     /// Writes an election's record while the lock is held as its writer
     /// ([`Lease::proclaim`](super::Lease::proclaim)); a lock found not held is lost, as
     /// by `exec`.

@@ -22,7 +22,7 @@ use crate::backend::Backend;
 use crate::error::Error;
 use crate::mode::{Kind, Mode};
 use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
-use crate::protocol::exec::Executed;
+use crate::protocol::exec::{Access, Executed};
 use crate::protocol::replies::Attempt;
 
 /// The keys, id, kind and TTL of one lock (or permit), with the backend that reaches it.
@@ -130,9 +130,14 @@ impl<B: Backend> Lease<B> {
     }
 
     /// Runs `pipe`'s commands only while this id holds the lock, in one step with that
-    /// check: their replies, or `None` when the id did not hold it (nothing ran).
-    pub(crate) async fn exec(&self, pipe: &Pipeline) -> Result<Option<Vec<Value>>, Error> {
-        Ok(match self.backend.exec(&self.call, pipe).await? {
+    /// check: their replies, or `None` when the id did not hold it (nothing ran). With
+    /// [`Access::Read`], writes are refused before anything is sent.
+    pub(crate) async fn exec(
+        &self,
+        pipe: &Pipeline,
+        access: Access,
+    ) -> Result<Option<Vec<Value>>, Error> {
+        Ok(match self.backend.exec(&self.call, pipe, access).await? {
             Executed::Ran(replies) => Some(replies),
             Executed::NotHeld => None,
         })

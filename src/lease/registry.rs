@@ -182,7 +182,11 @@ mod tests {
         fn downgrade(&self) -> crate::lease::any::LeaseFuture<'_> {
             Box::pin(async { Ok(true) })
         }
-        fn exec<'a>(&'a self, _: &'a redis::Pipeline) -> crate::lease::any::ExecFuture<'a> {
+        fn exec<'a>(
+            &'a self,
+            _: &'a redis::Pipeline,
+            _: crate::protocol::exec::Access,
+        ) -> crate::lease::any::ExecFuture<'a> {
             Box::pin(async { Ok(None) })
         }
         fn proclaim<'a>(&'a self, _: &'a str) -> crate::lease::any::LeaseFuture<'a> {

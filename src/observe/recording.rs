@@ -26,7 +26,7 @@ pub(crate) const LOST: &str = "redismutex_lost_total";
 /// `redismutex_refresh_total{outcome}`: counter of lock renewals; `outcome` is `ok`,
 /// `lost` or `error`.
 pub(crate) const REFRESH: &str = "redismutex_refresh_total";
-/// `redismutex_exec_total{outcome}`: counter of guarded pipelines (`Guard::exec`) that got
+/// `redismutex_exec_total{outcome}`: counter of guarded pipelines (`WriteGuard::exec`) that got
 /// an answer; `outcome` is `ran`, `not_held`, `failed` or `error`.
 pub(crate) const EXEC: &str = "redismutex_exec_total";
 /// `redismutex_held{kind}`: gauge of the locks held now.

@@ -1,6 +1,7 @@
 //! Which arguments of a command are keys, as the server describes the command, so that
 //! a guarded pipeline ([`exec`](super::exec)) declares them as its script's keys and its
-//! keys' slots can be checked before it is sent.
+//! keys' slots can be checked before it is sent; and whether the command writes (its
+//! flag `write`), so that a reader's pipeline is refused before it is sent.
 //!
 //! The method of redis-py's cluster client (`CommandsParser` in `redis/_parsers/
 //! commands.py`): a command's legacy key range from `COMMAND INFO` (first key, last key,
@@ -10,11 +11,12 @@
 //! GETKEYS` with the command's arguments, on each call.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 
+use super::exec::Access;
 use crate::error::Error;
 
 /// Where a command's keys are among its arguments (its name is argument 0).
@@ -33,10 +35,44 @@ enum KeySpec {
     NoScript,
 }
 
-/// The key specs of the commands asked about so far, by lowercase name; one per backend.
+/// Whether a command writes, as its `COMMAND INFO` flags say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Writes {
+    /// The command has the flag `write` (even where its arguments would only read, as
+    /// `SORT` without `STORE`: the server flags the command, not the call).
+    Always,
+    /// The command has no flag `write`, nor any of its subcommands.
+    Never,
+    /// Only these subcommands (lowercase, without the container's name: `create` of
+    /// `XGROUP`) have the flag `write`: from Redis 7, a container command's flags are
+    /// its subcommands'.
+    Subcommands(Arc<[Box<[u8]>]>),
+}
+
+impl Writes {
+    /// Whether the command called with `args` (its name first) writes.
+    fn by(&self, args: &Arguments<'_>) -> bool {
+        match self {
+            Writes::Always => true,
+            Writes::Never => false,
+            Writes::Subcommands(writing) => args.get(1).is_some_and(|sub| {
+                with_lowercase(sub, |sub| writing.iter().any(|name| **name == *sub))
+            }),
+        }
+    }
+}
+
+/// What `COMMAND INFO` said of one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Spec {
+    keys: KeySpec,
+    writes: Writes,
+}
+
+/// The specs of the commands asked about so far, by lowercase name; one per backend.
 #[derive(Debug, Default)]
 pub(crate) struct CommandKeys {
-    specs: Mutex<HashMap<Box<[u8]>, KeySpec>>,
+    specs: Mutex<HashMap<Box<[u8]>, Spec>>,
 }
 
 /// The arguments of one command of a pipeline, its name first.
@@ -47,14 +83,16 @@ impl CommandKeys {
     /// Asks the server on `conn` about command names not asked about before (one
     /// `COMMAND INFO` for all of them) and about the commands whose keys move (one request
     /// of `COMMAND GETKEYS`s). Errors are named after the lock key `lock`:
-    /// [`Error::InvalidPipeline`] for an unknown command, one that cannot run in a script
-    /// or whose keys the server cannot find; [`Error::Redis`] or [`Error::Refused`] when a
+    /// [`Error::InvalidPipeline`] for an unknown command, one that cannot run in a script,
+    /// one that writes under [`Access::Read`] (refused before any `COMMAND GETKEYS`) or
+    /// whose keys the server cannot find; [`Error::Redis`] or [`Error::Refused`] when a
     /// request fails.
     pub(crate) async fn positions<C: ConnectionLike>(
         &self,
         conn: &mut C,
         commands: &[Arguments<'_>],
         lock: &str,
+        access: Access,
     ) -> Result<Vec<Vec<usize>>, Error> {
         let specs = match self.specs(commands) {
             Some(specs) => specs,
@@ -74,6 +112,19 @@ impl CommandKeys {
                 ),
             ));
         }
+        if access == Access::Read {
+            if let Some(at) = self.first_write(commands) {
+                return Err(invalid(
+                    lock,
+                    format!(
+                        "command {} ({}) writes (flag write), and a read guard shares its \
+                         lock with other readers: take a write lock to write",
+                        at + 1,
+                        String::from_utf8_lossy(commands[at][0])
+                    ),
+                ));
+            }
+        }
         let mut asked = ask(conn, commands, &specs, lock).await?.into_iter();
         Ok(commands
             .iter()
@@ -85,14 +136,24 @@ impl CommandKeys {
             .collect())
     }
 
-    /// The spec of every command of `commands`, if each name is known; looked up under
-    /// one lock.
+    /// The key spec of every command of `commands`, if each name is known; looked up
+    /// under one lock.
     fn specs(&self, commands: &[Arguments<'_>]) -> Option<Vec<KeySpec>> {
         let specs = crate::util::lock(&self.specs);
         commands
             .iter()
-            .map(|args| with_lowercase(args[0], |name| specs.get(name).copied()))
+            .map(|args| with_lowercase(args[0], |name| specs.get(name).map(|spec| spec.keys)))
             .collect()
+    }
+
+    /// The place of the first of `commands` that writes, each of them known.
+    fn first_write(&self, commands: &[Arguments<'_>]) -> Option<usize> {
+        let specs = crate::util::lock(&self.specs);
+        commands.iter().position(|args| {
+            with_lowercase(args[0], |name| {
+                specs.get(name).is_some_and(|spec| spec.writes.by(args))
+            })
+        })
     }
 
     /// Asks `COMMAND INFO` about every name of `commands` not known yet, and keeps the
@@ -189,31 +250,24 @@ fn range(argc: usize, first: usize, last: i64, step: usize) -> Vec<usize> {
 
 /// The spec in one entry of a `COMMAND INFO` reply: `[name, arity, flags, first key,
 /// last key, step, ...]`, from Redis 7 with `[..., acl categories, tips, key specs,
-/// subcommands]`; `None` for a nil entry (an unknown command) or one not in that shape.
-fn parse_info(entry: &Value) -> Option<KeySpec> {
+/// subcommands]` (each subcommand an entry of the same shape, named `container|sub`);
+/// `None` for a nil entry (an unknown command) or one not in that shape.
+fn parse_info(entry: &Value) -> Option<Spec> {
     let Value::Array(fields) = entry else {
         return None;
-    };
-    let flags = match fields.get(2)? {
-        Value::Array(flags) | Value::Set(flags) => flags,
-        _ => return None,
-    };
-    let has = |wanted: &str| {
-        flags.iter().any(|flag| match flag {
-            Value::SimpleString(flag) => flag.eq_ignore_ascii_case(wanted),
-            Value::BulkString(flag) => flag.eq_ignore_ascii_case(wanted.as_bytes()),
-            _ => false,
-        })
     };
     let number = |at: usize| match fields.get(at) {
         Some(Value::Int(n)) => Some(*n),
         _ => None,
     };
     let (first, last, step) = (number(3)?, number(4)?, number(5)?);
-    let subcommands = matches!(fields.get(9), Some(Value::Array(subs)) if !subs.is_empty());
-    Some(if has("noscript") {
+    let subcommands = match fields.get(9) {
+        Some(Value::Array(subs)) if !subs.is_empty() => subs.as_slice(),
+        _ => &[],
+    };
+    let keys = if has_flag(fields, "noscript")? {
         KeySpec::NoScript
-    } else if has("movablekeys") || subcommands {
+    } else if has_flag(fields, "movablekeys")? || !subcommands.is_empty() {
         KeySpec::Ask
     } else {
         KeySpec::Range {
@@ -221,7 +275,48 @@ fn parse_info(entry: &Value) -> Option<KeySpec> {
             last,
             step: usize::try_from(step).unwrap_or(1),
         }
-    })
+    };
+    let writing: Vec<Box<[u8]>> = subcommands
+        .iter()
+        .filter_map(|sub| match sub {
+            Value::Array(sub) if has_flag(sub, "write") == Some(true) => subcommand_name(sub),
+            _ => None,
+        })
+        .collect();
+    let writes = if has_flag(fields, "write")? {
+        Writes::Always
+    } else if writing.is_empty() {
+        Writes::Never
+    } else {
+        Writes::Subcommands(writing.into())
+    };
+    Some(Spec { keys, writes })
+}
+
+/// Whether the flags of a `COMMAND INFO` entry (its third field) hold `wanted`; `None`
+/// when the entry has no flags field.
+fn has_flag(fields: &[Value], wanted: &str) -> Option<bool> {
+    let flags = match fields.get(2)? {
+        Value::Array(flags) | Value::Set(flags) => flags,
+        _ => return None,
+    };
+    Some(flags.iter().any(|flag| match flag {
+        Value::SimpleString(flag) => flag.eq_ignore_ascii_case(wanted),
+        Value::BulkString(flag) => flag.eq_ignore_ascii_case(wanted.as_bytes()),
+        _ => false,
+    }))
+}
+
+/// The lowercase name of a subcommand from its `COMMAND INFO` entry's name,
+/// `container|sub`: `sub`.
+fn subcommand_name(fields: &[Value]) -> Option<Box<[u8]>> {
+    let name = match fields.first()? {
+        Value::BulkString(name) => name.as_slice(),
+        Value::SimpleString(name) => name.as_bytes(),
+        _ => return None,
+    };
+    let at = name.iter().position(|&byte| byte == b'|')?;
+    Some(name[at + 1..].to_ascii_lowercase().into_boxed_slice())
 }
 
 /// The key positions of each command of `commands` whose spec is [`KeySpec::Ask`], in
@@ -341,21 +436,54 @@ mod tests {
             }
             Value::Array(fields)
         };
+        let keys = |entry: &Value| parse_info(entry).map(|spec| spec.keys);
+        let writes = |entry: &Value| parse_info(entry).map(|spec| spec.writes);
         let set = entry(vec![status("write")], 1, 1, 1, None);
         assert_eq!(
-            parse_info(&set),
+            keys(&set),
             Some(KeySpec::Range {
                 first: 1,
                 last: 1,
                 step: 1
             })
         );
+        assert_eq!(writes(&set), Some(Writes::Always));
+        let get = entry(vec![status("readonly")], 1, 1, 1, None);
+        assert_eq!(writes(&get), Some(Writes::Never));
         let zunion = entry(vec![status("movablekeys")], 1, 1, 1, Some(vec![]));
-        assert_eq!(parse_info(&zunion), Some(KeySpec::Ask));
+        assert_eq!(keys(&zunion), Some(KeySpec::Ask));
         let object = entry(vec![], 0, 0, 0, Some(vec![Value::Nil]));
-        assert_eq!(parse_info(&object), Some(KeySpec::Ask));
+        assert_eq!(keys(&object), Some(KeySpec::Ask));
+        assert_eq!(writes(&object), Some(Writes::Never));
         let multi = entry(vec![status("noscript")], 0, 0, 0, None);
-        assert_eq!(parse_info(&multi), Some(KeySpec::NoScript));
+        assert_eq!(keys(&multi), Some(KeySpec::NoScript));
+        // Redis 7's XGROUP: no flags of its own, `xgroup|create` flagged write.
+        let sub = |name: &str, flags: Vec<Value>| {
+            let Value::Array(mut fields) = entry(flags, 2, 2, 1, None) else {
+                unreachable!()
+            };
+            fields[0] = Value::BulkString(name.as_bytes().to_vec());
+            Value::Array(fields)
+        };
+        let xgroup = entry(
+            vec![],
+            0,
+            0,
+            0,
+            Some(vec![
+                sub("xgroup|create", vec![status("write"), status("denyoom")]),
+                sub("xgroup|help", vec![status("loading"), status("stale")]),
+            ]),
+        );
+        let writing = writes(&xgroup).unwrap();
+        assert_eq!(
+            writing,
+            Writes::Subcommands(vec![b"create".to_vec().into_boxed_slice()].into())
+        );
+        let call = |args: &[&'static [u8]]| -> Arguments<'static> { args.to_vec() };
+        assert!(writing.by(&call(&[b"XGROUP", b"CREATE", b"s", b"g", b"$"])));
+        assert!(!writing.by(&call(&[b"XGROUP", b"HELP"])));
+        assert!(!writing.by(&call(&[b"XGROUP"])));
         assert_eq!(parse_info(&Value::Nil), None);
     }
 }

@@ -19,6 +19,16 @@ use crate::error::{Error, Preview};
 /// is refused before anything is sent (`tests/lock/exec/input.rs` runs one at the limit).
 pub(crate) const MAX_COMMAND_ARGS: usize = 7_000;
 
+/// What a guarded pipeline may do with the lock's data: a reader shares the lock with
+/// other readers, so its pipeline may only read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Commands the server flags `write` are refused before anything is sent.
+    Read,
+    /// Any command that can run in a script.
+    Write,
+}
+
 /// What a guarded pipeline did.
 #[derive(Debug)]
 pub(crate) enum Executed {
@@ -42,14 +52,15 @@ impl<'p> Guarded<'p> {
     ///
     /// [`Error::InvalidPipeline`] for a command that is empty, has a cursor argument,
     /// has more than [`MAX_COMMAND_ARGS`] arguments, is unknown to the server or cannot
-    /// run in a script, or touches the lock's own keys; [`Error::CrossSlot`] for the first
-    /// key of another slot.
+    /// run in a script, writes under [`Access::Read`], or touches the lock's own keys;
+    /// [`Error::CrossSlot`] for the first key of another slot.
     pub(crate) async fn new<C: ConnectionLike>(
         conn: &mut C,
         command_keys: &CommandKeys,
         keys: &Keys,
         pipe: &'p Pipeline,
         sharded: bool,
+        access: Access,
     ) -> Result<Self, Error> {
         let lock = keys.lock();
         let commands = pipe
@@ -57,7 +68,9 @@ impl<'p> Guarded<'p> {
             .enumerate()
             .map(|(at, cmd)| arguments(cmd, at, lock))
             .collect::<Result<Vec<_>, Error>>()?;
-        let positions = command_keys.positions(conn, &commands, lock).await?;
+        let positions = command_keys
+            .positions(conn, &commands, lock, access)
+            .await?;
         let guarded = Self {
             commands,
             positions,

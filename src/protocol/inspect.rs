@@ -107,7 +107,6 @@ fn state(items: &[Value], names: &Names<'_>) -> Option<LockState> {
         mode,
         holders,
         ttl,
-        writer_waiting: waiting_writer.is_some(),
         last_fencing_token: u64::try_from(fence).ok().filter(|token| *token > 0),
         queue: texts(queue)?,
         server_time: UNIX_EPOCH.checked_add(Duration::from_millis(u64::try_from(now).ok()?))?,
@@ -278,7 +277,7 @@ mod tests {
         assert_eq!(readers.mode(), Some(Mode::Read));
         assert_eq!(readers.holders(), ["a", "b"], "sorted");
         assert_eq!(readers.ttl(), Some(Duration::from_millis(1500)));
-        assert!(readers.writer_waiting());
+        assert!(readers.waiting_writer().is_some());
         assert_eq!(readers.last_fencing_token(), Some(7));
         let permits = parse(reply("zset", 900, 0, 3, &["b", "a"])).unwrap();
         assert_eq!(permits.holders(), ["b", "a"], "by deadline, as sent");

@@ -11,12 +11,12 @@ use super::granted::{grant, Granted};
 use super::{AcquireFuture, Request};
 use crate::acquire::Patience;
 use crate::error::Error;
-use crate::guard::Guard;
 
-/// A request to wait for a lock, from [`RwMutex::write`](crate::RwMutex::write) or
-/// [`RwMutex::read`](crate::RwMutex::read), or for a permit, from
+/// A request to wait for a lock, from [`RwMutex::write`](crate::RwMutex::write) (`G` =
+/// [`WriteGuard`](crate::WriteGuard)) or [`RwMutex::read`](crate::RwMutex::read) (`G` =
+/// [`ReadGuard`](crate::ReadGuard)), or for a permit, from
 /// [`Semaphore::acquire`](crate::Semaphore::acquire) (`G` = [`Permit`](crate::Permit)).
-/// Set options, then `.await` it for a [`Guard`] (or a [`Permit`](crate::Permit)).
+/// Set options, then `.await` it for a `G`.
 ///
 /// A permit is waited for as a writer waits for the lock (with no lock intent and no
 /// fast path); what follows says "lock" for both.
@@ -95,7 +95,7 @@ use crate::guard::Guard;
 /// When polled outside a Tokio runtime with the time driver enabled, like
 /// `tokio::time::sleep`.
 #[must_use = "a request does nothing until it is awaited"]
-pub struct Acquire<C, G = Guard> {
+pub struct Acquire<C, G> {
     request: Request<C>,
     timeout: Option<Duration>,
     output: PhantomData<fn() -> G>,

@@ -1,41 +1,53 @@
-//! What awaiting a request gives: a [`Guard`] or a [`Permit`].
+//! What awaiting a request gives: a [`WriteGuard`], a [`ReadGuard`] or a [`Permit`].
 
-use crate::guard::{Guard, Permit};
+use crate::guard::{AnyGuard, Permit, ReadGuard, WriteGuard};
 
 mod sealed {
     /// Only this crate's guards are granted.
     pub trait Sealed {}
 
-    /// Only this crate can call [`Granted::from_guard`](super::Granted::from_guard).
+    /// Only this crate can call [`Granted::from_any`](super::Granted::from_any).
     #[derive(Debug)]
     pub struct Token(pub(super) ());
 }
 
 /// What awaiting an [`Acquire`](crate::Acquire) or a [`TryAcquire`](crate::TryAcquire)
-/// gives: a [`Guard`] from a [`RwMutex`](crate::RwMutex), or a [`Permit`] from a
-/// [`Semaphore`](crate::Semaphore). Sealed: implemented by these two only.
+/// gives: a [`WriteGuard`] or a [`ReadGuard`] from a [`RwMutex`](crate::RwMutex), or a
+/// [`Permit`] from a [`Semaphore`](crate::Semaphore). Sealed: implemented by these three
+/// only; each request's type names the one it gives.
 pub trait Granted: sealed::Sealed + Send + 'static {
     /// Wraps the guard of what the engine acquired.
     #[doc(hidden)]
-    fn from_guard(guard: Guard, token: sealed::Token) -> Self;
+    #[expect(private_interfaces, reason = "sealed: only this crate can call it")]
+    fn from_any(guard: AnyGuard, token: sealed::Token) -> Self;
 }
 
-impl sealed::Sealed for Guard {}
+impl sealed::Sealed for WriteGuard {}
+impl sealed::Sealed for ReadGuard {}
 impl sealed::Sealed for Permit {}
 
-impl Granted for Guard {
-    fn from_guard(guard: Guard, _: sealed::Token) -> Self {
-        guard
+impl Granted for WriteGuard {
+    #[expect(private_interfaces, reason = "sealed: only this crate can call it")]
+    fn from_any(guard: AnyGuard, _: sealed::Token) -> Self {
+        WriteGuard::new(guard)
+    }
+}
+
+impl Granted for ReadGuard {
+    #[expect(private_interfaces, reason = "sealed: only this crate can call it")]
+    fn from_any(guard: AnyGuard, _: sealed::Token) -> Self {
+        ReadGuard::new(guard)
     }
 }
 
 impl Granted for Permit {
-    fn from_guard(guard: Guard, _: sealed::Token) -> Self {
+    #[expect(private_interfaces, reason = "sealed: only this crate can call it")]
+    fn from_any(guard: AnyGuard, _: sealed::Token) -> Self {
         Permit::new(guard)
     }
 }
 
 /// Wraps `guard` as the `G` a request gives.
-pub(super) fn grant<G: Granted>(guard: Guard) -> G {
-    G::from_guard(guard, sealed::Token(()))
+pub(super) fn grant<G: Granted>(guard: AnyGuard) -> G {
+    G::from_any(guard, sealed::Token(()))
 }

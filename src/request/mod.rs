@@ -23,21 +23,21 @@ pub use self::granted::Granted;
 pub use self::try_acquire::TryAcquire;
 use crate::acquire::Patience;
 use crate::error::Error;
-use crate::guard::Guard;
+use crate::guard::AnyGuard;
 use crate::mode::Kind;
 use crate::observe::Outcome;
 use crate::protocol::id::Id;
 use crate::protocol::keys::lock_key;
 use crate::shared::{CheckedRequest, Shared};
 
-/// The future of an [`Acquire`]: a [`Guard`], or with `G` = [`Permit`](crate::Permit) a
-/// semaphore's permit.
-pub type AcquireFuture<G = Guard> =
-    Pin<Box<dyn Future<Output = Result<G, Error>> + Send + 'static>>;
+/// The future of an [`Acquire`]: a [`WriteGuard`](crate::WriteGuard), a
+/// [`ReadGuard`](crate::ReadGuard) or a semaphore's [`Permit`](crate::Permit), as `G`
+/// says.
+pub type AcquireFuture<G> = Pin<Box<dyn Future<Output = Result<G, Error>> + Send + 'static>>;
 
-/// The future of a [`TryAcquire`]: a [`Guard`], or with `G` = [`Permit`](crate::Permit) a
-/// semaphore's permit, if one was free.
-pub type TryAcquireFuture<G = Guard> =
+/// The future of a [`TryAcquire`]: the guard or permit `G`, if the lock or a permit was
+/// free.
+pub type TryAcquireFuture<G> =
     Pin<Box<dyn Future<Output = Result<Option<G>, Error>> + Send + 'static>>;
 
 /// What both kinds of request share: the handle's shared state, the kind and the options.
@@ -73,7 +73,7 @@ impl<C> Request<C> {
     ///
     /// The request runs in a span `acquire` (fields `kind`, `key`, `id`, and at its end
     /// `outcome` and `fencing_token`), and is timed in the handle's meters.
-    pub(crate) async fn run(self, patience: Patience) -> Result<Option<Guard>, Error> {
+    pub(crate) async fn run(self, patience: Patience) -> Result<Option<AnyGuard>, Error> {
         let span = tracing::info_span!(
             "acquire",
             kind = self.kind.label(),
@@ -114,7 +114,7 @@ impl<C> Request<C> {
         self,
         patience: Patience,
         span: &Span,
-    ) -> Result<Option<Guard>, Error> {
+    ) -> Result<Option<AnyGuard>, Error> {
         let shared = &*self.shared;
         let settings = &shared.settings;
         shared.check_settings()?;

@@ -9,7 +9,7 @@ use tracing::Span;
 use super::Request;
 use crate::acquire::Patience;
 use crate::error::Error;
-use crate::guard::Guard;
+use crate::guard::AnyGuard;
 use crate::lease::registry::Holder;
 use crate::mode::{Kind, Mode};
 use crate::spawner::Spawner;
@@ -21,7 +21,7 @@ pub(super) async fn run<C>(
     request: Request<C>,
     patience: Patience,
     span: &Span,
-) -> Result<Option<Guard>, Error> {
+) -> Result<Option<AnyGuard>, Error> {
     let registry = Arc::clone(&request.shared.registry);
     let (key, outer) = registry.find(request.lock_key(), Holder::current());
     if let Some(outer) = outer {
@@ -38,7 +38,7 @@ pub(super) async fn run<C>(
         let spawner = parent
             .as_ref()
             .map(|_| Spawner::current(request.shared.settings.tracker.clone()));
-        return Ok(Some(Guard::nested(
+        return Ok(Some(AnyGuard::nested(
             &outer,
             request.kind.mode(),
             parent,

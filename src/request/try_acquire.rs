@@ -10,12 +10,13 @@ use super::granted::{grant, Granted};
 use super::{Request, TryAcquireFuture};
 use crate::acquire::Patience;
 use crate::error::Error;
-use crate::guard::Guard;
 
-/// A single attempt at a lock, from [`RwMutex::try_write`](crate::RwMutex::try_write) or
-/// [`RwMutex::try_read`](crate::RwMutex::try_read), or at a permit, from
-/// [`Semaphore::try_acquire`](crate::Semaphore::try_acquire) (`G` = [`Permit`](crate::Permit)). Set
-/// options, then `.await` it: `Ok(Some(guard))` when acquired, `Ok(None)` when others hold
+/// A single attempt at a lock, from [`RwMutex::try_write`](crate::RwMutex::try_write)
+/// (`G` = [`WriteGuard`](crate::WriteGuard)) or
+/// [`RwMutex::try_read`](crate::RwMutex::try_read) (`G` = [`ReadGuard`](crate::ReadGuard)),
+/// or at a permit, from [`Semaphore::try_acquire`](crate::Semaphore::try_acquire) (`G` =
+/// [`Permit`](crate::Permit)). Set options, then `.await` it: `Ok(Some(guard))` when
+/// acquired, `Ok(None)` when others hold
 /// the lock (or, for a reader, a writer waits with its intent set; or all permits are
 /// taken; or, in fair mode, others wait in the queue). It never sets the lock intent and
 /// never queues. An attempt
@@ -45,7 +46,7 @@ use crate::guard::Guard;
 ///
 /// When polled outside a Tokio runtime with the time driver enabled.
 #[must_use = "a request does nothing until it is awaited"]
-pub struct TryAcquire<C, G = Guard> {
+pub struct TryAcquire<C, G> {
     request: Request<C>,
     output: PhantomData<fn() -> G>,
 }

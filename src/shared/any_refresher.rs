@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::acquire::{self, LeaseRequest, Patience};
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::guard::Guard;
+use crate::guard::AnyGuard;
 use crate::lease::refresher::Refresher;
 use crate::lease::Lease;
 use crate::lock_state::LockState;
@@ -42,7 +42,7 @@ pub(crate) struct CheckedRequest<'a> {
 
 /// The boxed future of [`AnyRefresher::acquire`].
 pub(crate) type Acquiring<'a> =
-    Pin<Box<dyn Future<Output = Result<Option<Guard>, Error>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = Result<Option<AnyGuard>, Error>> + Send + 'a>>;
 
 /// The boxed future of [`AnyRefresher::inspect`].
 pub(crate) type Inspecting<'a> =
@@ -95,7 +95,7 @@ impl<B: Backend> AnyRefresher for Refresher<B> {
 async fn acquire_on<B: Backend>(
     refresher: Arc<Refresher<B>>,
     request: CheckedRequest<'_>,
-) -> Result<Option<Guard>, Error> {
+) -> Result<Option<AnyGuard>, Error> {
     let CheckedRequest {
         settings,
         fences,
@@ -126,5 +126,5 @@ async fn acquire_on<B: Backend>(
         spawner: &spawner,
     })
     .await?;
-    Ok(acquired.map(|acquired| Guard::start(acquired, parent, &refresher)))
+    Ok(acquired.map(|acquired| AnyGuard::start(acquired, parent, &refresher)))
 }

@@ -1,4 +1,4 @@
-//! `Guard::exec` and `Permit::exec` on a real Redis Cluster (3 masters, 3 replicas) that
+//! `WriteGuard::exec` and `Permit::exec` on a real Redis Cluster (3 masters, 3 replicas) that
 //! each test starts: a pipeline whose keys are all in the lock key's slot runs on the
 //! master serving that slot, on every master, whether its keys are found by `COMMAND
 //! INFO` or `COMMAND GETKEYS`; a key of another slot is refused with `Error::CrossSlot`
@@ -172,13 +172,22 @@ async fn keys_of_the_lock_keys_slot_run_on_the_master_serving_it_on_every_master
         assert!(raw::exists(node, &union).await, "{union} is not on {port}");
         assert!(!guard.is_cancelled());
 
-        // A reader of the same lock execs there too.
+        // A reader of the same lock reads there too, and is refused writes.
         assert!(guard.unlock().await.unwrap());
         let reader = mx.read().key(key).await.unwrap();
+        let mut read = redis::pipe();
+        read.get(&count).get(&data);
+        let (count_now, value): (i64, String) = reader.exec(&read).await.unwrap();
+        assert_eq!(count_now, 5);
+        assert_eq!(value, format!("written under {lock_key}"));
         let mut incr = redis::pipe();
         incr.incr(&count, 1);
-        let (count_now,): (i64,) = reader.exec(&incr).await.unwrap();
-        assert_eq!(count_now, 6);
+        let refused = reader.exec::<(i64,)>(&incr).await;
+        assert!(
+            matches!(refused, Err(Error::InvalidPipeline { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(raw::get(node, &count).await.as_deref(), Some("5"));
         assert!(reader.unlock().await.unwrap());
     }
     let ran: BTreeSet<u16> = masters_that_ran_exec(&masters).await.into_iter().collect();

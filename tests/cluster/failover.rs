@@ -8,6 +8,7 @@ use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
 use crate::common::cluster::{slot, Cluster};
+use crate::common::either::Either;
 use crate::common::LIVENESS;
 use redis::cluster_async::ClusterConnection;
 use redismutex::{CancelReason, Error, Guard, Notifier, RwMutex};
@@ -77,17 +78,18 @@ async fn a_killed_master_fires_its_guards_and_its_slots_work_after_the_failover(
         victim
     );
 
-    let mut guards: Vec<Guard> = Vec::new();
+    let mut guards: Vec<Either> = Vec::new();
     for key in &keys {
-        guards.push(mx.write().key(key).await.unwrap());
+        guards.push(mx.write().key(key).await.unwrap().into());
         guards.push(
             mx.read()
                 .key(format!("{key}:r"))
                 .await
-                .unwrap_or_else(|err| panic!("{err}")),
+                .unwrap_or_else(|err| panic!("{err}"))
+                .into(),
         );
     }
-    let old_tokens: Vec<u64> = guards.iter().map(Guard::fencing_token).collect();
+    let old_tokens: Vec<u64> = guards.iter().map(Either::fencing_token).collect();
     // A waiter on the victim's slot, with a timeout.
     let waiting = tokio::spawn({
         let mx = mx.clone();
@@ -101,7 +103,7 @@ async fn a_killed_master_fires_its_guards_and_its_slots_work_after_the_failover(
         .map(|guard| guard.key().to_owned())
         .filter(|key| cluster.master_of_slot(slot(key)) == victim)
         .collect();
-    let on_victim = |guard: &&Guard| victims.iter().any(|key| key == guard.key());
+    let on_victim = |guard: &&Either| victims.iter().any(|key| key == guard.key());
     let killed = Instant::now();
     cluster.kill(victim);
 
@@ -326,8 +328,8 @@ async fn guards_on_other_masters_ride_out_a_failover_with_the_default_ttl() {
     let others = [key_on(&cluster, 1), key_on(&cluster, 2)];
     let mut guards = Vec::new();
     for key in &others {
-        guards.push(mx.write().key(key).await.unwrap());
-        guards.push(mx.read().key(format!("{key}:r")).await.unwrap());
+        guards.push(Either::from(mx.write().key(key).await.unwrap()));
+        guards.push(mx.read().key(format!("{key}:r")).await.unwrap().into());
     }
     guards.retain(|guard| cluster.master_of_slot(slot(guard.key())) != victim);
     let killed = Instant::now();

@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use crate::common::cluster::{slot, Cluster};
 use crate::common::cluster_pubsub::{self, subscribed, subscribed_anywhere};
+use crate::common::either::Either;
 use crate::common::go_peer::GoPeer;
 use crate::common::lost_update::unguarded_increment;
 use crate::common::{eventually, join_within, LIVENESS};
 use redis::cluster_async::ClusterConnection;
-use redismutex::{Error, Guard, Notifier, RwMutex};
+use redismutex::{Error, Guard, Notifier, RwMutex, WriteGuard};
 use tokio::task::{JoinHandle, JoinSet};
 
 /// `GET key` through the cluster connection (routed to the key's slot).
@@ -118,7 +119,7 @@ async fn names_whose_keys_would_cross_slots_are_refused_before_anything_is_sent(
 
 /// A `write()` on `key` of `mx` (the name for `""`) waiting in a task of its own, which
 /// gives the moment it acquired.
-fn spawn_writer<C>(mx: &RwMutex<C>, key: &str) -> JoinHandle<(Instant, Guard)>
+fn spawn_writer<C>(mx: &RwMutex<C>, key: &str) -> JoinHandle<(Instant, WriteGuard)>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -130,7 +131,10 @@ where
 }
 
 /// Releases `held`; how long after the release `waiting` acquired, and its guard.
-async fn hand_over(held: Guard, waiting: JoinHandle<(Instant, Guard)>) -> (Duration, Guard) {
+async fn hand_over(
+    held: impl Guard,
+    waiting: JoinHandle<(Instant, WriteGuard)>,
+) -> (Duration, WriteGuard) {
     let released = Instant::now();
     assert!(held.unlock().await.unwrap());
     let (acquired, guard) = tokio::time::timeout(LIVENESS, waiting)
@@ -284,8 +288,9 @@ async fn script_flush_on_every_node_while_guards_are_held_changes_nothing() {
         .unwrap();
     let mut guards = Vec::new();
     for key in 0..12 {
-        guards.push(mx.write().key(key.to_string()).await.unwrap());
-        guards.push(mx.read().key(format!("r{key}")).await.unwrap());
+        let writer = mx.write().key(key.to_string()).await.unwrap();
+        guards.push(Either::from(writer));
+        guards.push(mx.read().key(format!("r{key}")).await.unwrap().into());
     }
     let masters: BTreeSet<u16> = guards
         .iter()
@@ -375,9 +380,9 @@ async fn tokens_stay_above_earlier_ones_when_the_counter_comes_back_older() {
     let mx = RwMutex::new(conn.clone(), "{fence}");
     for read in [false, true] {
         let first = if read {
-            mx.read().key("k").await.unwrap()
+            Either::from(mx.read().key("k").await.unwrap())
         } else {
-            mx.write().key("k").await.unwrap()
+            Either::from(mx.write().key("k").await.unwrap())
         };
         let token = first.fencing_token();
         first.unlock().await.unwrap();
@@ -392,9 +397,9 @@ async fn tokens_stay_above_earlier_ones_when_the_counter_comes_back_older() {
             .unwrap();
         for _ in 0..3 {
             let next = if read {
-                mx.read().key("k").await.unwrap()
+                Either::from(mx.read().key("k").await.unwrap())
             } else {
-                mx.write().key("k").await.unwrap()
+                Either::from(mx.write().key("k").await.unwrap())
             };
             assert!(
                 next.fencing_token() > token,

@@ -1,6 +1,6 @@
 //! The guarded data of the fault workers run with `FW_EXEC` (`examples/fault_worker.rs`):
 //! per lock key, the writes of its data counter (`<lock key>:data`, on the lock server)
-//! that `Guard::exec` accepted, refused (`NotHeld`) or left uncertain (an error: the
+//! that `WriteGuard::exec` accepted, refused (`NotHeld`) or left uncertain (an error: the
 //! pipeline may or may not have run), and the counter read at the end. Written only by
 //! guarded read-modify-writes, the counter equals the accepted writes plus those of the
 //! uncertain ones that ran: below the accepted writes, an accepted update was lost; above

@@ -22,6 +22,7 @@ pub mod cluster_fleet;
 #[cfg(feature = "cluster")]
 pub mod cluster_pubsub;
 pub mod crew;
+pub mod either;
 pub mod election;
 pub mod events;
 pub mod expiry_watch;
@@ -138,7 +139,7 @@ pub async fn join_within<T: 'static>(
 pub type Outcome = (
     &'static str,
     Duration,
-    Result<Option<redismutex::Guard>, redismutex::Error>,
+    Result<Option<either::Either>, redismutex::Error>,
 );
 
 /// Every way to take the lock at `<name>:<key>` (`<name>` for an empty key), each with
@@ -149,16 +150,20 @@ pub async fn every_acquire(
 ) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
     let started = std::time::Instant::now();
-    let result = at_once(mx.write().key(key)).await.map(Some);
+    let result = at_once(mx.write().key(key)).await.map(|g| Some(g.into()));
     outcomes.push(("write", started.elapsed(), result));
     let started = std::time::Instant::now();
-    let result = at_once(mx.read().key(key)).await.map(Some);
+    let result = at_once(mx.read().key(key)).await.map(|g| Some(g.into()));
     outcomes.push(("read", started.elapsed(), result));
     let started = std::time::Instant::now();
-    let result = at_once(mx.try_write().key(key)).await;
+    let result = at_once(mx.try_write().key(key))
+        .await
+        .map(|g| g.map(Into::into));
     outcomes.push(("try_write", started.elapsed(), result));
     let started = std::time::Instant::now();
-    let result = at_once(mx.try_read().key(key)).await;
+    let result = at_once(mx.try_read().key(key))
+        .await
+        .map(|g| g.map(Into::into));
     outcomes.push(("try_read", started.elapsed(), result));
     outcomes
 }
@@ -166,7 +171,7 @@ pub async fn every_acquire(
 /// The results of [`every_acquire`] on the mutex's whole lock.
 pub async fn every_result(
     mx: &redismutex::RwMutex<redis::aio::MultiplexedConnection>,
-) -> Vec<Result<Option<redismutex::Guard>, redismutex::Error>> {
+) -> Vec<Result<Option<either::Either>, redismutex::Error>> {
     every_acquire(mx, "")
         .await
         .into_iter()

@@ -1,6 +1,6 @@
 //! Guarded writes under freezes and under a deleted lock key: the workers run with
 //! `FW_EXEC`, so each writer section also does a read-modify-write of a data counter on
-//! the lock server through `Guard::exec` (read right after the acquire, written after the
+//! the lock server through `WriteGuard::exec` (read right after the acquire, written after the
 //! section's fenced write, or after its fenced probe when it gives up; see
 //! `examples/fault_worker.rs`), beside the referee's unguarded counter.
 //!

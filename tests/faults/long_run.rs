@@ -27,7 +27,7 @@
 //! a forward jump expires held locks at once, which only fencing covers; there lost
 //! updates must stay within the overlaps, every holder that entered out of token order
 //! must have had its fenced write refused, and no lead is measured (the server's
-//! expiries are on its moved clock). Where the writers update a data counter through `Guard::exec` (every
+//! expiries are on its moved clock). Where the writers update a data counter through `WriteGuard::exec` (every
 //! deployment but the quorum), no exec write begun after its worker was frozen past the
 //! TTL may go through, and no data counter may be above the exec writes accepted and
 //! left uncertain (it may be below: a server restarted empty or a failover loses
@@ -133,7 +133,7 @@ fn chosen(name: &str) -> bool {
 /// readers, writers with the lock intent, each section acting only with 50 ms of
 /// validity left. The slow workers' guards outlive the faults, so that tokens fire as
 /// lost and their lead is measured. With `exec` (`FW_EXEC`: every deployment but the
-/// quorum, where `Guard::exec` is refused) the writers also update a data counter per
+/// quorum, where `WriteGuard::exec` is refused) the writers also update a data counter per
 /// key on the lock server through `exec`.
 fn workers(exec: bool) -> Vec<Spec> {
     let quick = Spec {

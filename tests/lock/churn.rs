@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::common::either::Either;
 use crate::common::{eventually, raw, RedisServer, LIVENESS};
 use rand::RngExt;
 use redis::aio::MultiplexedConnection;
@@ -102,9 +103,17 @@ async fn contend(mx: RwMutex<MultiplexedConnection>) -> Vec<(String, Duration)> 
         // request, while it is in flight, or while it backs off.
         let attempt = async {
             if write {
-                mx.write().key(key).parent(parent.clone()).await
+                mx.write()
+                    .key(key)
+                    .parent(parent.clone())
+                    .await
+                    .map(Either::from)
             } else {
-                mx.read().key(key).parent(parent.clone()).await
+                mx.read()
+                    .key(key)
+                    .parent(parent.clone())
+                    .await
+                    .map(Either::from)
             }
         };
         let Ok(Ok(guard)) = tokio::time::timeout(cut, attempt).await else {
@@ -118,7 +127,7 @@ async fn contend(mx: RwMutex<MultiplexedConnection>) -> Vec<(String, Duration)> 
                 guard.unlock().await.unwrap();
             }
             2 => {
-                guard.token().cancel();
+                guard.cancellation_token().cancel();
                 drop(guard);
             }
             _ => {

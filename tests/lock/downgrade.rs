@@ -1,4 +1,4 @@
-//! `Guard::downgrade`: a write lock becomes a read lock in one step, with no writer in
+//! `WriteGuard::downgrade`: a write lock becomes a read lock in one step, with no writer in
 //! between, in the Go key layout, kept alive and released as a reader's.
 
 use std::future::Future;
@@ -11,7 +11,7 @@ use crate::common;
 use crate::common::go_peer::GoPeer;
 use crate::common::{at_once, eventually, raw, RedisServer, LIVENESS};
 use redis::aio::MultiplexedConnection;
-use redismutex::{CancelReason, Error, Mode, RwMutex};
+use redismutex::{CancelReason, Error, ReadGuard, RwMutex};
 
 const KEY: &str = "doc";
 // Sent after `base.lua`, as the crate sends it.
@@ -64,8 +64,7 @@ async fn a_waiting_reader_gets_in_and_a_waiting_writer_stays_out_until_release()
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!reader.is_finished() && !writer.is_finished());
 
-    let guard = at_once(guard.downgrade()).await.unwrap();
-    assert_eq!(guard.mode(), Mode::Read);
+    let guard: ReadGuard = at_once(guard.downgrade()).await.unwrap();
     let reader = tokio::time::timeout(LIVENESS, reader)
         .await
         .expect("the waiting reader gets in after the downgrade")
@@ -192,8 +191,7 @@ async fn a_downgraded_lock_is_a_readers_set_kept_alive_and_released_as_one() {
 
     let guard = mx.write().await.unwrap();
     let (id, token) = (guard.id().to_string(), guard.fencing_token());
-    let guard = at_once(guard.downgrade()).await.unwrap();
-    assert_eq!(guard.mode(), Mode::Read);
+    let guard: ReadGuard = at_once(guard.downgrade()).await.unwrap();
     assert_eq!((guard.id(), guard.key()), (id.as_str(), KEY));
     assert_eq!(guard.fencing_token(), token, "the same acquisition");
     assert_eq!(raw::key_type(&conn, KEY).await, "set");
@@ -219,30 +217,6 @@ async fn a_downgraded_lock_is_a_readers_set_kept_alive_and_released_as_one() {
 }
 
 #[tokio::test]
-async fn a_read_guard_is_returned_unchanged_without_a_request() {
-    let server = RedisServer::start();
-    let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(30));
-    let reader = mx.read().await.unwrap();
-    let (id, token) = (reader.id().to_string(), reader.fencing_token());
-    let pttl = raw::pttl(&conn, KEY).await;
-
-    let reader = at_once(reader.downgrade()).await.unwrap();
-    assert_eq!(reader.mode(), Mode::Read);
-    assert_eq!((reader.id(), reader.fencing_token()), (id.as_str(), token));
-    assert!(!reader.is_cancelled());
-    assert_eq!(raw::members(&conn, KEY).await, vec![id]);
-    assert!(raw::pttl(&conn, KEY).await <= pttl, "no TTL set");
-    assert!(!downgrade_ran(&conn).await, "nothing was sent");
-    assert!(at_once(reader.unlock()).await.unwrap());
-
-    // The check above can see a downgrade: a write guard's runs the script.
-    let writer = mx.write().await.unwrap();
-    drop(at_once(writer.downgrade()).await.unwrap());
-    assert!(downgrade_ran(&conn).await);
-}
-
-#[tokio::test]
 async fn a_lost_lock_is_not_held_and_nothing_is_changed() {
     common::init_tracing();
     let server = RedisServer::start();
@@ -251,7 +225,7 @@ async fn a_lost_lock_is_not_held_and_nothing_is_changed() {
 
     // Deleted.
     let guard = mx.write().await.unwrap();
-    let token = guard.token().clone();
+    let token = guard.cancellation_token().clone();
     raw::cmd::<i64>(&conn, "DEL", &[KEY]).await;
     let err = at_once(guard.downgrade()).await.unwrap_err();
     assert!(
@@ -300,7 +274,7 @@ async fn a_fired_token_is_not_held_and_nothing_is_sent() {
 
     // Cancelled through the token: released, not downgraded.
     let guard = mx.write().await.unwrap();
-    guard.token().cancel();
+    guard.cancellation_token().cancel();
     assert_eq!(guard.cancel_reason(), Some(CancelReason::Cancelled));
     let err = at_once(guard.downgrade()).await.unwrap_err();
     assert!(matches!(err, Error::NotHeld { .. }), "{err:?}");

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::common::{raw, RedisServer};
-use redismutex::{Error, Mode, RwMutex};
+use redismutex::{Error, ReadGuard, RwMutex, WriteGuard};
 
 #[tokio::test]
 async fn two_readers_share_the_lock() {
@@ -11,9 +11,8 @@ async fn two_readers_share_the_lock() {
     let conn = server.conn().await;
     let mx = RwMutex::new(conn.clone(), "shared");
 
-    let a = mx.read().await.unwrap();
-    let b = mx.read().await.unwrap();
-    assert_eq!((a.mode(), b.mode()), (Mode::Read, Mode::Read));
+    let a: ReadGuard = mx.read().await.unwrap();
+    let b: ReadGuard = mx.read().await.unwrap();
     assert_ne!(a.id(), b.id());
     let mut ids = vec![a.id().to_string(), b.id().to_string()];
     ids.sort();
@@ -51,8 +50,7 @@ async fn a_writer_excludes_readers_and_writers() {
     let conn = server.conn().await;
     let mx = RwMutex::new(conn.clone(), "cache");
 
-    let w = mx.write().await.unwrap();
-    assert_eq!(w.mode(), Mode::Write);
+    let w: WriteGuard = mx.write().await.unwrap();
     assert_eq!(raw::key_type(&conn, "cache").await, "string");
     assert_eq!(raw::get(&conn, "cache").await.as_deref(), Some(w.id()));
     assert!(mx.try_read().await.unwrap().is_none());

@@ -17,7 +17,7 @@ use crate::common::referee::Referee;
 use crate::common::{eventually, join_within, raw, RedisServer, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redis::Script;
-use redismutex::{Error, Guard, Permit, RwMutex, Semaphore};
+use redismutex::{Error, Permit, ReadGuard, RwMutex, Semaphore, WriteGuard};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -37,7 +37,8 @@ enum Want {
 
 /// What a waiter got.
 enum Held {
-    Guard(Guard),
+    Write(WriteGuard),
+    Read(ReadGuard),
     Permit(Permit),
 }
 
@@ -45,7 +46,8 @@ impl Held {
     /// Whether it was still held when released.
     async fn unlock(self) -> bool {
         match self {
-            Held::Guard(guard) => guard.unlock().await.unwrap(),
+            Held::Write(guard) => guard.unlock().await.unwrap(),
+            Held::Read(guard) => guard.unlock().await.unwrap(),
             Held::Permit(permit) => permit.unlock().await.unwrap(),
         }
     }
@@ -70,16 +72,16 @@ impl Want {
             }};
         }
         match self {
-            Want::Write(mx) => with_options!(mx.write()).map(Held::Guard),
-            Want::Read(mx) => with_options!(mx.read()).map(Held::Guard),
+            Want::Write(mx) => with_options!(mx.write()).map(Held::Write),
+            Want::Read(mx) => with_options!(mx.read()).map(Held::Read),
             Want::Permit(sem) => with_options!(sem.acquire()).map(Held::Permit),
         }
     }
 
     async fn try_acquire(&self) -> Result<Option<Held>, Error> {
         match self {
-            Want::Write(mx) => mx.try_write().await.map(|got| got.map(Held::Guard)),
-            Want::Read(mx) => mx.try_read().await.map(|got| got.map(Held::Guard)),
+            Want::Write(mx) => mx.try_write().await.map(|got| got.map(Held::Write)),
+            Want::Read(mx) => mx.try_read().await.map(|got| got.map(Held::Read)),
             Want::Permit(sem) => sem.try_acquire().await.map(|got| got.map(Held::Permit)),
         }
     }
@@ -239,7 +241,7 @@ async fn writers_line(fair: bool, notify: bool) -> Vec<usize> {
         fair,
         waiters,
         turns,
-        vec![Held::Guard(holder)],
+        vec![Held::Write(holder)],
     )
     .await;
     lineup.order
@@ -339,7 +341,7 @@ async fn mixed_line(fair: bool) -> Lineup {
         fair,
         waiters,
         mix_turns(),
-        vec![Held::Guard(holder)],
+        vec![Held::Write(holder)],
     )
     .await
 }
@@ -486,7 +488,7 @@ async fn a_fair_writer_that_gives_up_leaves_the_queue_at_once() {
         let holder = made(&conn).write().await.unwrap();
         let first = Want::Write(made(&server.conn().await));
         let second = Want::Write(made(&server.conn().await));
-        give_up(&conn, "line", Held::Guard(holder), first, second, how).await;
+        give_up(&conn, "line", Held::Write(holder), first, second, how).await;
     }
 }
 

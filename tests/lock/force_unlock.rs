@@ -20,7 +20,7 @@ const LONG: Duration = Duration::from_secs(30);
 const SHORT: Duration = Duration::from_secs(1);
 
 /// Waits (at most [`LIVENESS`]) for the guard's token, and gives its reason.
-async fn fired(guard: &Guard) -> Option<CancelReason> {
+async fn fired(guard: &impl Guard) -> Option<CancelReason> {
     tokio::time::timeout(LIVENESS, guard.cancelled())
         .await
         .expect("the token fires at the next renewal");

@@ -7,6 +7,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::common::either::Either;
 use crate::common::wrong_type::assert_wrong_type;
 use crate::common::{eventually, raw, RedisServer};
 use redis::aio::MultiplexedConnection;
@@ -60,7 +61,7 @@ fn assert_ttl_within(state: &LockState) {
 fn assert_same_but_ttl(a: &LockState, b: &LockState) {
     assert_eq!(a.mode(), b.mode());
     assert_eq!(a.holders(), b.holders());
-    assert_eq!(a.writer_waiting(), b.writer_waiting());
+    assert_eq!(a.waiting_writer(), b.waiting_writer());
     assert_eq!(a.last_fencing_token(), b.last_fencing_token());
     assert_eq!(a.queue(), b.queue());
     assert_eq!(a.ttl().is_some(), b.ttl().is_some());
@@ -99,7 +100,10 @@ async fn a_free_lock_is_free_and_a_writer_is_its_id_its_ttl_and_its_token() {
     assert_eq!(free.mode(), None);
     assert!(free.holders().is_empty() && free.queue().is_empty());
     assert_eq!((free.ttl(), free.last_fencing_token()), (None, None));
-    assert_eq!((free.writer_waiting(), free.permits_in_use()), (false, 0));
+    assert_eq!(
+        (free.waiting_writer().is_some(), free.permits_in_use()),
+        (false, 0)
+    );
 
     let guard = mx.write().key("42").await.unwrap();
     let held = mx.inspect("42").await.unwrap();
@@ -147,7 +151,7 @@ async fn readers_are_their_ids_sorted_and_the_token_is_the_last_readers() {
     assert_ttl_within(&state);
     let last = readers.last().unwrap().fencing_token();
     assert_eq!(state.last_fencing_token(), Some(last));
-    assert!(!state.writer_waiting());
+    assert!(state.waiting_writer().is_none());
 }
 
 #[tokio::test]
@@ -160,13 +164,13 @@ async fn a_writer_waiting_with_its_intent_is_seen_beside_the_readers_it_waits_fo
         .build()
         .unwrap();
     let reader = mx.read().await.unwrap();
-    assert!(!mx.inspect("").await.unwrap().writer_waiting());
+    assert!(mx.inspect("").await.unwrap().waiting_writer().is_none());
     let writer = tokio::spawn({
         let mx = mx.clone();
         async move { mx.write().await }
     });
     assert!(
-        eventually(|| async { mx.inspect("").await.unwrap().writer_waiting() }).await,
+        eventually(|| async { mx.inspect("").await.unwrap().waiting_writer().is_some() }).await,
         "the waiting writer's intent is seen"
     );
     let state = mx.inspect("").await.unwrap();
@@ -178,7 +182,10 @@ async fn a_writer_waiting_with_its_intent_is_seen_beside_the_readers_it_waits_fo
     let writer = writer.await.unwrap().unwrap();
     let state = mx.inspect("").await.unwrap();
     assert_eq!(state.holders(), [writer.id()]);
-    assert!(!state.writer_waiting(), "acquiring deleted the intent");
+    assert!(
+        state.waiting_writer().is_none(),
+        "acquiring deleted the intent"
+    );
 }
 
 #[tokio::test]
@@ -257,8 +264,8 @@ async fn fair_line(
     reads: &[bool],
 ) -> (
     RwMutex<C>,
-    redismutex::Guard,
-    Vec<tokio::task::JoinHandle<Result<redismutex::Guard, Error>>>,
+    redismutex::WriteGuard,
+    Vec<tokio::task::JoinHandle<Result<Either, Error>>>,
 ) {
     let mx = RwMutex::builder(conn.clone(), "line")
         .ttl(TTL)
@@ -273,9 +280,9 @@ async fn fair_line(
         let mx = mx.clone();
         waiters.push(tokio::spawn(async move {
             if read {
-                mx.read().await
+                mx.read().await.map(Either::from)
             } else {
-                mx.write().await
+                mx.write().await.map(Either::from)
             }
         }));
         let queued = n + 1;
@@ -460,7 +467,7 @@ async fn the_script_writes_nothing_in_any_state() {
     let before = stored(&conn).await;
     let writer = mx.inspect("").await.unwrap();
     assert_eq!(writer.holders(), [id]);
-    assert!(writer.writer_waiting());
+    assert!(writer.waiting_writer().is_some());
     assert_eq!(writer.last_fencing_token(), Some(17));
     assert_eq!(writer.queue(), [waiter]);
     let readers = mutex(&conn, "r").inspect("").await.unwrap();
@@ -515,7 +522,7 @@ async fn the_waiting_writer_is_the_id_of_the_writer_that_then_holds_the_lock() {
     assert!(eventually(|| raw::exists(&conn, "feed:lock-intent")).await);
     let state = mx.inspect("").await.unwrap();
     let waiting = state.waiting_writer().expect("a writer waits").to_owned();
-    assert!(state.writer_waiting());
+    assert!(state.waiting_writer().is_some());
     assert_eq!(
         Some(waiting.clone()),
         raw::get(&conn, "feed:lock-intent").await
@@ -524,10 +531,7 @@ async fn the_waiting_writer_is_the_id_of_the_writer_that_then_holds_the_lock() {
     let writer = writer.await.unwrap().unwrap();
     assert_eq!(writer.id(), waiting, "the writer that waited took the lock");
     let state = mx.inspect("").await.unwrap();
-    assert_eq!(
-        (state.waiting_writer(), state.writer_waiting()),
-        (None, false)
-    );
+    assert_eq!(state.waiting_writer(), None);
     writer.unlock().await.unwrap();
 
     // The Go package's writers store "1".

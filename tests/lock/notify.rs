@@ -11,7 +11,7 @@ use crate::common::proxy::{Fault, Proxy};
 use crate::common::raw::subscribers;
 use crate::common::{eventually, raw, RedisServer, LIVENESS};
 use redis::aio::MultiplexedConnection;
-use redismutex::{Error, Guard, RwMutex};
+use redismutex::{Error, ReadGuard, RwMutex, WriteGuard};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -53,17 +53,17 @@ async fn evalsha_calls(conn: &MultiplexedConnection) -> u64 {
     calls.get("evalsha").copied().unwrap_or(0) + calls.get("eval").copied().unwrap_or(0)
 }
 
-fn spawn_write(mx: &RwMutex<MultiplexedConnection>) -> JoinHandle<Result<Guard, Error>> {
+fn spawn_write(mx: &RwMutex<MultiplexedConnection>) -> JoinHandle<Result<WriteGuard, Error>> {
     let mx = mx.clone();
     tokio::spawn(async move { mx.write().await })
 }
 
-fn spawn_read(mx: &RwMutex<MultiplexedConnection>) -> JoinHandle<Result<Guard, Error>> {
+fn spawn_read(mx: &RwMutex<MultiplexedConnection>) -> JoinHandle<Result<ReadGuard, Error>> {
     let mx = mx.clone();
     tokio::spawn(async move { mx.read().await })
 }
 
-async fn joined(task: JoinHandle<Result<Guard, Error>>) -> Guard {
+async fn joined<G>(task: JoinHandle<Result<G, Error>>) -> G {
     tokio::time::timeout(LIVENESS, task)
         .await
         .expect("acquired in time")

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::common;
 use crate::common::{at_once, eventually, raw, RedisServer, LIVENESS};
 use redis::aio::MultiplexedConnection;
-use redismutex::{CancelReason, Error, Guard, Mode, RwMutex};
+use redismutex::{CancelReason, Error, Guard, ReadGuard, RwMutex};
 use tokio_util::sync::CancellationToken;
 
 const TTL: Duration = Duration::from_secs(30);
@@ -33,11 +33,12 @@ async fn commands(conn: &MultiplexedConnection) -> u64 {
         .expect("INFO stats has total_commands_processed")
 }
 
-fn assert_nested(nested: &Guard, outer: &Guard, mode: Mode) {
+/// A nested guard shares its outer guard's acquisition. (Its kind, which the request
+/// asked for, is its type: a `ReadGuard` from `read`, a `WriteGuard` from `write`.)
+fn assert_nested(nested: &impl Guard, outer: &impl Guard) {
     assert_eq!(nested.key(), outer.key());
     assert_eq!(nested.id(), outer.id(), "one acquisition");
     assert_eq!(nested.fencing_token(), outer.fencing_token());
-    assert_eq!(nested.mode(), mode);
     assert_eq!(nested.valid_until(), outer.valid_until());
     assert!(!nested.is_cancelled());
 }
@@ -62,11 +63,11 @@ async fn the_holding_task_nests_write_in_write_read_in_write_and_read_in_read() 
         before + 1,
         "nesting sent nothing to Redis (only the second INFO counts)"
     );
-    assert_nested(&write, &outer, Mode::Write);
-    assert_nested(&read, &outer, Mode::Read);
-    assert_nested(&try_write, &outer, Mode::Write);
-    assert_nested(&try_read, &outer, Mode::Read);
-    assert_nested(&write_in_read, &outer, Mode::Write);
+    assert_nested(&write, &outer);
+    assert_nested(&read, &outer);
+    assert_nested(&try_write, &outer);
+    assert_nested(&try_read, &outer);
+    assert_nested(&write_in_read, &outer);
     assert_eq!(
         raw::key_type(&conn, "jobs:w").await,
         "string",
@@ -80,8 +81,8 @@ async fn the_holding_task_nests_write_in_write_read_in_write_and_read_in_read() 
     let outer = mx.read().key("r").await.unwrap();
     let read = at_once(mx.read().key("r")).await.unwrap();
     let try_read = at_once(mx.try_read().key("r")).await.unwrap().unwrap();
-    assert_nested(&read, &outer, Mode::Read);
-    assert_nested(&try_read, &outer, Mode::Read);
+    assert_nested(&read, &outer);
+    assert_nested(&try_read, &outer);
     assert_eq!(raw::key_type(&conn, "jobs:r").await, "set");
     assert_eq!(raw::members(&conn, "jobs:r").await, [outer.id()]);
 }
@@ -99,7 +100,7 @@ async fn a_nested_guard_going_keeps_the_lock_and_the_outer_guard_going_ends_them
     let cancelled = mx.try_write().await.unwrap().unwrap();
     assert!(unlocked.unlock().await.unwrap(), "held: Ok(true)");
     drop(dropped);
-    cancelled.token().cancel();
+    cancelled.cancellation_token().cancel();
     assert_eq!(cancelled.cancel_reason(), Some(CancelReason::Cancelled));
     assert!(!outer.is_cancelled());
     assert_eq!(
@@ -111,7 +112,7 @@ async fn a_nested_guard_going_keeps_the_lock_and_the_outer_guard_going_ends_them
     assert_eq!(raw::get(&conn, "jobs").await.as_deref(), Some(outer.id()));
 
     let nested = mx.read().await.unwrap();
-    let watch = nested.token().clone();
+    let watch = nested.cancellation_token().clone();
     drop(outer);
     let taken = tokio::time::timeout(LIVENESS, other.write()).await;
     assert!(matches!(taken, Ok(Ok(_))), "{taken:?}");
@@ -247,7 +248,7 @@ fn outside_any_task_the_thread_is_the_holder() {
             let key = format!("b{round}");
             let outer = mx.write().key(&key).await.unwrap();
             let nested = at_once(mx.write().key(&key)).await.unwrap();
-            assert_nested(&nested, &outer, Mode::Write);
+            assert_nested(&nested, &outer);
             // On the current-thread runtime this task runs on the very same thread.
             let tried = tokio::spawn({
                 let (mx, key) = (mx.clone(), key.clone());
@@ -301,7 +302,7 @@ async fn after_the_outer_token_fired_a_request_acquires_anew() {
     let mx = reentrant(&conn, TTL);
 
     let old = mx.write().await.unwrap();
-    old.token().cancel();
+    old.cancellation_token().cancel();
     let fresh = at_once(mx.write()).await.unwrap();
     assert_ne!(fresh.id(), old.id(), "acquired, not nested");
     assert!(fresh.fencing_token() > old.fencing_token());
@@ -309,12 +310,12 @@ async fn after_the_outer_token_fired_a_request_acquires_anew() {
     // The old guard going leaves the new guard's entry alone.
     drop(old);
     let nested = at_once(mx.try_write()).await.unwrap().unwrap();
-    assert_nested(&nested, &fresh, Mode::Write);
+    assert_nested(&nested, &fresh);
     drop((nested, fresh));
 
     // A fired read lock refuses no write: the write waits for the release and acquires.
     let old = mx.read().key("r").await.unwrap();
-    old.token().cancel();
+    old.cancellation_token().cancel();
     let fresh = at_once(mx.write().key("r")).await.unwrap();
     assert_ne!(fresh.id(), old.id());
     assert_eq!(raw::get(&conn, "jobs:r").await.as_deref(), Some(fresh.id()));
@@ -330,7 +331,7 @@ async fn a_nested_guard_with_a_parent_ends_with_either() {
     let outer = mx.write().await.unwrap();
     let parent = CancellationToken::new();
     let nested = mx.read().parent(parent.clone()).await.unwrap();
-    let watch = nested.token().clone();
+    let watch = nested.cancellation_token().clone();
     parent.cancel();
     tokio::time::timeout(LIVENESS, watch.cancelled())
         .await
@@ -392,9 +393,9 @@ async fn a_nested_write_guard_downgrades_alone_and_the_lock_stays_the_outer_writ
 
     let outer = mx.write().key("d").await.unwrap();
     let nested = at_once(mx.write().key("d")).await.unwrap();
-    let nested = at_once(nested.downgrade()).await.unwrap();
-    assert_eq!(nested.mode(), Mode::Read);
-    assert_eq!(outer.mode(), Mode::Write);
+    // A read guard now, by its type; the outer guard is still a `WriteGuard`.
+    let nested: ReadGuard = at_once(nested.downgrade()).await.unwrap();
+    assert_eq!(nested.id(), outer.id());
     // Nothing was sent: the key is still the outer writer's string.
     assert_eq!(raw::key_type(&conn, "jobs:d").await, "string");
     assert_eq!(raw::get(&conn, "jobs:d").await.as_deref(), Some(outer.id()));

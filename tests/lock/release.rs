@@ -15,7 +15,7 @@ async fn unlock_releases_and_fires_the_token() {
     let mx = RwMutex::new(conn.clone(), "res");
 
     let guard = mx.write().await.unwrap();
-    let token = guard.token().clone();
+    let token = guard.cancellation_token().clone();
     assert!(!token.is_cancelled());
     assert!(guard.unlock().await.unwrap());
     assert!(token.is_cancelled());
@@ -57,7 +57,7 @@ async fn dropping_a_guard_releases_the_lock() {
     let mx = common::mutex(&conn, "res", Duration::from_secs(60));
 
     let guard = mx.write().await.unwrap();
-    let token = guard.token().clone();
+    let token = guard.cancellation_token().clone();
     drop(guard);
     assert!(token.is_cancelled());
     // The TTL is 60 s: only the release can remove the key this soon.
@@ -93,7 +93,7 @@ async fn cancelling_the_guard_token_releases_but_spares_the_parent() {
 
     let parent = CancellationToken::new();
     let guard = mx.write().parent(parent.clone()).await.unwrap();
-    guard.token().cancel();
+    guard.cancellation_token().cancel();
     assert_eq!(guard.cancel_reason(), Some(CancelReason::Cancelled));
     assert!(!parent.is_cancelled());
     assert!(eventually(|| async { !raw::exists(&conn, "res").await }).await);
@@ -132,7 +132,7 @@ async fn an_unlock_dropped_before_its_reply_still_releases() {
         .build()
         .unwrap();
     let guard = mx.write().await.unwrap();
-    let token = guard.token().clone();
+    let token = guard.cancellation_token().clone();
     // The unlock script must be loaded again: its first request gets NOSCRIPT and the
     // resend would come from the dropped future.
     raw::cmd::<()>(&conn, "SCRIPT", &["FLUSH"]).await;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common;
+use crate::common::either::Either;
 use crate::common::{raw, RedisServer, LIVENESS};
 use redismutex::{CancelReason, Error, RwMutex};
 
@@ -53,14 +54,19 @@ async fn a_server_that_goes_away_gives_errors_and_fires_tokens() {
         tokio::time::timeout(LIVENESS, mx.write())
             .await
             .unwrap()
-            .map(Some),
+            .map(|guard| Some(Either::from(guard))),
         tokio::time::timeout(LIVENESS, mx.read())
             .await
             .unwrap()
-            .map(Some),
+            .map(|guard| Some(Either::from(guard))),
         tokio::time::timeout(LIVENESS, mx.try_write())
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|guard| guard.map(Either::from)),
+        tokio::time::timeout(LIVENESS, mx.try_read())
+            .await
+            .unwrap()
+            .map(|guard| guard.map(Either::from)),
     ] {
         match result {
             Err(Error::Redis { key, .. }) => assert_eq!(key, "gone"),

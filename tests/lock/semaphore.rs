@@ -372,7 +372,7 @@ async fn a_holder_whose_clock_runs_fast_never_extends_its_permit_past_server_tim
         let _ = jump_rx.await;
         tokio::time::advance(Duration::from_secs(3 * 3600)).await;
         let mut spins = 0;
-        while !permit.token().is_cancelled() && spins < 5000 {
+        while !permit.cancellation_token().is_cancelled() && spins < 5000 {
             spins += 1;
             std::thread::sleep(Duration::from_millis(1));
             tokio::task::yield_now().await;

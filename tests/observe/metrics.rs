@@ -176,7 +176,7 @@ async fn the_held_gauge_returns_to_0_however_a_guard_ends() {
     assert_idle(&mut recorded, "drop");
 
     let guard = mx.write().await.unwrap();
-    guard.token().cancel();
+    guard.cancellation_token().cancel();
     assert!(
         until(&mut recorded, |recorded| recorded.gauge(HELD, &write)
             == 0.0)
@@ -574,7 +574,7 @@ async fn permits_downgrades_nested_guards_tries_and_refusals_leave_the_gauges_at
     assert_eq!(lost_permit.cancel_reason(), Some(CancelReason::Lost));
     assert_eq!(recorded.gauge(HELD, &permit), 0.0, "a lost permit");
     let cancelled = sem.acquire().await.unwrap();
-    cancelled.token().cancel();
+    cancelled.cancellation_token().cancel();
     assert!(
         until(&mut recorded, |recorded| recorded.gauge(HELD, &permit)
             == 0.0)

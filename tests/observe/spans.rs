@@ -7,6 +7,7 @@
 //! thread, on which a current-thread runtime runs the requests and the crate's tasks.
 
 use crate::common;
+use crate::common::either::Either;
 use std::collections::HashMap;
 use std::future::{Future, IntoFuture};
 use std::sync::{Arc, Mutex};
@@ -159,8 +160,8 @@ fn each_request_has_one_span_naming_its_lock_and_outcome() {
     traced(|conn, spans| async move {
         let mx = RwMutex::new(conn.clone(), "spans");
         let sem = Semaphore::new(conn, "spans-permits", 2);
-        let write = mx.write().key("a").await.unwrap();
-        let read = mx.read().key("b").await.unwrap();
+        let write = Either::from(mx.write().key("a").await.unwrap());
+        let read = Either::from(mx.read().key("b").await.unwrap());
         let permit = sem.acquire().key("p").await.unwrap();
         let busy = mx.try_write().key("a").await.unwrap();
         assert!(busy.is_none(), "spans:a is held");

@@ -43,7 +43,7 @@ async fn counters_after(conns: &[MultiplexedConnection], token: u64) -> Vec<Opti
 
 /// The forced-out `holder`'s token fires `Lost` at its next renewal (within ttl/2 and a
 /// generous bound), not `Expired` at its deadline.
-async fn lost_at_next_renewal(holder: &Guard) {
+async fn lost_at_next_renewal(holder: &impl Guard) {
     tokio::time::timeout(SHORT_TTL / 2 + LIVENESS, holder.cancelled())
         .await
         .expect("the token fires at the next renewal");

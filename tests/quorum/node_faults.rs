@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::common::either::Either;
 use crate::common::quorum::{
     gone_everywhere, on_3_and_5_nodes, per_node_bound, read_everywhere, Fault, Nodes,
 };
@@ -135,8 +136,18 @@ async fn lost_majority_gives_no_quorum(n: usize, fault: Fault) {
     nodes.fault(fault, 0..down);
 
     for (what, result) in [
-        ("try_write", in_bound("try_write", mx.try_write()).await),
-        ("try_read", in_bound("try_read", mx.try_read()).await),
+        (
+            "try_write",
+            in_bound("try_write", mx.try_write())
+                .await
+                .map(|got| got.map(Either::from)),
+        ),
+        (
+            "try_read",
+            in_bound("try_read", mx.try_read())
+                .await
+                .map(|got| got.map(Either::from)),
+        ),
     ] {
         match result {
             Err(Error::NoQuorum {
@@ -159,8 +170,8 @@ async fn lost_majority_gives_no_quorum(n: usize, fault: Fault) {
     for what in ["write", "read"] {
         let started = Instant::now();
         let result = match what {
-            "write" => at_once(mx.write().timeout(wait)).await,
-            _ => at_once(mx.read().timeout(wait)).await,
+            "write" => at_once(mx.write().timeout(wait)).await.map(Either::from),
+            _ => at_once(mx.read().timeout(wait)).await.map(Either::from),
         };
         let took = started.elapsed();
         assert!(matches!(result, Err(Error::Timeout)), "{what}: {result:?}");
@@ -213,7 +224,7 @@ async fn lost_majority_fires_the_token(n: usize, fault: Fault) {
     let mut nodes = Nodes::start(n);
     let mx = client(&nodes, "held").await;
     let guard = mx.write().await.unwrap();
-    let child = guard.token().child_token();
+    let child = guard.cancellation_token().child_token();
     tokio::time::sleep(TTL / 4).await; // between two refreshes
 
     let faulted = Instant::now();
@@ -298,7 +309,7 @@ async fn a_minority_restarted_empty_gets_the_key_back(n: usize) {
 
 /// Every node holds `guard`'s id at `key` again within a few refreshes, and the guard
 /// was never cancelled.
-async fn retaken_everywhere(conns: &[MultiplexedConnection], key: &str, guard: &Guard) {
+async fn retaken_everywhere(conns: &[MultiplexedConnection], key: &str, guard: &impl Guard) {
     let retaken =
         eventually(|| async { holding(conns, key, guard.id()).await == conns.len() }).await;
     assert!(

@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
+use crate::common::either::Either;
 use crate::common::quorum::{gone_everywhere, read_everywhere, written_everywhere, Fault, Nodes};
 use crate::common::{at_once, eventually, raw, LIVENESS};
 use redis::aio::MultiplexedConnection;
-use redismutex::{CancelReason, Error, Mode, Quorum, RwMutex};
+use redismutex::{CancelReason, Error, Quorum, ReadGuard, RwMutex};
 use tokio_util::task::TaskTracker;
 
 const TTL: Duration = Duration::from_secs(2);
@@ -27,8 +28,7 @@ async fn a_downgrade_turns_the_lock_on_every_node_and_lets_readers_in() {
     let guard = mx.write().await.unwrap();
     assert!(mx.try_read().await.unwrap().is_none());
     let token = guard.fencing_token();
-    let reader = guard.downgrade().await.unwrap();
-    assert_eq!(reader.mode(), Mode::Read);
+    let reader: ReadGuard = guard.downgrade().await.unwrap();
     assert_eq!(reader.fencing_token(), token);
     read_everywhere(&conns, "opt", &[reader.id()]).await;
     let other = mx
@@ -228,7 +228,7 @@ async fn a_lost_guard_removes_its_id_from_the_nodes_that_still_hold_it() {
     }
 }
 
-/// `Guard::exec` over a quorum is refused with `Error::InvalidOptions` saying why, and
+/// `WriteGuard::exec` over a quorum is refused with `Error::InvalidOptions` saying why, and
 /// without a round trip: no node is asked about the commands, runs a script or holds any
 /// key of the pipeline.
 #[tokio::test]
@@ -240,8 +240,8 @@ async fn exec_over_a_quorum_is_refused_saying_why_and_nothing_reaches_a_node() {
         .ttl(Duration::from_secs(30))
         .build()
         .unwrap();
-    let writer = mx.write().key("w").await.unwrap();
-    let reader = mx.read().key("r").await.unwrap();
+    let writer = Either::from(mx.write().key("w").await.unwrap());
+    let reader = Either::from(mx.read().key("r").await.unwrap());
     written_everywhere(&conns, "opt:w", writer.id()).await;
     read_everywhere(&conns, "opt:r", &[reader.id()]).await;
     // What each node has run so far: the acquisitions' scripts.
@@ -253,12 +253,16 @@ async fn exec_over_a_quorum_is_refused_saying_why_and_nothing_reaches_a_node() {
         }
     }
 
-    let mut pipe = redis::pipe();
-    pipe.set("data", "must not be written")
+    let mut write = redis::pipe();
+    write
+        .set("data", "must not be written")
         .ignore()
         .incr("data:writes", 1);
-    for (guard, lock_key) in [(&writer, "opt:w"), (&reader, "opt:r")] {
-        let refused = guard.exec::<(i64,)>(&pipe).await;
+    // The reader's pipeline only reads: refused for the quorum, not for a write.
+    let mut read = redis::pipe();
+    read.get("data");
+    for (guard, lock_key, pipe) in [(&writer, "opt:w", &write), (&reader, "opt:r", &read)] {
+        let refused = guard.exec::<redis::Value>(pipe).await;
         let Err(Error::InvalidOptions(why)) = &refused else {
             panic!("{refused:?}");
         };

@@ -1,4 +1,4 @@
-//! `Guard::exec` on a primary with replicas and under Sentinel. With `replicas(n, ..)`
+//! `WriteGuard::exec` on a primary with replicas and under Sentinel. With `replicas(n, ..)`
 //! the `WAIT` goes in the same request as the script: an exec that returns is on `n`
 //! replicas; one that too few replicas acknowledged fails with `Error::NotReplicated`
 //! although its commands ran on the primary, even over a connection that would send a

@@ -30,7 +30,7 @@ use crate::common::raw;
 use crate::common::sentinel::Sentinels;
 use futures_util::future::join_all;
 use redis::aio::MultiplexedConnection;
-use redismutex::{Error, Guard, RwMutex, SentinelConnection};
+use redismutex::{Error, RwMutex, SentinelConnection, WriteGuard};
 
 /// Locks each mutex takes in a round, all at once, right before the kill.
 const BURST: usize = 25;
@@ -63,7 +63,7 @@ fn mutex(deployment: &Sentinels, name: &str, acked: bool) -> RwMutex<SentinelCon
 }
 
 /// `BURST` write locks of `mx` on keys `<round>-<i>`, taken at once.
-async fn burst(mx: &RwMutex<SentinelConnection>, round: usize) -> Vec<Guard> {
+async fn burst(mx: &RwMutex<SentinelConnection>, round: usize) -> Vec<WriteGuard> {
     let taken = (0..BURST).map(|i| mx.write().key(format!("{round}-{i}")).into_future());
     join_all(taken)
         .await
@@ -84,7 +84,7 @@ async fn warm(deployment: &Sentinels, mx: &RwMutex<SentinelConnection>, round: u
 }
 
 /// How many of `guards` the primary behind `primary` still has, by id.
-async fn kept(primary: &MultiplexedConnection, guards: &[Guard]) -> usize {
+async fn kept(primary: &MultiplexedConnection, guards: &[WriteGuard]) -> usize {
     let mut kept = 0;
     for guard in guards {
         if raw::get(primary, guard.key()).await.as_deref() == Some(guard.id()) {
@@ -97,7 +97,11 @@ async fn kept(primary: &MultiplexedConnection, guards: &[Guard]) -> usize {
 /// How many of `guards` (of the mutex `name`) another client takes while the guard
 /// still holds it (each an overlap), and how many of those it takes with a token not
 /// larger than the guard's (each a repeated token).
-async fn taken_while_held(deployment: &Sentinels, name: &str, guards: &[Guard]) -> (usize, usize) {
+async fn taken_while_held(
+    deployment: &Sentinels,
+    name: &str,
+    guards: &[WriteGuard],
+) -> (usize, usize) {
     let other = mutex(deployment, name, false);
     let (mut overlaps, mut repeated) = (0, 0);
     for guard in guards {
@@ -213,7 +217,7 @@ async fn repeated_tokens(deployment: &Sentinels, minted: &[(String, u64)]) -> us
 
 /// The write lock on `key`, taken within 30 s: a mutex with `replicas(1)` is refused
 /// until the replicas follow the new primary.
-async fn take_when_replicated(mx: &RwMutex<SentinelConnection>, key: &str) -> Guard {
+async fn take_when_replicated(mx: &RwMutex<SentinelConnection>, key: &str) -> WriteGuard {
     for _ in 0..300 {
         match mx.write().key(key).timeout(Duration::from_secs(5)).await {
             Ok(guard) => return guard,

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redismutex::{Guard, RwMutex};
+use redismutex::{RwMutex, WriteGuard};
 use tokio::task::JoinSet;
 
 use super::inspect::{dbsize, existing, info_field, patient, server, stray_keys};
@@ -90,7 +90,7 @@ async fn acquire(
     mx: &RwMutex<MultiplexedConnection>,
     n: usize,
     in_flight: usize,
-) -> Result<(Vec<Guard>, usize)> {
+) -> Result<(Vec<WriteGuard>, usize)> {
     let started = Instant::now();
     let mut guards = Vec::with_capacity(n);
     let mut requests = JoinSet::new();
@@ -129,7 +129,7 @@ async fn acquire(
 /// commands per guard per window, and the guards cancelled by the end.
 async fn idle(
     run: GuardRun,
-    guards: &[Guard],
+    guards: &[WriteGuard],
     info: &mut MultiplexedConnection,
     redis: Process,
     figures: &mut Figures,
@@ -179,7 +179,7 @@ fn raw_bytes(n: usize) -> Result<f64> {
 /// counters.
 async fn released(
     run: GuardRun,
-    guards: Vec<Guard>,
+    guards: Vec<WriteGuard>,
     info: &mut MultiplexedConnection,
     figures: &mut Figures,
 ) -> Result<()> {

@@ -3,7 +3,7 @@
 use futures_util::stream::SelectAll;
 use redis::aio::{MultiplexedConnection, PubSubStream};
 use redis::Script;
-use redismutex::{Guard, Notifier, Quorum, RwMutex};
+use redismutex::{Notifier, Quorum, RwMutex, WriteGuard};
 
 use super::Side;
 use crate::locking::{check_unlocked, raw_quorum_wait, raw_release, raw_wait};
@@ -77,7 +77,7 @@ impl Handle {
         key: &str,
         id: &str,
         messages: Option<&mut Messages>,
-    ) -> Result<Option<Guard>> {
+    ) -> Result<Option<WriteGuard>> {
         match (self, messages) {
             (Self::Single(mx), _) => Ok(Some(mx.write().key(key).await?)),
             (Self::Quorum(mx), _) => Ok(Some(mx.write().key(key).await?)),
@@ -111,7 +111,7 @@ impl Handle {
     /// `publish`.
     pub(super) async fn release(
         &self,
-        held: Option<Guard>,
+        held: Option<WriteGuard>,
         key: &str,
         id: &str,
         publish: bool,

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redismutex::{Guard, Quorum, RwMutex};
+use redismutex::{Quorum, RwMutex, WriteGuard};
 use tokio::task::JoinSet;
 
 use crate::handoff::BLOCKED;
@@ -149,7 +149,7 @@ const UNLOCK_BATCH: usize = 500;
 
 /// Unlocks every guard, [`UNLOCK_BATCH`] at a time: how many had been lost meanwhile,
 /// and how many unlocks failed (those locks expire by their TTL).
-async fn release_guards(guards: Vec<Guard>) -> Result<(usize, usize)> {
+async fn release_guards(guards: Vec<WriteGuard>) -> Result<(usize, usize)> {
     let mut guards = guards.into_iter();
     let (mut lost, mut failed) = (0, 0);
     loop {

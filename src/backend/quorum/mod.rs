@@ -29,7 +29,7 @@ use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::observe::Meters;
 use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
-use crate::protocol::exec::Executed;
+use crate::protocol::exec::{Access, Executed};
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::LeaderRead;
@@ -281,7 +281,12 @@ where
 
     /// Refused: the nodes are independent masters, which share no transaction, so no
     /// step can both check the lock on a majority and write atomically with that check.
-    async fn exec(&self, call: &Call, _pipe: &redis::Pipeline) -> Result<Executed, Error> {
+    async fn exec(
+        &self,
+        call: &Call,
+        _pipe: &redis::Pipeline,
+        _access: Access,
+    ) -> Result<Executed, Error> {
         Err(Error::InvalidOptions(format!(
             "exec on lock key {}: a quorum's nodes are independent masters that share no \
              transaction, so a pipeline cannot run atomically with the lock's check; \

@@ -2,6 +2,7 @@
 
 pub(crate) mod link;
 mod mutex;
+mod wanted;
 
 pub(crate) use mutex::settle;
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use redismutex::{Error, Guard, RwMutex};
+use redismutex::{Error, Guard, ReadGuard, RwMutex, WriteGuard};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
@@ -22,6 +23,7 @@ use crate::args::LockArgs;
 use crate::exit;
 use crate::nodes::Nodes;
 use mutex::Mutex;
+use wanted::Wanted;
 
 /// SIGINT and SIGTERM, caught from the start so that they end a wait cleanly and are
 /// forwarded to the child once it runs.
@@ -65,43 +67,61 @@ pub(crate) async fn run(urls: &[String], args: LockArgs) -> u8 {
         Ok(mx) => mx,
         Err(code) => return code,
     };
-    let acquired = match &mx {
-        Mutex::Server(mx) => {
-            acquire(mx, &args, &nodes.list()[0].server(), &key, &mut signals).await
-        }
-        Mutex::Quorum(mx) => acquire(mx, &args, &nodes.name(), &key, &mut signals).await,
+    let servers = match &mx {
+        Mutex::Server(_) => nodes.list()[0].server(),
+        Mutex::Quorum(_) => nodes.name(),
     };
-    let guard = match acquired {
+    let at = At {
+        servers: &servers,
+        key: &key,
+    };
+    match (&mx, args.read) {
+        (Mutex::Server(mx), false) => under::<_, WriteGuard>(mx, &args, at, &mut signals).await,
+        (Mutex::Server(mx), true) => under::<_, ReadGuard>(mx, &args, at, &mut signals).await,
+        (Mutex::Quorum(mx), false) => under::<_, WriteGuard>(mx, &args, at, &mut signals).await,
+        (Mutex::Quorum(mx), true) => under::<_, ReadGuard>(mx, &args, at, &mut signals).await,
+    }
+}
+
+/// Where a run locks: the server or the nodes (for a Redis error) and the lock key.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    servers: &'a str,
+    key: &'a str,
+}
+
+/// Takes a `G` of `mx`, then holds it or runs the command under it; the exit code.
+async fn under<C: Send + Sync + 'static, G: Wanted>(
+    mx: &RwMutex<C>,
+    args: &LockArgs,
+    at: At<'_>,
+    signals: &mut Signals,
+) -> u8 {
+    let guard = match acquire::<C, G>(mx, args, at, signals).await {
         Ok(guard) => guard,
         Err(code) => return code,
     };
     if args.command.is_empty() {
-        hold(guard, &mut signals).await
+        hold(guard, signals).await
     } else {
-        run_child(guard, &args, &mut signals).await
+        run_child(guard, args, signals).await
     }
 }
 
 /// Waits for the lock (or makes one attempt with `--no-wait`), with a spinner on a
-/// terminal; the exit code when it ends without one. `servers` names the server or the
-/// nodes in a Redis error.
-async fn acquire<C: Send + Sync + 'static>(
+/// terminal; the exit code when it ends without one.
+async fn acquire<C: Send + Sync + 'static, G: Wanted>(
     mx: &RwMutex<C>,
     args: &LockArgs,
-    servers: &str,
-    key: &str,
+    at: At<'_>,
     signals: &mut Signals,
-) -> Result<Guard, u8> {
+) -> Result<G, u8> {
     let key_arg = args.key.clone().unwrap_or_default();
     let stop = CancellationToken::new();
-    let spinner = spinner(args, key);
+    let spinner = spinner(args, at.key);
     let attempt = async {
         if args.no_wait {
-            let attempt = if args.read {
-                mx.try_read().key(key_arg).parent(stop.clone()).await
-            } else {
-                mx.try_write().key(key_arg).parent(stop.clone()).await
-            };
+            let attempt = G::attempt(mx).key(key_arg).parent(stop.clone()).await;
             match attempt {
                 Ok(Some(guard)) => Ok(guard),
                 Ok(None) => Err(Err(args.conflict_exit_code)),
@@ -109,8 +129,7 @@ async fn acquire<C: Send + Sync + 'static>(
                 Err(err) => Err(Ok(err)),
             }
         } else {
-            let mut request = if args.read { mx.read() } else { mx.write() };
-            request = request.key(key_arg).parent(stop.clone());
+            let mut request = G::wait(mx).key(key_arg).parent(stop.clone());
             if let Some(timeout) = args.timeout {
                 request = request.timeout(timeout);
             }
@@ -135,7 +154,7 @@ async fn acquire<C: Send + Sync + 'static>(
     match outcome {
         Ok(guard) => Ok(guard),
         Err(Err(code)) => Err(code),
-        Err(Ok(err)) => Err(exit::redis_error_at(servers, key, &err)),
+        Err(Ok(err)) => Err(exit::redis_error_at(at.servers, at.key, &err)),
     }
 }
 
@@ -155,7 +174,7 @@ fn spinner(args: &LockArgs, key: &str) -> ProgressBar {
 }
 
 /// No command: print the key and id, hold the lock until SIGINT or SIGTERM, release it.
-async fn hold(guard: Guard, signals: &mut Signals) -> u8 {
+async fn hold(guard: impl Guard, signals: &mut Signals) -> u8 {
     println!("{} {}", guard.key(), guard.id());
     let _ = std::io::stdout().flush();
     tokio::select! {
@@ -165,7 +184,7 @@ async fn hold(guard: Guard, signals: &mut Signals) -> u8 {
 }
 
 /// Runs the command with the lock held; its exit code, or [`exit::LOST`].
-async fn run_child(guard: Guard, args: &LockArgs, signals: &mut Signals) -> u8 {
+async fn run_child(guard: impl Guard, args: &LockArgs, signals: &mut Signals) -> u8 {
     let (program, rest) = args.command.split_first().expect("a command was given");
     let spawned = Command::new(program)
         .args(rest)
@@ -250,7 +269,7 @@ fn send(child: &Child, signal: Signal) {
 
 /// Releases the lock, then gives `code`; a failed release is reported (the lock then
 /// expires by its TTL) and does not change the code.
-async fn release(guard: Guard, code: u8) -> u8 {
+async fn release(guard: impl Guard, code: u8) -> u8 {
     let key = guard.key().to_owned();
     if let Err(err) = guard.unlock().await {
         eprintln!("redismutex: releasing {key} failed ({err}); it expires by its TTL");
@@ -258,7 +277,7 @@ async fn release(guard: Guard, code: u8) -> u8 {
     code
 }
 
-fn lost(guard: &Guard) -> u8 {
+fn lost(guard: &impl Guard) -> u8 {
     eprintln!(
         "redismutex: lock {} lost ({:?})",
         guard.key(),

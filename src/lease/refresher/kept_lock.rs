@@ -17,6 +17,7 @@ use crate::lease::Lease;
 use crate::mode::Mode;
 use crate::observe::Exec;
 use crate::protocol::calls::Leftovers;
+use crate::protocol::exec::Access;
 use crate::reason::CancelReason;
 use crate::util;
 
@@ -185,9 +186,9 @@ impl<B: Backend> AnyLease for KeptLock<B> {
         Box::pin(self.lease.downgrade())
     }
 
-    fn exec<'a>(&'a self, pipe: &'a Pipeline) -> ExecFuture<'a> {
+    fn exec<'a>(&'a self, pipe: &'a Pipeline, access: Access) -> ExecFuture<'a> {
         Box::pin(async move {
-            let replies = self.lease.exec(pipe).await;
+            let replies = self.lease.exec(pipe, access).await;
             self.core.meters.exec(match &replies {
                 Ok(Some(_)) => Exec::Ran,
                 Ok(None) => Exec::NotHeld,

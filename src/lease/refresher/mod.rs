@@ -7,7 +7,7 @@
 //! tokens fired or whose guards were dropped.
 //!
 //! A lock's token can be cancelled from outside once it has a parent or was handed out
-//! (`Guard::token`), so the refresher then watches it. The task takes a new lock
+//! (`Guard::cancellation_token`), so the refresher then watches it. The task takes a new lock
 //! [`WATCH_AFTER`] after the acquire, so a lock held shorter than that (the usual `write`
 //! → `unlock`) costs the refresher nothing but a slot in a queue; a lock nobody else can
 //! cancel costs no watch at all.
@@ -41,7 +41,7 @@ use crate::util;
 /// token if it has a parent (tokio's timer has millisecond resolution). A parent
 /// cancelled before then has the lock released when the watch starts, at most about this
 /// much later; a dropped guard or an `unlock` releases at once, and a token handed out by
-/// `Guard::token` is watched at once.
+/// `Guard::cancellation_token` is watched at once.
 const WATCH_AFTER: Duration = Duration::from_millis(1);
 
 /// The most locks renewed by one script: a few hundred microseconds of server time.

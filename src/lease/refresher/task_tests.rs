@@ -88,6 +88,7 @@ impl Backend for Scripted {
         &self,
         _: &Call,
         _: &redis::Pipeline,
+        _: crate::protocol::exec::Access,
     ) -> Result<crate::protocol::exec::Executed, Error> {
         Ok(crate::protocol::exec::Executed::NotHeld)
     }

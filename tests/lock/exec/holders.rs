@@ -1,5 +1,6 @@
-//! Who may exec: a stale writer may not, a live one may; readers and permits while they
-//! hold and not after; a downgraded and a nested guard; a fired token sends nothing.
+//! Who may exec: a stale writer may not, a live one may; readers (reads only) and permits
+//! while they hold and not after; a downgraded and nested guards; a fired token sends
+//! nothing.
 
 use std::time::Duration;
 
@@ -62,7 +63,7 @@ async fn a_fired_token_is_refused_without_a_round_trip() {
     let conn = server.conn().await;
     let mx = common::mutex(&conn, "entry", TTL);
     let guard = mx.write().await.unwrap();
-    guard.token().cancel();
+    guard.cancellation_token().cancel();
     let refused = guard.exec::<()>(&write_data("late")).await;
     assert!(matches!(refused, Err(Error::NotHeld { .. })), "{refused:?}");
     assert!(!exec_ran(&conn).await, "the script was sent");
@@ -74,20 +75,53 @@ async fn readers_exec_while_they_hold_and_not_after() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let mx = common::mutex(&conn, "entry", TTL);
+    let _: () = raw::cmd(&conn, "SET", &["data", "v1"]).await;
     let (first, second) = (mx.read().await.unwrap(), mx.read().await.unwrap());
     let mut pipe = redis::pipe();
-    pipe.incr("reads", 1);
-    let (reads,): (i64,) = first.exec(&pipe).await.unwrap();
-    assert_eq!(reads, 1);
+    pipe.get("data").strlen("data");
+    let (value, len): (String, i64) = first.exec(&pipe).await.unwrap();
+    assert_eq!((value.as_str(), len), ("v1", 2));
     // The first reader's id leaves the set; the second's stays.
     let _: i64 = raw::cmd(&conn, "SREM", &["entry", first.id()]).await;
-    let refused = first.exec::<(i64,)>(&pipe).await;
+    let refused = first.exec::<(String, i64)>(&pipe).await;
     assert!(matches!(refused, Err(Error::NotHeld { .. })), "{refused:?}");
     assert_eq!(first.cancel_reason(), Some(CancelReason::Lost));
-    let (reads,): (i64,) = second.exec(&pipe).await.unwrap();
-    assert_eq!(reads, 2, "the refused exec ran nothing");
+    let (value, _): (String, i64) = second.exec(&pipe).await.unwrap();
+    assert_eq!(value, "v1");
+    assert!(!second.is_cancelled(), "the other reader's loss is not its");
     second.unlock().await.unwrap();
     let _ = first.unlock().await;
+}
+
+#[tokio::test]
+async fn a_reader_is_refused_writes_and_nothing_is_sent() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = common::mutex(&conn, "entry", TTL);
+    let reader = mx.read().await.unwrap();
+    // A write anywhere in the pipeline refuses all of it, the reads before it too.
+    let mut pipe = redis::pipe();
+    pipe.get("data").set("data", "from a reader").ignore();
+    let refused = reader.exec::<(Option<String>,)>(&pipe).await;
+    let Err(Error::InvalidPipeline { key, reason }) = &refused else {
+        panic!("{refused:?}");
+    };
+    assert_eq!(key, "entry");
+    assert!(reason.contains("command 2"), "{reason}");
+    assert!(reason.contains("write"), "{reason}");
+    assert!(!exec_ran(&conn).await, "the script was sent");
+    assert!(!raw::exists(&conn, "data").await, "nothing of it ran");
+    assert!(!reader.is_cancelled(), "a refusal is no loss");
+    // The same pipeline runs for a writer.
+    assert!(reader.unlock().await.unwrap());
+    let writer = mx.write().await.unwrap();
+    let (before,): (Option<String>,) = writer.exec(&pipe).await.unwrap();
+    assert_eq!(before, None);
+    assert_eq!(
+        raw::get(&conn, "data").await.as_deref(),
+        Some("from a reader")
+    );
+    writer.unlock().await.unwrap();
 }
 
 #[tokio::test]
@@ -116,7 +150,7 @@ async fn permits_exec_while_they_hold_and_not_once_their_deadline_passed() {
 }
 
 #[tokio::test]
-async fn a_downgraded_guard_and_a_nested_guard_exec_on_the_lock_they_share() {
+async fn a_downgraded_guard_and_nested_guards_exec_on_the_lock_they_share() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let mx = RwMutex::builder(conn.clone(), "entry")
@@ -125,16 +159,37 @@ async fn a_downgraded_guard_and_a_nested_guard_exec_on_the_lock_they_share() {
         .build()
         .unwrap();
     let outer = mx.write().await.unwrap();
-    let nested = mx.read().await.unwrap();
+    // A nested writer writes on the outer writer's lock.
+    let nested = mx.write().await.unwrap();
     let mut pipe = write_data("nested");
     pipe.get("data");
     let (writes, value): (i64, String) = nested.exec(&pipe).await.unwrap();
     assert_eq!((writes, value.as_str()), (1, "nested"));
     drop(nested);
+    // A nested reader reads there, and is refused a write as any reader is.
+    let nested = mx.read().await.unwrap();
+    let mut read = redis::pipe();
+    read.get("data").get("data:writes");
+    let (value, writes): (String, i64) = nested.exec(&read).await.unwrap();
+    assert_eq!((value.as_str(), writes), ("nested", 1));
+    let refused = nested.exec::<(i64,)>(&write_data("nested reader")).await;
+    assert!(
+        matches!(refused, Err(Error::InvalidPipeline { .. })),
+        "{refused:?}"
+    );
+    drop(nested);
+    let (writes,): (i64,) = outer.exec(&write_data("outer")).await.unwrap();
+    assert_eq!(writes, 2);
     let reader = outer.downgrade().await.unwrap();
     assert_eq!(raw::key_type(&conn, "entry").await, "set");
-    let (writes,): (i64,) = reader.exec(&write_data("downgraded")).await.unwrap();
-    assert_eq!(writes, 2);
+    let (value, writes): (String, i64) = reader.exec(&read).await.unwrap();
+    assert_eq!((value.as_str(), writes), ("outer", 2));
+    let refused = reader.exec::<(i64,)>(&write_data("downgraded")).await;
+    assert!(
+        matches!(refused, Err(Error::InvalidPipeline { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(raw::get(&conn, "data").await.as_deref(), Some("outer"));
     reader.unlock().await.unwrap();
 }
 

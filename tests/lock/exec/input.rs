@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use crate::common::{self, raw, RedisServer};
 use redis::aio::MultiplexedConnection;
-use redismutex::{Error, Guard};
+use redismutex::{Error, WriteGuard};
 
 const TTL: Duration = Duration::from_secs(30);
 
-async fn held(conn: &MultiplexedConnection) -> Guard {
+async fn held(conn: &MultiplexedConnection) -> WriteGuard {
     common::mutex(conn, "entry", TTL).write().await.unwrap()
 }
 

@@ -79,7 +79,7 @@ async fn the_token_fires_while_the_server_is_paused() {
     let mx = mutex(&conn, 400);
 
     let guard = mx.write().await.unwrap();
-    let child = guard.token().child_token();
+    let child = guard.cancellation_token().child_token();
     server.pause();
     let fired = tokio::time::timeout(LIVENESS, child.cancelled()).await;
     server.resume();
@@ -143,7 +143,7 @@ async fn a_look_right_after_a_freeze_sees_the_deadline_passed() {
     let mx = mutex(&conn, 200);
 
     let guard = mx.write().await.unwrap();
-    let token = guard.token().child_token();
+    let token = guard.cancellation_token().child_token();
     assert!(!guard.is_cancelled());
     let deadline = guard.valid_until();
     std::thread::sleep(Duration::from_millis(400)); // two TTLs; nothing else runs

@@ -183,7 +183,7 @@ async fn a_token_cancelled_right_after_the_acquire_releases_the_lock() {
     drop(guard);
 
     let guard = mx.write().await.unwrap();
-    guard.token().cancel();
+    guard.cancellation_token().cancel();
     assert!(eventually(|| async { !raw::exists(&conn, "young").await }).await);
     assert!(
         guard.unlock().await.unwrap(),

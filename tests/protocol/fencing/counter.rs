@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use crate::common;
+use crate::common::either::Either;
 use crate::common::go_peer::GoPeer;
 use crate::common::raw::stored_token;
 use crate::common::wrong_type::assert_wrong_type;
@@ -32,10 +33,10 @@ async fn tokens_increase_across_unlocks_and_the_lock_keys_expiry() {
     for _ in 0..2 {
         for mode in 0..4 {
             let guard = match mode {
-                0 => mx.write().await.unwrap(),
-                1 => mx.read().await.unwrap(),
-                2 => mx.try_write().await.unwrap().expect("free"),
-                _ => mx.try_read().await.unwrap().expect("free"),
+                0 => Either::from(mx.write().await.unwrap()),
+                1 => Either::from(mx.read().await.unwrap()),
+                2 => Either::from(mx.try_write().await.unwrap().expect("free")),
+                _ => Either::from(mx.try_read().await.unwrap().expect("free")),
             };
             tokens.push(guard.fencing_token());
             assert!(guard.unlock().await.unwrap());
@@ -242,9 +243,8 @@ async fn a_counter_at_the_largest_exact_integer_is_refused_not_wrapped() {
     let last = mx.try_write().await.unwrap().expect("free");
     assert_eq!(last.fencing_token(), max, "the last exact token is minted");
     assert!(last.unlock().await.unwrap());
-    for result in [mx.try_write().await, mx.try_read().await] {
-        assert_wrong_type(result, "lk:fence", "exhausted counter");
-    }
+    assert_wrong_type(mx.try_write().await, "lk:fence", "exhausted counter");
+    assert_wrong_type(mx.try_read().await, "lk:fence", "exhausted counter");
     assert_eq!(raw::get(&conn, "lk:fence").await, Some(max.to_string()));
 }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::either::Either;
 use crate::common::{RedisServer, LIVENESS};
 use redis::aio::ConnectionLike;
 use redismutex::{Mode, RwMutex};
@@ -41,15 +42,17 @@ where
         } else {
             Mode::Read
         };
-        let acquire = match mode {
-            Mode::Write => mx.write(),
-            Mode::Read => mx.read(),
+        let acquired = match mode {
+            Mode::Write => {
+                let acquire = mx.write().key("doc").timeout(LIVENESS);
+                acquire.await.map(Either::from)
+            }
+            Mode::Read => {
+                let acquire = mx.read().key("doc").timeout(LIVENESS);
+                acquire.await.map(Either::from)
+            }
         };
-        let guard = acquire
-            .key("doc")
-            .timeout(LIVENESS)
-            .await
-            .unwrap_or_else(|err| panic!("client {client} round {round}: {err}"));
+        let guard = acquired.unwrap_or_else(|err| panic!("client {client} round {round}: {err}"));
         let (counter, hold) = match mode {
             Mode::Write => (&log.writers, Duration::from_millis(2)),
             Mode::Read => (&log.readers, Duration::from_millis(15)),

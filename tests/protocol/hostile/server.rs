@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::common;
+use crate::common::either::Either;
 use crate::common::hostile::{
     all_keys, assert_every_acquire_refused, assert_refused, dbsize, key_set, try_cmd,
 };
@@ -262,9 +263,9 @@ async fn a_user_without_channel_rights_still_releases() {
     let mx = RwMutex::new(conn, "acl");
     for write in [true, false] {
         let guard = if write {
-            mx.write().await.unwrap()
+            Either::from(mx.write().await.unwrap())
         } else {
-            mx.read().await.unwrap()
+            Either::from(mx.read().await.unwrap())
         };
         assert!(guard.unlock().await.unwrap(), "write {write}");
         assert_eq!(dbsize(&admin).await, 1, "only the fence key is left");

@@ -1,0 +1,27 @@
+//! Which guard a `lock` run takes: the one type the run's code is generic over.
+
+use redismutex::{Acquire, Granted, Guard, ReadGuard, RwMutex, TryAcquire, WriteGuard};
+
+/// The guard a run asks for: a [`WriteGuard`], or a [`ReadGuard`] with `--read`.
+pub(super) trait Wanted: Guard + Granted + Sized {
+    fn wait<C>(mx: &RwMutex<C>) -> Acquire<C, Self>;
+    fn attempt<C>(mx: &RwMutex<C>) -> TryAcquire<C, Self>;
+}
+
+impl Wanted for WriteGuard {
+    fn wait<C>(mx: &RwMutex<C>) -> Acquire<C, Self> {
+        mx.write()
+    }
+    fn attempt<C>(mx: &RwMutex<C>) -> TryAcquire<C, Self> {
+        mx.try_write()
+    }
+}
+
+impl Wanted for ReadGuard {
+    fn wait<C>(mx: &RwMutex<C>) -> Acquire<C, Self> {
+        mx.read()
+    }
+    fn attempt<C>(mx: &RwMutex<C>) -> TryAcquire<C, Self> {
+        mx.try_read()
+    }
+}

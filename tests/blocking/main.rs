@@ -1,0 +1,19 @@
+//! Feature `blocking`: the mutex and the semaphore from plain threads, without a runtime of
+//! the test's own (waiting, timeouts, refresh past the TTL, drop releasing, semaphores,
+//! guarded pipelines), a call from inside a Tokio runtime, a dead or frozen server, and a
+//! program with no tokio dependency of its own. Each test starts its own server on a free
+//! loopback port (`tests/common/server.rs`).
+#![cfg(feature = "blocking")]
+
+#[path = "../common/server.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod server;
+
+mod fixture;
+mod lock;
+// The program `user` builds, compiled here too so that fmt and clippy see it.
+#[allow(dead_code)]
+mod program;
+mod semaphore;
+mod server_faults;
+mod user;
