@@ -4,3 +4,4 @@
 mod holders;
 mod input;
 mod lost_update;
+mod read;

@@ -87,7 +87,11 @@ async fn every_write_is_refused_before_anything_is_sent() {
             "{name}: the reason names the command and why: {reason}"
         );
         assert_eq!(scripts_run(&conn).await, scripts, "{name}: no script ran");
-        assert_eq!(raw::calls(&conn, "get").await.0, gets, "{name}: nothing ran");
+        assert_eq!(
+            raw::calls(&conn, "get").await.0,
+            gets,
+            "{name}: nothing ran"
+        );
     }
     assert_eq!(raw::get(&conn, "data").await.as_deref(), Some("v1"));
     assert!(!raw::exists(&conn, "counter").await);
@@ -106,7 +110,10 @@ async fn a_write_guard_and_a_permit_still_write() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let writer = common::mutex(&conn, "entry", TTL).write().await.unwrap();
-    let () = writer.exec(redis::pipe().set("data", "w").ignore()).await.unwrap();
+    let () = writer
+        .exec(redis::pipe().set("data", "w").ignore())
+        .await
+        .unwrap();
     let reader = writer.downgrade().await.unwrap();
     let err = reader
         .exec::<()>(redis::pipe().set("data", "r").ignore())
@@ -118,7 +125,10 @@ async fn a_write_guard_and_a_permit_still_write() {
         .acquire()
         .await
         .unwrap();
-    let () = permit.exec(redis::pipe().set("data", "p").ignore()).await.unwrap();
+    let () = permit
+        .exec(redis::pipe().set("data", "p").ignore())
+        .await
+        .unwrap();
     assert_eq!(raw::get(&conn, "data").await.as_deref(), Some("p"));
     permit.unlock().await.unwrap();
 }
