@@ -78,8 +78,11 @@ async fn long_run() {
     let secs = secs_each();
     let rows = every_deployment(secs).await;
     let total: u64 = rows.iter().map(|row| row.report.referee.sections).sum();
+    // The million is that of all six deployments: not when some did not run (features
+    // off, `LONG_RUN_ONLY`, the netns row skipped without root).
+    let all = rows.len() == 6 && std::env::var_os("LONG_RUN_ONLY").is_none();
     assert!(
-        total >= 1_000_000 || secs < 420 || std::env::var_os("LONG_RUN_ONLY").is_some(),
+        total >= 1_000_000 || secs < 420 || !all,
         "{total} sections checked, fewer than 1,000,000"
     );
 }
