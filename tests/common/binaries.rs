@@ -151,7 +151,7 @@ fn has(major: u32, minor: u32, feature: &str, rest: Option<&str>) -> bool {
 /// Appends `line` to the file `$REDIS_SKIP_LOG` names, when set, so that a run whose
 /// output is captured (nextest shows a passing test's output only on request) can still
 /// list what it skipped: `.ci/matrix` prints that file per version.
-fn note_skip(line: &str) {
+pub fn note_skip(line: &str) {
     use std::io::Write;
     let Some(path) = std::env::var_os(SKIP_LOG) else {
         return;

@@ -36,6 +36,7 @@ pub mod lead_table;
 pub mod lone_worker;
 pub mod lost_update;
 pub mod mixes;
+pub mod needs_root;
 pub mod netns;
 pub mod netns_fleet;
 pub mod netns_mix;

@@ -11,8 +11,9 @@
 //! too); namespaces left by a process that died without dropping are removed by the
 //! next [`Netns::create`].
 //!
-//! Making namespaces needs root and iproute2 (`ip`, `tc`); without them
-//! [`Netns::create`] panics and the tests that use it fail: they never pass or skip.
+//! Making namespaces needs root (or the capabilities) and iproute2 (`ip`, `tc`);
+//! [`Netns::create`] says when the machine refuses them, and the tests that use it skip
+//! (`needs_root.rs`; they fail instead with `REDISMUTEX_REQUIRE_ROOT_TESTS=1`).
 
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -67,24 +68,36 @@ pub struct Netns {
 }
 
 impl Netns {
-    /// Makes the server's namespace, with no links yet. Panics, saying why, when the
-    /// machine cannot make namespaces (not root, no `ip`, `ip netns add` refused).
-    pub fn create() -> Netns {
+    /// Makes the server's namespace, with no links yet, or says why the machine cannot
+    /// (`Err`): no `ip`, or `ip netns add` refused for want of privilege (`Permission
+    /// denied`, `Operation not permitted`: not root, no capability). Panics when `ip`
+    /// fails otherwise: that is no reason to skip.
+    pub fn create() -> Result<Netns, String> {
         sweep_stale();
         let n = MADE.fetch_add(1, Ordering::SeqCst);
         let tag = format!("{PREFIX}{}-{n}", std::process::id());
         let server = format!("{tag}s");
-        if let Err(err) = run("ip", &["netns", "add", &server]) {
-            panic!(
-                "cannot make a network namespace ({err}): the netns fault tests need root \
-                 and iproute2 (`ip netns`, veth, `tc` with `tbf`); they fail, not skip"
-            );
+        let out = match Command::new("ip").args(["netns", "add", &server]).output() {
+            Ok(out) => out,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Err(format!("there is no `ip` ({err})"));
+            }
+            Err(err) => panic!("cannot run ip: {err}"),
+        };
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let stderr = stderr.trim();
+            let refused = ["Permission denied", "Operation not permitted"];
+            if refused.iter().any(|why| stderr.contains(why)) {
+                return Err(format!("`ip netns add` was refused ({stderr})"));
+            }
+            panic!("`ip netns add {server}` failed: {stderr}");
         }
-        Netns {
+        Ok(Netns {
             server,
             workers: Vec::new(),
             tag,
-        }
+        })
     }
 
     /// Makes worker namespace `i` (the next link index) joined to the server's by a

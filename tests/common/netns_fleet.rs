@@ -12,6 +12,7 @@ use redis::aio::MultiplexedConnection;
 
 use super::crew::Crew;
 use super::fleet::{data_counters_on, keys_left_on, worker_command_in, Fleet, Spec};
+use super::needs_root;
 use super::netns::{NetFault, Netns};
 use super::netns_server::NetnsServer;
 use super::record::{HeldLock, Target};
@@ -39,11 +40,12 @@ pub struct NetnsFleet {
 
 impl NetnsFleet {
     /// Makes the server's namespace, starts the lock server in it and the referee (on
-    /// a Unix socket too); no workers yet. Panics if namespaces cannot be made.
-    pub async fn start(ttl_ms: u64) -> NetnsFleet {
-        let net = Netns::create();
+    /// a Unix socket too); no workers yet. `Err` says why namespaces cannot be made
+    /// here ([`Netns::create`]).
+    pub async fn start(ttl_ms: u64) -> Result<NetnsFleet, String> {
+        let net = Netns::create()?;
         let lock = NetnsServer::start(&net.server);
-        NetnsFleet {
+        Ok(NetnsFleet {
             crew: Crew::start_unix().await,
             lock,
             held: Vec::new(),
@@ -53,6 +55,20 @@ impl NetnsFleet {
             links: HashMap::new(),
             open: HashMap::new(),
             net,
+        })
+    }
+
+    /// [`start`](Self::start), or `None` after skipping the calling test, or `part` of
+    /// it, where namespaces cannot be made (a failure with
+    /// `REDISMUTEX_REQUIRE_ROOT_TESTS=1`): `how` runs it as root
+    /// ([`needs_root::skip`]).
+    pub async fn start_or_skip(ttl_ms: u64, part: Option<&str>, how: &str) -> Option<NetnsFleet> {
+        match NetnsFleet::start(ttl_ms).await {
+            Ok(fleet) => Some(fleet),
+            Err(refused) => {
+                needs_root::skip(part, needs_root::NETNS_NEEDS, &refused, how);
+                None
+            }
         }
     }
 

@@ -40,6 +40,7 @@ use crate::common::fleet::Fleet;
 use crate::common::lead_run::{spawn_workers, LeadRun, HOLDERS, QUICK_KEYS};
 use crate::common::lead_table::{table, LeadRow};
 use crate::common::mixes::between;
+use crate::common::needs_root::row_as_root;
 use crate::common::netns::NetFault;
 use crate::common::netns_fleet::NetnsFleet;
 use crate::common::paused_note::PausedNote;
@@ -85,7 +86,7 @@ async fn every_deployment(want: usize, bound: Duration) {
         runs.push(single(want, bound).await);
     }
     if chosen("netns") {
-        runs.push(netns(want, bound).await);
+        runs.extend(netns(want, bound).await);
     }
     if chosen("quorum") {
         runs.push(quorum(want, bound).await);
@@ -167,8 +168,10 @@ async fn single(want: usize, bound: Duration) -> (LeadRow, Report) {
     (row, report)
 }
 
-async fn netns(want: usize, bound: Duration) -> (LeadRow, Report) {
-    let mut fleet = NetnsFleet::start(TTL_MS).await;
+/// `None` when the row is skipped: no namespaces here (`tests/common/needs_root.rs`).
+async fn netns(want: usize, bound: Duration) -> Option<(LeadRow, Report)> {
+    let how = row_as_root("LEADS_ONLY", "netns", "leads::leads_short", "leads::leads");
+    let mut fleet = NetnsFleet::start_or_skip(TTL_MS, Some("the netns row"), &how).await?;
     let holders = spawn_workers(&mut fleet, 0, &holder_keys()).await;
     let mut run = LeadRun::new(want, bound, holders.clone());
     run.repeat(&mut fleet, async |fleet: &mut NetnsFleet| {
@@ -192,7 +195,7 @@ async fn netns(want: usize, bound: Duration) -> (LeadRow, Report) {
         &fleet.crew,
     )
     .await;
-    (row, report)
+    Some((row, report))
 }
 
 async fn quorum(want: usize, bound: Duration) -> (LeadRow, Report) {

@@ -5,7 +5,8 @@
 //! Quick workers (sections of 0–20 ms, 30 % readers, 50 ms of validity margin) and a
 //! slow one (300–1500 ms) run beside the victim, with a 1 s TTL. Every test prints its
 //! report (`cargo test --all-features --test faults netns:: -- --nocapture`). They need
-//! root and iproute2: where namespaces cannot be made they fail, never skip.
+//! root and iproute2: where namespaces cannot be made they skip with a line saying so
+//! (`tests/common/needs_root.rs`), or fail with `REDISMUTEX_REQUIRE_ROOT_TESTS=1`.
 //!
 //! The tests run one at a time (see `SERIAL` in `tests/common/fault_checks.rs`).
 
@@ -17,6 +18,7 @@ use crate::common::fault_checks::{
     wait_released_after, SERIAL, TTL_MS, WAIT,
 };
 use crate::common::fleet::{Fleet, Spec};
+use crate::common::needs_root;
 use crate::common::netns::NetFault;
 use crate::common::netns_fleet::NetnsFleet;
 use crate::common::netns_mix::{netns_fault, SLOW};
@@ -46,14 +48,15 @@ fn slow() -> Spec {
 }
 
 /// Quick workers `w0`, `w1`, slow worker `s0`, and `victim` with `victim_spec`, each in
-/// a namespace of its own.
-async fn fleet(victim_spec: &Spec) -> NetnsFleet {
-    let mut fleet = NetnsFleet::start(TTL_MS).await;
+/// a namespace of its own; `None` when the test is skipped (no namespaces here).
+async fn fleet(victim_spec: &Spec) -> Option<NetnsFleet> {
+    let how = needs_root::faults_as_root("", "netns::");
+    let mut fleet = NetnsFleet::start_or_skip(TTL_MS, None, &how).await?;
     fleet.spawn("w0", &quick()).await;
     fleet.spawn("w1", &quick()).await;
     fleet.spawn("s0", &slow()).await;
     fleet.spawn("victim", victim_spec).await;
-    fleet
+    Some(fleet)
 }
 
 /// Finishes the run with the expiries `watch` read noted for the fire lead, and checks
@@ -89,7 +92,9 @@ async fn partition_fires_first(fault: NetFault, label: &str) {
         hold_ms: Some(3000),
         ..quick()
     };
-    let mut fleet = fleet(&victim_spec).await;
+    let Some(mut fleet) = fleet(&victim_spec).await else {
+        return;
+    };
     let watch = ExpiryWatch::server(fleet.lock.client(), fleet.lock_keys());
     let holding = fleet
         .crew
@@ -170,7 +175,9 @@ async fn dropped_traffic_fires_the_token_before_the_key_expires() {
 #[tokio::test]
 async fn slow_link_stays_safe_and_recovers() {
     let _serial = SERIAL.lock().await;
-    let mut fleet = fleet(&quick()).await;
+    let Some(mut fleet) = fleet(&quick()).await else {
+        return;
+    };
     let watch = ExpiryWatch::server(fleet.lock.client(), fleet.lock_keys());
     tokio::time::sleep(ms(500)).await;
     let link = fleet.link("victim");
@@ -222,7 +229,9 @@ async fn netns_mix_stays_safe() {
         read_pct: 0,
         ..slow()
     };
-    let mut fleet = fleet(&holder).await;
+    let Some(mut fleet) = fleet(&holder).await else {
+        return;
+    };
     let other_holder = Spec {
         first_key: 3,
         ..holder
