@@ -17,3 +17,16 @@ mod program;
 mod semaphore;
 mod server_faults;
 mod user;
+
+/// The blocking handles and guards can be shared and sent between threads.
+#[test]
+fn the_blocking_types_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<redismutex::blocking::RwMutex>();
+    send_sync::<redismutex::blocking::Semaphore>();
+    send_sync::<redismutex::blocking::Builder<redismutex::blocking::RwMutex>>();
+    send_sync::<redismutex::blocking::Builder<redismutex::blocking::Semaphore>>();
+    send_sync::<redismutex::blocking::WriteGuard>();
+    send_sync::<redismutex::blocking::ReadGuard>();
+    send_sync::<redismutex::blocking::Permit>();
+}
