@@ -189,10 +189,12 @@ pub enum Error {
         foreign: String,
     },
 
-    /// [`WriteGuard::exec`](crate::WriteGuard::exec): the pipeline cannot run as one guarded step;
-    /// `reason` says why (a command the server does not know or that cannot run in a
-    /// script, such as `MULTI` or `SUBSCRIBE`; an empty command; one with more than 7,000
-    /// arguments; a key of the lock itself). No command of it ran.
+    /// [`WriteGuard::exec`](crate::WriteGuard::exec), [`ReadGuard::exec`](crate::ReadGuard::exec)
+    /// or [`Permit::exec`](crate::Permit::exec): the pipeline cannot run as one guarded
+    /// step; `reason` says why (a command the server does not know or that cannot run in
+    /// a script, such as `MULTI`, `SUBSCRIBE` or `CONFIG GET`; an empty command; one with
+    /// more than 7,000 arguments; a key of the lock itself; for a read guard, a command
+    /// the server flags `write`). No command of it ran.
     #[error(
         "the pipeline guarded by lock key {} cannot run: {reason}",
         Preview(key)
@@ -204,7 +206,8 @@ pub enum Error {
         reason: String,
     },
 
-    /// [`WriteGuard::exec`](crate::WriteGuard::exec): the lock was held and the pipeline ran until
+    /// [`WriteGuard::exec`](crate::WriteGuard::exec) (or a read guard's, or a permit's): the
+    /// lock was held and the pipeline ran until
     /// one of its commands failed: the `ran` commands before it ran and what they wrote
     /// stays (a Lua script has no rollback, as `MULTI` has none); it and the commands
     /// after it did not run. `source` is its error reply, with the server's code

@@ -106,8 +106,9 @@ mod election;
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 
-// README.md's example, compiled as a doctest (README is not the crate's docs).
-#[cfg(doctest)]
+// README.md's examples, compiled as doctests (README is not the crate's docs); with the
+// feature `blocking`, which its blocking example needs (`.ci/run` tests all features).
+#[cfg(all(doctest, feature = "blocking"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 

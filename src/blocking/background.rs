@@ -18,6 +18,10 @@ use crate::error::Error;
 /// the lock then expires by its TTL.
 const RELEASE_GRACE: Duration = Duration::from_secs(5);
 
+/// How long the stopping thread waits for the runtime's blocking pool (host name
+/// lookups run there) before it leaves it behind.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(100);
+
 /// A current-thread Tokio runtime on a thread of its own, shared by a blocking handle, its
 /// clones and its guards, and stopped when the last of them goes.
 ///
@@ -37,8 +41,13 @@ pub(crate) struct Background {
 impl Background {
     /// Starts the thread, named after the handle's `name`.
     ///
-    /// [`Error::Background`] when the runtime or the thread cannot be made.
+    /// [`Error::InRuntime`] on a thread with a Tokio runtime context, where the handle
+    /// could not be used, before anything is started; [`Error::Background`] when the
+    /// runtime or the thread cannot be made.
     pub(crate) fn start(name: &str) -> Result<Self, Error> {
+        if Handle::try_current().is_ok() {
+            return Err(Error::InRuntime);
+        }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -55,6 +64,9 @@ impl Background {
                     pending.close();
                     let _ = tokio::time::timeout(RELEASE_GRACE, pending.wait()).await;
                 });
+                // Not the default drop, which waits without a bound for the blocking
+                // pool (a host name being resolved, say).
+                runtime.shutdown_timeout(SHUTDOWN_GRACE);
             })
             .map_err(|source| Error::Background { source })?;
         Ok(Self {
@@ -112,7 +124,8 @@ impl Background {
 }
 
 impl Drop for Background {
-    /// Stops the thread once the releases in flight are done (at most [`RELEASE_GRACE`]),
+    /// Stops the thread once the releases in flight are done (at most [`RELEASE_GRACE`],
+    /// and [`SHUTDOWN_GRACE`] for the runtime),
     /// and waits for it, so that a program that drops its handle and exits leaves no lock
     /// behind; inside a Tokio runtime, where waiting would block it, the thread finishes
     /// on its own.

@@ -80,7 +80,10 @@ macro_rules! blocking_guard_methods {
 /// thread while it lives.
 ///
 /// Dropping it fires its cancellation token and hands the release to the background
-/// thread: `Drop` returns at once and never waits for Redis.
+/// thread, returning at once without waiting for Redis. The one exception is the last of
+/// a handle's values to go (the handle and its clones dropped before this guard): its
+/// drop stops the thread, which first finishes the releases in flight, this one among
+/// them (at most 5 s); see the [module docs](super#drop).
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
 pub struct WriteGuard {
@@ -116,7 +119,10 @@ impl WriteGuard {
 /// of [`crate::ReadGuard`]; its [`exec`](Self::exec) runs read-only commands.
 ///
 /// Dropping it fires its cancellation token and hands the release to the background
-/// thread: `Drop` returns at once.
+/// thread, returning at once without waiting for Redis. The one exception is the last of
+/// a handle's values to go (the handle and its clones dropped before this guard): its
+/// drop stops the thread, which first finishes the releases in flight, this one among
+/// them (at most 5 s); see the [module docs](super#drop).
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
 pub struct ReadGuard {
@@ -136,7 +142,7 @@ impl ReadGuard {
 /// [`crate::Permit`].
 ///
 /// Dropping it fires its cancellation token and hands its return to the background
-/// thread: `Drop` returns at once.
+/// thread, returning at once, with the one exception a [`WriteGuard`]'s drop has.
 #[must_use = "dropping the permit returns it at once"]
 #[clippy::has_significant_drop]
 pub struct Permit {

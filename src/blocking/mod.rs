@@ -55,12 +55,13 @@
 //! # Drop
 //!
 //! Dropping a guard fires its cancellation token and hands the release to the
-//! background thread: `Drop` returns at once and never waits for Redis.
-//! [`unlock`](WriteGuard::unlock) releases and waits for the answer. The thread stops
-//! when the handle, its clones and its guards are all gone; whichever of them goes last
-//! waits there for the releases still in flight (at most 5 s, on a server that does not
-//! answer), so a program that drops its handle before it exits leaves no lock behind.
-//! Inside a Tokio runtime that last drop does not wait.
+//! background thread: `Drop` returns at once and never waits for Redis, while its handle
+//! (or a clone, or another of its guards) lives. [`unlock`](WriteGuard::unlock) releases
+//! and waits for the answer. The thread stops when the handle, its clones and its guards
+//! are all gone; whichever of them goes last waits there for the releases still in
+//! flight (at most 5 s, on a server that does not answer), so a program that drops its
+//! handle before it exits leaves no lock behind. Inside a Tokio runtime that last drop
+//! does not wait.
 //!
 //! # Timeouts and a dead server
 //!

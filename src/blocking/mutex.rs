@@ -56,7 +56,8 @@ impl RwMutex {
     /// # Errors
     ///
     /// As [`Acquire`](crate::Acquire)'s, but never [`Error::Timeout`] nor
-    /// [`Error::Cancelled`].
+    /// [`Error::Cancelled`]; and [`Error::InRuntime`] on a thread with a Tokio runtime
+    /// context, with nothing sent.
     pub fn write(&self, key: &str) -> Result<WriteGuard, Error> {
         let request = self.mutex.write().key(key);
         self.background.acquire(request, WriteGuard::new)
@@ -66,7 +67,8 @@ impl RwMutex {
     ///
     /// # Errors
     ///
-    /// As [`Acquire`](crate::Acquire)'s: [`Error::Timeout`] when `timeout` runs out first.
+    /// As [`Acquire`](crate::Acquire)'s ([`Error::Timeout`] when `timeout` runs out
+    /// first), and [`Error::InRuntime`].
     pub fn write_timeout(&self, key: &str, timeout: Duration) -> Result<WriteGuard, Error> {
         let request = self.mutex.write().key(key).timeout(timeout);
         self.background.acquire(request, WriteGuard::new)
@@ -97,7 +99,7 @@ impl RwMutex {
     ///
     /// # Errors
     ///
-    /// As [`TryAcquire`](crate::TryAcquire)'s.
+    /// As [`TryAcquire`](crate::TryAcquire)'s, and [`Error::InRuntime`].
     pub fn try_write(&self, key: &str) -> Result<Option<WriteGuard>, Error> {
         let attempt = self.mutex.try_write().key(key);
         self.background.try_acquire(attempt, WriteGuard::new)
@@ -108,7 +110,7 @@ impl RwMutex {
     ///
     /// # Errors
     ///
-    /// As [`TryAcquire`](crate::TryAcquire)'s.
+    /// As [`TryAcquire`](crate::TryAcquire)'s, and [`Error::InRuntime`].
     pub fn try_read(&self, key: &str) -> Result<Option<ReadGuard>, Error> {
         let attempt = self.mutex.try_read().key(key);
         self.background.try_acquire(attempt, ReadGuard::new)
@@ -119,7 +121,7 @@ impl RwMutex {
     ///
     /// # Errors
     ///
-    /// As [`RwMutex::inspect`](crate::RwMutex::inspect)'s.
+    /// As [`RwMutex::inspect`](crate::RwMutex::inspect)'s, and [`Error::InRuntime`].
     pub fn inspect(&self, key: &str) -> Result<LockState, Error> {
         self.background.block_on(self.mutex.inspect(key))?
     }
@@ -129,7 +131,8 @@ impl RwMutex {
     ///
     /// # Errors
     ///
-    /// As [`RwMutex::force_unlock`](crate::RwMutex::force_unlock)'s.
+    /// As [`RwMutex::force_unlock`](crate::RwMutex::force_unlock)'s, and
+    /// [`Error::InRuntime`].
     pub fn force_unlock(&self, key: &str) -> Result<bool, Error> {
         self.background.block_on(self.mutex.force_unlock(key))?
     }

@@ -112,9 +112,11 @@ impl<C> fmt::Debug for Campaign<C> {
 ///
 /// # Errors
 ///
-/// As [`Campaign`]'s, but never [`Error::Timeout`] for waiting (there is no wait);
-/// [`Error::Cancelled`] only when the [`parent`](Self::parent) token is already
-/// cancelled (nothing is sent then).
+/// As [`Campaign`]'s, but never [`Error::Timeout`] for waiting (there is no wait):
+/// [`Error::Timeout`] only when the attempt gets no reply within the lock's validity, as
+/// for [`TryAcquire`](crate::TryAcquire); [`Error::Cancelled`] when the
+/// [`parent`](Self::parent) token is cancelled before the attempt completes (nothing is
+/// sent when it already was).
 ///
 /// # Cancel safety
 ///

@@ -81,9 +81,9 @@ impl Leadership {
     ///
     /// # Errors
     ///
-    /// [`Error::NotHeld`] when this candidate no longer leads (the token has fired, its
-    /// validity has ended, or the server found the lock not its own: the token then fires
-    /// with [`CancelReason::Lost`]); nothing was written. [`Error::Timeout`] when no
+    /// [`Error::NotHeld`] when this candidate no longer leads (the cancellation token has
+    /// fired, its validity has ended, or the server found the lock not its own: the
+    /// cancellation token then fires with [`CancelReason::Lost`]); nothing was written. [`Error::Timeout`] when no
     /// answer came within the validity; [`Error::NotReplicated`] with
     /// [replicas](crate::Builder::replicas) when too few acknowledged it;
     /// [`Error::NoQuorum`] over a quorum when too few nodes answered;
@@ -159,8 +159,8 @@ impl Leadership {
         self.guard.cancel_reason()
     }
 
-    /// Until when this candidate surely leads (unless the token has fired for another
-    /// reason); see [`Guard::valid_until`](crate::Guard::valid_until).
+    /// Until when this candidate surely leads (unless the cancellation token has fired for
+    /// another reason); see [`Guard::valid_until`](crate::Guard::valid_until).
     pub fn valid_until(&self) -> Instant {
         self.guard.valid_until()
     }

@@ -4,13 +4,15 @@ use redis::{FromRedisValue, Pipeline};
 
 use super::any::AnyGuard;
 use crate::error::Error;
+use crate::mode::Mode;
 use crate::protocol::exec::{read_replies, Access};
 
 impl AnyGuard {
     /// Runs `pipe` only while the lock is still this guard's, in one step with that
-    /// check, and parses the replies as `T`; with [`Access::Read`], a pipeline holding a
-    /// command the server flags `write` is refused before anything is sent. The public
-    /// docs are [`WriteGuard::exec`](crate::WriteGuard::exec)'s.
+    /// check, and parses the replies as `T`; with [`Access::Read`], or on a lock held
+    /// shared now (a write guard nested in an outer guard that was since downgraded), a
+    /// pipeline holding a command the server flags `write` is refused before anything is
+    /// sent. The public docs are [`WriteGuard::exec`](crate::WriteGuard::exec)'s.
     pub(crate) async fn exec<T: FromRedisValue>(
         &self,
         pipe: &Pipeline,
@@ -22,6 +24,12 @@ impl AnyGuard {
         if self.liveness.fire_if_expired() {
             return Err(not_held());
         }
+        // Other readers may hold a lock held shared, whatever this guard's type.
+        let access = if self.lease.mode() == Mode::Read {
+            Access::Read
+        } else {
+            access
+        };
         let run = self.lease.exec(pipe, access);
         let Ok(replies) = tokio::time::timeout_at(self.liveness.deadline(), run).await else {
             return Err(Error::Timeout);

@@ -44,7 +44,7 @@ use crate::protocol::exec::Access;
 ///   unlock or drop);
 /// - cancelling a nested guard's cancellation token, dropping it or
 ///   [`unlock`](Self::unlock)ing it only ends that nested guard: the lock stays held,
-///   nothing is sent, and the outer guard's token and reason are untouched. `unlock`
+///   nothing is sent, and the outer guard's cancellation token and reason are untouched. `unlock`
 ///   returns `Ok(true)` while the outer lock is still held, `Ok(false)` once it is not.
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
@@ -163,7 +163,7 @@ impl WriteGuard {
     /// # Errors
     ///
     /// [`Error::NotHeld`] when the cancellation token had already fired (nothing is sent then; the
-    /// refresher releases the lock as for any fired token), or when Redis no longer
+    /// refresher releases the lock as for any fired cancellation token), or when Redis no longer
     /// had this id at the lock key: the cancellation token then fires with
     /// [`CancelReason::Lost`](crate::CancelReason::Lost) and nothing is released. [`Error::Refused`] when Redis refuses the script,
     /// [`Error::Redis`] when the request fails otherwise, and [`Error::Timeout`] when

@@ -43,10 +43,9 @@ enum Writes {
     Always,
     /// The command has no flag `write`, nor any of its subcommands.
     Never,
-    /// Only these subcommands (lowercase, without the container's name: `create` of
-    /// `XGROUP`) have the flag `write`: from Redis 7, a container command's flags are
-    /// its subcommands'.
-    Subcommands(Arc<[Box<[u8]>]>),
+    /// Only these subcommands have the flag `write`: from Redis 7, a container command's
+    /// flags are its subcommands'.
+    Subcommands(Subcommands),
 }
 
 impl Writes {
@@ -55,10 +54,23 @@ impl Writes {
         match self {
             Writes::Always => true,
             Writes::Never => false,
-            Writes::Subcommands(writing) => args.get(1).is_some_and(|sub| {
-                with_lowercase(sub, |sub| writing.iter().any(|name| **name == *sub))
-            }),
+            Writes::Subcommands(writing) => writing.called(args),
         }
+    }
+}
+
+/// Some subcommands of a container command (from Redis 7), by lowercase name without
+/// the container's (`create` of `XGROUP`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Subcommands(Arc<[Box<[u8]>]>);
+
+impl Subcommands {
+    /// Whether `args` (the container's name first) call one of them.
+    fn called(&self, args: &Arguments<'_>) -> bool {
+        !self.0.is_empty()
+            && args.get(1).is_some_and(|sub| {
+                with_lowercase(sub, |sub| self.0.iter().any(|name| **name == *sub))
+            })
     }
 }
 
@@ -67,6 +79,9 @@ impl Writes {
 struct Spec {
     keys: KeySpec,
     writes: Writes,
+    /// Its subcommands that cannot run in a script (flag `noscript`: `CONFIG GET`,
+    /// `CLIENT LIST`), as a container's own flags do not say from Redis 7.
+    noscript: Subcommands,
 }
 
 /// The specs of the commands asked about so far, by lowercase name; one per backend.
@@ -117,8 +132,9 @@ impl CommandKeys {
                 return Err(invalid(
                     lock,
                     format!(
-                        "command {} ({}) writes (flag write), and a read guard shares its \
-                         lock with other readers: take a write lock to write",
+                        "command {} ({}) writes (flag write), and the lock is held shared \
+                         (a read guard, or a write guard nested in one since downgraded) \
+                         with other readers: take a write lock to write",
                         at + 1,
                         String::from_utf8_lossy(commands[at][0])
                     ),
@@ -136,13 +152,23 @@ impl CommandKeys {
             .collect())
     }
 
-    /// The key spec of every command of `commands`, if each name is known; looked up
+    /// The key spec of every command of `commands`, if each name is known, as called:
+    /// [`KeySpec::NoScript`] for a subcommand that cannot run in a script. Looked up
     /// under one lock.
     fn specs(&self, commands: &[Arguments<'_>]) -> Option<Vec<KeySpec>> {
         let specs = crate::util::lock(&self.specs);
         commands
             .iter()
-            .map(|args| with_lowercase(args[0], |name| specs.get(name).map(|spec| spec.keys)))
+            .map(|args| {
+                with_lowercase(args[0], |name| {
+                    let spec = specs.get(name)?;
+                    Some(if spec.noscript.called(args) {
+                        KeySpec::NoScript
+                    } else {
+                        spec.keys
+                    })
+                })
+            })
             .collect()
     }
 
@@ -276,21 +302,30 @@ fn parse_info(entry: &Value) -> Option<Spec> {
             step: usize::try_from(step).unwrap_or(1),
         }
     };
-    let writing: Vec<Box<[u8]>> = subcommands
-        .iter()
-        .filter_map(|sub| match sub {
-            Value::Array(sub) if has_flag(sub, "write") == Some(true) => subcommand_name(sub),
-            _ => None,
-        })
-        .collect();
+    let flagged = |flag: &str| -> Subcommands {
+        let names: Vec<Box<[u8]>> = subcommands
+            .iter()
+            .filter_map(|sub| match sub {
+                Value::Array(sub) if has_flag(sub, flag) == Some(true) => subcommand_name(sub),
+                _ => None,
+            })
+            .collect();
+        Subcommands(names.into())
+    };
+    let writing = flagged("write");
     let writes = if has_flag(fields, "write")? {
         Writes::Always
-    } else if writing.is_empty() {
+    } else if writing.0.is_empty() {
         Writes::Never
     } else {
-        Writes::Subcommands(writing.into())
+        Writes::Subcommands(writing)
     };
-    Some(Spec { keys, writes })
+    let noscript = flagged("noscript");
+    Some(Spec {
+        keys,
+        writes,
+        noscript,
+    })
 }
 
 /// Whether the flags of a `COMMAND INFO` entry (its third field) hold `wanted`; `None`
@@ -478,12 +513,32 @@ mod tests {
         let writing = writes(&xgroup).unwrap();
         assert_eq!(
             writing,
-            Writes::Subcommands(vec![b"create".to_vec().into_boxed_slice()].into())
+            Writes::Subcommands(Subcommands(
+                vec![b"create".to_vec().into_boxed_slice()].into()
+            ))
         );
         let call = |args: &[&'static [u8]]| -> Arguments<'static> { args.to_vec() };
         assert!(writing.by(&call(&[b"XGROUP", b"CREATE", b"s", b"g", b"$"])));
         assert!(!writing.by(&call(&[b"XGROUP", b"HELP"])));
         assert!(!writing.by(&call(&[b"XGROUP"])));
+        // Redis 7's CONFIG: `config|get` cannot run in a script, `config|help` can.
+        let config = entry(
+            vec![],
+            0,
+            0,
+            0,
+            Some(vec![
+                sub("config|get", vec![status("admin"), status("noscript")]),
+                sub("config|help", vec![status("loading"), status("stale")]),
+            ]),
+        );
+        let config = parse_info(&config).unwrap();
+        assert!(config
+            .noscript
+            .called(&call(&[b"CONFIG", b"get", b"maxmemory"])));
+        assert!(!config.noscript.called(&call(&[b"CONFIG", b"HELP"])));
+        let get = parse_info(&entry(vec![status("readonly")], 1, 1, 1, None)).unwrap();
+        assert!(!get.noscript.called(&call(&[b"GET", b"k"])));
         assert_eq!(parse_info(&Value::Nil), None);
     }
 }

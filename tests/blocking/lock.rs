@@ -95,11 +95,12 @@ fn readers_share_the_lock_and_keep_writers_out() {
 fn a_guard_is_refreshed_past_its_ttl_by_the_background_thread() {
     let server = RedisServer::start();
     let mut conn = raw(&server);
-    let ttl = Duration::from_millis(400);
+    // Long enough for a refresh to be late on a loaded machine and still in time.
+    let ttl = Duration::from_secs(1);
     let mx = mutex(&server, "jobs", ttl);
     let guard = mx.write("long").unwrap();
-    // Five TTLs on a thread that does nothing for the guard.
-    std::thread::sleep(ttl * 5);
+    // Four TTLs on a thread that does nothing for the guard: eight refreshes are due.
+    std::thread::sleep(ttl * 4);
     assert!(!guard.is_cancelled(), "{:?}", guard.cancel_reason());
     assert!(guard.refreshes() >= 5, "{} refreshes", guard.refreshes());
     assert!(pttl(&mut conn, "jobs:long") > 0, "the key is still held");
@@ -134,9 +135,22 @@ fn the_last_drop_of_a_handle_finishes_the_releases_in_flight() {
     let mut conn = raw(&server);
     let mx = mutex(&server, "jobs", Duration::from_secs(30));
     let (a, b) = (mx.write("a").unwrap(), mx.read("b").unwrap());
+    // The server holds every write for 300 ms: the releases are in flight that long.
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(300)
+        .arg("WRITE")
+        .query(&mut conn)
+        .unwrap();
     drop(a);
     drop(b);
+    let started = Instant::now();
     drop(mx);
+    assert!(
+        started.elapsed() >= Duration::from_millis(150),
+        "the last drop returned after {:?}, before the releases were answered",
+        started.elapsed()
+    );
     // No wait: a program that exits now leaves no lock behind.
     assert!(!exists(&mut conn, "jobs:a"));
     assert!(!exists(&mut conn, "jobs:b"));
@@ -146,7 +160,7 @@ fn the_last_drop_of_a_handle_finishes_the_releases_in_flight() {
 fn a_guard_outlives_its_handle_and_is_still_refreshed() {
     let server = RedisServer::start();
     let mut conn = raw(&server);
-    let ttl = Duration::from_millis(400);
+    let ttl = Duration::from_secs(1);
     let guard = mutex(&server, "jobs", ttl).write("orphan").unwrap();
     std::thread::sleep(ttl * 3);
     assert!(!guard.is_cancelled(), "{:?}", guard.cancel_reason());
@@ -187,7 +201,8 @@ fn guarded_pipelines_run_while_held_and_a_reader_cannot_write() {
 fn a_lost_lock_fires_the_cancellation_token_and_exec_is_refused() {
     let server = RedisServer::start();
     let mut conn = raw(&server);
-    let ttl = Duration::from_millis(400);
+    // A refresh every second finds the loss; the deadline is a second after that.
+    let ttl = Duration::from_secs(2);
     let mx = mutex(&server, "jobs", ttl);
     let guard = mx.write("lost").unwrap();
     let _: i64 = redis::cmd("DEL").arg("jobs:lost").query(&mut conn).unwrap();

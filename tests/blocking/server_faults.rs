@@ -52,13 +52,8 @@ fn inside_a_tokio_runtime_every_blocking_call_is_refused_with_nothing_sent() {
 
 #[test]
 fn a_server_that_is_down_is_an_error_at_build_within_seconds() {
-    // A port that was free a moment ago: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    // Port 1 (tcpmux): a privileged port no test server can take, where nothing listens.
+    let client = redis::Client::open("redis://127.0.0.1:1/").unwrap();
     let started = Instant::now();
     let err = RwMutex::builder(client, "jobs").build().unwrap_err();
     assert!(matches!(err, Error::Redis { .. }), "{err:?}");
@@ -84,10 +79,24 @@ fn a_server_that_dies_or_freezes_gives_errors_not_hangs() {
     let err = mx.write("dead").unwrap_err();
     assert!(started.elapsed() < LIVENESS, "took {:?}", started.elapsed());
     assert!(matches!(err, Error::Redis { .. }), "{err:?}");
+    drop(mx);
+}
+
+#[test]
+fn the_last_drop_waits_a_bounded_time_for_a_release_the_server_never_answers() {
+    let server = RedisServer::start();
+    let mx = mutex(&server, "jobs", Duration::from_secs(30));
+    let guard = mx.write("stuck").unwrap();
+    server.pause();
+    drop(guard); // its release is in flight to a frozen server
     let started = Instant::now();
     drop(mx);
+    let took = started.elapsed();
+    server.resume();
+    // The release fails by the response timeout (500 ms), and the wait is at most 5 s.
+    assert!(took < Duration::from_secs(7), "the last drop took {took:?}");
     assert!(
-        started.elapsed() < Duration::from_secs(7),
-        "the last drop waits at most 5 s"
+        took >= Duration::from_millis(300),
+        "the last drop returned after {took:?}, before the release could end"
     );
 }

@@ -1,8 +1,9 @@
 //! Tests that need root (today: the network namespaces of `netns.rs`) skip where the
 //! machine refuses what they need, so that `cargo test --all-features` passes for any
 //! user: one line `SKIPPED <test>: <why>; run them as root: <command>` on stderr (written
-//! past the test harness's capture, so `cargo test` shows it; under nextest it shows with
-//! `--no-capture` or in `$REDIS_SKIP_LOG`, as the version skips of `binaries.rs`).
+//! past the test harness's capture, so `cargo test` shows it; under nextest,
+//! `.config/nextest.toml` shows these tests' output when they pass; `$REDIS_SKIP_LOG` gets
+//! it too, as it gets the version skips of `binaries.rs`).
 //! With `REDISMUTEX_REQUIRE_ROOT_TESTS=1` (`.ci/run` sets it) they fail instead.
 //!
 //! Whether they can run is decided by trying what they need (`ip netns add`), not by

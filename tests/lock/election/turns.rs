@@ -243,3 +243,55 @@ async fn a_value_whose_proclaim_was_dropped_is_kept_and_written_by_the_records_r
         assert_eq!(short.leader().await.unwrap(), expected);
     }
 }
+
+#[tokio::test]
+async fn try_campaign_with_a_parent_leads_under_it_and_refuses_a_cancelled_one() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let candidate = election(&server, "indexer", TTL).await;
+    // Already cancelled: refused, and nothing was taken.
+    let cancelled = tokio_util::sync::CancellationToken::new();
+    cancelled.cancel();
+    let err = candidate
+        .try_campaign("a")
+        .parent(cancelled)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Cancelled), "{err:?}");
+    assert!(!raw::exists(&conn, "indexer").await, "no lock was taken");
+    assert_eq!(candidate.leader().await.unwrap(), None);
+    // Leading under a live parent: cancelling the parent ends the leadership.
+    let parent = tokio_util::sync::CancellationToken::new();
+    let leading = candidate
+        .try_campaign("b")
+        .parent(parent.clone())
+        .await
+        .unwrap()
+        .expect("nobody leads");
+    assert_eq!(
+        candidate.leader().await.unwrap().map(|l| l.value),
+        Some("b".to_owned())
+    );
+    parent.cancel();
+    tokio::time::timeout(LIVENESS, leading.cancelled())
+        .await
+        .expect("the parent's cancel ends the leadership");
+    assert_eq!(leading.cancel_reason(), Some(CancelReason::ParentCancelled));
+    assert!(
+        crate::common::eventually(|| async { !raw::exists(&conn, "indexer").await }).await,
+        "the lock is released"
+    );
+    // The parent is the leadership's, not the other way round.
+    let other = tokio_util::sync::CancellationToken::new();
+    let next = candidate
+        .try_campaign("c")
+        .parent(other.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    next.resign().await.unwrap();
+    assert!(
+        !other.is_cancelled(),
+        "resigning does not cancel the parent"
+    );
+}

@@ -194,6 +194,37 @@ async fn a_downgraded_guard_and_nested_guards_exec_on_the_lock_they_share() {
 }
 
 #[tokio::test]
+async fn a_write_guard_nested_in_a_guard_since_downgraded_only_reads() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = RwMutex::builder(conn.clone(), "entry")
+        .ttl(TTL)
+        .reentrant(true)
+        .build()
+        .unwrap();
+    let outer = mx.write().await.unwrap();
+    let nested = mx.write().await.unwrap();
+    let (writes,): (i64,) = nested.exec(&write_data("before")).await.unwrap();
+    assert_eq!(writes, 1);
+    // The outer guard turns the lock into a read lock: other readers may join it now.
+    let reader = outer.downgrade().await.unwrap();
+    let other = common::mutex(&conn, "entry", TTL).try_read().await.unwrap();
+    assert!(other.is_some(), "another process's reader shares the lock");
+    let refused = nested.exec::<(i64,)>(&write_data("after")).await;
+    let Err(Error::InvalidPipeline { reason, .. }) = &refused else {
+        panic!("{refused:?}");
+    };
+    assert!(reason.contains("held shared"), "{reason}");
+    assert_eq!(raw::get(&conn, "data").await.as_deref(), Some("before"));
+    // It still reads, on the lock it shares.
+    let (value,): (String,) = nested.exec(redis::pipe().get("data")).await.unwrap();
+    assert_eq!(value, "before");
+    drop(nested);
+    drop(other);
+    reader.unlock().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_lock_key_of_another_type_is_not_held_and_is_left_alone() {
     let server = RedisServer::start();
     let conn = server.conn().await;

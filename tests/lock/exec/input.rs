@@ -219,6 +219,19 @@ async fn what_cannot_run_as_one_guarded_step_is_refused_before_anything_runs() {
     let mut multi = redis::pipe();
     multi.set("ran", 1).cmd("MULTI");
     refused(multi, "cannot run inside a script").await;
+    // A subcommand that cannot run in a script (from Redis 7 the flag is the
+    // subcommand's, not the container's), in either case, after a write that would run.
+    for config in ["GET", "get"] {
+        let mut pipe = redis::pipe();
+        pipe.set("ran", 1)
+            .cmd("CONFIG")
+            .arg(config)
+            .arg("maxmemory");
+        refused(pipe, "cannot run inside a script").await;
+    }
+    let mut client = redis::pipe();
+    client.set("ran", 1).cmd("CLIENT").arg("LIST");
+    refused(client, "cannot run inside a script").await;
     let mut own = redis::pipe();
     own.set("ran", 1).del("entry");
     refused(own, "a key of the lock itself").await;
