@@ -449,28 +449,53 @@ mod tests {
         assert_eq!(located(&args, &[b"nope".to_vec()]), Vec::<usize>::new());
     }
 
+    fn status(flag: &str) -> Value {
+        Value::SimpleString(flag.to_owned())
+    }
+
+    /// A `COMMAND INFO` entry named `x` with `flags` and a key range, with Redis 7's four
+    /// fields more when it has `subs`.
+    fn entry(
+        flags: Vec<Value>,
+        first: i64,
+        last: i64,
+        step: i64,
+        subs: Option<Vec<Value>>,
+    ) -> Value {
+        let mut fields = vec![
+            Value::BulkString(b"x".to_vec()),
+            Value::Int(-2),
+            Value::Array(flags),
+            Value::Int(first),
+            Value::Int(last),
+            Value::Int(step),
+        ];
+        if let Some(subs) = subs {
+            fields.extend([
+                Value::Array(vec![]),
+                Value::Array(vec![]),
+                Value::Array(vec![]),
+            ]);
+            fields.push(Value::Array(subs));
+        }
+        Value::Array(fields)
+    }
+
+    /// A subcommand's entry, named `container|sub`, with `flags`.
+    fn sub(name: &str, flags: Vec<Value>) -> Value {
+        let Value::Array(mut fields) = entry(flags, 2, 2, 1, None) else {
+            unreachable!()
+        };
+        fields[0] = Value::BulkString(name.as_bytes().to_vec());
+        Value::Array(fields)
+    }
+
+    fn call(args: &[&'static [u8]]) -> Arguments<'static> {
+        args.to_vec()
+    }
+
     #[test]
     fn command_info_entries_are_read_as_redis_6_and_7_give_them() {
-        let status = |s: &str| Value::SimpleString(s.to_owned());
-        let entry = |flags: Vec<Value>, first, last, step, subs: Option<Vec<Value>>| {
-            let mut fields = vec![
-                Value::BulkString(b"x".to_vec()),
-                Value::Int(-2),
-                Value::Array(flags),
-                Value::Int(first),
-                Value::Int(last),
-                Value::Int(step),
-            ];
-            if let Some(subs) = subs {
-                fields.extend([
-                    Value::Array(vec![]),
-                    Value::Array(vec![]),
-                    Value::Array(vec![]),
-                ]);
-                fields.push(Value::Array(subs));
-            }
-            Value::Array(fields)
-        };
         let keys = |entry: &Value| parse_info(entry).map(|spec| spec.keys);
         let writes = |entry: &Value| parse_info(entry).map(|spec| spec.writes);
         let set = entry(vec![status("write")], 1, 1, 1, None);
@@ -492,14 +517,13 @@ mod tests {
         assert_eq!(writes(&object), Some(Writes::Never));
         let multi = entry(vec![status("noscript")], 0, 0, 0, None);
         assert_eq!(keys(&multi), Some(KeySpec::NoScript));
+        assert_eq!(parse_info(&Value::Nil), None);
+    }
+
+    #[test]
+    fn redis_7_subcommands_carry_the_write_and_noscript_flags_of_their_containers() {
+        let writes = |entry: &Value| parse_info(entry).map(|spec| spec.writes);
         // Redis 7's XGROUP: no flags of its own, `xgroup|create` flagged write.
-        let sub = |name: &str, flags: Vec<Value>| {
-            let Value::Array(mut fields) = entry(flags, 2, 2, 1, None) else {
-                unreachable!()
-            };
-            fields[0] = Value::BulkString(name.as_bytes().to_vec());
-            Value::Array(fields)
-        };
         let xgroup = entry(
             vec![],
             0,
@@ -517,7 +541,6 @@ mod tests {
                 vec![b"create".to_vec().into_boxed_slice()].into()
             ))
         );
-        let call = |args: &[&'static [u8]]| -> Arguments<'static> { args.to_vec() };
         assert!(writing.by(&call(&[b"XGROUP", b"CREATE", b"s", b"g", b"$"])));
         assert!(!writing.by(&call(&[b"XGROUP", b"HELP"])));
         assert!(!writing.by(&call(&[b"XGROUP"])));
