@@ -16,8 +16,17 @@ use std::sync::{Arc, Mutex};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 
-use super::exec::Access;
 use crate::error::Error;
+
+/// What a guarded pipeline may do with the lock's data: a reader shares the lock with
+/// other readers, so its pipeline may only read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Commands the server flags `write` are refused before anything is sent.
+    Read,
+    /// Any command that can run in a script.
+    Write,
+}
 
 /// Where a command's keys are among its arguments (its name is argument 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

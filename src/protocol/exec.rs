@@ -8,6 +8,7 @@ use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 
 use super::calls::Call;
+pub(crate) use super::command_keys::Access;
 use super::command_keys::{Arguments, CommandKeys};
 use super::keys::{slot, Keys};
 use super::lua::SCRIPTS;
@@ -18,16 +19,6 @@ use crate::error::{Error, Preview};
 /// the Lua stack of Redis's Lua 5.1 (`LUAI_MAXCSTACK`, 8,000 slots). A command with more
 /// is refused before anything is sent (`tests/lock/exec/input.rs` runs one at the limit).
 pub(crate) const MAX_COMMAND_ARGS: usize = 7_000;
-
-/// What a guarded pipeline may do with the lock's data: a reader shares the lock with
-/// other readers, so its pipeline may only read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Commands the server flags `write` are refused before anything is sent.
-    Read,
-    /// Any command that can run in a script.
-    Write,
-}
 
 /// What a guarded pipeline did.
 #[derive(Debug)]
