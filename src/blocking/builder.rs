@@ -11,6 +11,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use super::background::Background;
 use super::{RwMutex, Semaphore};
 use crate::error::Error;
+use crate::notify::hub::Hub;
 use crate::notify::Notifier;
 use crate::protocol::acks::Acks;
 use crate::settings::Settings;
@@ -29,9 +30,10 @@ const CONNECTION_RETRIES: usize = 1;
 /// # Default
 ///
 /// As the async builder's: `ttl` 4 s, `fair` off, `lock_intent` off, `fence_retention`
-/// 24 h, `max_hold` none, `replicas` off, `hash_tag_keys` off. Always on: a
-/// [`Notifier`] for the client's server (waiters are woken by the release, as the async
-/// API's with a notifier), and a task tracker, with which the background thread finishes
+/// 24 h, `max_hold` none, `replicas` off, `hash_tag_keys` off. Always on: a notifier for
+/// the client's server, of the handle's own (one subscriber connection per handle, opened
+/// when a request first waits; waiters are woken by the release, as the async API's with
+/// a [`Notifier`]), and a task tracker, with which the background thread finishes
 /// the releases in flight before it stops. A blocking handle speaks to one server over a
 /// [`ConnectionManager`] (which reconnects after a dropped connection); for a Redis
 /// Cluster, a quorum or Sentinel, use the async API.
@@ -124,7 +126,11 @@ impl<T> Builder<T> {
         let conn = background
             .block_on(connect)?
             .map_err(|err| Error::redis(&settings.name, err))?;
-        settings.notifier = Some(Notifier::new(client));
+        // A notifier of the handle's own: its subscriber task runs on the handle's
+        // runtime, which stops with the handle.
+        settings.notifier = Some(Notifier {
+            hub: Hub::own(client),
+        });
         settings.tracker = Some(background.tracker().clone());
         let shared = background.enter(|| Shared::on_connection(conn, settings));
         Ok((shared, background))

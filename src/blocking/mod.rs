@@ -40,9 +40,10 @@
 //! A handle starts one thread, which runs a current-thread Tokio runtime; its clones and
 //! its guards share it. A blocking method runs its request on the calling thread while
 //! that thread drives the runtime's timers and I/O, so waiting is event-driven as in the
-//! async API: a waiter subscribes to the lock's release channel (a
-//! [`Notifier`](crate::Notifier) for the client's server is always on) and sleeps until
-//! a release wakes it, or its fallback timer does. The same thread refreshes every held
+//! async API: a waiter subscribes to the lock's release channel (the handle has a
+//! notifier of its own, as a [`Notifier`](crate::Notifier) is for the async API, with one
+//! subscriber connection opened when a request first waits) and sleeps until a release
+//! wakes it, or its fallback timer does. The same thread refreshes every held
 //! guard every `ttl / 2`, and fires a guard's cancellation token when its lock is lost
 //! or its validity deadline passes: ask [`WriteGuard::is_cancelled`] before each write,
 //! or hand [`WriteGuard::cancellation_token`] to work that can watch it.

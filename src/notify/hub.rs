@@ -195,6 +195,13 @@ impl Hub {
         hub
     }
 
+    /// A hub of its own for `client`'s server, shared with no other handle: for a
+    /// blocking handle, whose runtime stops with it (a shared hub's subscriber task on
+    /// that runtime would stop for every other user of the hub too).
+    pub(crate) fn own(client: redis::Client) -> Arc<Self> {
+        Self::new(vec![Source::Server(Box::new(client))])
+    }
+
     /// A hub of its own for `client`'s cluster (a cluster client does not say which
     /// cluster it reaches, so hubs are not shared by address).
     #[cfg(feature = "cluster")]
