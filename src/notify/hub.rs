@@ -198,6 +198,7 @@ impl Hub {
     /// A hub of its own for `client`'s server, shared with no other handle: for a
     /// blocking handle, whose runtime stops with it (a shared hub's subscriber task on
     /// that runtime would stop for every other user of the hub too).
+    #[cfg(feature = "blocking")]
     pub(crate) fn own(client: redis::Client) -> Arc<Self> {
         Self::new(vec![Source::Server(Box::new(client))])
     }
