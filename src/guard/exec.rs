@@ -9,15 +9,11 @@ use crate::protocol::exec::{read_replies, Access};
 
 impl AnyGuard {
     /// Runs `pipe` only while the lock is still this guard's, in one step with that
-    /// check, and parses the replies as `T`; with [`Access::Read`], or on a lock held
-    /// shared now (a write guard nested in an outer guard that was since downgraded), a
-    /// pipeline holding a command the server flags `write` is refused before anything is
-    /// sent. The public docs are [`WriteGuard::exec`](crate::WriteGuard::exec)'s.
-    pub(crate) async fn exec<T: FromRedisValue>(
-        &self,
-        pipe: &Pipeline,
-        access: Access,
-    ) -> Result<T, Error> {
+    /// check, and parses the replies as `T`. A read guard's, or any on a lock held shared
+    /// now (a write guard nested in an outer guard that was since downgraded), refuses a
+    /// pipeline holding a command the server flags `write` before anything is sent. The
+    /// public docs are [`WriteGuard::exec`](crate::WriteGuard::exec)'s.
+    pub(crate) async fn exec<T: FromRedisValue>(&self, pipe: &Pipeline) -> Result<T, Error> {
         let not_held = || Error::NotHeld {
             key: self.key().to_owned(),
         };
@@ -25,10 +21,10 @@ impl AnyGuard {
             return Err(not_held());
         }
         // Other readers may hold a lock held shared, whatever this guard's type.
-        let access = if self.lease.mode() == Mode::Read {
+        let access = if self.mode == Mode::Read || self.lease.mode() == Mode::Read {
             Access::Read
         } else {
-            access
+            Access::Write
         };
         let run = self.lease.exec(pipe, access);
         let Ok(replies) = tokio::time::timeout_at(self.liveness.deadline(), run).await else {

@@ -5,7 +5,6 @@ use std::fmt;
 use super::any::AnyGuard;
 use super::common::{guard_methods, impl_guard};
 use crate::error::Error;
-use crate::protocol::exec::Access;
 
 /// One permit of a [`Semaphore`](crate::Semaphore), and the cancellation token that says
 /// whether it is still held.
@@ -62,7 +61,7 @@ impl Permit {
     /// As [`WriteGuard::exec`](crate::WriteGuard::exec): dropping the future leaves the pipeline run or not; the permit
     /// is unaffected.
     pub async fn exec<T: redis::FromRedisValue>(&self, pipe: &redis::Pipeline) -> Result<T, Error> {
-        self.inner.exec(pipe, Access::Write).await
+        self.inner.exec(pipe).await
     }
 
     /// Returns the permit and reports whether it was still held: `Ok(true)` when this id

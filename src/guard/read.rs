@@ -7,7 +7,6 @@ use redis::{FromRedisValue, Pipeline};
 use super::any::AnyGuard;
 use super::common::{guard_methods, impl_guard};
 use crate::error::Error;
-use crate::protocol::exec::Access;
 
 /// A held shared (read) lock of a [`RwMutex`](crate::RwMutex), from
 /// [`read`](crate::RwMutex::read), [`try_read`](crate::RwMutex::try_read) or
@@ -79,7 +78,7 @@ impl ReadGuard {
     /// Dropping the future before its reply leaves the commands run or not; the lock and
     /// the guard are unaffected.
     pub async fn exec<T: FromRedisValue>(&self, pipe: &Pipeline) -> Result<T, Error> {
-        self.inner.exec(pipe, Access::Read).await
+        self.inner.exec(pipe).await
     }
 
     /// Releases the lock (removes this id from the readers' set) and reports whether it

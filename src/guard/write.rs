@@ -8,7 +8,6 @@ use super::any::AnyGuard;
 use super::common::{guard_methods, impl_guard};
 use super::ReadGuard;
 use crate::error::Error;
-use crate::protocol::exec::Access;
 
 /// A held exclusive (write) lock of a [`RwMutex`](crate::RwMutex), from
 /// [`write`](crate::RwMutex::write) or [`try_write`](crate::RwMutex::try_write), and the
@@ -134,7 +133,7 @@ impl WriteGuard {
     /// Dropping the future before its reply leaves the pipeline run or not, as with any
     /// request whose reply is lost; the lock and the guard are unaffected.
     pub async fn exec<T: FromRedisValue>(&self, pipe: &Pipeline) -> Result<T, Error> {
-        self.inner.exec(pipe, Access::Write).await
+        self.inner.exec(pipe).await
     }
 
     /// Turns this write guard into a read guard without letting go of the lock, as
