@@ -1,7 +1,8 @@
 //! Feature `blocking`: the mutex and the semaphore from plain threads, without a runtime of
 //! the test's own (waiting, timeouts, refresh past the TTL, drop releasing, semaphores,
-//! guarded pipelines), a call from inside a Tokio runtime, a dead or frozen server, and a
-//! program with no tokio dependency of its own. Each test starts its own server on a free
+//! guarded pipelines), a call from inside a Tokio runtime, a dead or frozen server, a
+//! program with no tokio dependency of its own; and README's "Use it in your project",
+//! built as written: the projects a stranger writes. Each test starts its own server on a free
 //! loopback port (`tests/common/server.rs`).
 #![cfg(feature = "blocking")]
 
@@ -11,6 +12,7 @@ mod server;
 
 mod fixture;
 mod lock;
+mod readme;
 // The program `user` builds, compiled here too so that fmt and clippy see it.
 #[allow(dead_code)]
 mod program;
