@@ -18,6 +18,29 @@ pub struct Lead {
     pub reason: String,
     /// Expiry minus the FIRED time, in µs; must be positive.
     pub lead_us: i64,
+    /// When the note of the expiry was read, and when the token fired (µs).
+    pub read_us: u64,
+    pub fired_us: u64,
+}
+
+impl Lead {
+    /// Whether the watcher may have been blinded before it read the key's last renewal:
+    /// the server was frozen or killed (`PauseServer`, `PauseServerLong`, `KillServer`,
+    /// `FreezeMaster`) after the note was read and before the token fired. A renewal the
+    /// server answered in the watcher's last period (20 ms) before it froze was never
+    /// read, so the note can be a renewal (ttl/2) behind the key's true expiry.
+    pub fn blinded_by(&self, faults: &[FaultRecord]) -> bool {
+        faults.iter().any(|f| {
+            matches!(
+                f.kind,
+                FaultKind::PauseServer
+                    | FaultKind::PauseServerLong
+                    | FaultKind::KillServer
+                    | FaultKind::FreezeMaster
+            ) && f.start_us > self.read_us
+                && f.start_us <= self.fired_us
+        })
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -250,6 +273,8 @@ pub fn leads(
                 key: fired.key().to_string(),
                 reason: fired.last().to_string(),
                 lead_us: note.expiry_us as i64 - fired.us as i64,
+                read_us: note.read_us,
+                fired_us: fired.us,
             });
         }
     }
