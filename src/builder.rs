@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::task::TaskTracker;
 
+use crate::engine::Deployment;
 use crate::error::Error;
 use crate::mutex::RwMutex;
 use crate::notify::Notifier;
@@ -14,7 +15,6 @@ use crate::protocol::acks::Acks;
 use crate::protocol::topology::Topology;
 use crate::semaphore::Semaphore;
 use crate::settings::Settings;
-use crate::shared::Deployment;
 
 /// Configures a [`RwMutex`] (made by [`RwMutex::builder`]), or as
 /// `Builder<C, Semaphore<C>>` a [`Semaphore`] (made by [`Semaphore::builder`]), or as
@@ -45,11 +45,26 @@ pub struct Builder<C, T = RwMutex<C>> {
     made: PhantomData<fn() -> T>,
 }
 
-impl<C: Deployment> Builder<C> {
-    pub(crate) fn new(conn: C, name: String) -> Self {
-        Self::of(conn, name)
+// The handles' `builder` constructors live here, beside what they return, so that the
+// handles never name the builder: `Builder<C>`'s default type parameter names the mutex,
+// and the builder is the layer above the handles it builds.
+impl<C: Deployment> RwMutex<C> {
+    /// A [`Builder`] for a mutex named `name`, starting from the defaults of
+    /// [`new`](Self::new).
+    pub fn builder(conn: C, name: impl Into<String>) -> Builder<C> {
+        Builder::of(conn, name.into())
     }
+}
 
+impl<C: Deployment> Semaphore<C> {
+    /// A [`Builder`] for a semaphore named `name` with `permits` permits, starting from
+    /// the defaults of [`new`](Self::new).
+    pub fn builder(conn: C, name: impl Into<String>, permits: u32) -> Builder<C, Self> {
+        Builder::semaphore(conn, name.into(), permits)
+    }
+}
+
+impl<C: Deployment> Builder<C> {
     /// Checks the options and makes the mutex.
     ///
     /// # Errors

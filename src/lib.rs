@@ -88,17 +88,18 @@ mod backend;
 
 mod lease;
 
-mod acquire;
+mod wait;
+
+mod engine;
 
 mod guard;
 
-mod shared;
-
 mod request;
 
-mod builder;
 mod mutex;
 mod semaphore;
+
+mod builder;
 
 mod election;
 
@@ -115,6 +116,7 @@ struct ReadmeDoctests;
 pub use backend::Quorum;
 pub use builder::Builder;
 pub use election::{Campaign, Election, Leadership, TryCampaign};
+pub use engine::Deployment;
 pub use error::{Error, Refusal};
 pub use guard::{Guard, Permit, ReadGuard, WriteGuard};
 pub use leader::Leader;
@@ -130,7 +132,6 @@ pub use request::{Acquire, AcquireFuture, Granted, TryAcquire, TryAcquireFuture}
 pub use semaphore::Semaphore;
 #[cfg(feature = "sentinel")]
 pub use sentinel::SentinelConnection;
-pub use shared::Deployment;
 
 /// The redis-rs version this crate is built on, so callers can name the same types.
 pub use redis;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::builder::Builder;
+use crate::engine::{Deployment, Shared};
 use crate::error::Error;
 use crate::guard::{ReadGuard, WriteGuard};
 use crate::lock_state::LockState;
@@ -12,7 +12,6 @@ use crate::mode::Kind;
 use crate::notify::Notifier;
 use crate::protocol::inspect::Form;
 use crate::request::{Acquire, Request, TryAcquire};
-use crate::shared::{Deployment, Shared};
 
 /// A distributed read-write mutex on one Redis server, or on a Redis Cluster (feature
 /// `cluster`): many readers or one writer per lock key, across processes and machines.
@@ -26,7 +25,7 @@ use crate::shared::{Deployment, Shared};
 /// `C` is any redis-rs async connection that can be cloned and shared, such as
 /// [`redis::aio::MultiplexedConnection`] or [`redis::aio::ConnectionManager`], or with
 /// the feature `cluster`, `redis::cluster_async::ClusterConnection`, on which every lock
-/// key must carry a hash tag (see [`Builder::hash_tag_keys`] and the
+/// key must carry a hash tag (see [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys) and the
 /// [Redis Cluster guide](crate::guide::cluster)); or a [`Quorum`](crate::Quorum) of
 /// connections to independent masters, on which a lock is held while a majority of them
 /// holds it (see the [quorum guide](crate::guide::quorum)).
@@ -55,7 +54,7 @@ pub struct RwMutex<C> {
 impl<C: Deployment> RwMutex<C> {
     /// A mutex named `name` over `conn` with a 4 s TTL and the lock intent off.
     ///
-    /// This cannot fail: a name [`Builder::build`] would refuse (empty, too long,
+    /// This cannot fail: a name [`Builder::build`](crate::Builder::build) would refuse (empty, too long,
     /// ending in `:fence`, `:lock-intent`, `:queue` or `:queue-deadline`, or without a
     /// hash tag on a Redis Cluster), or a quorum whose nodes are Redis Cluster
     /// connections, is reported by every acquire as
@@ -88,12 +87,6 @@ impl<C: Deployment> RwMutex<C> {
         let settings = conn.settings(name.into());
         Self::from_shared(conn.share(settings))
     }
-
-    /// A [`Builder`] for a mutex named `name`, starting from the defaults of
-    /// [`new`](Self::new).
-    pub fn builder(conn: C, name: impl Into<String>) -> Builder<C> {
-        Builder::new(conn, name.into())
-    }
 }
 
 impl<C> RwMutex<C> {
@@ -109,10 +102,10 @@ impl<C> RwMutex<C> {
     /// notifications or polling, and the lock intent), its errors and its cancel safety
     /// are on [`Acquire`].
     ///
-    /// Fairness: without [`Builder::fair`], waiters are not queued across processes
+    /// Fairness: without [`Builder::fair`](crate::Builder::fair), waiters are not queued across processes
     /// (within one process a notifier wakes them in arrival order); with
-    /// [`Builder::lock_intent`], a waiting writer keeps new readers out so that readers
-    /// cannot starve it. With [`Builder::fair`], every waiter is served in arrival
+    /// [`Builder::lock_intent`](crate::Builder::lock_intent), a waiting writer keeps new readers out so that readers
+    /// cannot starve it. With [`Builder::fair`](crate::Builder::fair), every waiter is served in arrival
     /// order across clients.
     pub fn write(&self) -> Acquire<C, WriteGuard> {
         Acquire::new(self.request(Kind::Write))
@@ -143,7 +136,7 @@ impl<C> RwMutex<C> {
     /// Reads who holds the lock at `key`, for how long, who waits for it and its last
     /// fencing token, as one snapshot: a [`LockState`]. `key` is what [`Acquire::key`]
     /// takes: `""` for the lock key `<name>`, else `<name>:<key>` (with
-    /// [`Builder::hash_tag_keys`], tagged as a request tags it). One script of reads: it
+    /// [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys), tagged as a request tags it). One script of reads: it
     /// takes, changes and waits for nothing, and sees the lock whether this handle, a
     /// clone, another process or a Go client took it (see the
     /// [inspection guide](crate::guide::inspection)).
@@ -182,7 +175,7 @@ impl<C> RwMutex<C> {
     /// Releases the lock `key` by force, whoever holds it: the writer or every reader
     /// (an operator clearing a lock a crashed deploy left behind). `key` is what
     /// [`Acquire::key`] takes, `""` for the mutex name itself; the lock key is formed as
-    /// a request forms it (with [`Builder::hash_tag_keys`] too). `Ok(true)` when
+    /// a request forms it (with [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys) too). `Ok(true)` when
     /// something was held, `Ok(false)` when the lock was free. Waiters here and elsewhere
     /// are told at once; the fencing counter is raised by one (kept otherwise, with its
     /// TTL), so the next holder's token is larger than every earlier one.
@@ -241,7 +234,7 @@ impl<C> RwMutex<C> {
         self.shared.settings.fence_retention
     }
 
-    /// Whether waiters are served in arrival order ([`Builder::fair`]).
+    /// Whether waiters are served in arrival order ([`Builder::fair`](crate::Builder::fair)).
     pub fn fair(&self) -> bool {
         self.shared.settings.fair
     }
@@ -251,7 +244,7 @@ impl<C> RwMutex<C> {
         self.shared.settings.lock_intent
     }
 
-    /// Whether the task holding a lock may take it again (see [`Builder::reentrant`]).
+    /// Whether the task holding a lock may take it again (see [`Builder::reentrant`](crate::Builder::reentrant)).
     pub fn reentrant(&self) -> bool {
         self.shared.settings.reentrant
     }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::builder::Builder;
+use crate::engine::{Deployment, Shared};
 use crate::error::Error;
 use crate::guard::Permit;
 use crate::lock_state::LockState;
@@ -12,7 +12,6 @@ use crate::mode::Kind;
 use crate::notify::Notifier;
 use crate::protocol::inspect::Form;
 use crate::request::{Acquire, Request, TryAcquire};
-use crate::shared::{Deployment, Shared};
 
 /// A distributed counting semaphore: at most `permits` holders of one name (or of one
 /// `<name>:<key>`) at a time, across processes and machines.
@@ -69,12 +68,6 @@ impl<C: Deployment> Semaphore<C> {
         settings.permits = Some(permits);
         Self::from_shared(conn.share(settings))
     }
-
-    /// A [`Builder`] for a semaphore named `name` with `permits` permits, starting from
-    /// the defaults of [`new`](Self::new).
-    pub fn builder(conn: C, name: impl Into<String>, permits: u32) -> Builder<C, Self> {
-        Builder::semaphore(conn, name.into(), permits)
-    }
 }
 
 impl<C> Semaphore<C> {
@@ -102,7 +95,7 @@ impl<C> Semaphore<C> {
     /// Reads who holds permits at `key`, for how long, who waits for one and the last
     /// fencing token, as one snapshot: a [`LockState`]. `key` is what [`Acquire::key`]
     /// takes: `""` for the semaphore key `<name>`, else `<name>:<key>` (with
-    /// [`Builder::hash_tag_keys`], tagged as a request tags it). One script of reads: it
+    /// [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys), tagged as a request tags it). One script of reads: it
     /// takes, changes and waits for nothing.
     ///
     /// A semaphore held by at least one unexpired permit is
@@ -184,7 +177,7 @@ impl<C> Semaphore<C> {
         self.shared.settings.ttl
     }
 
-    /// Whether waiters are served in arrival order ([`Builder::fair`]).
+    /// Whether waiters are served in arrival order ([`Builder::fair`](crate::Builder::fair)).
     pub fn fair(&self) -> bool {
         self.shared.settings.fair
     }

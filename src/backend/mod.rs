@@ -1,6 +1,6 @@
 //! The seam between the engine and Redis: every acquire attempt, refresh, release and
 //! downgrade goes through one [`Backend`], and so does the choice of the channel a waiter
-//! waits on. The wait loop ([`acquire`](crate::acquire)), the refresh task and the
+//! waits on. The wait loop ([`acquire`](crate::wait)), the refresh task and the
 //! release know only this trait; [`Direct`] implements it on one connection
 //! (`direct.rs`), to one server, a Redis Cluster or one node of a quorum as its
 //! [`Topology`](crate::protocol::topology::Topology) says, and [`Majority`] over a

@@ -10,12 +10,12 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::background::Background;
 use super::{RwMutex, Semaphore};
+use crate::engine::Shared;
 use crate::error::Error;
 use crate::notify::hub::Hub;
 use crate::notify::Notifier;
 use crate::protocol::acks::Acks;
 use crate::settings::Settings;
-use crate::shared::Shared;
 
 /// How many times the connection is tried again after a failed attempt (each bounded by
 /// redis-rs's 1 s connection timeout, the waits between them by its backoff of 100 ms,

@@ -16,10 +16,10 @@ use leadership::Keeping;
 pub use leadership::Leadership;
 
 use crate::builder::Builder;
+use crate::engine::Deployment;
 use crate::error::Error;
 use crate::leader::Leader;
 use crate::mutex::RwMutex;
-use crate::shared::Deployment;
 
 /// Leader election among the processes that share a name: at most one candidate leads at
 /// a time, and everyone can ask who does and follow the changes.

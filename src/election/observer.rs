@@ -9,11 +9,11 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::engine::Shared;
 use crate::error::{Error, Preview};
 use crate::leader::Leader;
 use crate::notify::watch::ChannelWatch;
 use crate::protocol::leader::{record_key, LeaderRead};
-use crate::shared::Shared;
 use crate::spawner::Spawner;
 
 /// How long after the leader's lock should have expired the observer reads it again: a

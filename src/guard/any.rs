@@ -10,11 +10,9 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::acquire::Acquired;
-use crate::backend::Backend;
+use crate::lease::acquisition::Acquisition;
 use crate::lease::liveness::Liveness;
-use crate::lease::refresher::Refresher;
-use crate::lease::registry::{OuterGuard, Registration};
+use crate::lease::registry::Registration;
 use crate::lease::AnyLease;
 use crate::mode::Mode;
 use crate::reason::CancelReason;
@@ -46,25 +44,19 @@ pub(super) enum Role {
 }
 
 impl AnyGuard {
-    /// The guard of the lock `acquired`, which `refresher` keeps from now on; its token
-    /// is a child of `parent`.
-    pub(crate) fn start<B: Backend>(
-        acquired: Acquired<B>,
-        parent: Option<CancellationToken>,
-        refresher: &Refresher<B>,
-    ) -> Self {
-        let Acquired {
+    /// The guard of the lock the engine took and its refresher keeps.
+    pub(crate) fn owner(acquisition: Acquisition) -> Self {
+        let Acquisition {
             lease,
-            sent,
-            token: fencing_token,
-        } = acquired;
-        let mode = lease.kind.mode();
-        let kept = refresher.keep(lease, sent, fencing_token, parent);
-        Self {
-            liveness: Arc::clone(&kept.liveness),
-            lease: kept,
             mode,
             fencing_token,
+            liveness,
+        } = acquisition;
+        Self {
+            lease,
+            mode,
+            fencing_token,
+            liveness,
             role: Role::Owner { registration: None },
             acquired_at: SystemTime::now(),
         }
@@ -76,9 +68,9 @@ impl AnyGuard {
         matches!(self.role, Role::Nested)
     }
 
-    /// This guard as the outer guard of nested guards on its lock.
-    pub(crate) fn as_outer(&self) -> OuterGuard {
-        OuterGuard {
+    /// This guard's acquisition, which nested guards on its lock share.
+    pub(crate) fn as_outer(&self) -> Acquisition {
+        Acquisition {
             lease: Arc::clone(&self.lease),
             mode: self.mode,
             fencing_token: self.fencing_token,

@@ -6,8 +6,8 @@ use std::time::SystemTime;
 use tokio_util::sync::CancellationToken;
 
 use super::any::{AnyGuard, Role};
+use crate::lease::acquisition::Acquisition;
 use crate::lease::liveness::Liveness;
-use crate::lease::registry::OuterGuard;
 use crate::mode::Mode;
 use crate::spawner::Spawner;
 
@@ -16,7 +16,7 @@ impl AnyGuard {
     /// runs the small task that cancels the nested token when `parent` is cancelled (a
     /// token has one parent: the outer guard's).
     pub(crate) fn nested(
-        outer: &OuterGuard,
+        outer: &Acquisition,
         mode: Mode,
         parent: Option<CancellationToken>,
         spawner: Option<Spawner>,

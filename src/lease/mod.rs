@@ -3,6 +3,7 @@
 //! reason), the refresh task, and the reentrancy registry. It reaches Redis only through
 //! a [`Backend`], and knows no guard, request or handle.
 
+pub(crate) mod acquisition;
 pub(crate) mod any;
 mod downgrade_state;
 pub(crate) mod liveness;

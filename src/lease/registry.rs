@@ -3,28 +3,23 @@
 //! guard.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::ThreadId;
 
-use tokio::time::Instant;
-
-use super::liveness::Liveness;
-use super::AnyLease;
-use crate::mode::Mode;
+use super::acquisition::Acquisition;
 use crate::util;
 
 /// Who holds a guard: the tokio task that awaited the request, or outside any task (the
 /// future given to `block_on`, which always runs on its own thread) that thread. A task
 /// and a thread never compare equal, even when the task runs on that thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Holder {
+pub(crate) enum Caller {
     Task(tokio::task::Id),
     Thread(ThreadId),
 }
 
-impl Holder {
+impl Caller {
     /// The task (or, outside any task, the thread) running now.
     pub(crate) fn current() -> Self {
         match tokio::task::try_id() {
@@ -34,38 +29,10 @@ impl Holder {
     }
 }
 
-/// The outermost guard of a task on a lock key, as a nested guard shares it: the lease,
-/// the mode and fencing token it was acquired with, and its liveness.
-#[derive(Clone)]
-pub(crate) struct OuterGuard {
-    pub(crate) lease: Arc<dyn AnyLease>,
-    pub(crate) mode: Mode,
-    pub(crate) fencing_token: u64,
-    pub(crate) liveness: Arc<Liveness>,
-}
-
-impl OuterGuard {
-    /// Whether its lock may still be held: its token has not fired and its deadline has
-    /// not passed. Looks only; fires nothing.
-    fn live(&self) -> bool {
-        !self.liveness.is_fired() && Instant::now() < self.liveness.deadline()
-    }
-}
-
-impl fmt::Debug for OuterGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OuterGuard")
-            .field("key", &self.lease.key())
-            .field("id", &self.lease.id())
-            .field("mode", &self.mode)
-            .finish_non_exhaustive()
-    }
-}
-
 /// The registry's entry for one outer guard.
 #[derive(Debug)]
 struct Entry {
-    outer: OuterGuard,
+    outer: Acquisition,
     /// Which registration made it, so that an older guard going does not remove the
     /// entry of a newer one.
     serial: u64,
@@ -79,14 +46,14 @@ struct Entry {
 /// is locked for a lookup or an update only, never across an await.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    entries: Mutex<HashMap<(String, Holder), Entry>>,
+    entries: Mutex<HashMap<(String, Caller), Entry>>,
     serial: AtomicU64,
 }
 
 impl Registry {
-    /// The live outermost guard `holder` holds on `key`, if any; `key` is handed back.
-    pub(crate) fn find(&self, key: String, holder: Holder) -> (String, Option<OuterGuard>) {
-        let probe = (key, holder);
+    /// The live outermost guard `caller` holds on `key`, if any; `key` is handed back.
+    pub(crate) fn find(&self, key: String, caller: Caller) -> (String, Option<Acquisition>) {
+        let probe = (key, caller);
         let mut entries = self.lock();
         let found = match entries.get(&probe) {
             Some(entry) if entry.outer.live() => Some(entry.outer.clone()),
@@ -100,26 +67,26 @@ impl Registry {
         (probe.0, found)
     }
 
-    /// Records `outer` as the guard `holder` holds on `key`, replacing an older entry; the
+    /// Records `outer` as the guard `caller` holds on `key`, replacing an older entry; the
     /// returned registration removes it when dropped.
     pub(crate) fn register(
         self: &Arc<Self>,
         key: String,
-        holder: Holder,
-        outer: OuterGuard,
+        caller: Caller,
+        outer: Acquisition,
     ) -> Registration {
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         self.lock()
-            .insert((key.clone(), holder), Entry { outer, serial });
+            .insert((key.clone(), caller), Entry { outer, serial });
         Registration {
             registry: Arc::downgrade(self),
             key,
-            holder,
+            caller,
             serial,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<(String, Holder), Entry>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(String, Caller), Entry>> {
         util::lock(&self.entries)
     }
 
@@ -135,7 +102,7 @@ impl Registry {
 pub(crate) struct Registration {
     registry: Weak<Registry>,
     key: String,
-    holder: Holder,
+    caller: Caller,
     serial: u64,
 }
 
@@ -144,7 +111,7 @@ impl Drop for Registration {
         let Some(registry) = self.registry.upgrade() else {
             return;
         };
-        let probe = (std::mem::take(&mut self.key), self.holder);
+        let probe = (std::mem::take(&mut self.key), self.caller);
         let mut entries = registry.lock();
         if entries
             .get(&probe)
@@ -159,7 +126,12 @@ impl Drop for Registration {
 mod tests {
     use std::time::Duration;
 
+    use tokio::time::Instant;
+
     use super::*;
+    use crate::lease::liveness::Liveness;
+    use crate::lease::AnyLease;
+    use crate::mode::Mode;
 
     struct Fake;
 
@@ -203,8 +175,8 @@ mod tests {
         }
     }
 
-    fn outer(liveness: &Arc<Liveness>) -> OuterGuard {
-        OuterGuard {
+    fn outer(liveness: &Arc<Liveness>) -> Acquisition {
+        Acquisition {
             lease: Arc::new(Fake),
             mode: Mode::Write,
             fencing_token: 7,
@@ -225,7 +197,7 @@ mod tests {
     #[tokio::test]
     async fn entries_go_with_their_registration_and_never_take_a_newer_one_along() {
         let registry = Arc::new(Registry::default());
-        let me = Holder::current();
+        let me = Caller::current();
         let (old, new) = (liveness(), liveness());
         let first = registry.register("k".into(), me, outer(&old));
         assert!(registry.find("k".into(), me).1.is_some());
@@ -233,7 +205,7 @@ mod tests {
             registry.find("other".into(), me).1.is_none(),
             "keyed by lock key"
         );
-        let elsewhere = std::thread::spawn(Holder::current).join().unwrap();
+        let elsewhere = std::thread::spawn(Caller::current).join().unwrap();
         assert!(
             registry.find("k".into(), elsewhere).1.is_none(),
             "keyed by holder"
@@ -258,10 +230,10 @@ mod tests {
             .build()
             .unwrap();
         let (outside, inside) = runtime.block_on(async {
-            let inside = tokio::spawn(async { Holder::current() });
-            (Holder::current(), inside.await.unwrap())
+            let inside = tokio::spawn(async { Caller::current() });
+            (Caller::current(), inside.await.unwrap())
         });
-        assert!(matches!(outside, Holder::Thread(id) if id == std::thread::current().id()));
-        assert!(matches!(inside, Holder::Task(_)), "{inside:?}");
+        assert!(matches!(outside, Caller::Thread(id) if id == std::thread::current().id()));
+        assert!(matches!(inside, Caller::Task(_)), "{inside:?}");
     }
 }

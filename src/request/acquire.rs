@@ -9,8 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::granted::{grant, Granted};
 use super::{AcquireFuture, Request};
-use crate::acquire::Patience;
 use crate::error::Error;
+use crate::wait::Patience;
 
 /// A request to wait for a lock, from [`RwMutex::write`](crate::RwMutex::write) (`G` =
 /// [`WriteGuard`](crate::WriteGuard)) or [`RwMutex::read`](crate::RwMutex::read) (`G` =

@@ -1,8 +1,9 @@
 //! The requests that `write`, `read`, `try_write`, `try_read`, `acquire` and
 //! `try_acquire` return: options, then await. A request checks its options and key and
-//! hands them to the handle's refresher ([`AnyRefresher`](crate::shared::AnyRefresher)),
-//! which makes the lease on its backend, runs the engine and makes the guard; on a reentrant mutex it first
-//! looks for a lock its task holds.
+//! hands them to the handle's [`Engine`](crate::engine::Engine), which makes the lease on
+//! its backend, waits for the lock and has the refresher keep it; the request makes the
+//! guard of what the engine took. On a reentrant mutex it first looks for a lock its
+//! task holds.
 
 mod acquire;
 mod granted;
@@ -21,14 +22,14 @@ use tracing::{Instrument, Span};
 pub use self::acquire::Acquire;
 pub use self::granted::Granted;
 pub use self::try_acquire::TryAcquire;
-use crate::acquire::Patience;
+use crate::engine::{CheckedRequest, Shared};
 use crate::error::Error;
 use crate::guard::AnyGuard;
 use crate::mode::Kind;
 use crate::observe::Outcome;
 use crate::protocol::id::Id;
 use crate::protocol::keys::lock_key;
-use crate::shared::{CheckedRequest, Shared};
+use crate::wait::Patience;
 
 /// The future of an [`Acquire`]: a [`WriteGuard`](crate::WriteGuard), a
 /// [`ReadGuard`](crate::ReadGuard) or a semaphore's [`Permit`](crate::Permit), as `G`
@@ -88,7 +89,7 @@ impl<C> Request<C> {
             let run = reentrant::run(self, patience, &span);
             run.instrument(span.clone()).await
         } else {
-            let run = self.acquire(patience, &span);
+            let run = self.take_new(patience, &span);
             run.instrument(span.clone()).await
         };
         let outcome = match &result {
@@ -109,8 +110,8 @@ impl<C> Request<C> {
     }
 
     /// Checks the options and the key, then takes a new lock under a fresh id through
-    /// the handle's refresher and its backend; the key and the id go in `span`.
-    pub(super) async fn acquire(
+    /// the handle's engine; the key and the id go in `span`.
+    pub(super) async fn take_new(
         self,
         patience: Patience,
         span: &Span,
@@ -138,7 +139,8 @@ impl<C> Request<C> {
             parent: self.parent,
             patience,
         };
-        Arc::clone(&shared.refresher).acquire(checked).await
+        let taken = shared.engine.acquire(checked).await?;
+        Ok(taken.map(AnyGuard::owner))
     }
 }
 

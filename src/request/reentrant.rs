@@ -7,15 +7,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
 use super::Request;
-use crate::acquire::Patience;
 use crate::error::Error;
 use crate::guard::AnyGuard;
-use crate::lease::registry::Holder;
+use crate::lease::registry::Caller;
 use crate::mode::{Kind, Mode};
 use crate::spawner::Spawner;
+use crate::wait::Patience;
 
 /// A nested guard when the running task holds a live lock on the request's key (an error
-/// for a write inside a read), else [`Request::acquire`], recording the guard it gives.
+/// for a write inside a read), else [`Request::take_new`], recording the guard it gives.
 /// A nested guard's key and id (the outer guard's) go in `span`.
 pub(super) async fn run<C>(
     request: Request<C>,
@@ -23,7 +23,7 @@ pub(super) async fn run<C>(
     span: &Span,
 ) -> Result<Option<AnyGuard>, Error> {
     let registry = Arc::clone(&request.shared.registry);
-    let (key, outer) = registry.find(request.lock_key(), Holder::current());
+    let (key, outer) = registry.find(request.lock_key(), Caller::current());
     if let Some(outer) = outer {
         span.record("key", key.as_str());
         span.record("id", outer.lease.id());
@@ -45,11 +45,11 @@ pub(super) async fn run<C>(
             spawner,
         )));
     }
-    let Some(mut guard) = request.acquire(patience, span).await? else {
+    let Some(mut guard) = request.take_new(patience, span).await? else {
         return Ok(None);
     };
     // The task that completed the request: the one that awaited it.
-    let registration = registry.register(key, Holder::current(), guard.as_outer());
+    let registration = registry.register(key, Caller::current(), guard.as_outer());
     guard.registered(registration);
     Ok(Some(guard))
 }

@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::granted::{grant, Granted};
 use super::{Request, TryAcquireFuture};
-use crate::acquire::Patience;
 use crate::error::Error;
+use crate::wait::Patience;
 
 /// A single attempt at a lock, from [`RwMutex::try_write`](crate::RwMutex::try_write)
 /// (`G` = [`WriteGuard`](crate::WriteGuard)) or

@@ -40,8 +40,8 @@ pub(crate) struct Context {
 /// What the wait loop does next.
 #[derive(Debug)]
 pub(crate) enum Next {
-    /// Acquired with this fencing token: make a guard.
-    Acquired(u64),
+    /// Taken, with this fencing token: the wait is over.
+    Taken(u64),
     /// Attempt again at once.
     Attempt,
     /// Join this process's queue for the lock, subscribe, then attempt again at once, since
@@ -71,7 +71,7 @@ pub(crate) fn decide(reply: Reply, context: Context) -> Next {
         Reply::Failed(err) => return Next::Fail(err),
     };
     match attempt {
-        (Attempt::Acquired(token), true) => Next::Acquired(token),
+        (Attempt::Acquired(token), true) => Next::Taken(token),
         // Taken too late to be valid: the next attempt, under the same id, renews it if it
         // is still ours. A try gets one immediate retry; a wait backs off.
         (Attempt::Acquired(_), false) if context.waits => Next::Sleep(BACKOFF_MIN),
@@ -113,7 +113,7 @@ mod tests {
     impl PartialEq for Next {
         fn eq(&self, other: &Self) -> bool {
             match (self, other) {
-                (Next::Acquired(a), Next::Acquired(b)) => a == b,
+                (Next::Taken(a), Next::Taken(b)) => a == b,
                 (Next::Sleep(a), Next::Sleep(b)) => a == b,
                 (Next::Fail(a), Next::Fail(b)) => a.to_string() == b.to_string(),
                 _ => std::mem::discriminant(self) == std::mem::discriminant(other),
@@ -150,7 +150,7 @@ mod tests {
     fn a_token_in_time_is_a_guard_and_a_late_one_is_tried_again() {
         assert_eq!(
             decide(answered(Attempt::Acquired(7)), TRIES),
-            Next::Acquired(7)
+            Next::Taken(7)
         );
         assert_eq!(decide(late(), WAITS), Next::Sleep(BACKOFF_MIN));
         let first = Context {

@@ -1,6 +1,8 @@
-//! Who leads the election on a handle's lock: read through the handle's backend.
+//! [`Engine::leader`](super::Engine::leader): who leads the election on a handle's lock,
+//! read through the handle's backend.
 
 use super::Shared;
+use crate::backend::Backend;
 use crate::error::Error;
 use crate::protocol::calls::{Call, NodeOrder, Queueing};
 use crate::protocol::id::Id;
@@ -21,9 +23,14 @@ impl<C> Shared<C> {
             queue: Queueing::Off,
             node_order: NodeOrder::default(),
         };
-        let reading = std::sync::Arc::clone(&self.refresher).leader(call);
+        let reading = self.engine.leader(call);
         tokio::time::timeout(settings.ttl, reading)
             .await
             .unwrap_or(Err(Error::Timeout))
     }
+}
+
+/// Reads the leader at `call`'s lock key through `backend`.
+pub(super) async fn on<B: Backend>(backend: &B, call: Call) -> Result<LeaderRead, Error> {
+    backend.leader(&call).await
 }

@@ -5,8 +5,6 @@
 //! [`RwMutex::force_unlock`]: crate::RwMutex::force_unlock
 //! [`Semaphore::force_unlock`]: crate::Semaphore::force_unlock
 
-use std::sync::Arc;
-
 use super::Shared;
 use crate::backend::Backend;
 use crate::error::Error;
@@ -30,7 +28,7 @@ impl<C> Shared<C> {
             queue: Queueing::Off,
             node_order: NodeOrder::default(),
         };
-        let forcing = Arc::clone(&self.refresher).force_unlock(call);
+        let forcing = self.engine.force_unlock(call);
         tokio::time::timeout(settings.ttl, forcing)
             .await
             .unwrap_or(Err(Error::Timeout))
@@ -39,7 +37,7 @@ impl<C> Shared<C> {
 
 /// Sends `call`'s forced release through `backend`; when it was published, wakes this
 /// process's waiters on the lock now, as a release made here does.
-pub(super) async fn force_on<B: Backend>(backend: Arc<B>, call: Call) -> Result<bool, Error> {
+pub(super) async fn on<B: Backend>(backend: &B, call: Call) -> Result<bool, Error> {
     let forced = backend.force_unlock(&call).await?;
     if forced.published {
         if let Some(hub) = backend.hub() {

@@ -1,4 +1,4 @@
-//! The inspection of one of a handle's locks.
+//! [`Engine::inspect`](super::Engine::inspect): the inspection of one of a handle's locks.
 
 use super::Shared;
 use crate::error::Error;
@@ -12,7 +12,7 @@ impl<C> Shared<C> {
         self.check_settings()?;
         // The queue's keys always: a handle that is not fair may inspect a fair one's lock.
         let keys = self.settings.keys_of(Some(key), true)?;
-        let inspecting = self.refresher.inspect(&keys, form);
+        let inspecting = self.engine.inspect(&keys, form);
         match tokio::time::timeout(self.settings.ttl, inspecting).await {
             Ok(state) => state,
             Err(_) => Err(Error::Timeout),

@@ -1,7 +1,8 @@
-//! The engine: one request for a lock or a permit in, an acquisition out. It sends the
-//! attempts through the lease's [`Backend`], waits between them (woken by the hub, or
-//! polling), and on every way out leaves nothing behind in Redis ([`Cleanup`]). It never
-//! builds a guard: the caller makes one of the [`Acquired`] lease.
+//! The wait: one lease to take in, the lock [`Taken`] (or not, for one attempt) out. It
+//! sends the attempts through the lease's [`Backend`], waits between them (woken by the
+//! hub, or polling), and on every way out leaves nothing behind in Redis ([`Cleanup`]).
+//! The engine ([`crate::engine`]) runs it for each request and hands what it took to the
+//! refresher.
 
 mod cleanup;
 mod interrupt;
@@ -69,7 +70,7 @@ pub(crate) struct LeaseRequest<'a, B> {
 
 /// A lock taken by a request sent at `sent`, with its fencing token.
 #[derive(Debug)]
-pub(crate) struct Acquired<B> {
+pub(crate) struct Taken<B> {
     pub(crate) lease: Arc<Lease<B>>,
     pub(crate) sent: Instant,
     pub(crate) token: u64,
@@ -85,7 +86,7 @@ pub(crate) struct Acquired<B> {
 /// background task ([`Cleanup`]).
 pub(crate) async fn run<B: Backend>(
     request: LeaseRequest<'_, B>,
-) -> Result<Option<Acquired<B>>, Error> {
+) -> Result<Option<Taken<B>>, Error> {
     let deadline = match request.patience {
         Patience::Wait(Some(timeout)) => Instant::now().checked_add(timeout),
         _ => None,
@@ -153,12 +154,12 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
         }
     }
 
-    async fn run(&mut self) -> Result<Option<Acquired<B>>, Error> {
+    async fn run(&mut self) -> Result<Option<Taken<B>>, Error> {
         let mut next = self.start();
         loop {
             next = match next {
                 Next::Attempt => self.attempt().await,
-                Next::Acquired(token) => return Ok(Some(self.acquired(token))),
+                Next::Taken(token) => return Ok(Some(self.taken(token))),
                 Next::Unavailable => return Ok(None),
                 Next::Fail(err) => return Err(err),
                 Next::Subscribe => {
@@ -374,11 +375,11 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
 
     /// The request took the lock with `token`: leave the local queue without waking
     /// anyone (the next waiters are woken when this holder releases).
-    fn acquired(&mut self, token: u64) -> Acquired<B> {
+    fn taken(&mut self, token: u64) -> Taken<B> {
         if let Some(waiter) = self.waiter.take() {
             waiter.acquired();
         }
-        Acquired {
+        Taken {
             lease: Arc::clone(&self.request.lease),
             sent: self.sent,
             token,

@@ -1,20 +1,12 @@
-//! What a mutex or a semaphore handle shares with each of its requests, and the
-//! refresher of its locks it holds, seen without its backend's type ([`AnyRefresher`]).
-
-mod any_refresher;
-mod deployment;
-mod force;
-mod inspect;
-mod leader;
+//! [`Shared`]: what a mutex or a semaphore handle shares with each of its requests,
+//! its [`Engine`] among them.
 
 use std::fmt;
 use std::sync::Arc;
 
 use redis::aio::ConnectionLike;
 
-pub(crate) use any_refresher::{AnyRefresher, CheckedRequest};
-pub use deployment::Deployment;
-
+use super::{BackendEngine, Engine};
 use crate::backend::{Direct, Majority, Quorum};
 use crate::error::Error;
 use crate::lease::refresher::Refresher;
@@ -30,9 +22,9 @@ pub(crate) struct Shared<C> {
     /// The connection as the user gave it, for
     /// [`RwMutex::connection`](crate::RwMutex::connection).
     pub(crate) conn: C,
-    /// Where every request of the handle takes its lock, through the handle's backend,
-    /// and which keeps it.
-    pub(crate) refresher: Arc<dyn AnyRefresher>,
+    /// Where every operation of the handle runs, through the handle's backend; its
+    /// refresher keeps the handle's locks.
+    pub(crate) engine: Box<dyn Engine>,
     pub(crate) settings: Settings,
     pub(crate) fences: Fences,
     /// Which task holds which lock, for [`Builder::reentrant`](crate::Builder::reentrant);
@@ -45,17 +37,17 @@ pub(crate) struct Shared<C> {
 }
 
 impl<C> Shared<C> {
-    /// What a handle made with `settings` on `conn` shares, taking its locks through
-    /// `refresher`'s backend and counting them in `meters`.
+    /// What a handle made with `settings` on `conn` shares, running its operations on
+    /// `engine` and counting them in `meters`.
     pub(crate) fn new(
         conn: C,
         settings: Settings,
-        refresher: Arc<dyn AnyRefresher>,
+        engine: Box<dyn Engine>,
         meters: Meters,
     ) -> Self {
         Self {
             conn,
-            refresher,
+            engine,
             meters,
             settings_valid: settings.check().is_ok(),
             settings,
@@ -96,7 +88,12 @@ where
             meters.clone(),
         )
         .with_max_hold(settings.max_hold);
-        Self::new(conn, settings, Arc::new(refresher), meters)
+        Self::new(
+            conn,
+            settings,
+            Box::new(BackendEngine::new(refresher)),
+            meters,
+        )
     }
 }
 
@@ -121,7 +118,12 @@ where
             meters.clone(),
         )
         .with_max_hold(settings.max_hold);
-        Self::new(quorum, settings, Arc::new(refresher), meters)
+        Self::new(
+            quorum,
+            settings,
+            Box::new(BackendEngine::new(refresher)),
+            meters,
+        )
     }
 }
 
