@@ -1,13 +1,13 @@
 //! The seam between the engine and Redis: every acquire attempt, refresh, release and
 //! downgrade goes through one [`Backend`], and so does the choice of the channel a waiter
-//! waits on. The wait loop ([`acquire`](crate::wait)), the refresh task and the
+//! waits on. The wait loop ([`wait`](crate::wait)), the refresh task and the
 //! release know only this trait; [`Direct`] implements it on one connection
 //! (`direct.rs`), to one server, a Redis Cluster or one node of a quorum as its
 //! [`Topology`](crate::protocol::topology::Topology) says, and [`Majority`] over a
 //! quorum of such nodes (`quorum/`).
-//! A handle holds the refresher of its backend's locks as an `AnyRefresher`
-//! (`shared/any_refresher.rs`), which hides the backend's type, so a new implementation
-//! needs only a constructor that hands its refresher to `Shared::new`.
+//! A handle holds its engine (`engine/`: a `BackendEngine` over the backend's refresher)
+//! as a trait object, which hides the backend's type, so a new implementation needs only
+//! a constructor that hands its engine to `Shared::new`.
 //!
 //! # What an implementation guarantees
 //!

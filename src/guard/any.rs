@@ -1,4 +1,4 @@
-//! [`AnyGuard`]: what every guard is made of, one acquisition the engine returned and the
+//! [`AnyGuard`]: what every guard is made of, one [`Acquisition`] the engine returned and the
 //! lease layer keeps alive; the typed guards ([`WriteGuard`](super::WriteGuard),
 //! [`ReadGuard`](super::ReadGuard), [`Permit`](super::Permit)) each wrap one.
 
