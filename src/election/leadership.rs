@@ -1,19 +1,15 @@
 //! [`Leadership`]: the guard of a leader's lock, with the record it published.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Mutex;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::Error;
-use crate::guard::{Proclaimer, WriteGuard};
+use crate::guard::{guard_methods, Proclaimer, WriteGuard};
 use crate::protocol::leader::record;
-use crate::reason::CancelReason;
 use crate::spawner::Spawner;
 
 /// How a leader keeps its record alive: written again every `every` (half its `PX`, the
@@ -35,12 +31,15 @@ pub(crate) struct Keeping {
 /// [`cancelled`](Self::cancelled), check [`is_cancelled`](Self::is_cancelled) right before
 /// each write, and send the term ([`fencing_token`](Self::fencing_token)) with every
 /// write so that the resource refuses a former leader's (see the
-/// [election guide](crate::guide::election)).
+/// [election guide](crate::guide::election)). Its accessors are its guard's, forwarded by
+/// the same names: [`key`](Self::key), [`id`](Self::id),
+/// [`acquired_at`](Self::acquired_at), [`refreshes`](Self::refreshes) and the rest.
 ///
 /// Dropping it resigns in the background: the lock is released as a dropped guard's is
 /// (waiting candidates are woken at once with a notifier) and observers see the change.
 /// [`resign`](Self::resign) does it and waits for the answer.
 #[must_use = "dropping the leadership resigns at once"]
+#[clippy::has_significant_drop]
 pub struct Leadership {
     guard: WriteGuard,
     /// The record as last written; held while a write is in flight, so that writes of
@@ -83,7 +82,8 @@ impl Leadership {
     ///
     /// [`Error::NotHeld`] when this candidate no longer leads (the cancellation token has
     /// fired, its validity has ended, or the server found the lock not its own: the
-    /// cancellation token then fires with [`CancelReason::Lost`]); nothing was written. [`Error::Timeout`] when no
+    /// cancellation token then fires with [`CancelReason::Lost`](crate::CancelReason::Lost));
+    /// nothing was written. [`Error::Timeout`] when no
     /// answer came within the validity; [`Error::NotReplicated`] with
     /// [replicas](crate::Builder::replicas) when too few acknowledged it;
     /// [`Error::NoQuorum`] over a quorum when too few nodes answered;
@@ -122,48 +122,7 @@ impl Leadership {
         self.guard.unlock().await
     }
 
-    /// The leader's term: the fencing token its lock was taken with, strictly larger for
-    /// every new leader of the election. Send it with every write the leader makes, so
-    /// that the resource refuses a former leader's (see the [fencing
-    /// guide](crate::guide::fencing)).
-    pub fn fencing_token(&self) -> u64 {
-        self.guard.fencing_token()
-    }
-
-    /// The cancellation token that fires when the leadership ends; see
-    /// [`Guard::cancellation_token`](crate::Guard::cancellation_token). Cancelling it
-    /// resigns.
-    pub fn cancellation_token(&self) -> &CancellationToken {
-        self.guard.cancellation_token()
-    }
-
-    /// Completes when the leadership ends; see [`Guard::cancelled`](crate::Guard::cancelled).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future has no effect on the leadership.
-    pub fn cancelled(&self) -> impl Future<Output = ()> + Send + '_ {
-        self.guard.cancelled()
-    }
-
-    /// Whether this candidate must be taken as no longer leading; see
-    /// [`Guard::is_cancelled`](crate::Guard::is_cancelled). Call it right before each
-    /// write the leader makes.
-    pub fn is_cancelled(&self) -> bool {
-        self.guard.is_cancelled()
-    }
-
-    /// Why the leadership ended, or `None` while it has not; see
-    /// [`Guard::cancel_reason`](crate::Guard::cancel_reason).
-    pub fn cancel_reason(&self) -> Option<CancelReason> {
-        self.guard.cancel_reason()
-    }
-
-    /// Until when this candidate surely leads (unless the cancellation token has fired for
-    /// another reason); see [`Guard::valid_until`](crate::Guard::valid_until).
-    pub fn valid_until(&self) -> Instant {
-        self.guard.valid_until()
-    }
+    guard_methods!("leader's lock", guard);
 
     /// The guard of the leader's lock: for [`WriteGuard::exec`] (writes that run only
     /// while this candidate still leads) and the lock's details.

@@ -208,61 +208,67 @@ macro_rules! impl_guard {
 
 pub(super) use impl_guard;
 
-/// The methods every guard type has of its own (the [`Guard`] trait's, by the same
-/// names), for a type whose field `inner` is its [`AnyGuard`](super::AnyGuard); `$what` names what
-/// it holds ("lock" or "permit") in their docs. Expands inside the type's `impl` block.
+/// The methods every guard type has of its own (the [`Guard`] trait's but `unlock`, by the
+/// same names), each forwarded to the type's field `$field` (`inner` when not given): its
+/// [`AnyGuard`](super::AnyGuard), or for a [`Leadership`](crate::Leadership) its
+/// [`WriteGuard`](crate::WriteGuard). `$what` names what it holds ("lock", "permit",
+/// "leader's lock") in their docs, which are written here once. Expands inside the
+/// type's `impl` block.
 macro_rules! guard_methods {
     ($what:literal) => {
+        guard_methods!($what, inner);
+    };
+    ($what:literal, $field:ident) => {
         #[doc = concat!("The Redis key this ", $what, " is held at: `<name>` or `<name>:<key>`; see [`Guard::key`](crate::Guard::key).")]
         pub fn key(&self) -> &str {
-            self.inner.key()
+            self.$field.key()
         }
 
         #[doc = concat!("This ", $what, "'s id: 32 lowercase hex characters from 16 CSPRNG bytes; see [`Guard::id`](crate::Guard::id).")]
         pub fn id(&self) -> &str {
-            self.inner.id()
+            self.$field.id()
         }
 
         #[doc = concat!("This acquisition's fencing token: strictly larger than the token of every earlier acquisition of the same key. Send it with every write to the protected resource, which refuses a token smaller than the largest it has accepted; see [`Guard::fencing_token`](crate::Guard::fencing_token) and the [fencing guide](crate::guide::fencing).")]
         pub fn fencing_token(&self) -> u64 {
-            self.inner.fencing_token()
+            self.$field.fencing_token()
         }
 
         #[doc = concat!("The cancellation token that fires when the ", $what, " is released, lost or cancelled; cancelling it releases the ", $what, ". See [`Guard::cancellation_token`](crate::Guard::cancellation_token).")]
         pub fn cancellation_token(&self) -> &::tokio_util::sync::CancellationToken {
-            self.inner.cancellation_token()
+            self.$field.cancellation_token()
         }
 
         #[doc = concat!("Completes when the cancellation token fires or the validity deadline passes, whichever is first; see [`Guard::cancelled`](crate::Guard::cancelled).\n\n# Cancel safety\n\nCancel safe: dropping the future has no effect on the ", $what, ".")]
         pub fn cancelled(&self) -> impl ::std::future::Future<Output = ()> + Send + '_ {
-            self.inner.cancelled()
+            self.$field.cancelled()
         }
 
         #[doc = concat!("Whether the ", $what, " must be taken as not held: the cancellation token has fired, or the validity deadline has passed (which fires it with [`CancelReason::Expired`](crate::CancelReason::Expired) now). Call it right before each write the ", $what, " protects; see [`Guard::is_cancelled`](crate::Guard::is_cancelled).")]
         pub fn is_cancelled(&self) -> bool {
-            self.inner.is_cancelled()
+            self.$field.is_cancelled()
         }
 
         #[doc = "Why the cancellation token fired, or `None` while it has not; see [`Guard::cancel_reason`](crate::Guard::cancel_reason)."]
         pub fn cancel_reason(&self) -> Option<$crate::CancelReason> {
-            self.inner.cancel_reason()
+            self.$field.cancel_reason()
         }
 
         #[doc = concat!("The validity deadline: the send time of the last successful acquire or refresh plus the TTL minus the Redlock drift margin (1% of the TTL + 2 ms). Until then the ", $what, " is surely held unless the cancellation token has fired; see [`Guard::valid_until`](crate::Guard::valid_until).")]
         pub fn valid_until(&self) -> ::tokio::time::Instant {
-            self.inner.valid_until()
+            self.$field.valid_until()
         }
 
         #[doc = concat!("When this ", $what, " was acquired: the moment its request completed, by the system clock; see [`Guard::acquired_at`](crate::Guard::acquired_at).")]
         pub fn acquired_at(&self) -> ::std::time::SystemTime {
-            self.inner.acquired_at()
+            self.$field.acquired_at()
         }
 
         #[doc = concat!("How many times the ", $what, "'s TTL has been renewed since it was acquired, one per successful refresh; see [`Guard::refreshes`](crate::Guard::refreshes).")]
         pub fn refreshes(&self) -> u64 {
-            self.inner.refreshes()
+            self.$field.refreshes()
         }
     };
 }
 
-pub(super) use guard_methods;
+pub(crate) use guard_methods;

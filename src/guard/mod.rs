@@ -17,6 +17,7 @@ mod sizes;
 mod write;
 
 pub(crate) use any::AnyGuard;
+pub(crate) use common::guard_methods;
 pub use common::Guard;
 pub use permit::Permit;
 pub(crate) use proclaim::Proclaimer;

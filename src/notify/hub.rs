@@ -1,27 +1,29 @@
 //! One process's subscriber connections and the waiters they wake.
 //!
-//! A [`Hub`] keeps a queue of local waiters per release channel, in arrival order, and
-//! one Pub/Sub connection per node (one for a server or a cluster, one per node of a
-//! quorum) subscribed to exactly the channels that have waiters. A
-//! release (a message on the channel, or a release made in this process) wakes the
-//! first waiter if it is a writer, or every waiting reader if a reader is first, so one
-//! release sets off one script per process (or one per reader, who then share the lock).
-//! A lost connection wakes every waiter, since a release may have been missed.
+//! A [`Hub`] keeps a queue of local waiters per release channel, in arrival order (a
+//! [`Queue`], which decides whom a release wakes), and one Pub/Sub connection per node
+//! (one for a server or a cluster, one per node of a quorum) subscribed to exactly the
+//! channels that have waiters. A release (a message on the channel, or a release made in
+//! this process) wakes the first waiter if it is a writer, or every waiting reader if a
+//! reader is first, so one release sets off one script per process (or one per reader,
+//! who then share the lock). A lost connection wakes every waiter, since a release may
+//! have been missed. A [`Waiter`] leaves its queue through the [`Queues`] trait, so it
+//! knows no hub.
 
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::{self, Write as _};
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::queue::{Left, Queue, Slot};
 use super::silence::Silence;
 use super::subscriber::{run, Listener, Source};
-use super::waiter::Waiter;
+use super::waiter::{Queues, Waiter};
 use crate::mode::Mode;
 use crate::protocol::id::Id;
 use crate::protocol::keys::{lock_of_channel, Keys};
@@ -43,7 +45,7 @@ pub(crate) struct Hub {
     /// waiters: one, or a majority of a quorum's nodes (which shares a node with the
     /// majority any holder holds).
     needed: usize,
-    pub(super) state: Mutex<State>,
+    state: Mutex<State>,
     /// The lock keys whose locks were seen released without a message.
     silence: Silence,
     /// Stops the connection task when the last handle goes.
@@ -52,8 +54,8 @@ pub(crate) struct Hub {
 }
 
 #[derive(Default)]
-pub(super) struct State {
-    pub(super) channels: HashMap<ChannelName, Channel>,
+struct State {
+    channels: HashMap<ChannelName, Channel>,
     /// The connection tasks, one per node, once started.
     tasks: Vec<JoinHandle<()>>,
 }
@@ -68,7 +70,7 @@ impl State {
 /// A release channel with waiters, as the key of its queue: the keys of the lock that its
 /// first waiter joined for, so that a queue costs no allocation for its name. It is found
 /// by its lock key (the channel is `<lock key>:released`).
-pub(super) struct ChannelName(Keys);
+struct ChannelName(Keys);
 
 impl ChannelName {
     fn lock_key(&self) -> &str {
@@ -106,10 +108,9 @@ struct NodeListener {
     changed: Arc<Notify>,
 }
 
-/// The waiters on one release channel.
-pub(super) struct Channel {
-    /// In arrival order.
-    pub(super) waiters: VecDeque<Arc<Slot>>,
+/// The waiters on one release channel, and its subscription.
+struct Channel {
+    waiters: Queue,
     /// Whether enough nodes' connections are subscribed to the channel now.
     subscribed: watch::Sender<bool>,
     /// Which nodes' connections have confirmed their subscription.
@@ -121,7 +122,7 @@ pub(super) struct Channel {
 impl Channel {
     fn new(nodes: usize) -> Self {
         Self {
-            waiters: VecDeque::new(),
+            waiters: Queue::default(),
             subscribed: watch::Sender::new(false),
             confirmed: vec![false; nodes],
             echoes: VecDeque::new(),
@@ -143,41 +144,12 @@ impl Channel {
         self.confirmed.iter().filter(|on| **on).count()
     }
 
-    /// Wakes the first waiter if it is a writer, or every waiting reader if a reader is
-    /// first: readers share the lock, writers take it one at a time.
-    pub(super) fn wake_next(&self) {
-        match self.waiters.front() {
-            Some(first) if first.mode == Mode::Write => first.wake(),
-            Some(_) => self
-                .waiters
-                .iter()
-                .filter(|slot| slot.mode == Mode::Read)
-                .for_each(|slot| slot.wake()),
-            None => {}
-        }
-    }
-
     /// Node `node`'s connection is not subscribed any more, and a release may have gone
     /// unheard: every waiter looks again.
     fn forget_subscription(&mut self, node: usize, needed: usize) {
         self.confirm(node, false, needed);
         self.echoes.clear();
-        self.waiters.iter().for_each(|slot| slot.wake());
-    }
-}
-
-/// One waiting request.
-pub(super) struct Slot {
-    pub(super) mode: Mode,
-    /// Set by a wake-up, cleared before each attempt.
-    pub(super) woken: AtomicBool,
-    pub(super) notify: Notify,
-}
-
-impl Slot {
-    fn wake(&self) {
-        self.woken.store(true, Ordering::Release);
-        self.notify.notify_waiters();
+        self.waiters.wake_all();
     }
 }
 
@@ -272,7 +244,7 @@ impl Hub {
     }
 
     /// Tells every connection task that the channels with waiters changed.
-    pub(super) fn changed(&self) {
+    fn changed(&self) {
         for node in &self.nodes {
             node.changed.notify_one();
         }
@@ -291,11 +263,6 @@ impl Hub {
     /// waits on it yet. Must be called within a Tokio runtime: it starts the connection
     /// task if needed.
     pub(crate) fn join(self: &Arc<Self>, keys: &Keys, mode: Mode) -> Waiter {
-        let slot = Arc::new(Slot {
-            mode,
-            woken: AtomicBool::new(false),
-            notify: Notify::new(),
-        });
         let mut state = lock(&self.state);
         if state.tasks.is_empty() || state.tasks.iter().any(JoinHandle::is_finished) {
             // First use, or the runtime that ran the tasks has shut down.
@@ -313,10 +280,10 @@ impl Hub {
                 self.changed();
                 Channel::new(self.nodes.len())
             });
-        entry.waiters.push_back(Arc::clone(&slot));
+        let slot = entry.waiters.join(mode);
         let subscribed = entry.subscribed.subscribe();
         drop(state);
-        Waiter::new(Arc::clone(self), keys.clone(), slot, subscribed)
+        Waiter::new(Arc::<Self>::clone(self), keys.clone(), slot, subscribed)
     }
 
     /// Where each node's subscriber connection goes, for a [`ChannelWatch`] of its own.
@@ -353,7 +320,7 @@ impl Hub {
                 }
                 channel.echoes.push_back(*id);
             }
-            channel.wake_next();
+            channel.waiters.wake_next();
         }
     }
 
@@ -364,7 +331,7 @@ impl Hub {
                 channel.echoes.remove(at);
                 return;
             }
-            channel.wake_next();
+            channel.waiters.wake_next();
         }
     }
 
@@ -421,6 +388,19 @@ impl Hub {
     fn dropped(&self, node: usize, channel: &str) {
         if let Some(channel) = lock(&self.state).on_channel(channel) {
             channel.forget_subscription(node, self.needed);
+        }
+    }
+}
+
+impl Queues for Hub {
+    fn leave(&self, lock_key: &str, slot: &Arc<Slot>, acquired: bool) {
+        let mut state = lock(&self.state);
+        let Some(channel) = state.channels.get_mut(lock_key) else {
+            return;
+        };
+        if channel.waiters.leave(slot, acquired) == Left::Empty {
+            state.channels.remove(lock_key);
+            self.changed();
         }
     }
 }

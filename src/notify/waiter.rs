@@ -1,20 +1,27 @@
 //! A request's place in the queue of this process's waiters on one release channel.
 
 use std::fmt;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::hub::{Hub, Slot};
+use super::queue::Slot;
 use crate::protocol::keys::Keys;
-use crate::util::lock;
+
+/// What a waiter leaves when it goes: the queues of a process's waiters (the hub), which
+/// it holds alive while it waits.
+pub(super) trait Queues: Send + Sync + 'static {
+    /// The waiter at `slot` leaves the queue of the lock at `lock_key`, having taken the
+    /// lock (`acquired`) or not; the queue decides what it hands on (see
+    /// [`Queue::leave`](super::queue::Queue::leave)).
+    fn leave(&self, lock_key: &str, slot: &Arc<Slot>, acquired: bool);
+}
 
 /// A request's place in its channel's queue. Dropping it leaves the queue (and passes an
 /// unused wake-up on to the next waiter); the last waiter's drop unsubscribes.
 pub(crate) struct Waiter {
-    hub: Arc<Hub>,
+    queues: Arc<dyn Queues>,
     /// The keys of the lock waited for, whose release channel it is.
     keys: Keys,
     slot: Arc<Slot>,
@@ -24,13 +31,13 @@ pub(crate) struct Waiter {
 
 impl Waiter {
     pub(super) fn new(
-        hub: Arc<Hub>,
+        queues: Arc<dyn Queues>,
         keys: Keys,
         slot: Arc<Slot>,
         subscribed: watch::Receiver<bool>,
     ) -> Self {
         Self {
-            hub,
+            queues,
             keys,
             slot,
             subscribed,
@@ -48,7 +55,7 @@ impl Waiter {
     /// An attempt is about to be sent: forget earlier wake-ups, and report whether a
     /// release published from now on will reach this waiter.
     pub(crate) fn attempting(&self) -> bool {
-        self.slot.woken.store(false, Ordering::Release);
+        self.slot.clear();
         *self.subscribed.borrow()
     }
 
@@ -62,10 +69,10 @@ impl Waiter {
     ///
     /// [`attempting`]: Self::attempting
     pub(crate) async fn sleep(&self, pause: Duration) -> bool {
-        let notified = self.slot.notify.notified();
+        let notified = self.slot.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if self.slot.woken.load(Ordering::Acquire) {
+        if self.slot.is_woken() {
             return true;
         }
         tokio::select! {
@@ -83,20 +90,8 @@ impl Waiter {
 
 impl Drop for Waiter {
     fn drop(&mut self) {
-        let mut state = lock(&self.hub.state);
-        let Some(channel) = state.channels.get_mut(self.keys.lock()) else {
-            return;
-        };
-        channel
-            .waiters
-            .retain(|slot| !Arc::ptr_eq(slot, &self.slot));
-        if channel.waiters.is_empty() {
-            state.channels.remove(self.keys.lock());
-            self.hub.changed();
-        } else if !self.acquired && self.slot.woken.load(Ordering::Acquire) {
-            // Woken but giving up: the release it was woken for goes to the next.
-            channel.wake_next();
-        }
+        self.queues
+            .leave(self.keys.lock(), &self.slot, self.acquired);
     }
 }
 
@@ -104,7 +99,7 @@ impl fmt::Debug for Waiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Waiter")
             .field("channel", &self.keys.channel())
-            .field("mode", &self.slot.mode)
+            .field("mode", &self.slot.mode())
             .finish_non_exhaustive()
     }
 }
