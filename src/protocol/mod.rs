@@ -6,7 +6,6 @@ pub(crate) mod acks;
 pub(crate) mod calls;
 pub(crate) mod command_keys;
 pub(crate) mod exec;
-pub(crate) mod fast;
 pub(crate) mod fences;
 pub(crate) mod force;
 pub(crate) mod id;
