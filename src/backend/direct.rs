@@ -22,9 +22,10 @@ use crate::protocol::command_keys::CommandKeys;
 use crate::protocol::exec::{Access, Executed, Guarded};
 use crate::protocol::force;
 use crate::protocol::inspect::{self, Form};
-use crate::protocol::keys::{hash_tag, Keys};
+use crate::protocol::keys::Keys;
 use crate::protocol::leader::{self, LeaderRead};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::protocol::slot::hash_tag;
 use crate::protocol::topology::Topology;
 
 /// A backend on one redis-rs connection `C`, to the keys' [`Topology`]:

@@ -16,8 +16,9 @@ use crate::mode::Kind;
 use crate::notify::hub::Hub;
 use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Queueing, Renewal, Retake};
 use crate::protocol::id::Id;
-use crate::protocol::keys::{hash_tag, Keys};
+use crate::protocol::keys::Keys;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::protocol::slot::hash_tag;
 use crate::reason::CancelReason;
 use crate::util;
 

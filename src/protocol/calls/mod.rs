@@ -237,6 +237,33 @@ mod tests {
         }
     }
 
+    #[test]
+    fn an_attempt_holds_what_its_kind_takes_and_scripts_read_it_so() {
+        for (kind, holder) in [
+            (AttemptKind::FastWrite, Holder::Writer),
+            (AttemptKind::Write { set_intent: true }, Holder::Writer),
+            (AttemptKind::Write { set_intent: false }, Holder::Writer),
+            (
+                AttemptKind::Read {
+                    fence_checked: true,
+                },
+                Holder::Reader,
+            ),
+            (
+                AttemptKind::Read {
+                    fence_checked: false,
+                },
+                Holder::Reader,
+            ),
+            (AttemptKind::Permit(3), Holder::Permit),
+        ] {
+            assert_eq!(Holder::from(kind), holder, "{kind:?}");
+        }
+        // `unlock.lua` and `retake.lua` read "w", "r" and "p".
+        let args = [Holder::Writer, Holder::Reader, Holder::Permit].map(Holder::arg);
+        assert_eq!(args, ["w", "r", "p"]);
+    }
+
     #[tokio::test]
     async fn the_calls_of_one_lease_to_one_node_take_turns_across_rounds() {
         let lease = call();
