@@ -126,7 +126,7 @@ pub use mutex::RwMutex;
 pub use notify::Notifier;
 #[cfg(feature = "metrics")]
 pub use observe::describe as describe_metrics;
-pub use protocol::keys::MAX_KEY_BYTES;
+pub use protocol::check::MAX_KEY_BYTES;
 pub use reason::CancelReason;
 pub use request::{Acquire, AcquireFuture, Granted, TryAcquire, TryAcquireFuture};
 pub use semaphore::Semaphore;

@@ -7,7 +7,8 @@ use tokio_util::task::TaskTracker;
 use crate::error::{Error, Preview};
 use crate::notify::Notifier;
 use crate::protocol::acks::Acks;
-use crate::protocol::keys::{check_key, check_slot, lock_key, Keys};
+use crate::protocol::check::{check_key, check_slot};
+use crate::protocol::keys::{lock_key, Keys};
 use crate::protocol::topology::Topology;
 
 /// The lock TTL when none is set: 4 s, as in the Go package.

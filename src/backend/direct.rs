@@ -17,14 +17,15 @@ use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::protocol::acks::{Acked, Acks};
-use crate::protocol::calls::{self, AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{self, AttemptKind, Call, Holder, Leftovers, Renewal, Retake};
 use crate::protocol::command_keys::CommandKeys;
 use crate::protocol::exec::{Access, Executed, Guarded};
 use crate::protocol::force;
 use crate::protocol::inspect::{self, Form};
-use crate::protocol::keys::{hash_tag, Keys};
+use crate::protocol::keys::Keys;
 use crate::protocol::leader::{self, LeaderRead};
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::protocol::slot::hash_tag;
 use crate::protocol::topology::Topology;
 
 /// A backend on one redis-rs connection `C`, to the keys' [`Topology`]:
@@ -80,6 +81,25 @@ impl<C: Clone> Direct<C> {
     /// A clone of the connection, for a call that is not one of [`Backend`]'s.
     pub(crate) fn connection(&self) -> C {
         self.conn.clone()
+    }
+}
+
+impl<C: ConnectionLike + Clone> Direct<C> {
+    /// One `retake.lua`, on this backend as node `at` of a quorum: takes the lock back for
+    /// `call`'s lease as `holder` (a writer or a reader), under `token` or a larger token
+    /// this node minted for the lease
+    /// ([`NodeOrder::largest_minted`](crate::protocol::node_order::NodeOrder::largest_minted)).
+    /// True when the node holds the lock for the lease now; an error when the request
+    /// fails or the node refuses the script (a key of the wrong type).
+    pub(crate) async fn retake(
+        &self,
+        at: usize,
+        call: &Call,
+        holder: Holder,
+        token: u64,
+    ) -> Result<bool, Error> {
+        let token = token.max(call.node_order.largest_minted(at));
+        calls::retake(&mut self.conn.clone(), call, holder, token).await
     }
 }
 
@@ -153,11 +173,11 @@ where
     async fn release(
         &self,
         call: &Call,
-        hold: Hold,
+        holder: Holder,
         leftovers: Leftovers,
     ) -> Result<Unlocked, Error> {
         let mut conn = self.conn.clone();
-        calls::unlock(&mut conn, call, self.topology, hold, leftovers).await
+        calls::unlock(&mut conn, call, self.topology, holder, leftovers).await
     }
 
     async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {

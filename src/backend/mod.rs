@@ -56,7 +56,7 @@ pub use quorum::Quorum;
 use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake};
 use crate::protocol::exec::{Access, Executed};
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
@@ -123,11 +123,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// together) elsewhere.
     fn batch_tag<'c>(&self, call: &'c Call) -> Option<&'c str>;
 
-    /// Removes the id, held as `hold`, and the `leftovers` of an unfinished acquire.
+    /// Removes the id, held as `holder`, and the `leftovers` of an unfinished acquire.
     fn release(
         &self,
         call: &Call,
-        hold: Hold,
+        holder: Holder,
         leftovers: Leftovers,
     ) -> impl Future<Output = Result<Unlocked, Error>> + Send;
 

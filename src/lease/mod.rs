@@ -22,7 +22,7 @@ use self::liveness::Liveness;
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::mode::{Kind, Mode};
-use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake};
 use crate::protocol::exec::{Access, Executed};
 use crate::protocol::replies::Attempt;
 
@@ -73,11 +73,11 @@ impl<B> Lease<B> {
     }
 
     /// What this lease's id holds at the lock key when it holds it in `mode`.
-    fn hold_as(&self, mode: Mode) -> Hold {
+    fn holder_as(&self, mode: Mode) -> Holder {
         match (self.kind, mode) {
-            (Kind::Permit(_), _) => Hold::Permit,
-            (_, Mode::Write) => Hold::Write,
-            (_, Mode::Read) => Hold::Read,
+            (Kind::Permit(_), _) => Holder::Permit,
+            (_, Mode::Write) => Holder::Writer,
+            (_, Mode::Read) => Holder::Reader,
         }
     }
 }
@@ -101,7 +101,7 @@ impl<B: Backend> Lease<B> {
         let retake = match (self.kind, settled, form) {
             (_, _, None) | (Kind::Permit(_), _, _) | (_, None, _) => None,
             (_, Some(mode), Some(form)) => Some(Retake {
-                hold: self.hold_as(mode),
+                holder: self.holder_as(mode),
                 until: liveness.deadline(),
                 live: liveness.token().clone(),
                 fencing_token,
@@ -164,8 +164,8 @@ impl<B: Backend> Lease<B> {
         let unlock = async {
             let (mut held, mut published) = (false, false);
             for &mode in modes {
-                let hold = self.hold_as(mode);
-                let found = self.backend.release(&self.call, hold, leftovers).await?;
+                let holder = self.holder_as(mode);
+                let found = self.backend.release(&self.call, holder, leftovers).await?;
                 held = found.held;
                 published |= found.published;
                 if held {
@@ -222,9 +222,9 @@ mod tests {
     fn a_permit_is_released_as_a_permit_whatever_its_mode() {
         let mut permit = lease(400);
         permit.kind = Kind::Permit(3);
-        assert_eq!(permit.hold_as(Mode::Write), Hold::Permit);
+        assert_eq!(permit.holder_as(Mode::Write), Holder::Permit);
         let write = lease(400);
-        assert_eq!(write.hold_as(Mode::Write), Hold::Write);
-        assert_eq!(write.hold_as(Mode::Read), Hold::Read);
+        assert_eq!(write.holder_as(Mode::Write), Holder::Writer);
+        assert_eq!(write.holder_as(Mode::Read), Holder::Reader);
     }
 }

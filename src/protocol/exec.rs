@@ -10,8 +10,9 @@ use redis::{Arg, Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value}
 use super::calls::Call;
 pub(crate) use super::command_keys::Access;
 use super::command_keys::{Arguments, CommandKeys};
-use super::keys::{slot, Keys};
+use super::keys::Keys;
 use super::lua::SCRIPTS;
+use super::slot::slot;
 use crate::error::{Error, Preview};
 
 /// The most arguments one command of a guarded pipeline may have, its name included:

@@ -1,4 +1,6 @@
-//! The keys of one lock or semaphore in Redis, and which lock keys are usable.
+//! The names of one lock or semaphore in Redis: its lock key (`<name>:<key>`, tagged or
+//! not) and the keys and channel named after it. Which lock keys are usable is
+//! [`check`](super::check)'s; their Redis Cluster slots are [`slot`](super::slot)'s.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -6,7 +8,8 @@ use std::sync::Arc;
 
 use redis::{RedisWrite, ToRedisArgs};
 
-use crate::error::{Error, Preview};
+use super::slot::hash_tag;
+use crate::error::Error;
 
 /// The three keys of one lock, `<lock key>`, `<lock key>:lock-intent` and
 /// `<lock key>:fence`, its release channel `<lock key>:released`, and in fair mode its
@@ -250,41 +253,6 @@ pub(crate) const DEADLINE_SUFFIX: &str = "queue-deadline";
 /// channel is not a key, so no lock key collides with it.
 pub(crate) const CHANNEL_SUFFIX: &str = "released";
 
-/// The longest lock key accepted, in bytes: 1 MiB (1,048,576 bytes, the smallest
-/// `proto-max-bulk-len` a Redis server can be configured with) minus the 15 bytes of
-/// `:queue-deadline`, so that every key of a lock fits in one bulk string on any server.
-/// A longer key would make the server drop the connection, and with it every other
-/// request on a shared connection; it gets [`Error::InvalidKey`] before anything is sent.
-pub const MAX_KEY_BYTES: usize = 1024 * 1024 - 1 - DEADLINE_SUFFIX.len();
-
-/// The hash tag of `key` as Redis Cluster reads it (Redis Cluster specification, "Hash
-/// tags"): the text between the first `{` and the first `}` after it, when that text is
-/// not empty. Every key that carries the same tag hashes to the same slot, so a lock key
-/// with a tag shares its slot with its intent and fence keys and its release channel,
-/// which only append to it.
-pub(crate) fn hash_tag(key: &str) -> Option<&str> {
-    let open = key.find('{')?;
-    let rest = &key[open + 1..];
-    let close = rest.find('}')?;
-    (close > 0).then(|| &rest[..close])
-}
-
-/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key
-/// when it has none, modulo 16384 (redis.io, "Redis cluster specification", "Key
-/// distribution model"; the CRC16 of redis-rs's cluster client).
-pub(crate) fn slot(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
-        .position(|&byte| byte == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            let close = rest.iter().position(|&byte| byte == b'}')?;
-            (close > 0).then(|| &rest[..close])
-        })
-        .unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(tagged) % 16_384
-}
-
 /// The lock key of a request for `key` (or none) on mutex `name`: `<name>:<key>`, or
 /// `<name>` without a key, as in the Go package. With `tag_key`, a lock key that carries
 /// no hash tag gets one around its varying part instead: `<name>:{<key>}`, or `{<name>}`
@@ -324,57 +292,11 @@ fn write_lock_key(buf: &mut String, name: &str, key: Option<&str>, tag_key: bool
     }
 }
 
-/// Checks that every key of the lock at `lock` hashes to one slot, as Redis Cluster
-/// requires of a script's keys: the lock key must carry a hash tag.
-pub(crate) fn check_slot(lock: &str) -> Result<(), Error> {
-    if hash_tag(lock).is_some() {
-        return Ok(());
-    }
-    Err(Error::InvalidKey {
-        key: lock.to_owned(),
-        reason: format!(
-            "it has no hash tag, so on Redis Cluster {} and its intent key {} hash to \
-             different slots (CROSSSLOT); name the mutex with a tag, like \"{{orders}}\", or \
-             turn on Builder::hash_tag_keys (see the guide redismutex::guide::cluster)",
-            Preview(lock),
-            Preview(&format!("{lock}:{INTENT_SUFFIX}")),
-        ),
-    })
-}
-
-/// Checks a lock key (`<name>` or `<name>:<key>`) before anything is sent: it must fit
-/// in [`MAX_KEY_BYTES`], and must not end like the intent, fence or queue keys of another
-/// lock (`:lock-intent`, `:fence`, `:queue`, `:queue-deadline`), which it would collide
-/// with.
-pub(crate) fn check_key(key: &str) -> Result<(), Error> {
-    let reserved = [INTENT_SUFFIX, FENCE_SUFFIX, QUEUE_SUFFIX, DEADLINE_SUFFIX];
-    if let Some(suffix) = reserved.into_iter().find(|suffix| {
-        key.strip_suffix(suffix)
-            .is_some_and(|rest| rest.ends_with(':'))
-    }) {
-        return Err(Error::InvalidKey {
-            key: key.to_owned(),
-            reason: format!(
-                "it ends with \":{suffix}\", so it is the {suffix} key of lock {}",
-                Preview(&key[..key.len() - suffix.len() - 1])
-            ),
-        });
-    }
-    if key.len() > MAX_KEY_BYTES {
-        return Err(Error::InvalidKey {
-            key: key.to_owned(),
-            reason: format!(
-                "it is {} bytes, more than MAX_KEY_BYTES ({MAX_KEY_BYTES})",
-                key.len()
-            ),
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Preview;
+    use crate::protocol::check::{check_key, check_slot, MAX_KEY_BYTES};
 
     /// The names of the lock at `lock` as they were first written, one `format!` each:
     /// what Redis and the Go package see.
@@ -553,41 +475,6 @@ mod tests {
     }
 
     #[test]
-    fn lock_keys_fit_the_bulk_limit_and_never_name_another_locks_keys() {
-        assert!(check_key(&"k".repeat(MAX_KEY_BYTES)).is_ok());
-        let err = check_key(&"k".repeat(MAX_KEY_BYTES + 1)).unwrap_err();
-        assert!(matches!(err, Error::InvalidKey { ref key, .. } if key.len() == MAX_KEY_BYTES + 1));
-        for reserved in [
-            "a:fence",
-            "a:b:lock-intent",
-            ":fence",
-            "a:queue",
-            "a:queue-deadline",
-        ] {
-            assert!(check_key(reserved).is_err(), "{reserved}");
-        }
-        for fine in [
-            "fence",
-            "a:fences",
-            "a-fence",
-            "lock-intent",
-            "a:lock-intents",
-        ] {
-            assert!(check_key(fine).is_ok(), "{fine}");
-        }
-    }
-
-    #[test]
-    fn slots_are_those_cluster_keyslot_gives() {
-        // CLUSTER KEYSLOT on Redis 7.0: foo 12182, somekey 11058; a tag decides alone.
-        assert_eq!(slot(b"foo"), 12182);
-        assert_eq!(slot(b"somekey"), 11058);
-        assert_eq!(slot(b"{foo}:bar"), 12182);
-        assert_eq!(slot(b"a{}b"), slot(b"a{}b"));
-        assert_ne!(slot(b"a{}b"), slot(b"b"));
-    }
-
-    #[test]
     fn a_locks_own_keys_are_told_from_others() {
         let keys = Keys::new("orders:42", false);
         for own in [
@@ -611,23 +498,6 @@ mod tests {
     }
 
     #[test]
-    fn hash_tags_are_read_as_redis_cluster_reads_them() {
-        for (key, tag) in [
-            ("{orders}:42", Some("orders")),
-            ("orders:{42}", Some("42")),
-            ("a{b}c{d}", Some("b")),
-            ("}{x}", Some("x")),
-            ("a{}b", None),
-            ("{}{x}", None),
-            ("{", None),
-            ("orders:42", None),
-            ("a{b{c}", Some("b{c")),
-        ] {
-            assert_eq!(hash_tag(key), tag, "{key}");
-        }
-    }
-
-    #[test]
     fn tagging_wraps_only_the_varying_part_of_an_untagged_lock_key() {
         assert_eq!(lock_key("orders", Some("42"), false), "orders:42");
         assert_eq!(lock_key("orders", None, false), "orders");
@@ -641,13 +511,7 @@ mod tests {
         // A tag cannot always be made: the first `{` is in the name and closes empty.
         let stuck = lock_key("a{}b", Some("42"), true);
         assert_eq!(stuck, "a{}b:{42}");
+        assert_eq!(hash_tag(&stuck), None);
         assert!(check_slot(&stuck).is_err());
-        let err = check_slot("orders:42").unwrap_err();
-        assert!(
-            matches!(err, Error::InvalidKey { ref key, ref reason } if key == "orders:42"
-                && reason.contains("CROSSSLOT") && reason.contains("orders:42:lock-intent")),
-            "{err}"
-        );
-        assert!(check_slot("orders:{42}").is_ok());
     }
 }

@@ -10,11 +10,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::round::{no_quorum, Answer, Answers, Tally};
-use super::top_up::{raise_or_take, Holding, TopUp};
+use super::top_up::{raise_or_take, NodeStates, TopUp};
 use super::Majority;
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers};
+use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers};
 use crate::protocol::replies::Attempt;
 
 impl<C> Majority<C>
@@ -41,14 +41,14 @@ where
         };
         let shared = call.shared();
         let form = shared.node_order.form();
-        let holding = Holding::new(self.conns.len());
+        let states = NodeStates::new(self.conns.len());
         let bound = self.node_bound(call);
         let taken = self
             .round(
                 &shared,
                 bound,
                 |at, node| {
-                    let (call, holding) = (Arc::clone(&shared), Arc::clone(&holding));
+                    let (call, states) = (Arc::clone(&shared), Arc::clone(&states));
                     Some(async move {
                         let taken = node.attempt(&call, kind).await;
                         // Recorded also after the round is decided: a refresh may take
@@ -57,7 +57,7 @@ where
                         if let Ok(Attempt::Acquired(token)) = taken {
                             call.node_order.minted(at, token);
                         }
-                        holding.record(at, taken.as_ref().ok().map(acquired));
+                        states.record(at, taken.as_ref().ok().map(acquired));
                         taken
                     })
                 },
@@ -82,23 +82,21 @@ where
                 &shared,
                 bound,
                 |at, node| {
-                    let (call, holding) = (Arc::clone(&shared), Arc::clone(&holding));
-                    Some(
-                        async move { raise_or_take(at, &node, &call, &holding, kind, token).await },
-                    )
+                    let (call, states) = (Arc::clone(&shared), Arc::clone(&states));
+                    Some(async move { raise_or_take(at, &node, &call, &states, kind, token).await })
                 },
                 |answers| Tally::of(answers, |()| true).decided(),
             )
             .await;
         if Tally::of(&raised, |()| true).won() {
             let top_up = TopUp {
-                hold: hold_of(kind),
+                holder: kind.into(),
                 token,
                 until: Instant::now() + Duration::from_millis(call.ttl_ms) / 2,
                 form,
                 live: None,
             };
-            self.top_up(&shared, &holding, top_up);
+            self.top_up(&shared, &states, top_up);
             return Ok(Attempt::Acquired(token));
         }
         self.release_attempt(&shared, kind, &[]).await;
@@ -120,7 +118,7 @@ where
         // The lease holds nothing now: a top-up of an earlier attempt that won too late
         // to be valid stops.
         call.node_order.change_form();
-        let hold = hold_of(kind);
+        let holder = Holder::from(kind);
         let (keys, id) = (call.keys.clone(), call.id);
         // A node's release may wait for the attempt there, which has a bound of its own.
         self.send(
@@ -132,7 +130,7 @@ where
                     Some(Some(Answer::Reply(Attempt::Blocked(_))))
                 );
                 let call = Arc::clone(call);
-                (!blocked).then_some(async move { node.release(&call, hold, Leftovers::NONE).await })
+                (!blocked).then_some(async move { node.release(&call, holder, Leftovers::NONE).await })
             },
             move |unanswered| {
                 tracing::debug!(key = %keys.lock(), %id, unanswered,
@@ -140,15 +138,6 @@ where
             },
         )
         .await;
-    }
-}
-
-/// What an attempt of `kind` holds when it takes the lock.
-pub(super) fn hold_of(kind: AttemptKind) -> Hold {
-    match kind {
-        AttemptKind::Read { .. } => Hold::Read,
-        AttemptKind::Permit(_) => Hold::Permit,
-        AttemptKind::FastWrite | AttemptKind::Write { .. } => Hold::Write,
     }
 }
 

@@ -9,12 +9,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::round::{no_quorum, Answer, Tally};
-use super::top_up::{Holding, TopUp};
+use super::top_up::{NodeStates, TopUp};
 use super::Majority;
 use crate::backend::direct::Direct;
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::protocol::calls::{self, Call, Hold, Leftovers, Retake};
+use crate::protocol::calls::{Call, Holder, Leftovers, Retake};
 use crate::protocol::replies::{Downgraded, Unlocked};
 
 impl<C> Majority<C>
@@ -34,17 +34,17 @@ where
         retake: Option<Retake>,
     ) -> Result<bool, Error> {
         let shared = call.shared();
-        let holding = Holding::new(self.conns.len());
+        let states = NodeStates::new(self.conns.len());
         let kept = self
             .round(
                 &shared,
                 self.node_bound(call),
                 |at, node| {
                     let (call, retake) = (Arc::clone(&shared), retake.clone());
-                    let holding = Arc::clone(&holding);
+                    let states = Arc::clone(&states);
                     Some(async move {
                         let held = refresh_node(at, &node, &call, retake).await;
-                        holding.record(at, held.as_ref().ok().copied());
+                        states.record(at, held.as_ref().ok().copied());
                         held
                     })
                 },
@@ -56,24 +56,24 @@ where
             if let Some(retake) = retake {
                 let next_renewal = Instant::now() + Duration::from_millis(call.ttl_ms) / 2;
                 let top_up = TopUp {
-                    hold: retake.hold,
+                    holder: retake.holder,
                     token: retake.fencing_token,
                     until: retake.until.min(next_renewal),
                     form: retake.form,
                     live: Some(retake.live),
                 };
-                self.top_up(&shared, &holding, top_up);
+                self.top_up(&shared, &states, top_up);
             }
             Ok(true)
         } else if tally.refused() {
             shared.node_order.change_form();
-            let hold = retake.map_or(Hold::Write, |retake| retake.hold);
+            let holder = retake.map_or(Holder::Writer, |retake| retake.holder);
             self.send(
                 &shared,
                 self.node_bound(call),
                 |_, node| {
                     let call = Arc::clone(&shared);
-                    Some(async move { release_node(&node, &call, hold, Leftovers::NONE).await })
+                    Some(async move { release_node(&node, &call, holder, Leftovers::NONE).await })
                 },
                 |_| {},
             )
@@ -84,7 +84,7 @@ where
         }
     }
 
-    /// Removes the id from every node, held as `hold` or, on a node where it is not
+    /// Removes the id from every node, held as `holder` or, on a node where it is not
     /// found so, as the other of writer and reader (a downgrade that did not reach every
     /// node leaves both forms). Returns once a majority has said whether it held the lock
     /// (the other nodes' releases go on in the background): `held` when a majority held
@@ -93,7 +93,7 @@ where
     pub(super) async fn release_all(
         &self,
         call: &Call,
-        hold: Hold,
+        holder: Holder,
         leftovers: Leftovers,
     ) -> Result<Unlocked, Error> {
         let shared = call.shared();
@@ -104,7 +104,7 @@ where
                 self.node_bound(call),
                 |_, node| {
                     let call = Arc::clone(&shared);
-                    Some(async move { release_node(&node, &call, hold, leftovers).await })
+                    Some(async move { release_node(&node, &call, holder, leftovers).await })
                 },
                 |answers| Tally::of(answers, |unlocked| unlocked.held).settled(),
             )
@@ -172,58 +172,41 @@ where
     if node.refresh(call, None).await? {
         return Ok(true);
     }
-    let (hold, token) = match retake {
+    let (holder, token) = match retake {
         Some(Retake {
-            hold: hold @ (Hold::Write | Hold::Read),
+            holder: holder @ (Holder::Writer | Holder::Reader),
             until,
             live,
             fencing_token,
             form,
         }) if Instant::now() < until && !live.is_cancelled() && !form.is_cancelled() => {
-            (hold, fencing_token)
+            (holder, fencing_token)
         }
         _ => return Ok(false),
     };
-    let taken = retake_on(at, node, call, hold, token).await?;
+    let taken = node.retake(at, call, holder, token).await?;
     if taken {
         tracing::debug!(key = %call.keys.lock(), id = %call.id, "lock taken back on a node that had lost it");
     }
     Ok(taken)
 }
 
-/// `retake.lua` on node `at` as `hold`, under `token` or a larger token that node minted
-/// for the lease ([`NodeOrder::largest_minted`](crate::protocol::node_order::NodeOrder::largest_minted)):
-/// true when the node holds the lock for the lease now.
-pub(super) async fn retake_on<C>(
-    at: usize,
-    node: &Direct<C>,
-    call: &Call,
-    hold: Hold,
-    token: u64,
-) -> Result<bool, Error>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    let token = token.max(call.node_order.largest_minted(at));
-    calls::retake(&mut node.connection(), call, hold, token).await
-}
-
-/// Releases the id on one node as `hold`, and as the other of writer and reader when
+/// Releases the id on one node as `holder`, and as the other of writer and reader when
 /// that finds nothing.
 async fn release_node<C>(
     node: &Direct<C>,
     call: &Call,
-    hold: Hold,
+    holder: Holder,
     leftovers: Leftovers,
 ) -> Result<Unlocked, Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    let first = node.release(call, hold, leftovers).await?;
-    let other = match hold {
-        Hold::Write => Hold::Read,
-        Hold::Read => Hold::Write,
-        Hold::Permit => return Ok(first),
+    let first = node.release(call, holder, leftovers).await?;
+    let other = match holder {
+        Holder::Writer => Holder::Reader,
+        Holder::Reader => Holder::Writer,
+        Holder::Permit => return Ok(first),
     };
     if first.held {
         return Ok(first);

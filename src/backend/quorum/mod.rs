@@ -28,7 +28,7 @@ use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::observe::Meters;
-use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake};
 use crate::protocol::exec::{Access, Executed};
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
@@ -257,10 +257,10 @@ where
     async fn release(
         &self,
         call: &Call,
-        hold: Hold,
+        holder: Holder,
         leftovers: Leftovers,
     ) -> Result<Unlocked, Error> {
-        self.release_all(call, hold, leftovers).await
+        self.release_all(call, holder, leftovers).await
     }
 
     async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {

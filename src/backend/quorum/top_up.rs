@@ -23,12 +23,10 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::attempt::hold_of;
-use super::keep::retake_on;
 use super::Majority;
 use crate::backend::direct::Direct;
 use crate::error::Error;
-use crate::protocol::calls::{self, AttemptKind, Call, Hold};
+use crate::protocol::calls::{self, AttemptKind, Call, Holder};
 use crate::spawner::Spawner;
 
 /// The first pause before a node is tried again: about the round trip in which another
@@ -39,7 +37,7 @@ const FIRST_PAUSE: Duration = Duration::from_millis(1);
 /// Which nodes hold the lock for the lease after one round, as their answers come in
 /// (also after the round was decided), and after a top-up took them.
 #[derive(Debug)]
-pub(super) struct Holding(Box<[AtomicU8]>);
+pub(super) struct NodeStates(Box<[AtomicU8]>);
 
 /// No answer yet, or none within the bound.
 const UNKNOWN: u8 = 0;
@@ -50,7 +48,7 @@ const NOT_HELD: u8 = 2;
 /// The node's request failed: it is down, or refuses (a wrong type); not topped up.
 const FAILED: u8 = 3;
 
-impl Holding {
+impl NodeStates {
     /// Nothing known yet of `nodes` nodes.
     pub(super) fn new(nodes: usize) -> Arc<Self> {
         Arc::new(Self((0..nodes).map(|_| AtomicU8::new(UNKNOWN)).collect()))
@@ -84,13 +82,13 @@ impl Holding {
     }
 }
 
-/// How the nodes missing from a round are taken: as `hold`, with the guard's token (or a
+/// How the nodes missing from a round are taken: as `holder`, with the guard's token (or a
 /// larger one the node minted for the lease), until `until`, while `form` (the lease's
 /// form when the round began) and `live` (the guard's token, once there is a guard) have
 /// not fired.
 #[derive(Debug, Clone)]
 pub(super) struct TopUp {
-    pub(super) hold: Hold,
+    pub(super) holder: Holder,
     pub(super) token: u64,
     pub(super) until: Instant,
     pub(super) form: CancellationToken,
@@ -113,14 +111,14 @@ impl<C> Majority<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// Tries, in a task per node, each node of `holding` that refused the lock or had not
+    /// Tries, in a task per node, each node of `states` that refused the lock or had not
     /// answered yet, as `top_up` says; a permit is not topped up (`retake.lua` takes no
     /// permit back).
-    pub(super) fn top_up(&self, call: &Arc<Call>, holding: &Arc<Holding>, top_up: TopUp) {
-        if top_up.hold == Hold::Permit {
+    pub(super) fn top_up(&self, call: &Arc<Call>, states: &Arc<NodeStates>, top_up: TopUp) {
+        if top_up.holder == Holder::Permit {
             return;
         }
-        let missing = holding.missing();
+        let missing = states.missing();
         if missing.is_empty() {
             return;
         }
@@ -131,7 +129,7 @@ where
             if !missing.contains(&at) {
                 continue;
             }
-            let (call, holding, top_up) = (Arc::clone(call), Arc::clone(holding), top_up.clone());
+            let (call, states, top_up) = (Arc::clone(call), Arc::clone(states), top_up.clone());
             spawner.spawn(async move {
                 let mut pauses = ExponentialBuilder::new()
                     .with_min_delay(FIRST_PAUSE)
@@ -147,7 +145,7 @@ where
                     }
                     let tried = tokio::time::timeout(
                         bound,
-                        take_in_turn(at, &node, &call, &holding, &top_up),
+                        take_in_turn(at, &node, &call, &states, &top_up),
                     )
                     .await;
                     // Only a node that refuses is tried again: one that fails or does not
@@ -171,19 +169,19 @@ async fn take_in_turn<C>(
     at: usize,
     node: &Direct<C>,
     call: &Call,
-    holding: &Holding,
+    states: &NodeStates,
     top_up: &TopUp,
 ) -> Result<bool, Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     let _turn = call.node_order.turn(at).await;
-    if holding.state(at) != NOT_HELD || top_up.stopped() {
+    if states.state(at) != NOT_HELD || top_up.stopped() {
         return Ok(true);
     }
-    let taken = retake_on(at, node, call, top_up.hold, top_up.token).await?;
+    let taken = node.retake(at, call, top_up.holder, top_up.token).await?;
     if taken {
-        holding.record(at, Some(true));
+        states.record(at, Some(true));
         tracing::debug!(key = %call.keys.lock(), id = %call.id, node = at,
             "lock topped up on a node that had not taken it");
     }
@@ -199,17 +197,17 @@ pub(super) async fn raise_or_take<C>(
     at: usize,
     node: &Direct<C>,
     call: &Call,
-    holding: &Holding,
+    states: &NodeStates,
     kind: AttemptKind,
     token: u64,
 ) -> Result<(), Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    let hold = hold_of(kind);
-    if hold != Hold::Permit && holding.state(at) == NOT_HELD {
-        if let Ok(true) = retake_on(at, node, call, hold, token).await {
-            holding.record(at, Some(true));
+    let holder = Holder::from(kind);
+    if holder != Holder::Permit && states.state(at) == NOT_HELD {
+        if let Ok(true) = node.retake(at, call, holder, token).await {
+            states.record(at, Some(true));
             return Ok(());
         }
     }

@@ -14,10 +14,11 @@ use crate::lease::any::AnyLease;
 use crate::lease::Lease;
 use crate::mode::Kind;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{AttemptKind, Call, Hold, Leftovers, Queueing, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Queueing, Renewal, Retake};
 use crate::protocol::id::Id;
-use crate::protocol::keys::{hash_tag, Keys};
+use crate::protocol::keys::Keys;
 use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::protocol::slot::hash_tag;
 use crate::reason::CancelReason;
 use crate::util;
 
@@ -79,7 +80,7 @@ impl Backend for Scripted {
         }
     }
 
-    async fn release(&self, _: &Call, _: Hold, _: Leftovers) -> Result<Unlocked, Error> {
+    async fn release(&self, _: &Call, _: Holder, _: Leftovers) -> Result<Unlocked, Error> {
         self.releases.fetch_add(1, Ordering::SeqCst);
         Ok(Unlocked::from_reply(1))
     }

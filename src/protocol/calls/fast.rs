@@ -3,9 +3,9 @@
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, Value};
 
-use super::calls::Call;
-use super::replies::{unexpected, Attempt, CLOCK_TOKEN_MIN, TOKEN_MAX};
+use super::Call;
 use crate::error::Error;
+use crate::protocol::replies::{unexpected, Attempt, CLOCK_TOKEN_MIN, TOKEN_MAX};
 
 /// The three commands of [`fast_lock`], each sized for its arguments so that none grows
 /// while it is written.
@@ -40,7 +40,7 @@ const ID_AND_NUMBERS: usize = 64;
 /// `SET lock id NX PX ttl`, then `SET fence 1 NX PX retention` (so a counter that is gone
 /// restarts with a TTL) and `INCR fence`, in one pipeline. Only for a lock key whose
 /// fence key this mutex saw hold a token, with at least half its retention left
-/// ([`Fences::countable`](super::fences::Fences::countable)): `INCR` would change an
+/// ([`Fences::countable`](crate::protocol::fences::Fences::countable)): `INCR` would change an
 /// integer that is not a token, and does not renew the TTL.
 ///
 /// Taking and minting are separate commands, and still safe: the lock key is only set
