@@ -9,7 +9,7 @@ use crate::protocol::topology::Topology;
 /// scripts sent on one connection must know, and the quorum's backend sends them on each
 /// node's own connection as a [`Topology::QuorumNode`]; no script is ever sent to "a
 /// quorum". What a quorum's settings keep of [`Topology`] is what each node's connection
-/// reaches as its type says (or [`Builder::cluster`](crate::Builder::cluster)), which
+/// reaches as its type says (or `Builder::cluster`, feature `cluster`), which
 /// must be one server (a Redis Cluster is refused by `Settings::check`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reach {
@@ -35,7 +35,8 @@ impl Reach {
     }
 
     /// Sets where the keys behind the connection (over a quorum: each node's) live, as
-    /// [`Builder::cluster`](crate::Builder::cluster) says; a quorum keeps its nodes.
+    /// `Builder::cluster` says (feature `cluster`); a quorum keeps its nodes.
+    #[cfg(any(feature = "cluster", test))]
     pub(crate) fn set_topology(&mut self, topology: Topology) {
         match self {
             Self::Connection(on) | Self::Quorum { each: on, .. } => *on = topology,
