@@ -14,7 +14,7 @@ use crate::protocol::acks::Acks;
 #[cfg(feature = "cluster")]
 use crate::protocol::topology::Topology;
 use crate::semaphore::Semaphore;
-use crate::settings::Settings;
+use crate::settings::{Product, Settings};
 
 /// Configures a [`RwMutex`] (made by [`RwMutex::builder`]), or as
 /// `Builder<C, Semaphore<C>>` a [`Semaphore`] (made by [`Semaphore::builder`]), or as
@@ -99,7 +99,10 @@ impl<C> Builder<C> {
     /// only an intent holding its own id, never another waiting writer's (nor a Go
     /// writer's, which holds `1`). `try_write` never sets it.
     pub fn lock_intent(mut self, on: bool) -> Self {
-        self.settings.lock_intent = on;
+        // A mutex's builder makes a mutex (`Builder::new`): the variant is always there.
+        if let Product::Mutex { lock_intent, .. } = &mut self.settings.product {
+            *lock_intent = on;
+        }
         self
     }
 
@@ -115,7 +118,9 @@ impl<C> Builder<C> {
     /// With the option off, a request of the holding task waits for its own lock like
     /// any other: a write inside a write waits until its timeout, or forever.
     pub fn reentrant(mut self, on: bool) -> Self {
-        self.settings.reentrant = on;
+        if let Product::Mutex { reentrant, .. } = &mut self.settings.product {
+            *reentrant = on;
+        }
         self
     }
 }
@@ -123,7 +128,7 @@ impl<C> Builder<C> {
 impl<C: Deployment> Builder<C, Semaphore<C>> {
     pub(crate) fn semaphore(conn: C, name: String, permits: u32) -> Self {
         let mut settings = conn.settings(name);
-        settings.permits = Some(permits);
+        settings.product = Product::Semaphore { permits };
         Self {
             conn,
             settings,
@@ -265,7 +270,7 @@ impl<C, T> Builder<C, T> {
     #[cfg(feature = "cluster")]
     #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn cluster(mut self, on: bool) -> Self {
-        self.settings.topology = Topology::from_cluster(on);
+        self.settings.reach.set_topology(Topology::from_cluster(on));
         self
     }
 
@@ -341,11 +346,11 @@ impl<C, T> fmt::Debug for Builder<C, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("name", &self.settings.name)
-            .field("permits", &self.settings.permits)
+            .field("permits", &self.settings.product.permits())
             .field("fair", &self.settings.fair)
             .field("ttl", &self.settings.ttl)
-            .field("lock_intent", &self.settings.lock_intent)
-            .field("reentrant", &self.settings.reentrant)
+            .field("lock_intent", &self.settings.product.lock_intent())
+            .field("reentrant", &self.settings.product.reentrant())
             .field("fence_retention", &self.settings.fence_retention)
             .field("task_tracker", &self.settings.tracker.is_some())
             .field("notifier", &self.settings.notifier.is_some())

@@ -7,6 +7,10 @@ use std::fmt;
 /// Errors that concern a Redis key name the key. A wrapped [`redis::RedisError`] is
 /// carried as [`std::error::Error::source`], not pasted into the message, so error-chain
 /// printers show it once.
+///
+/// Every variant with named fields is `#[non_exhaustive]`, so that a later release can add
+/// a field: match one with `..` (`Error::NotHeld { key, .. }`), and read its fields in
+/// the pattern or through [`Error::key`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -14,6 +18,7 @@ pub enum Error {
     /// a server error not covered by [`Error::Refused`], or a script reply this crate did
     /// not expect.
     #[error("redis request on lock key {} failed", Preview(key))]
+    #[non_exhaustive]
     Redis {
         /// The lock key the request was for.
         key: String,
@@ -25,6 +30,7 @@ pub enum Error {
     /// Redis refused a request on `key` for a reason of its own state or of this client's
     /// rights, which `refusal` names. Nothing was changed in Redis.
     #[error("redis refused a request on lock key {}: {refusal}", Preview(key))]
+    #[non_exhaustive]
     Refused {
         /// The lock key the request was for.
         key: String,
@@ -56,6 +62,7 @@ pub enum Error {
     /// stream, ..., or a fence key that is not an integer), so it is somebody else's
     /// data. It was left untouched.
     #[error("key {} holds a {found}, which is not a lock", Preview(key))]
+    #[non_exhaustive]
     WrongType {
         /// The lock key, the lock-intent key or the fence key.
         key: String,
@@ -67,6 +74,7 @@ pub enum Error {
     /// `key` (the lock key, the lock-intent key or the fence key) exists but has no TTL,
     /// so it would never free. It was left untouched.
     #[error("key {} has no TTL, so the lock would never free", Preview(key))]
+    #[non_exhaustive]
     NoExpiry {
         /// The lock key, the lock-intent key or the fence key.
         key: String,
@@ -75,6 +83,7 @@ pub enum Error {
     /// The lock key cannot be used; `reason` says why (for example, it is longer than
     /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES)). Nothing was sent to Redis.
     #[error("lock key {} is invalid: {reason}", Preview(key))]
+    #[non_exhaustive]
     InvalidKey {
         /// The lock key, `<name>` or `<name>:<key>`.
         key: String,
@@ -94,6 +103,7 @@ pub enum Error {
         "this task holds a read lock on {}; a write lock inside it would wait for itself",
         Preview(key)
     )]
+    #[non_exhaustive]
     WouldDeadlock {
         /// The lock key the task holds a read lock on.
         key: String,
@@ -110,6 +120,7 @@ pub enum Error {
         "only {answered} of {nodes} nodes answered on lock key {}; a majority needs {needed}",
         Preview(key)
     )]
+    #[non_exhaustive]
     NoQuorum {
         /// The lock key the request was for.
         key: String,
@@ -133,6 +144,7 @@ pub enum Error {
         "only {acked} of {wanted} replicas acknowledged lock key {} in time",
         Preview(key)
     )]
+    #[non_exhaustive]
     NotReplicated {
         /// The lock key the request was for.
         key: String,
@@ -148,6 +160,7 @@ pub enum Error {
     /// 1 s. A waiting request keeps trying until its timeout; a try, an unlock or a
     /// downgrade reports it; a refresh retries until the guard's deadline.
     #[error("no Redis primary found for lock key {}", Preview(key))]
+    #[non_exhaustive]
     NoPrimary {
         /// The lock key the request was for.
         key: String,
@@ -167,6 +180,7 @@ pub enum Error {
     /// [`Campaign`](crate::Campaign) (this candidate no longer leads; the record was not
     /// written).
     #[error("the lock on key {} is no longer held", Preview(key))]
+    #[non_exhaustive]
     NotHeld {
         /// The lock key.
         key: String,
@@ -182,6 +196,7 @@ pub enum Error {
         Preview(foreign),
         Preview(key)
     )]
+    #[non_exhaustive]
     CrossSlot {
         /// The lock key.
         key: String,
@@ -199,6 +214,7 @@ pub enum Error {
         "the pipeline guarded by lock key {} cannot run: {reason}",
         Preview(key)
     )]
+    #[non_exhaustive]
     InvalidPipeline {
         /// The lock key.
         key: String,
@@ -217,6 +233,7 @@ pub enum Error {
         ran + 1,
         Preview(key)
     )]
+    #[non_exhaustive]
     CommandFailed {
         /// The lock key.
         key: String,
@@ -247,6 +264,7 @@ pub enum Error {
     #[cfg(feature = "blocking")]
     #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
     #[error("could not start the background thread of a blocking handle")]
+    #[non_exhaustive]
     Background {
         /// What starting the thread or its runtime reported.
         #[source]

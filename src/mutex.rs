@@ -241,12 +241,12 @@ impl<C> RwMutex<C> {
 
     /// Whether waiting writers set the lock intent.
     pub fn lock_intent(&self) -> bool {
-        self.shared.settings.lock_intent
+        self.shared.settings.product.lock_intent()
     }
 
     /// Whether the task holding a lock may take it again (see [`Builder::reentrant`](crate::Builder::reentrant)).
     pub fn reentrant(&self) -> bool {
-        self.shared.settings.reentrant
+        self.shared.settings.product.reentrant()
     }
 
     /// The notifier that wakes this mutex's waiters, if it was built with one.
@@ -268,9 +268,9 @@ impl<C> fmt::Debug for RwMutex<C> {
         f.debug_struct("RwMutex")
             .field("name", &self.shared.settings.name)
             .field("ttl", &self.shared.settings.ttl)
-            .field("lock_intent", &self.shared.settings.lock_intent)
+            .field("lock_intent", &self.shared.settings.product.lock_intent())
             .field("fair", &self.shared.settings.fair)
-            .field("reentrant", &self.shared.settings.reentrant)
+            .field("reentrant", &self.shared.settings.product.reentrant())
             .field("notifier", &self.shared.settings.notifier.is_some())
             .finish_non_exhaustive()
     }

@@ -12,6 +12,7 @@ use crate::mode::Kind;
 use crate::notify::Notifier;
 use crate::protocol::inspect::Form;
 use crate::request::{Acquire, Request, TryAcquire};
+use crate::settings::Product;
 
 /// A distributed counting semaphore: at most `permits` holders of one name (or of one
 /// `<name>:<key>`) at a time, across processes and machines.
@@ -65,7 +66,7 @@ impl<C: Deployment> Semaphore<C> {
     /// [`Error::InvalidOptions`](crate::Error::InvalidOptions).
     pub fn new(conn: C, name: impl Into<String>, permits: u32) -> Self {
         let mut settings = conn.settings(name.into());
-        settings.permits = Some(permits);
+        settings.product = Product::Semaphore { permits };
         Self::from_shared(conn.share(settings))
     }
 }
@@ -153,7 +154,7 @@ impl<C> Semaphore<C> {
 
     fn request(&self) -> Request<C> {
         // A count of 0 is refused by every request (`Settings::check`).
-        let permits = self.shared.settings.permits.unwrap_or_default();
+        let permits = self.shared.settings.product.permits().unwrap_or_default();
         Request::new(Arc::clone(&self.shared), Kind::Permit(permits))
     }
 
@@ -169,7 +170,7 @@ impl<C> Semaphore<C> {
 
     /// How many holders this semaphore's requests allow at once.
     pub fn permits(&self) -> u32 {
-        self.shared.settings.permits.unwrap_or_default()
+        self.shared.settings.product.permits().unwrap_or_default()
     }
 
     /// How long a permit lives in Redis without a refresh.
@@ -205,7 +206,7 @@ impl<C> fmt::Debug for Semaphore<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
             .field("name", &self.shared.settings.name)
-            .field("permits", &self.shared.settings.permits)
+            .field("permits", &self.shared.settings.product.permits())
             .field("fair", &self.shared.settings.fair)
             .field("ttl", &self.shared.settings.ttl)
             .field("notifier", &self.shared.settings.notifier.is_some())

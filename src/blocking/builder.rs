@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::notify::hub::Hub;
 use crate::notify::Notifier;
 use crate::protocol::acks::Acks;
-use crate::settings::Settings;
+use crate::settings::{Product, Settings};
 
 /// How many times the connection is tried again after a failed attempt (each bounded by
 /// redis-rs's 1 s connection timeout, the waits between them by its backoff of 100 ms,
@@ -45,11 +45,11 @@ pub struct Builder<T = RwMutex> {
 }
 
 impl<T> Builder<T> {
-    /// A builder for a handle named `name` over `client`'s server, with `permits` for a
-    /// semaphore.
-    pub(super) fn new(client: redis::Client, name: String, permits: Option<u32>) -> Self {
+    /// A builder for a handle named `name` over `client`'s server, making `product` (a
+    /// mutex with its defaults, or a semaphore with its permit count).
+    pub(super) fn new(client: redis::Client, name: String, product: Product) -> Self {
         let mut settings = Settings::for_connection::<ConnectionManager>(name);
-        settings.permits = permits;
+        settings.product = product;
         Self {
             client,
             settings,
@@ -141,7 +141,10 @@ impl Builder<RwMutex> {
     /// Lets a writer that waits keep new readers out (default off); see
     /// [`Builder::lock_intent`](crate::Builder::lock_intent).
     pub fn lock_intent(mut self, on: bool) -> Self {
-        self.settings.lock_intent = on;
+        // A mutex's builder makes a mutex (`RwMutex::builder`): the variant is always there.
+        if let Product::Mutex { lock_intent, .. } = &mut self.settings.product {
+            *lock_intent = on;
+        }
         self
     }
 

@@ -11,6 +11,7 @@ use super::builder::Builder;
 use super::guards::{ReadGuard, WriteGuard};
 use crate::error::Error;
 use crate::lock_state::LockState;
+use crate::settings::Product;
 
 /// A distributed read-write mutex for code without an async runtime: the blocking form
 /// of [`crate::RwMutex`], with the same locks, keys and protocol (a lock taken here and
@@ -39,7 +40,7 @@ pub struct RwMutex {
 impl RwMutex {
     /// A [`Builder`] for a mutex named `name` over `client`'s server.
     pub fn builder(client: redis::Client, name: impl Into<String>) -> Builder<RwMutex> {
-        Builder::new(client, name.into(), None)
+        Builder::new(client, name.into(), Product::default())
     }
 
     pub(super) fn new(

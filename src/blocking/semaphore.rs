@@ -11,6 +11,7 @@ use super::builder::Builder;
 use super::guards::Permit;
 use crate::error::Error;
 use crate::lock_state::LockState;
+use crate::settings::Product;
 
 /// A distributed counting semaphore for code without an async runtime: the blocking form
 /// of [`crate::Semaphore`], with the same keys and protocol. Threads, `Drop` and errors
@@ -29,7 +30,7 @@ impl Semaphore {
         name: impl Into<String>,
         permits: u32,
     ) -> Builder<Semaphore> {
-        Builder::new(client, name.into(), Some(permits))
+        Builder::new(client, name.into(), Product::Semaphore { permits })
     }
 
     pub(super) fn new(

@@ -78,8 +78,8 @@ where
             .notifier
             .as_ref()
             .map(|notifier| Arc::clone(&notifier.hub));
-        let backend =
-            Direct::new(conn.clone(), settings.topology, hub).acknowledged(settings.replicas);
+        let backend = Direct::new(conn.clone(), settings.reach.topology(), hub)
+            .acknowledged(settings.replicas);
         let meters = meters_of(&settings);
         let refresher = Refresher::new(
             Arc::new(backend),

@@ -20,6 +20,10 @@ use crate::reason::CancelReason;
 /// the lock has a parent token (then it is the parent's child from the start): a guard
 /// that nobody asks for its token costs no token. Until it exists, firing is recorded
 /// here, and a token made later is cancelled at once.
+///
+/// The token, its reason and its parent are every guard's own; the deadline, the end and
+/// the renewals are the lock's, which a nested guard reads from its outer guard
+/// ([`Role`]).
 #[derive(Debug)]
 pub(crate) struct Liveness {
     reason: OnceLock<CancelReason>,
@@ -28,6 +32,24 @@ pub(crate) struct Liveness {
     fired: AtomicBool,
     token: OnceLock<CancellationToken>,
     parent: Option<CancellationToken>,
+    role: Role,
+}
+
+/// Whether a liveness speaks for a lock of its own or for an outer guard's.
+#[derive(Debug)]
+enum Role {
+    /// The guard holds the lock in Redis: its deadline, cap, end and renewals are here.
+    Owner(Tenure),
+    /// A nested guard ([`Builder::reentrant`](crate::Builder::reentrant)): the liveness of
+    /// the outermost guard whose lock it shares, whose deadline it reads and which it
+    /// never writes. It has nothing to release, so no end to claim.
+    Nested(Arc<Liveness>),
+}
+
+/// A held lock's time: from its acquiring request until its deadline (never past its
+/// cap), the renewals that moved the deadline, and the claim of its end.
+#[derive(Debug)]
+struct Tenure {
     /// When the acquiring request was sent; the deadline is stored relative to it.
     base: Instant,
     /// The validity deadline, in nanoseconds after `base`.
@@ -38,14 +60,33 @@ pub(crate) struct Liveness {
     /// Whoever ends the lock (`unlock`, a drop, or the refresher) has claimed it, so that
     /// exactly one of them releases it.
     ended: AtomicBool,
-    /// For a nested guard ([`Builder::reentrant`](crate::Builder::reentrant)): the
-    /// liveness of the outermost guard whose lock it shares, whose deadline it reads and
-    /// which it never writes.
-    owner: Option<Arc<Liveness>>,
     /// How many renewals of the lock succeeded.
     renewals: AtomicU64,
     /// The lock in the metrics (feature `metrics`): ended by whoever claims its end.
     held: Held,
+}
+
+impl Tenure {
+    /// Moves the deadline to `deadline` (never past the cap), unless it is already later.
+    fn extend(&self, deadline: Instant) {
+        let ns = deadline.saturating_duration_since(self.base).as_nanos();
+        let ns = u64::try_from(ns).unwrap_or(u64::MAX).min(self.cap_ns);
+        self.deadline_ns.fetch_max(ns, Ordering::AcqRel);
+    }
+
+    fn deadline(&self) -> Instant {
+        self.base + Duration::from_nanos(self.deadline_ns.load(Ordering::Acquire))
+    }
+
+    /// [`CancelReason::MaxHold`] when the deadline is the cap, else
+    /// [`CancelReason::Expired`].
+    fn expiry(&self) -> CancelReason {
+        if self.deadline_ns.load(Ordering::Acquire) >= self.cap_ns {
+            CancelReason::MaxHold
+        } else {
+            CancelReason::Expired
+        }
+    }
 }
 
 impl Liveness {
@@ -62,30 +103,34 @@ impl Liveness {
         if let Some(parent) = &parent {
             let _ = token.set(parent.child_token());
         }
-        let liveness = Self {
-            reason: OnceLock::new(),
-            fired: AtomicBool::new(false),
-            token,
-            parent,
+        let tenure = Tenure {
             base: sent,
             deadline_ns: AtomicU64::new(0),
             cap_ns: u64::MAX,
             ended: AtomicBool::new(false),
-            owner: None,
             renewals: AtomicU64::new(0),
             held,
         };
-        liveness.extend(deadline);
-        liveness
+        tenure.extend(deadline);
+        Self {
+            reason: OnceLock::new(),
+            fired: AtomicBool::new(false),
+            token,
+            parent,
+            role: Role::Owner(tenure),
+        }
     }
 
     /// This liveness with its deadline never past `cap` (a lock held at most until then);
-    /// a deadline already later is moved back to it.
+    /// a deadline already later is moved back to it. A nested guard's cap is its outer
+    /// guard's: it has none of its own to set.
     pub(crate) fn capped(mut self, cap: Instant) -> Self {
-        let ns = cap.saturating_duration_since(self.base).as_nanos();
-        self.cap_ns = u64::try_from(ns).unwrap_or(u64::MAX);
-        let deadline = self.deadline_ns.get_mut();
-        *deadline = (*deadline).min(self.cap_ns);
+        if let Role::Owner(tenure) = &mut self.role {
+            let ns = cap.saturating_duration_since(tenure.base).as_nanos();
+            tenure.cap_ns = u64::try_from(ns).unwrap_or(u64::MAX);
+            let deadline = tenure.deadline_ns.get_mut();
+            *deadline = (*deadline).min(tenure.cap_ns);
+        }
         self
     }
 
@@ -93,20 +138,16 @@ impl Liveness {
     /// deadline is the cap, else [`CancelReason::Expired`] (no renewal succeeded in time).
     /// A nested guard's is its outer guard's.
     pub(crate) fn expiry(&self) -> CancelReason {
-        if let Some(outer) = &self.owner {
-            return outer.expiry();
-        }
-        if self.deadline_ns.load(Ordering::Acquire) >= self.cap_ns {
-            CancelReason::MaxHold
-        } else {
-            CancelReason::Expired
+        match &self.role {
+            Role::Owner(tenure) => tenure.expiry(),
+            Role::Nested(outer) => outer.expiry(),
         }
     }
 
     /// The liveness of a nested guard sharing the lock whose liveness `owner` is: its
     /// deadline is the outer's, its reason its own, and its token a child of the outer's
     /// (cancelled also by `parent`, which the caller watches). There is nothing for it to
-    /// release, so its end is claimed already.
+    /// release, so it has no end to claim.
     pub(crate) fn nested(parent: Option<CancellationToken>, owner: Arc<Liveness>) -> Self {
         let token = OnceLock::new();
         let _ = token.set(owner.token().child_token());
@@ -115,13 +156,7 @@ impl Liveness {
             fired: AtomicBool::new(false),
             token,
             parent,
-            base: owner.base,
-            deadline_ns: AtomicU64::new(0),
-            cap_ns: u64::MAX,
-            ended: AtomicBool::new(true),
-            owner: Some(owner),
-            renewals: AtomicU64::new(0),
-            held: Held::default(),
+            role: Role::Nested(owner),
         }
     }
 
@@ -155,56 +190,66 @@ impl Liveness {
     /// For a nested guard, whether the outer guard's lock is still held: its token has
     /// not fired and its deadline has not passed. Looks only; fires nothing.
     pub(crate) fn outer_held(&self) -> bool {
-        self.owner
-            .as_ref()
-            .is_some_and(|outer| !outer.is_fired() && Instant::now() < outer.deadline())
+        match &self.role {
+            Role::Nested(outer) => !outer.is_fired() && Instant::now() < outer.deadline(),
+            Role::Owner(_) => false,
+        }
     }
 
     /// Claims the end of the lock: true for the first caller only, who then releases it
-    /// (or knows it lost).
+    /// (or knows it lost); never for a nested guard, which has nothing to release.
     pub(crate) fn claim_end(&self) -> bool {
-        let first = !self.ended.swap(true, Ordering::AcqRel);
+        let Role::Owner(tenure) = &self.role else {
+            return false;
+        };
+        let first = !tenure.ended.swap(true, Ordering::AcqRel);
         if first {
-            self.held.end();
+            tenure.held.end();
         }
         first
     }
 
-    /// When the acquiring request was sent.
+    /// When the acquiring request was sent (for a nested guard, the outer guard's).
     pub(crate) fn sent(&self) -> Instant {
-        self.base
+        match &self.role {
+            Role::Owner(tenure) => tenure.base,
+            Role::Nested(outer) => outer.sent(),
+        }
     }
 
     /// Moves the validity deadline to `deadline` (never past the cap), unless it is
-    /// already later.
+    /// already later. A nested guard's deadline is its outer guard's, which it never
+    /// moves.
     pub(crate) fn extend(&self, deadline: Instant) {
-        let ns = deadline.saturating_duration_since(self.base).as_nanos();
-        let ns = u64::try_from(ns).unwrap_or(u64::MAX).min(self.cap_ns);
-        self.deadline_ns.fetch_max(ns, Ordering::AcqRel);
+        if let Role::Owner(tenure) = &self.role {
+            tenure.extend(deadline);
+        }
     }
 
     /// A renewal sent at `sent` succeeded: the deadline moves to `deadline`.
     pub(crate) fn renewed(&self, deadline: Instant) {
-        self.extend(deadline);
-        self.renewals.fetch_add(1, Ordering::Relaxed);
+        if let Role::Owner(tenure) = &self.role {
+            tenure.extend(deadline);
+            tenure.renewals.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// How many renewals of the lock have succeeded (for a nested guard, of the outer
     /// guard's lock).
     pub(crate) fn renewals(&self) -> u64 {
-        match &self.owner {
-            Some(outer) => outer.renewals(),
-            None => self.renewals.load(Ordering::Relaxed),
+        match &self.role {
+            Role::Owner(tenure) => tenure.renewals.load(Ordering::Relaxed),
+            Role::Nested(outer) => outer.renewals(),
         }
     }
 
     /// Until when the lock is surely held (for a nested guard, the outer guard's
     /// deadline).
     pub(crate) fn deadline(&self) -> Instant {
-        if let Some(outer) = &self.owner {
-            return outer.deadline();
+        match &self.role {
+            Role::Owner(tenure) => tenure.deadline(),
+            Role::Nested(outer) => outer.deadline(),
         }
-        self.base + Duration::from_nanos(self.deadline_ns.load(Ordering::Acquire))
     }
 
     /// Fires the token with [`CancelReason::Expired`] (or [`CancelReason::MaxHold`] at the
@@ -224,7 +269,7 @@ impl Liveness {
     /// Records `reason` unless one is recorded already, then fires the token.
     pub(crate) fn cancel(&self, reason: CancelReason) {
         if self.reason.set(reason).is_ok() {
-            self.held.lost(reason);
+            self.held_lost(reason);
         }
         self.fire();
     }
@@ -241,7 +286,15 @@ impl Liveness {
                     | CancelReason::ClockJump
             )
         ) {
-            self.held.lost(CancelReason::Lost);
+            self.held_lost(CancelReason::Lost);
+        }
+    }
+
+    /// Counts the lock as lost with `reason` in the metrics; a nested guard holds no lock
+    /// of its own to count.
+    fn held_lost(&self, reason: CancelReason) {
+        if let Role::Owner(tenure) = &self.role {
+            tenure.held.lost(reason);
         }
     }
 
@@ -263,8 +316,10 @@ impl Liveness {
         if !self.fire_if_expired() {
             return None;
         }
-        let cause = match &self.owner {
-            Some(outer) if !self.parent_cancelled() && outer.is_fired() => outer.attributed(),
+        let cause = match &self.role {
+            Role::Nested(outer) if !self.parent_cancelled() && outer.is_fired() => {
+                outer.attributed()
+            }
             _ if self.parent_cancelled() => CancelReason::ParentCancelled,
             _ => CancelReason::Cancelled,
         };
@@ -402,6 +457,31 @@ mod tests {
         assert!(second.token().is_cancelled(), "a child of the outer token");
         assert_eq!(second.reason(), Some(CancelReason::Lost));
         assert!(!second.outer_held());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_nested_liveness_moves_caps_and_counts_nothing_of_the_outer_lock() {
+        let now = Instant::now();
+        let outer = Arc::new(Liveness::new(
+            None,
+            now,
+            now + Duration::from_millis(100),
+            Held::default(),
+        ));
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let nested = Liveness::nested(None, Arc::clone(&outer)).capped(Instant::now());
+        nested.extend(now + Duration::from_millis(500));
+        nested.renewed(now + Duration::from_millis(500));
+        assert_eq!(outer.deadline(), now + Duration::from_millis(100));
+        assert_eq!((outer.renewals(), nested.renewals()), (0, 0));
+        assert_eq!(
+            (nested.sent(), nested.expiry()),
+            (now, CancelReason::Expired)
+        );
+        outer.renewed(now + Duration::from_millis(200));
+        assert_eq!(nested.deadline(), now + Duration::from_millis(200));
+        assert_eq!(nested.renewals(), 1, "the outer guard's renewals");
+        assert!(!outer.outer_held(), "an owner has no outer guard");
     }
 
     #[test]

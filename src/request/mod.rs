@@ -85,7 +85,7 @@ impl<C> Request<C> {
         );
         let timed = self.shared.meters.request(self.kind, patience.waits());
         let mut unfinished = Unfinished(Some(&span));
-        let result = if self.shared.settings.reentrant {
+        let result = if self.shared.settings.product.reentrant() {
             let run = reentrant::run(self, patience, &span);
             run.instrument(span.clone()).await
         } else {

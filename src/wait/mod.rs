@@ -149,7 +149,9 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             timer_woke: false,
             sent: Instant::now(),
             late_replies: 0,
-            set_intent: lease.kind == Kind::Write && request.settings.lock_intent && waits,
+            set_intent: lease.kind == Kind::Write
+                && request.settings.product.lock_intent()
+                && waits,
             wake_as: if fair { Mode::Read } else { lease.kind.mode() },
         }
     }

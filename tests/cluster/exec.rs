@@ -242,6 +242,7 @@ async fn a_key_of_another_slot_is_refused_by_name_before_the_script_is_sent() {
             Err(Error::CrossSlot {
                 key,
                 foreign: named,
+                ..
             }) => {
                 assert_eq!(
                     (key.as_str(), named.as_str()),
@@ -330,7 +331,7 @@ async fn a_stale_holder_on_a_cluster_is_refused_and_nothing_of_it_runs() {
     };
     let refused = stale.exec::<(i64,)>(&write("from A")).await;
     assert!(
-        matches!(&refused, Err(Error::NotHeld { key }) if key == "orders:{42}"),
+        matches!(&refused, Err(Error::NotHeld { key, .. }) if key == "orders:{42}"),
         "{refused:?}"
     );
     assert!(!exists(&conn, "{42}:data").await, "nothing of A's ran");
@@ -373,7 +374,7 @@ async fn a_permit_of_a_cluster_semaphore_execs_in_its_slot_while_it_holds() {
     assert_ne!(slot("{8}:jobs"), slot("pool:{7}"));
     let refused = first.exec::<(i64, i64)>(&foreign).await;
     assert!(
-        matches!(&refused, Err(Error::CrossSlot { key, foreign }) if key == "pool:{7}" && foreign == "{8}:jobs"),
+        matches!(&refused, Err(Error::CrossSlot { key, foreign, .. }) if key == "pool:{7}" && foreign == "{8}:jobs"),
         "{refused:?}"
     );
 

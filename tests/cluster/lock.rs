@@ -71,7 +71,7 @@ async fn names_whose_keys_would_cross_slots_are_refused_before_anything_is_sent(
         .build()
         .unwrap();
     match tagging.try_write().key("}x").await {
-        Err(Error::InvalidKey { key, reason }) => {
+        Err(Error::InvalidKey { key, reason, .. }) => {
             assert_eq!(key, "orders:{}x}");
             assert!(reason.contains("no hash tag"), "{reason}");
         }

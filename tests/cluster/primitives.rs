@@ -324,7 +324,7 @@ async fn an_untagged_name_is_refused_for_a_semaphore_and_a_fair_mutex() {
         .build()
         .unwrap();
     match tagging.try_acquire().key("}x").await {
-        Err(Error::InvalidKey { key, reason }) => {
+        Err(Error::InvalidKey { key, reason, .. }) => {
             assert_eq!(key, "pool:{}x}");
             assert!(reason.contains("no hash tag"), "{reason}");
         }
@@ -381,7 +381,7 @@ async fn reentrant_guards_nest_on_a_cluster_and_a_write_in_a_read_is_refused() {
 
     let reader = mx.read().key("b").await.unwrap();
     match mx.try_write().key("b").await {
-        Err(Error::WouldDeadlock { key }) => assert_eq!(key, "nest:{b}"),
+        Err(Error::WouldDeadlock { key, .. }) => assert_eq!(key, "nest:{b}"),
         other => panic!("a write in the task's read: {other:?}"),
     }
     drop(reader);

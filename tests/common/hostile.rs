@@ -23,6 +23,7 @@ pub fn assert_refused(err: &Error, key: &str, refusal: Refusal, code: &str) {
             key: found,
             refusal: found_refusal,
             source,
+            ..
         } => {
             assert_eq!(found, key, "{err:?}");
             assert_eq!(*found_refusal, refusal, "{err:?}");

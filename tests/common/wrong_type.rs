@@ -12,6 +12,7 @@ pub fn assert_wrong_type<T: Debug>(result: Result<T, Error>, key: &str, found: &
         Err(Error::WrongType {
             key: named,
             found: said,
+            ..
         }) => {
             assert_eq!((named.as_str(), said.as_str()), (key, found));
         }

@@ -229,7 +229,7 @@ async fn a_lost_lock_is_not_held_and_nothing_is_changed() {
     raw::cmd::<i64>(&conn, "DEL", &[KEY]).await;
     let err = at_once(guard.downgrade()).await.unwrap_err();
     assert!(
-        matches!(&err, Error::NotHeld { key } if key == KEY),
+        matches!(&err, Error::NotHeld { key, .. } if key == KEY),
         "{err:?}"
     );
     assert_eq!(err.key(), Some(KEY));
@@ -245,7 +245,7 @@ async fn a_lost_lock_is_not_held_and_nothing_is_changed() {
     let other = at_once(other.write()).await.unwrap();
     let err = at_once(guard.downgrade()).await.unwrap_err();
     assert!(
-        matches!(&err, Error::NotHeld { key } if key == KEY),
+        matches!(&err, Error::NotHeld { key, .. } if key == KEY),
         "{err:?}"
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -268,7 +268,7 @@ async fn a_fired_token_is_not_held_and_nothing_is_sent() {
     server.resume();
     let err = at_once(guard.downgrade()).await.unwrap_err();
     assert!(
-        matches!(&err, Error::NotHeld { key } if key == KEY),
+        matches!(&err, Error::NotHeld { key, .. } if key == KEY),
         "{err:?}"
     );
 

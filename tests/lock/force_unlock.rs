@@ -81,7 +81,7 @@ async fn a_forced_out_writers_exec_is_refused_at_once_and_writes_nothing() {
     pipe.set("data", "stale").ignore().incr("data:writes", 1);
     let refused = at_once(holder.exec::<(i64,)>(&pipe)).await;
     assert!(
-        matches!(&refused, Err(Error::NotHeld { key }) if key == "jobs"),
+        matches!(&refused, Err(Error::NotHeld { key, .. }) if key == "jobs"),
         "{refused:?}"
     );
     assert_eq!(holder.cancel_reason(), Some(CancelReason::Lost));
@@ -306,7 +306,7 @@ async fn a_key_the_crate_did_not_write_is_refused_and_left_as_it_is() {
     let _: () = raw::cmd(&conn, "SET", &["jobs:config", "data"]).await;
     let refused = at_once(mx.force_unlock("config")).await;
     assert!(
-        matches!(&refused, Err(Error::NoExpiry { key }) if key == "jobs:config"),
+        matches!(&refused, Err(Error::NoExpiry { key, .. }) if key == "jobs:config"),
         "{refused:?}"
     );
     assert_eq!(

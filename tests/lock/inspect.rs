@@ -368,7 +368,7 @@ async fn keys_a_request_refuses_are_refused_alike_and_left_as_they_were() {
         sem.inspect("sem").await,
     ] {
         assert!(
-            matches!(&result, Err(Error::NoExpiry { key }) if key.starts_with("k:")),
+            matches!(&result, Err(Error::NoExpiry { key, .. }) if key.starts_with("k:")),
             "{result:?}"
         );
     }

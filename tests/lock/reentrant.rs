@@ -148,7 +148,7 @@ async fn a_write_inside_a_read_is_refused_at_once() {
     for refused in refused {
         let err = refused.unwrap_err();
         assert!(
-            matches!(err, Error::WouldDeadlock { ref key } if key == "jobs:r"),
+            matches!(err, Error::WouldDeadlock { ref key, .. } if key == "jobs:r"),
             "{err:?}"
         );
         assert_eq!(err.key(), Some("jobs:r"));
@@ -419,7 +419,7 @@ async fn after_the_outer_guard_is_downgraded_a_write_inside_it_is_refused() {
     let read = at_once(mx.read().key("d")).await.unwrap();
     assert_eq!(read.id(), outer.id());
     match at_once(mx.write().key("d")).await {
-        Err(Error::WouldDeadlock { key }) => assert_eq!(key, "jobs:d"),
+        Err(Error::WouldDeadlock { key, .. }) => assert_eq!(key, "jobs:d"),
         other => panic!("a write inside a downgraded guard: {other:?}"),
     }
     drop(read);

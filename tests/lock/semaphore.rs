@@ -639,7 +639,7 @@ async fn a_semaphore_or_queue_key_without_ttl_is_a_no_expiry_error_and_stays_unt
     for sem in [&plain, &fair] {
         for result in every_result(sem).await {
             assert!(
-                matches!(result, Err(Error::NoExpiry { ref key }) if key == "pool"),
+                matches!(result, Err(Error::NoExpiry { ref key, .. }) if key == "pool"),
                 "{result:?}"
             );
         }
@@ -653,7 +653,7 @@ async fn a_semaphore_or_queue_key_without_ttl_is_a_no_expiry_error_and_stays_unt
         raw::cmd::<i64>(&conn, "ZADD", &[key, "1", "w:someone"]).await;
         for result in every_result(&fair).await {
             assert!(
-                matches!(result, Err(Error::NoExpiry { key: ref named }) if named == key),
+                matches!(result, Err(Error::NoExpiry { key: ref named, .. }) if named == key),
                 "{key}: {result:?}"
             );
         }

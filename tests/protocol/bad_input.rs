@@ -69,7 +69,7 @@ async fn a_lock_key_without_ttl_is_a_no_expiry_error_and_stays_untouched() {
         raw::cmd::<redis::Value>(&conn, setup[0], &setup[1..]).await;
         for result in every_result(&mx).await {
             match result {
-                Err(Error::NoExpiry { key }) => assert_eq!(key, "lk"),
+                Err(Error::NoExpiry { key, .. }) => assert_eq!(key, "lk"),
                 other => panic!("{kind}: expected NoExpiry, got {other:?}"),
             }
         }
@@ -88,7 +88,7 @@ async fn an_intent_key_without_ttl_is_a_no_expiry_error() {
 
     for result in every_result(&mx).await {
         match result {
-            Err(Error::NoExpiry { key }) => assert_eq!(key, "lk:lock-intent"),
+            Err(Error::NoExpiry { key, .. }) => assert_eq!(key, "lk:lock-intent"),
             other => panic!("expected NoExpiry, got {other:?}"),
         }
     }

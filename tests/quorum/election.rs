@@ -198,7 +198,7 @@ async fn a_former_leaders_proclaim_is_not_held_and_leaves_the_new_leaders_record
     );
 
     match at_once(leading.proclaim("stale")).await {
-        Err(Error::NotHeld { key }) => assert_eq!(key, "former"),
+        Err(Error::NotHeld { key, .. }) => assert_eq!(key, "former"),
         other => panic!("a former leader's proclaim: {other:?}"),
     }
     assert_eq!(leading.cancel_reason(), Some(CancelReason::Lost));

@@ -65,7 +65,7 @@ async fn an_exec_a_frozen_replica_does_not_acknowledge_is_not_replicated_but_ran
     assert!(
         matches!(
             &unacked,
-            Err(Error::NotReplicated { key, acked: 0, wanted: 1 }) if key == "entry"
+            Err(Error::NotReplicated { key, acked: 0, wanted: 1, .. }) if key == "entry"
         ),
         "{unacked:?}"
     );
@@ -77,7 +77,7 @@ async fn an_exec_a_frozen_replica_does_not_acknowledge_is_not_replicated_but_ran
     let _: () = raw::cmd(&conn, "DEL", &["entry"]).await;
     let refused = guard.exec::<(i64,)>(&write_data("stale")).await;
     assert!(
-        matches!(&refused, Err(Error::NotHeld { key }) if key == "entry"),
+        matches!(&refused, Err(Error::NotHeld { key, .. }) if key == "entry"),
         "{refused:?}"
     );
     assert_eq!(guard.cancel_reason(), Some(CancelReason::Lost));
@@ -198,7 +198,7 @@ mod sentinel {
         let fresh = mx.write().await.unwrap();
         let refused = stale.exec::<(i64,)>(&write_data("stale A")).await;
         assert!(
-            matches!(&refused, Err(Error::NotHeld { key }) if key == "entry"),
+            matches!(&refused, Err(Error::NotHeld { key, .. }) if key == "entry"),
             "{refused:?}"
         );
         assert_eq!(stale.cancel_reason(), Some(CancelReason::Lost));

@@ -124,6 +124,7 @@ async fn a_frozen_replica_makes_a_try_fail_within_its_timeout_and_leaves_no_lock
             ref key,
             acked: 0,
             wanted: 1,
+            ..
         }) if key == "frozen"
     );
     assert!(ok, "{refused:?}");

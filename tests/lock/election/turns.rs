@@ -79,7 +79,7 @@ async fn proclaim_changes_the_value_keeps_the_term_and_is_refused_to_a_former_le
     let _: () = raw::cmd(&conn, "DEL", &["leader-of"]).await;
     let next = at_once(b.campaign("three")).await.unwrap();
     match leading.proclaim("stale").await {
-        Err(Error::NotHeld { key }) => assert_eq!(key, "leader-of"),
+        Err(Error::NotHeld { key, .. }) => assert_eq!(key, "leader-of"),
         other => panic!("a former leader's proclaim: {other:?}"),
     }
     assert_eq!(leading.cancel_reason(), Some(CancelReason::Lost));
@@ -150,7 +150,7 @@ async fn keys_of_another_type_are_refused_by_name_and_left_alone() {
     let candidate = election(&server, "typed", TTL).await;
     let _: () = raw::cmd(&conn, "HSET", &["typed:leader", "f", "v"]).await;
     match candidate.campaign("a").timeout(LIVENESS).await {
-        Err(Error::WrongType { key, found }) => {
+        Err(Error::WrongType { key, found, .. }) => {
             assert_eq!((key.as_str(), found.as_str()), ("typed:leader", "hash"))
         }
         other => panic!("a campaign over a foreign record key: {other:?}"),
@@ -176,7 +176,7 @@ async fn keys_of_another_type_are_refused_by_name_and_left_alone() {
     let _: () = raw::cmd(&conn, "DEL", &["typed"]).await;
     let _: () = raw::cmd(&conn, "LPUSH", &["typed", "x"]).await;
     match candidate.leader().await {
-        Err(Error::WrongType { key, found }) => {
+        Err(Error::WrongType { key, found, .. }) => {
             assert_eq!((key.as_str(), found.as_str()), ("typed", "list"))
         }
         other => panic!("{other:?}"),

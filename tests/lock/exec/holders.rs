@@ -42,7 +42,7 @@ async fn a_stale_holder_is_refused_and_nothing_of_it_runs_while_the_new_holder_w
 
     let refused = stale.exec::<(i64,)>(&write_data("from A")).await;
     assert!(
-        matches!(&refused, Err(Error::NotHeld { key }) if key == "entry"),
+        matches!(&refused, Err(Error::NotHeld { key, .. }) if key == "entry"),
         "{refused:?}"
     );
     assert_eq!(raw::get(&conn, "data").await, None, "nothing of A's ran");
@@ -103,7 +103,7 @@ async fn a_reader_is_refused_writes_and_nothing_is_sent() {
     let mut pipe = redis::pipe();
     pipe.get("data").set("data", "from a reader").ignore();
     let refused = reader.exec::<(Option<String>,)>(&pipe).await;
-    let Err(Error::InvalidPipeline { key, reason }) = &refused else {
+    let Err(Error::InvalidPipeline { key, reason, .. }) = &refused else {
         panic!("{refused:?}");
     };
     assert_eq!(key, "entry");

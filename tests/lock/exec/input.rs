@@ -68,7 +68,10 @@ async fn a_command_that_fails_says_how_many_ran_before_it_and_their_writes_stay(
         .incr("a-hash", 1)
         .set("fourth", "4");
     let failed = guard.exec::<()>(&pipe).await;
-    let Err(Error::CommandFailed { key, ran, source }) = &failed else {
+    let Err(Error::CommandFailed {
+        key, ran, source, ..
+    }) = &failed
+    else {
         panic!("{failed:?}");
     };
     assert_eq!((key.as_str(), *ran), ("entry", 2));
@@ -205,7 +208,7 @@ async fn what_cannot_run_as_one_guarded_step_is_refused_before_anything_runs() {
         async move {
             let result = guard.exec::<redis::Value>(&pipe).await;
             match result {
-                Err(Error::InvalidPipeline { key, reason }) => {
+                Err(Error::InvalidPipeline { key, reason, .. }) => {
                     assert_eq!(key, "entry");
                     assert!(reason.contains(why), "{reason:?} lacks {why:?}");
                 }

@@ -78,7 +78,7 @@ async fn every_write_is_refused_before_anything_is_sent() {
         let gets = raw::calls(&conn, "get").await.0;
         let scripts = scripts_run(&conn).await;
         let err = guard.exec::<redis::Value>(&pipe).await.unwrap_err();
-        let Error::InvalidPipeline { key, reason } = &err else {
+        let Error::InvalidPipeline { key, reason, .. } = &err else {
             panic!("{name}: {err:?}");
         };
         assert_eq!(key, "entry");

@@ -69,7 +69,7 @@ async fn a_fence_key_without_ttl_is_a_no_expiry_error() {
 
     for result in every_result(&mx).await {
         match result {
-            Err(Error::NoExpiry { key }) => assert_eq!(key, "lk:fence"),
+            Err(Error::NoExpiry { key, .. }) => assert_eq!(key, "lk:fence"),
             other => panic!("expected NoExpiry, got {other:?}"),
         }
     }
@@ -202,6 +202,7 @@ async fn a_sub_lock_that_would_be_another_locks_fence_or_intent_key_is_refused()
             Err(Error::InvalidKey {
                 key: lock_key,
                 reason,
+                ..
             }) => {
                 assert_eq!(lock_key, format!("a:{key}"));
                 assert!(reason.contains("key of lock"), "{reason}");

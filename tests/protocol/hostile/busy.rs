@@ -118,7 +118,7 @@ async fn a_busy_script_past_the_response_timeout_gives_a_timeout_error() {
     let err = at_once(mx.try_write().key("k")).await.unwrap_err();
     let took = started.elapsed();
     match &err {
-        Error::Redis { key, source } => {
+        Error::Redis { key, source, .. } => {
             assert_eq!(key, "slow:k");
             assert!(source.is_timeout(), "{source:?}");
         }

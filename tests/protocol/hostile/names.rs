@@ -183,7 +183,7 @@ async fn names_and_keys_longer_than_max_key_bytes_are_rejected_before_sending() 
         for (how, took, result) in every_acquire(&mx, &key).await {
             let err = result.expect_err(how);
             match &err {
-                Error::InvalidKey { key, reason } => {
+                Error::InvalidKey { key, reason, .. } => {
                     assert_eq!(key.len(), len, "{how}: the error holds the whole key");
                     assert!(*key == lock, "{how}");
                     assert!(reason.contains("MAX_KEY_BYTES"), "{reason}");

@@ -65,20 +65,27 @@ impl Refusal {
     /// reason is kept; the lock key's type is the last one named).
     fn add(&mut self, err: &Error, lock_key: &str) {
         match err {
-            Error::WrongType { key, found } if key == lock_key => {
-                self.lock_type = Some(found.clone());
-            }
-            Error::WrongType { key, found } => {
+            Error::WrongType { key, found, .. } => self.note(key, Some(found), lock_key),
+            Error::NoExpiry { key, .. } => self.note(key, None, lock_key),
+            _ => {}
+        }
+    }
+
+    /// Adds a refusal of `key`: it holds a Redis `TYPE` `found`, or (`None`) it has no
+    /// TTL.
+    fn note(&mut self, key: &str, found: Option<&str>, lock_key: &str) {
+        match found {
+            Some(found) if key == lock_key => self.lock_type = Some(found.to_owned()),
+            Some(found) => {
                 self.why
                     .get_or_insert_with(|| format!("{key} holds a {found}"));
             }
-            Error::NoExpiry { key } if key == lock_key => {
+            None if key == lock_key => {
                 self.why.get_or_insert_with(|| "it has no TTL".to_owned());
             }
-            Error::NoExpiry { key } => {
+            None => {
                 self.why.get_or_insert_with(|| format!("{key} has no TTL"));
             }
-            _ => {}
         }
     }
 }
@@ -127,8 +134,8 @@ pub(super) async fn take(conn: MultiplexedConnection, target: &Target) -> Result
     let mut refusal = Refusal::default();
     refusal.add(&refused, lock_key);
     let other_reads = match &refused {
-        Error::WrongType { key, found } => key == lock_key && first.other().reads(found),
-        Error::NoExpiry { key } => key == lock_key,
+        Error::WrongType { key, found, .. } => key == lock_key && first.other().reads(found),
+        Error::NoExpiry { key, .. } => key == lock_key,
         _ => false,
     };
     if other_reads {
@@ -172,23 +179,20 @@ fn is_refusal(err: &Error) -> bool {
 mod tests {
     use super::*;
 
-    fn wrong(key: &str, found: &str) -> Error {
-        Error::WrongType {
-            key: key.to_owned(),
-            found: found.to_owned(),
-        }
+    // `Error`'s variants are `#[non_exhaustive]`, so the refusals are made as `note`
+    // takes them: a key and its type, or no type for a key with no TTL.
+    fn wrong<'a>(key: &'a str, found: &'a str) -> (&'a str, Option<&'a str>) {
+        (key, Some(found))
     }
 
-    fn no_expiry(key: &str) -> Error {
-        Error::NoExpiry {
-            key: key.to_owned(),
-        }
+    fn no_expiry(key: &str) -> (&str, Option<&str>) {
+        (key, None)
     }
 
-    fn refusal(errors: &[Error]) -> Refusal {
+    fn refusal(refusals: &[(&str, Option<&str>)]) -> Refusal {
         let mut refusal = Refusal::default();
-        for err in errors {
-            refusal.add(err, "jobs");
+        for (key, found) in refusals {
+            refusal.note(key, *found, "jobs");
         }
         refusal
     }
@@ -225,7 +229,9 @@ mod tests {
             expect(Some("hash"), None),
             "the last type named is the lock key's"
         );
-        assert_eq!(refusal(&[Error::Timeout]), Refusal::default());
+        let mut other = Refusal::default();
+        other.add(&Error::Timeout, "jobs");
+        assert_eq!(other, Refusal::default());
     }
 
     #[test]
@@ -234,6 +240,6 @@ mod tests {
         assert!(!Form::Lock.reads("zset") && !Form::Lock.reads("hash"));
         assert!(Form::Semaphore.reads("zset") && !Form::Semaphore.reads("string"));
         assert!(matches!(Form::Lock.other(), Form::Semaphore));
-        assert!(is_refusal(&no_expiry("jobs")) && !is_refusal(&Error::Timeout));
+        assert!(!is_refusal(&Error::Timeout));
     }
 }

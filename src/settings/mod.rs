@@ -1,4 +1,8 @@
-//! The validated options of one mutex or semaphore.
+//! The validated options of one mutex or semaphore: what the handle is ([`Product`]),
+//! how it reaches Redis ([`Reach`]), and the options every handle has.
+
+mod product;
+mod reach;
 
 use std::time::Duration;
 
@@ -10,6 +14,9 @@ use crate::protocol::acks::Acks;
 use crate::protocol::check::{check_key, check_slot};
 use crate::protocol::keys::{lock_key, Keys};
 use crate::protocol::topology::Topology;
+
+pub(crate) use product::Product;
+pub(crate) use reach::Reach;
 
 /// The lock TTL when none is set: 4 s, as in the Go package.
 pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(4);
@@ -33,28 +40,21 @@ const MAX_HOLD: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 pub(crate) struct Settings {
     pub(crate) name: String,
     pub(crate) ttl: Duration,
-    pub(crate) lock_intent: bool,
-    /// The task holding a lock may take it again
-    /// ([`Builder::reentrant`](crate::Builder::reentrant)).
-    pub(crate) reentrant: bool,
+    /// A read-write mutex, with its own options, or a semaphore, with its permit count.
+    pub(crate) product: Product,
     pub(crate) fence_retention: Duration,
     pub(crate) tracker: Option<TaskTracker>,
     pub(crate) notifier: Option<Notifier>,
     /// Untagged lock keys get a hash tag around their varying part
     /// ([`lock_key`]).
     pub(crate) hash_tag_keys: bool,
-    /// Where the keys of the connection the handle is made over live: one server, or a
-    /// Redis Cluster, where every lock key must carry a hash tag and releases are
-    /// published by `SPUBLISH` (over a quorum: where each node's connection leads, which
-    /// must be one server; the quorum's backend reaches each as a
-    /// [`Topology::QuorumNode`]).
-    pub(crate) topology: Topology,
+    /// One connection, whose keys live where its topology says (one server, or a Redis
+    /// Cluster, where every lock key must carry a hash tag and releases are published by
+    /// `SPUBLISH`), or a quorum of nodes (each node's connection must lead to one server;
+    /// the quorum's backend reaches each as a [`Topology::QuorumNode`]).
+    pub(crate) reach: Reach,
     /// Waiters queue in Redis in arrival order (`lua/shared.lua`).
     pub(crate) fair: bool,
-    /// A semaphore's permit count; `None` for a read-write mutex.
-    pub(crate) permits: Option<u32>,
-    /// How many nodes the quorum has, in quorum mode.
-    pub(crate) quorum: Option<usize>,
     /// The metrics carry the label `name` = the handle's name (feature `metrics`).
     pub(crate) name_label: bool,
     /// How many replicas must acknowledge an acquire or a renewal, and within how long.
@@ -68,16 +68,13 @@ impl Settings {
         Self {
             name,
             ttl: DEFAULT_TTL,
-            lock_intent: false,
-            reentrant: false,
+            product: Product::default(),
             fence_retention: DEFAULT_FENCE_RETENTION,
             tracker: None,
             notifier: None,
             hash_tag_keys: false,
-            topology: Topology::Server,
+            reach: Reach::Connection(Topology::Server),
             fair: false,
-            permits: None,
-            quorum: None,
             name_label: false,
             replicas: None,
             max_hold: None,
@@ -87,8 +84,11 @@ impl Settings {
     /// The options of a handle over a quorum of `nodes` connections of type `C`.
     pub(crate) fn for_quorum<C: 'static>(name: String, nodes: usize) -> Self {
         Self {
-            quorum: Some(nodes),
-            ..Self::for_connection::<C>(name)
+            reach: Reach::Quorum {
+                nodes,
+                each: Topology::of_connection::<C>(),
+            },
+            ..Self::new(name)
         }
     }
 
@@ -96,7 +96,7 @@ impl Settings {
     /// Cluster when `C` is redis-rs's cluster connection.
     pub(crate) fn for_connection<C: 'static>(name: String) -> Self {
         Self {
-            topology: Topology::of_connection::<C>(),
+            reach: Reach::Connection(Topology::of_connection::<C>()),
             ..Self::new(name)
         }
     }
@@ -114,7 +114,7 @@ impl Settings {
                 self.what()
             )));
         }
-        if self.permits == Some(0) {
+        if self.product == (Product::Semaphore { permits: 0 }) {
             return Err(Error::InvalidOptions(format!(
                 "semaphore {name} has 0 permits, so nobody could ever acquire one"
             )));
@@ -169,7 +169,7 @@ impl Settings {
                 acks.timeout,
                 self.ttl / 4
             )
-        } else if self.quorum.is_some() {
+        } else if matches!(self.reach, Reach::Quorum { .. }) {
             "it is over a quorum, whose majority of masters gives more than replicas do".to_owned()
         } else if self.on_cluster() {
             "it is on a Redis Cluster, which is not supported yet".to_owned()
@@ -212,12 +212,12 @@ impl Settings {
     /// Quorum mode takes independent masters and offers neither fair mode nor semaphores
     /// (see the [quorum guide](crate::guide::quorum)).
     fn check_quorum(&self) -> Result<(), Error> {
-        let Some(nodes) = self.quorum else {
+        let Some(nodes) = self.reach.quorum() else {
             return Ok(());
         };
         let refusal = if self.on_cluster() {
             "its nodes are Redis Cluster connections; a quorum needs independent masters"
-        } else if self.permits.is_some() {
+        } else if matches!(self.product, Product::Semaphore { .. }) {
             "a counting semaphore does not compose over majorities: two majorities share a \
              node, but each may count different holders there"
         } else if self.fair {
@@ -241,8 +241,9 @@ impl Settings {
         let Some(notifier) = &self.notifier else {
             return Ok(());
         };
-        let (hub, nodes) = (&notifier.hub, self.quorum.unwrap_or(1));
-        let (here, there, fix) = if hub.nodes() != nodes && self.quorum.is_some() {
+        let (hub, quorum) = (&notifier.hub, self.reach.quorum());
+        let nodes = quorum.unwrap_or(1);
+        let (here, there, fix) = if hub.nodes() != nodes && quorum.is_some() {
             let here = format!("over a quorum of {nodes} nodes");
             let there = format!("{} node(s)", hub.nodes());
             (
@@ -254,7 +255,7 @@ impl Settings {
             let there = format!("a quorum of {} nodes", hub.nodes());
             ("on a single Redis server".into(), there, "Notifier::new")
         } else if hub.is_cluster() && !self.on_cluster() {
-            let here = if self.quorum.is_some() {
+            let here = if quorum.is_some() {
                 "over a quorum"
             } else {
                 "on a single Redis server"
@@ -280,18 +281,15 @@ impl Settings {
         )))
     }
 
-    /// Whether the handle is on a Redis Cluster.
+    /// Whether the handle is on a Redis Cluster (over a quorum: whether its nodes'
+    /// connections are, which [`check`](Self::check) refuses).
     pub(crate) fn on_cluster(&self) -> bool {
-        self.topology == Topology::Cluster
+        self.reach.topology() == Topology::Cluster
     }
 
     /// What the settings are for, as messages name it.
     fn what(&self) -> &'static str {
-        if self.permits.is_some() {
-            "semaphore"
-        } else {
-            "mutex"
-        }
+        self.product.noun()
     }
 
     /// The TTL in whole milliseconds, rounded down: the unit of `PX` and `PEXPIRE`.
@@ -363,7 +361,7 @@ mod tests {
     #[test]
     fn replica_acknowledgement_is_refused_on_a_cluster_and_taken_on_one_server() {
         let acknowledged = |topology| Settings {
-            topology,
+            reach: Reach::Connection(topology),
             replicas: Some(Acks {
                 replicas: 1,
                 timeout: Duration::from_millis(100),
@@ -417,7 +415,7 @@ mod tests {
     #[test]
     fn on_a_cluster_every_lock_key_of_the_name_must_have_a_hash_tag() {
         let on_cluster = |name: &str, tag_keys: bool| Settings {
-            topology: Topology::Cluster,
+            reach: Reach::Connection(Topology::Cluster),
             hash_tag_keys: tag_keys,
             ..Settings::new(name.into())
         };
@@ -490,14 +488,17 @@ mod tests {
         );
         refused(
             Settings {
-                permits: Some(2),
+                product: Product::Semaphore { permits: 2 },
                 ..quorum()
             },
             "semaphore",
         );
         refused(
             Settings {
-                topology: Topology::Cluster,
+                reach: Reach::Quorum {
+                    nodes: 3,
+                    each: Topology::Cluster,
+                },
                 hash_tag_keys: true,
                 ..quorum()
             },
