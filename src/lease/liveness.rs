@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::observe::Held;
+use crate::observe::HeldMetric;
 use crate::reason::CancelReason;
 
 /// The first reason set wins. The validity deadline only moves forward; every look
@@ -63,7 +63,7 @@ struct Tenure {
     /// How many renewals of the lock succeeded.
     renewals: AtomicU64,
     /// The lock in the metrics (feature `metrics`): ended by whoever claims its end.
-    held: Held,
+    held: HeldMetric,
 }
 
 impl Tenure {
@@ -97,7 +97,7 @@ impl Liveness {
         parent: Option<CancellationToken>,
         sent: Instant,
         deadline: Instant,
-        held: Held,
+        held: HeldMetric,
     ) -> Self {
         let token = OnceLock::new();
         if let Some(parent) = &parent {
@@ -376,8 +376,13 @@ mod tests {
     async fn a_capped_deadline_never_passes_the_cap_and_ends_as_max_hold() {
         let now = Instant::now();
         let cap = now + Duration::from_millis(250);
-        let liveness =
-            Liveness::new(None, now, now + Duration::from_millis(100), Held::default()).capped(cap);
+        let liveness = Liveness::new(
+            None,
+            now,
+            now + Duration::from_millis(100),
+            HeldMetric::default(),
+        )
+        .capped(cap);
         liveness.extend(now + Duration::from_millis(200));
         assert_eq!(liveness.deadline(), now + Duration::from_millis(200));
         tokio::time::advance(Duration::from_millis(150)).await;
@@ -387,8 +392,13 @@ mod tests {
         let nested = Liveness::nested(
             None,
             Arc::new(
-                Liveness::new(None, now, now + Duration::from_millis(100), Held::default())
-                    .capped(now + Duration::from_millis(100)),
+                Liveness::new(
+                    None,
+                    now,
+                    now + Duration::from_millis(100),
+                    HeldMetric::default(),
+                )
+                .capped(now + Duration::from_millis(100)),
             ),
         );
         tokio::time::advance(Duration::from_millis(100)).await;
@@ -399,19 +409,34 @@ mod tests {
             "the outer's cap"
         );
         // Without reaching the cap, a passed deadline is an expiry.
-        let short = Liveness::new(None, now, now + Duration::from_millis(10), Held::default())
-            .capped(now + Duration::from_secs(60));
+        let short = Liveness::new(
+            None,
+            now,
+            now + Duration::from_millis(10),
+            HeldMetric::default(),
+        )
+        .capped(now + Duration::from_secs(60));
         assert_eq!(short.reason(), Some(CancelReason::Expired));
         // A deadline already past the cap is moved back to it.
-        let late =
-            Liveness::new(None, now, now + Duration::from_secs(60), Held::default()).capped(now);
+        let late = Liveness::new(
+            None,
+            now,
+            now + Duration::from_secs(60),
+            HeldMetric::default(),
+        )
+        .capped(now);
         assert_eq!(late.deadline(), now);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_look_after_the_deadline_fires_expired_without_the_task() {
         let now = Instant::now();
-        let liveness = Liveness::new(None, now, now + Duration::from_millis(100), Held::default());
+        let liveness = Liveness::new(
+            None,
+            now,
+            now + Duration::from_millis(100),
+            HeldMetric::default(),
+        );
         assert!(!liveness.fire_if_expired());
         liveness.extend(now + Duration::from_millis(50));
         assert_eq!(
@@ -434,7 +459,7 @@ mod tests {
             None,
             now,
             now + Duration::from_millis(100),
-            Held::default(),
+            HeldMetric::default(),
         ));
         let nested = Liveness::nested(None, Arc::clone(&outer));
         outer.extend(now + Duration::from_millis(300));
@@ -466,7 +491,7 @@ mod tests {
             None,
             now,
             now + Duration::from_millis(100),
-            Held::default(),
+            HeldMetric::default(),
         ));
         tokio::time::advance(Duration::from_millis(10)).await;
         let nested = Liveness::nested(None, Arc::clone(&outer)).capped(Instant::now());
@@ -487,13 +512,23 @@ mod tests {
     #[test]
     fn a_token_made_after_the_lock_fired_is_cancelled_and_one_made_before_is_fired() {
         let now = Instant::now();
-        let later = Liveness::new(None, now, now + Duration::from_secs(60), Held::default());
+        let later = Liveness::new(
+            None,
+            now,
+            now + Duration::from_secs(60),
+            HeldMetric::default(),
+        );
         later.fire();
         assert!(later.is_fired());
         assert!(later.token().is_cancelled());
         assert_eq!(later.reason(), Some(CancelReason::Cancelled));
 
-        let before = Liveness::new(None, now, now + Duration::from_secs(60), Held::default());
+        let before = Liveness::new(
+            None,
+            now,
+            now + Duration::from_secs(60),
+            HeldMetric::default(),
+        );
         let token = before.token().clone();
         assert!(!before.is_fired());
         before.cancel(CancelReason::Lost);
@@ -504,7 +539,7 @@ mod tests {
             Some(parent.clone()),
             now,
             now + Duration::from_secs(60),
-            Held::default(),
+            HeldMetric::default(),
         );
         parent.cancel();
         assert!(child.is_fired());
@@ -514,7 +549,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn cancelled_follows_an_extended_deadline() {
         let now = Instant::now();
-        let liveness = Liveness::new(None, now, now + Duration::from_millis(100), Held::default());
+        let liveness = Liveness::new(
+            None,
+            now,
+            now + Duration::from_millis(100),
+            HeldMetric::default(),
+        );
         liveness.extend(now + Duration::from_millis(300));
         let waited = tokio::time::timeout(Duration::from_millis(250), liveness.cancelled());
         assert!(waited.await.is_err(), "fired before the extended deadline");

@@ -15,9 +15,9 @@ mod silent;
 #[cfg(feature = "metrics")]
 pub use recording::describe;
 #[cfg(feature = "metrics")]
-pub(crate) use recording::{Held, Meters};
+pub(crate) use recording::{HeldMetric, Meters};
 #[cfg(not(feature = "metrics"))]
-pub(crate) use silent::{Held, Meters};
+pub(crate) use silent::{HeldMetric, Meters};
 
 /// How a request ended, the `outcome` label of `redismutex_acquire_duration_seconds`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -189,11 +189,11 @@ impl Meters {
         }
     }
 
-    /// A lock of `kind` acquired now: counted in `redismutex_held` until [`Held::end`].
-    pub(crate) fn held(&self, kind: Kind) -> Held {
+    /// A lock of `kind` acquired now: counted in `redismutex_held` until [`HeldMetric::end`].
+    pub(crate) fn held(&self, kind: Kind) -> HeldMetric {
         let kind = index(kind);
         gauge(&self.0.held[kind], 1.0);
-        Held {
+        HeldMetric {
             of: Some((self.clone(), kind, Instant::now())),
         }
     }
@@ -290,11 +290,11 @@ impl Drop for Timed {
 /// A held lock, counted in `redismutex_held` until its end; none for a nested guard,
 /// which holds no lock of its own.
 #[derive(Debug, Default)]
-pub(crate) struct Held {
+pub(crate) struct HeldMetric {
     of: Option<(Meters, usize, Instant)>,
 }
 
-impl Held {
+impl HeldMetric {
     /// The lock ended (released, lost, expired or cancelled): its time is recorded and
     /// it leaves `redismutex_held`. Called once, by whoever claims the lock's end.
     pub(crate) fn end(&self) {

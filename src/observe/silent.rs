@@ -17,8 +17,8 @@ impl Meters {
         Timed {}
     }
 
-    pub(crate) fn held(&self, _kind: Kind) -> Held {
-        Held {}
+    pub(crate) fn held(&self, _kind: Kind) -> HeldMetric {
+        HeldMetric {}
     }
 
     pub(crate) fn renewed(&self, _renewed: Refreshed) {}
@@ -40,9 +40,9 @@ impl Timed {
 
 /// A held lock: nothing to count.
 #[derive(Debug, Default)]
-pub(crate) struct Held {}
+pub(crate) struct HeldMetric {}
 
-impl Held {
+impl HeldMetric {
     pub(crate) fn end(&self) {}
 
     pub(crate) fn lost(&self, _reason: CancelReason) {}
