@@ -471,7 +471,8 @@ async fn the_script_writes_nothing_in_any_state() {
     assert!(writer.waiting_writer().is_some());
     assert_eq!(writer.last_fencing_token(), Some(17));
     assert_eq!(
-        writer.queue()[..]
+        writer
+            .queue()
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>(),
