@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::common::cli_run::{self, finish, Run};
 use crate::common::{raw, RedisServer};
 use crate::run::{status_json, status_text};
-use redismutex::RwMutex;
+use redismutex::{RwMutex, Semaphore};
 
 /// The TTL of the locks the tests take: nothing expires by itself.
 const TTL: Duration = Duration::from_secs(30);
@@ -91,6 +91,33 @@ async fn hash_tag_keys_tags_the_lock_key_as_the_library_does() {
         "{out:?}"
     );
     assert!(!raw::exists(&conn, "jobs:{7}").await);
+    // A semaphore's key is tagged the same way, and status reads it as one.
+    let pool = Semaphore::builder(conn.clone(), "pool", 2)
+        .ttl(TTL)
+        .hash_tag_keys(true)
+        .build()
+        .unwrap();
+    let permit = pool.acquire().key("3").await.unwrap();
+    assert_eq!(
+        (pool.lock_key("3"), permit.key()),
+        ("pool:{3}".to_owned(), "pool:{3}")
+    );
+    let status = status_json(
+        &[&url],
+        "pool",
+        &["--key", "3", "--hash-tag-keys", "--permits", "2"],
+    )
+    .await;
+    assert_eq!(
+        (
+            &status["key"],
+            &status["state"],
+            &status["semaphore"]["holders"][0]["id"]
+        ),
+        (&"pool:{3}".into(), &"semaphore".into(), &permit.id().into()),
+        "{status}"
+    );
+
     let name = ["{", "}"].concat();
     let out = run(&url, &["status", &name, "--hash-tag-keys"]).await;
     assert_eq!(out.code, Some(2), "a name no tag can be made for: {out:?}");
