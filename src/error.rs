@@ -1,5 +1,9 @@
 //! The one error type of the crate.
 
+mod chain;
+
+pub(crate) use chain::chain;
+
 use std::fmt;
 
 /// Everything that can go wrong when taking, keeping or releasing a lock.
@@ -466,18 +470,6 @@ impl fmt::Display for Preview<'_> {
             Some((cut, _)) => write!(f, "{:?}... ({} bytes)", &self.0[..cut], self.0.len()),
         }
     }
-}
-
-/// `err` and its sources, joined with `: `, for log fields.
-pub(crate) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
 }
 
 #[cfg(test)]

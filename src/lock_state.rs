@@ -1,6 +1,7 @@
 //! What [`RwMutex::inspect`](crate::RwMutex::inspect) and
 //! [`Semaphore::inspect`](crate::Semaphore::inspect) read: the state of one lock key.
 
+use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::mode::Mode;
@@ -41,13 +42,13 @@ pub struct LockState {
     pub(crate) holders: Vec<String>,
     pub(crate) ttl: Option<Duration>,
     pub(crate) last_fencing_token: Option<u64>,
-    pub(crate) queue: Vec<String>,
+    pub(crate) queue: Vec<QueueEntry>,
     pub(crate) server_time: SystemTime,
     pub(crate) waiting_writer: Option<String>,
     pub(crate) key_ttls: Vec<(String, Duration)>,
     pub(crate) permit_deadlines: Vec<(String, Option<SystemTime>)>,
-    pub(crate) queue_tickets: Vec<(String, Option<u64>)>,
-    pub(crate) queue_deadlines: Vec<(String, Option<SystemTime>)>,
+    pub(crate) queue_tickets: Vec<(QueueEntry, Option<u64>)>,
+    pub(crate) queue_deadlines: Vec<(QueueEntry, Option<SystemTime>)>,
 }
 
 impl LockState {
@@ -90,13 +91,13 @@ impl LockState {
         self.holders.len()
     }
 
-    /// The fair queue (see [`Builder::fair`]), the next to be served first, each member as
-    /// stored: `"<kind>:<id>"`, with kind `w` for a writer, `r` for a reader and `p` for
-    /// a permit. Waiters whose deadline to attempt again has passed are left out, as the
-    /// next fair request drops them. Empty when the lock is not fair or nobody waits.
+    /// The fair queue (see [`Builder::fair`]), the next to be served first: each waiter
+    /// as a [`QueueEntry`], a writer, a reader or a permit with its id. Waiters whose
+    /// deadline to attempt again has passed are left out, as the next fair request drops
+    /// them. Empty when the lock is not fair or nobody waits.
     ///
     /// [`Builder::fair`]: crate::Builder::fair
-    pub fn queue(&self) -> &[String] {
+    pub fn queue(&self) -> &[QueueEntry] {
         &self.queue
     }
 
@@ -155,7 +156,7 @@ impl LockState {
     /// not exist.
     ///
     /// [`Builder::fair`]: crate::Builder::fair
-    pub fn queue_tickets(&self) -> &[(String, Option<u64>)] {
+    pub fn queue_tickets(&self) -> &[(QueueEntry, Option<u64>)] {
         &self.queue_tickets
     }
 
@@ -165,7 +166,50 @@ impl LockState {
     /// a deadline not after it has passed). `None` when the stored score is not a whole
     /// number of milliseconds (a key the crate did not write). Empty when that key does
     /// not exist.
-    pub fn queue_deadlines(&self) -> &[(String, Option<SystemTime>)] {
+    pub fn queue_deadlines(&self) -> &[(QueueEntry, Option<SystemTime>)] {
         &self.queue_deadlines
+    }
+}
+
+/// One member of a fair queue (see [`Builder::fair`]), as [`LockState::queue`],
+/// [`LockState::queue_tickets`] and [`LockState::queue_deadlines`] give it: who waits,
+/// for what, under which id. The id is the one the guard or permit it waits for will
+/// have ([`Guard::id`](crate::Guard::id)). It displays as it is stored in Redis:
+/// `w:<id>`, `r:<id>`, `p:<id>`, or an [`Unknown`](Self::Unknown) member as it is.
+///
+/// [`Builder::fair`]: crate::Builder::fair
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QueueEntry {
+    /// A writer waiting for the write lock (stored as `w:<id>`), with its id.
+    Writer(String),
+    /// A reader waiting for a read lock (`r:<id>`), with its id.
+    Reader(String),
+    /// A request waiting for a semaphore's permit (`p:<id>`), with its id.
+    Permit(String),
+    /// A member the crate does not write (another prefix, or an id that is not 32
+    /// lowercase hex characters), as stored.
+    Unknown(String),
+}
+
+impl QueueEntry {
+    /// The id of the waiter: the id its guard or permit will have; `None` for an
+    /// [`Unknown`](Self::Unknown) member.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Self::Writer(id) | Self::Reader(id) | Self::Permit(id) => Some(id),
+            Self::Unknown(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for QueueEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Writer(id) => write!(f, "w:{id}"),
+            Self::Reader(id) => write!(f, "r:{id}"),
+            Self::Permit(id) => write!(f, "p:{id}"),
+            Self::Unknown(member) => f.write_str(member),
+        }
     }
 }

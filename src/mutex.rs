@@ -163,6 +163,18 @@ impl<C> RwMutex<C> {
         self.shared.inspect(key, Form::Lock).await
     }
 
+    /// The lock key a request for `key` takes, `key` being what [`Acquire::key`] takes
+    /// (`""` for none): `<name>`, or `<name>:<key>`; with [`Builder::hash_tag_keys`],
+    /// `{<name>}` or `<name>:{<key>}` when that carries no hash tag of its own. It is
+    /// the key [`inspect`](Self::inspect) reads, [`force_unlock`](Self::force_unlock)
+    /// clears and a guard's [`key`](crate::Guard::key) gives; the lock's other keys append to it
+    /// (`<lock key>:fence`). Sends nothing and checks nothing: a key every request
+    /// refuses ([`Error::InvalidKey`]) is given all the same.
+    pub fn lock_key(&self, key: &str) -> String {
+        let settings = &self.shared.settings;
+        crate::protocol::keys::lock_key(&settings.name, Some(key), settings.hash_tag_keys)
+    }
+
     /// What the mutex and its clones share.
     pub(crate) fn shared(&self) -> &Arc<Shared<C>> {
         &self.shared

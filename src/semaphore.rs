@@ -127,6 +127,18 @@ impl<C> Semaphore<C> {
         self.shared.inspect(key, Form::Semaphore).await
     }
 
+    /// The semaphore key a request for `key` takes, `key` being what [`Acquire::key`] takes
+    /// (`""` for none): `<name>`, or `<name>:<key>`; with [`Builder::hash_tag_keys`],
+    /// `{<name>}` or `<name>:{<key>}` when that carries no hash tag of its own. It is
+    /// the key [`inspect`](Self::inspect) reads, [`force_unlock`](Self::force_unlock)
+    /// clears and a permit's [`key`](crate::Permit::key) gives; the semaphore's other keys append to it
+    /// (`<semaphore key>:fence`). Sends nothing and checks nothing: a key every request
+    /// refuses ([`Error::InvalidKey`]) is given all the same.
+    pub fn lock_key(&self, key: &str) -> String {
+        let settings = &self.shared.settings;
+        crate::protocol::keys::lock_key(&settings.name, Some(key), settings.hash_tag_keys)
+    }
+
     /// Returns every permit of `key` by force, whoever holds them (an operator clearing
     /// permits a crashed deploy left behind). `key` is what [`Acquire::key`] takes, `""`
     /// for the semaphore name itself. `Ok(true)` when a permit was held (its deadline

@@ -10,7 +10,7 @@ use super::keys::Keys;
 use super::lua::SCRIPTS;
 use super::replies::{refusal, unexpected};
 use crate::error::Error;
-use crate::lock_state::LockState;
+use crate::lock_state::{LockState, QueueEntry};
 use crate::mode::Mode;
 
 /// What kind of handle's key is read: it decides which types the lock key may hold.
@@ -108,13 +108,13 @@ fn state(items: &[Value], names: &Names<'_>) -> Option<LockState> {
         holders,
         ttl,
         last_fencing_token: u64::try_from(fence).ok().filter(|token| *token > 0),
-        queue: texts(queue)?,
+        queue: texts(queue)?.into_iter().map(entry).collect(),
         server_time: UNIX_EPOCH.checked_add(Duration::from_millis(u64::try_from(now).ok()?))?,
         waiting_writer,
         key_ttls: key_ttls(names, pttl, pttls)?,
         permit_deadlines: scored(permits, deadline)?,
-        queue_tickets: scored(tickets, ticket)?,
-        queue_deadlines: scored(deadlines, deadline)?,
+        queue_tickets: entries(scored(tickets, ticket)?),
+        queue_deadlines: entries(scored(deadlines, deadline)?),
     })
 }
 
@@ -140,6 +140,35 @@ fn key_ttls(names: &Names<'_>, lock: i64, others: &Value) -> Option<Vec<(String,
         }
     }
     Some(ttls)
+}
+
+/// A fair queue's `member` as stored (`lua/shared.lua`): `<kind>:<id>`, kind `w` for a
+/// writer, `r` for a reader, `p` for a permit, and the id as [`Id`] writes it (32
+/// lowercase hex characters); anything else is [`QueueEntry::Unknown`].
+///
+/// [`Id`]: super::id::Id
+fn entry(member: String) -> QueueEntry {
+    let id = || member.get(2..).filter(|id| is_id(id)).map(str::to_owned);
+    let typed = match member.get(..2) {
+        Some("w:") => id().map(QueueEntry::Writer),
+        Some("r:") => id().map(QueueEntry::Reader),
+        Some("p:") => id().map(QueueEntry::Permit),
+        _ => None,
+    };
+    typed.unwrap_or(QueueEntry::Unknown(member))
+}
+
+/// Whether `id` is an id as the crate makes them: 32 lowercase hex characters.
+fn is_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Scored members of a fair queue, each read by [`entry`].
+fn entries<T>(scored: Vec<(String, T)>) -> Vec<(QueueEntry, T)> {
+    scored
+        .into_iter()
+        .map(|(member, score)| (entry(member), score))
+        .collect()
 }
 
 /// A flat `{member, score, member, score, ...}` array as pairs, each score read by
@@ -228,6 +257,19 @@ mod tests {
         "k:queue-deadline",
     ];
 
+    /// Fair queue members as the scripts store them, ids of 32 lowercase hex characters.
+    const WB: &str = "w:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    const RA: &str = "r:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const WC: &str = "w:cccccccccccccccccccccccccccccccc";
+
+    fn writer(c: char) -> QueueEntry {
+        QueueEntry::Writer(c.to_string().repeat(32))
+    }
+
+    fn reader(c: char) -> QueueEntry {
+        QueueEntry::Reader(c.to_string().repeat(32))
+    }
+
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())
     }
@@ -247,13 +289,13 @@ mod tests {
             Value::Int(intent),
             Value::Int(fence),
             bulks(holders),
-            bulks(&["w:b", "r:a"]),
+            bulks(&[WB, RA]),
             Value::Int(1_718_000_000_123),
             bulk(if intent == 1 { "w1" } else { "" }),
             ints(&[if intent == 1 { 900 } else { -2 }, -2, 5000, -2]),
             bulks(&[]),
-            bulks(&["w:b", "1", "r:a", "2", "w:c", "1.5"]),
-            bulks(&["w:c", "5", "r:a", "1718000000999", "w:b", "inf"]),
+            bulks(&[WB, "1", RA, "2", WC, "1.5"]),
+            bulks(&[WC, "5", RA, "1718000000999", WB, "inf"]),
         ])
     }
 
@@ -272,7 +314,11 @@ mod tests {
             (free.mode(), free.ttl(), free.last_fencing_token()),
             (None, None, None)
         );
-        assert_eq!(free.queue(), ["w:b", "r:a"], "in the order stored");
+        assert_eq!(
+            free.queue(),
+            [writer('b'), reader('a')],
+            "in the order stored"
+        );
         let readers = parse(reply("set", 1500, 1, 7, &["b", "a"])).unwrap();
         assert_eq!(readers.mode(), Some(Mode::Read));
         assert_eq!(readers.holders(), ["a", "b"], "sorted");
@@ -317,18 +363,18 @@ mod tests {
         assert_eq!(
             readers.queue_tickets(),
             [
-                ("w:b".to_owned(), Some(1)),
-                ("r:a".to_owned(), Some(2)),
-                ("w:c".to_owned(), None),
+                (writer('b'), Some(1)),
+                (reader('a'), Some(2)),
+                (writer('c'), None),
             ],
             "a ticket that is not whole is none"
         );
         assert_eq!(
             readers.queue_deadlines(),
             [
-                ("w:c".to_owned(), at(5)),
-                ("r:a".to_owned(), at(1_718_000_000_999)),
-                ("w:b".to_owned(), None),
+                (writer('c'), at(5)),
+                (reader('a'), at(1_718_000_000_999)),
+                (writer('b'), None),
             ]
         );
         let free = parse(reply("none", -2, 0, 0, &[])).unwrap();
@@ -360,6 +406,34 @@ mod tests {
             run_out.key_ttls()[0],
             ("k".to_owned(), Duration::from_millis(900))
         );
+    }
+
+    #[test]
+    fn queue_members_are_typed_and_others_kept_as_stored() {
+        let id = "0123456789abcdef0123456789abcdef";
+        let typed = [
+            (format!("w:{id}"), QueueEntry::Writer(id.to_owned())),
+            (format!("r:{id}"), QueueEntry::Reader(id.to_owned())),
+            (format!("p:{id}"), QueueEntry::Permit(id.to_owned())),
+        ];
+        for (member, want) in typed {
+            let got = entry(member.clone());
+            assert_eq!(got, want);
+            assert_eq!((got.id(), got.to_string()), (Some(id), member), "as stored");
+        }
+        for odd in [
+            String::new(),
+            "w".to_owned(),
+            "w:".to_owned(),
+            format!("x:{id}"),
+            format!("w:{id}0"),
+            format!("w:{}", id.to_uppercase()),
+            "é:".to_owned(),
+        ] {
+            let got = entry(odd.clone());
+            assert_eq!(got, QueueEntry::Unknown(odd.clone()));
+            assert_eq!((got.id(), got.to_string()), (None, odd));
+        }
     }
 
     #[test]

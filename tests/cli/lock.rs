@@ -14,6 +14,7 @@ use crate::common::cli_run::{self, finish, Run, BIN};
 use crate::common::go_peer::GoPeer;
 use crate::common::trap_child::{trapping, PID, READY};
 use crate::common::{eventually, raw, RedisServer};
+use crate::run::{status_json, status_text};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
@@ -88,20 +89,6 @@ async fn keys(conn: &MultiplexedConnection) -> Vec<String> {
     let mut keys: Vec<String> = raw::cmd(conn, "KEYS", &["*"]).await;
     keys.sort();
     keys
-}
-
-/// `status NAME --json`, parsed.
-async fn status_json(url: &str, name: &str) -> Value {
-    let out = run(url, &["status", name, "--json"]).await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    serde_json::from_str(out.stdout.trim()).unwrap_or_else(|err| panic!("{err}: {out:?}"))
-}
-
-/// `status NAME` as lines.
-async fn status_text(url: &str, name: &str) -> Vec<String> {
-    let out = run(url, &["status", name]).await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    out.stdout.lines().map(str::to_owned).collect()
 }
 
 /// The PTTL in `line`, which must be `<prefix><n> ms)`; checked to be in `1..=max`.
@@ -578,7 +565,7 @@ async fn status_of_a_free_lock() {
     let server = RedisServer::start();
     let url = server.url();
     assert_eq!(
-        status_text(&url, "jobs").await,
+        status_text(&[&url], "jobs", &[]).await,
         [
             "jobs: free",
             "queue: none",
@@ -586,7 +573,7 @@ async fn status_of_a_free_lock() {
             "last fencing token: none"
         ]
     );
-    let mut status = status_json(&url, "jobs").await;
+    let mut status = status_json(&[&url], "jobs", &[]).await;
     let time = status
         .as_object_mut()
         .unwrap()
@@ -611,7 +598,7 @@ async fn status_of_a_write_lock() {
     let id = guard.id().to_owned();
     let token = guard.fencing_token().to_string();
 
-    let text = status_text(&url, "jobs").await;
+    let text = status_text(&[&url], "jobs", &[]).await;
     assert_eq!(text.len(), 4, "{text:?}");
     pttl_in(
         &text[0],
@@ -626,7 +613,7 @@ async fn status_of_a_write_lock() {
         i64::MAX,
     );
 
-    let status = status_json(&url, "jobs").await;
+    let status = status_json(&[&url], "jobs", &[]).await;
     assert_eq!(status["key"], "jobs");
     assert_eq!(status["state"], "write");
     assert_eq!(status["type"], "string");
@@ -652,7 +639,7 @@ async fn status_of_a_read_lock_with_two_readers() {
     let mut ids = [a.id().to_owned(), b.id().to_owned()];
     ids.sort();
 
-    let text = status_text(&url, "jobs").await;
+    let text = status_text(&[&url], "jobs", &[]).await;
     assert_eq!(text.len(), 6, "{text:?}");
     pttl_in(&text[0], "jobs: read-locked by 2 reader(s) (PTTL ", 30_000);
     assert_eq!(text[1], format!("  reader {}", ids[0]));
@@ -664,7 +651,7 @@ async fn status_of_a_read_lock_with_two_readers() {
         "{text:?}"
     );
 
-    let status = status_json(&url, "jobs").await;
+    let status = status_json(&[&url], "jobs", &[]).await;
     assert_eq!(status["state"], "read");
     assert_eq!(status["type"], "set");
     assert_eq!(status["writer"], Value::Null);
@@ -699,7 +686,7 @@ async fn status_shows_a_waiting_writers_intent() {
     assert!(eventually(|| raw::exists(&conn, "jobs:lock-intent")).await);
     let intent = raw::get(&conn, "jobs:lock-intent").await.unwrap();
 
-    let text = status_text(&url, "jobs").await;
+    let text = status_text(&[&url], "jobs", &[]).await;
     assert_eq!(text.len(), 6, "{text:?}");
     assert!(
         text[0].starts_with("jobs: read-locked by 2 reader(s)"),
@@ -708,7 +695,7 @@ async fn status_shows_a_waiting_writers_intent() {
     // The waiter's ttl is the default 4 s.
     pttl_in(&text[4], &format!("intent: {intent} (string, PTTL "), 4_000);
 
-    let status = status_json(&url, "jobs").await;
+    let status = status_json(&[&url], "jobs", &[]).await;
     assert_eq!(status["state"], "read");
     assert_eq!(status["reader_count"], 2);
     assert_eq!(status["intent"]["key"], "jobs:lock-intent");
@@ -724,7 +711,7 @@ async fn status_shows_a_waiting_writers_intent() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(lines(&file), [intent], "the intent held the waiter's id");
     assert!(!raw::exists(&conn, "jobs:lock-intent").await);
-    assert_eq!(status_json(&url, "jobs").await["state"], "free");
+    assert_eq!(status_json(&[&url], "jobs", &[]).await["state"], "free");
 }
 
 #[tokio::test]
@@ -735,10 +722,10 @@ async fn status_of_a_foreign_key_reports_it_and_leaves_it_untouched() {
     // The crate refuses the key, so the snapshot reads nothing past it: no PTTL, queue,
     // intent or fence.
     assert_eq!(
-        status_text(&url, "jobs").await,
+        status_text(&[&url], "jobs", &[]).await,
         ["jobs: holds a hash, not a lock (left untouched)"]
     );
-    let status = status_json(&url, "jobs").await;
+    let status = status_json(&[&url], "jobs", &[]).await;
     assert_eq!(status["state"], "foreign");
     assert_eq!(status["type"], "hash");
     assert_eq!(status["writer"], Value::Null);
@@ -773,12 +760,12 @@ async fn a_go_holder_is_seen_by_status_and_keeps_lock_out() {
     let go_id = GoPeer::new_id();
     assert_eq!(go.write("jobs", &go_id, false).await, None, "go holds it");
 
-    let status = status_json(&url, "jobs").await;
+    let status = status_json(&[&url], "jobs", &[]).await;
     assert_eq!(status["state"], "write");
     assert_eq!(status["writer"], json!(go_id));
     assert_eq!(status["fence"], Value::Null, "Go mints no token");
     assert_eq!(status["last_fencing_token"], Value::Null);
-    let text = status_text(&url, "jobs").await;
+    let text = status_text(&[&url], "jobs", &[]).await;
     pttl_in(
         &text[0],
         &format!("jobs: write-locked by {go_id} (PTTL "),

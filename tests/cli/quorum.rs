@@ -11,6 +11,7 @@ use std::path::Path;
 
 use crate::common::cli_run::{self, finish, Run, BIN};
 use crate::common::{eventually, raw, RedisServer};
+use crate::run::{status_json, status_text};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
@@ -71,20 +72,6 @@ fn spawn(urls: &[String], args: &[&str]) -> Child {
 
 async fn run(urls: &[String], args: &[&str]) -> Run {
     finish(spawn(urls, args)).await
-}
-
-/// `status NAME` as lines.
-async fn status_text(urls: &[String], name: &str) -> Vec<String> {
-    let out = run(urls, &["status", name]).await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    out.stdout.lines().map(str::to_owned).collect()
-}
-
-/// `status NAME --json`, parsed.
-async fn status_json(urls: &[String], name: &str) -> Value {
-    let out = run(urls, &["status", name, "--json"]).await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    serde_json::from_str(out.stdout.trim()).unwrap_or_else(|err| panic!("{err}: {out:?}"))
 }
 
 /// Starts `lock jobs EXTRA...` without a command on `urls` and reads its first line:
@@ -167,7 +154,7 @@ async fn assert_no_lock_keys(nodes: &Nodes) {
 async fn status_of_a_free_lock_shows_every_node_and_the_quorum() {
     let nodes = Nodes::start().await;
     let urls = nodes.urls();
-    let text = status_text(&urls, "jobs").await;
+    let text = status_text(&urls, "jobs", &[]).await;
     assert_header(&text, &nodes);
     let labels = [
         "state",
@@ -192,7 +179,7 @@ async fn status_of_a_free_lock_shows_every_node_and_the_quorum() {
     }
     assert_eq!(text.last().unwrap(), "quorum: free on 3 of 3 nodes");
 
-    let status = status_json(&urls, "jobs").await;
+    let status = status_json(&urls, "jobs", &[]).await;
     assert_eq!(status["key"], "jobs");
     let views = status["nodes"].as_array().expect("a nodes list");
     assert_eq!(views.len(), 3, "{status}");
@@ -229,7 +216,7 @@ async fn status_of_a_lock_held_in_quorum_mode() {
         "the holder's id on a majority: {held:?}"
     );
 
-    let text = status_text(&urls, "jobs").await;
+    let text = status_text(&urls, "jobs", &[]).await;
     assert_eq!(text.len(), 1 + 9 + 1, "{text:?}");
     let on = held.iter().filter(|v| v.as_deref() == Some(&*id)).count();
     assert_eq!(
@@ -250,7 +237,7 @@ async fn status_of_a_lock_held_in_quorum_mode() {
         );
     }
 
-    let status = status_json(&urls, "jobs").await;
+    let status = status_json(&urls, "jobs", &[]).await;
     assert_eq!(status["quorum"]["state"], "write", "{status}");
     assert_eq!(status["quorum"]["writer"], json!(id), "{status}");
     assert_eq!(status["quorum"]["on"], on, "{status}");
@@ -263,7 +250,7 @@ async fn status_of_a_lock_held_in_quorum_mode() {
 
     release(holder).await;
     assert_eq!(
-        status_text(&urls, "jobs").await.last().unwrap(),
+        status_text(&urls, "jobs", &[]).await.last().unwrap(),
         "quorum: free on 3 of 3 nodes"
     );
     assert_no_lock_keys(&nodes).await;
@@ -282,14 +269,14 @@ async fn a_writer_on_a_minority_is_no_quorum_and_on_a_majority_is() {
         }
     };
     set(1).await;
-    let text = status_text(&urls, "jobs").await;
+    let text = status_text(&urls, "jobs", &[]).await;
     assert_eq!(cell(&text, "state", 2), ["write"], "{text:?}");
     assert_eq!(cell(&text, "writer", 2), ["stray"], "{text:?}");
     assert_eq!(cell(&text, "writer", 1), ["-"], "{text:?}");
     assert_eq!(text.last().unwrap(), "quorum: free on 2 of 3 nodes");
 
     set(2).await;
-    let text = status_text(&urls, "jobs").await;
+    let text = status_text(&urls, "jobs", &[]).await;
     assert_eq!(
         text.last().unwrap(),
         "quorum: write held by stray on 2 of 3 nodes"
@@ -307,7 +294,7 @@ async fn readers_in_quorum_mode_are_listed_with_their_nodes() {
     let mut ids = [id_a, id_b];
     ids.sort();
 
-    let status = status_json(&urls, "jobs").await;
+    let status = status_json(&urls, "jobs", &[]).await;
     let quorum = &status["quorum"];
     assert_eq!(quorum["state"], "read", "{status}");
     let readers: Vec<&str> = quorum["readers"]
@@ -317,7 +304,7 @@ async fn readers_in_quorum_mode_are_listed_with_their_nodes() {
         .map(|holder| holder["id"].as_str().unwrap())
         .collect();
     assert_eq!(readers, ids, "{status}");
-    let text = status_text(&urls, "jobs").await;
+    let text = status_text(&urls, "jobs", &[]).await;
     assert!(
         text.iter()
             .any(|line| line.starts_with("quorum: read held by 2 reader(s) on ")),
@@ -406,7 +393,7 @@ async fn status_side_by_side_shows_the_node_that_differs() {
         &format!("quorum: write held by {id} on 2 of 3 nodes")
     );
 
-    let status = status_json(&urls, "jobs").await;
+    let status = status_json(&urls, "jobs", &[]).await;
     let third = &status["nodes"][2];
     assert_eq!(third["state"], "semaphore", "{status}");
     assert_eq!(third["type"], "zset", "{status}");
@@ -445,7 +432,7 @@ async fn status_with_a_node_killed_shows_it_unreachable_and_the_rest() {
     let up: Vec<usize> = (0..3).filter(|&i| i != down).collect();
     nodes.servers[down].stop();
 
-    let text = status_text(&urls, "jobs").await;
+    let text = status_text(&urls, "jobs", &[]).await;
     assert_header(&text, &nodes);
     assert_eq!(cell(&text, "state", down + 1), ["unreachable"], "{text:?}");
     assert_eq!(cell(&text, "writer", down + 1), ["-"], "{text:?}");
@@ -461,7 +448,7 @@ async fn status_with_a_node_killed_shows_it_unreachable_and_the_rest() {
         &format!("quorum: write held by {id} on 2 of 3 nodes")
     );
 
-    let status = status_json(&urls, "jobs").await;
+    let status = status_json(&urls, "jobs", &[]).await;
     let view = &status["nodes"][down];
     assert_eq!(view["node"], down + 1, "{status}");
     assert_eq!(view["reachable"], false, "{status}");
@@ -476,7 +463,7 @@ async fn status_with_a_node_killed_shows_it_unreachable_and_the_rest() {
     // With two of three down, status still answers but knows no majority.
     nodes.servers[up[0]].stop();
     assert_eq!(
-        status_text(&urls, "jobs").await.last().unwrap(),
+        status_text(&urls, "jobs", &[]).await.last().unwrap(),
         "quorum: unknown: 1 of 3 nodes answered, 2 needed"
     );
     // With none left, it fails, naming each node on stderr.

@@ -11,10 +11,10 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::common;
-use crate::common::cli_run::{self, finish};
 use crate::common::{eventually, raw, RedisServer};
+use crate::run::{status_json, status_text};
 use redis::aio::MultiplexedConnection;
-use redismutex::{RwMutex, Semaphore};
+use redismutex::{QueueEntry, RwMutex, Semaphore};
 use serde_json::{json, Value};
 
 /// The TTL of every lock and permit here: long enough that nothing expires by itself.
@@ -28,25 +28,6 @@ async fn setup() -> (RedisServer, String, MultiplexedConnection) {
     let server = RedisServer::start();
     let (url, conn) = (server.url(), server.conn().await);
     (server, url, conn)
-}
-
-/// `redismutex --url URL status NAME EXTRA...` as lines; it must exit 0 with nothing on
-/// stderr.
-async fn status_text(url: &str, name: &str, extra: &[&str]) -> Vec<String> {
-    let mut args = vec!["status", name];
-    args.extend_from_slice(extra);
-    let out = finish(cli_run::spawn(&[url], &args)).await;
-    assert_eq!((out.code, out.stderr.as_str()), (Some(0), ""), "{out:?}");
-    out.stdout.lines().map(str::to_owned).collect()
-}
-
-/// `redismutex --url URL status NAME --json EXTRA...`, parsed.
-async fn status_json(url: &str, name: &str, extra: &[&str]) -> Value {
-    let mut args = vec!["status", name, "--json"];
-    args.extend_from_slice(extra);
-    let out = finish(cli_run::spawn(&[url], &args)).await;
-    assert_eq!((out.code, out.stderr.as_str()), (Some(0), ""), "{out:?}");
-    serde_json::from_str(out.stdout.trim()).unwrap_or_else(|err| panic!("{err}: {out:?}"))
 }
 
 /// The number between `prefix` and `suffix` in `line`, checked to be in `range`.
@@ -116,7 +97,7 @@ async fn status_of_a_semaphore_with_two_of_three_permits_and_an_expired_holder()
     let _: i64 = raw::cmd(&conn, "ZADD", &["jobs", &dead_score.to_string(), DEAD]).await;
     let before = snapshot(&conn, "jobs").await;
 
-    let text = status_text(&url, "jobs", &["--permits", "3"]).await;
+    let text = status_text(&[&url], "jobs", &["--permits", "3"]).await;
     assert_eq!(text.len(), 7, "{text:?}");
     number_in(
         &text[0],
@@ -152,13 +133,13 @@ async fn status_of_a_semaphore_with_two_of_three_permits_and_an_expired_holder()
     let last = format!("last fencing token: {} (PTTL ", b.fencing_token());
     number_in(&text[6], &last, " ms)", 1..=86_400_000);
     // Without --permits, the count is not known: Redis does not store it.
-    let plain = status_text(&url, "jobs", &[]).await;
+    let plain = status_text(&[&url], "jobs", &[]).await;
     assert!(
         plain[0].starts_with("jobs: semaphore, in use: 2, expired: 1 (PTTL "),
         "{plain:?}"
     );
 
-    let status = status_json(&url, "jobs", &["--permits", "3"]).await;
+    let status = status_json(&[&url], "jobs", &["--permits", "3"]).await;
     assert_eq!(
         (&status["state"], &status["type"]),
         (&json!("semaphore"), &json!("zset"))
@@ -184,7 +165,7 @@ async fn status_of_a_semaphore_with_two_of_three_permits_and_an_expired_holder()
     assert_eq!(status["last_fencing_token"], b.fencing_token(), "{status}");
     assert_eq!(status["fence"]["value"], b.fencing_token().to_string());
     assert_eq!(status["queue"], Value::Null);
-    let plain = status_json(&url, "jobs", &[]).await;
+    let plain = status_json(&[&url], "jobs", &[]).await;
     assert_eq!(plain["semaphore"]["permits"], Value::Null, "{plain}");
 
     assert_eq!(
@@ -199,7 +180,7 @@ async fn status_of_a_semaphore_with_two_of_three_permits_and_an_expired_holder()
         .await
         .unwrap()
         .expect("a third permit");
-    let text = status_text(&url, "jobs", &["--permits", "3"]).await;
+    let text = status_text(&[&url], "jobs", &["--permits", "3"]).await;
     assert!(
         text[0].starts_with("jobs: semaphore, in use: 3 of 3, expired: 0 "),
         "{text:?}"
@@ -238,8 +219,26 @@ async fn status_lists_a_locks_fair_queue_in_order_and_the_first_is_served_next()
         .strip_prefix("r:")
         .expect("a reader second")
         .to_owned();
+    // The library gives the same members typed, in the same order.
+    let state = mx.inspect("").await.unwrap();
+    let typed = [
+        QueueEntry::Writer(writer.clone()),
+        QueueEntry::Reader(reader.clone()),
+    ];
+    assert_eq!(state.queue(), typed);
+    let tickets: Vec<_> = state
+        .queue_tickets()
+        .iter()
+        .map(|(entry, _)| entry)
+        .collect();
+    assert_eq!(tickets, typed.iter().collect::<Vec<_>>());
+    assert_eq!(
+        typed.map(|entry| entry.to_string()),
+        *members,
+        "shown as stored"
+    );
 
-    let text = status_text(&url, "jobs", &[]).await;
+    let text = status_text(&[&url], "jobs", &[]).await;
     assert_eq!(text.len(), 6, "{text:?}");
     assert!(text[0].starts_with(&format!("jobs: write-locked by {} ", holder.id())));
     number_in(
@@ -261,7 +260,7 @@ async fn status_lists_a_locks_fair_queue_in_order_and_the_first_is_served_next()
         );
     }
 
-    let status = status_json(&url, "jobs", &[]).await;
+    let status = status_json(&[&url], "jobs", &[]).await;
     let queue = &status["queue"];
     assert_eq!(queue["key"], "jobs:queue", "{status}");
     assert_eq!(queue["deadline_key"], "jobs:queue-deadline", "{status}");
@@ -296,7 +295,7 @@ async fn status_lists_a_locks_fair_queue_in_order_and_the_first_is_served_next()
     assert!(holder.unlock().await.unwrap());
     let got = common::at_once(first).await.unwrap().unwrap();
     assert_eq!(got.id(), writer);
-    let text = status_text(&url, "jobs", &[]).await;
+    let text = status_text(&[&url], "jobs", &[]).await;
     assert!(
         text[1].starts_with("queue: 1 waiter(s), the first is next "),
         "{text:?}"
@@ -308,7 +307,7 @@ async fn status_lists_a_locks_fair_queue_in_order_and_the_first_is_served_next()
     assert!(got.unlock().await.unwrap());
     let got = common::at_once(second).await.unwrap().unwrap();
     assert_eq!(got.id(), reader);
-    let text = status_text(&url, "jobs", &[]).await;
+    let text = status_text(&[&url], "jobs", &[]).await;
     assert_eq!(
         text[1..3],
         [format!("  reader {reader}"), "queue: none".to_owned()]
@@ -333,7 +332,7 @@ async fn status_lists_a_semaphores_fair_queue() {
     let members = wait_queued(&conn, "jobs", 1).await;
     let id = members[0].strip_prefix("p:").expect("a permit").to_owned();
 
-    let text = status_text(&url, "jobs", &["--permits", "1"]).await;
+    let text = status_text(&[&url], "jobs", &["--permits", "1"]).await;
     assert!(
         text[0].starts_with("jobs: semaphore, in use: 1 of 1, expired: 0 "),
         "{text:?}"
@@ -348,7 +347,7 @@ async fn status_lists_a_semaphores_fair_queue() {
         text[3].starts_with(&format!("  1. permit {id} deadline in ")),
         "{text:?}"
     );
-    let status = status_json(&url, "jobs", &[]).await;
+    let status = status_json(&[&url], "jobs", &[]).await;
     assert_eq!(status["queue"]["waiters"][0]["kind"], "permit", "{status}");
     assert_eq!(status["queue"]["waiters"][0]["id"], json!(id), "{status}");
 
@@ -371,7 +370,7 @@ async fn status_names_the_last_fencing_token_after_a_few_acquisitions() {
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
     let last = tokens[2];
 
-    let text = status_text(&url, "jobs", &[]).await;
+    let text = status_text(&[&url], "jobs", &[]).await;
     assert_eq!(
         text[..3],
         ["jobs: free", "queue: none", "intent: none"],
@@ -379,7 +378,7 @@ async fn status_names_the_last_fencing_token_after_a_few_acquisitions() {
     );
     let prefix = format!("last fencing token: {last} (PTTL ");
     number_in(&text[3], &prefix, " ms)", 1..=86_400_000);
-    let status = status_json(&url, "jobs", &[]).await;
+    let status = status_json(&[&url], "jobs", &[]).await;
     assert_eq!(status["last_fencing_token"], last, "{status}");
     assert_eq!(status["fence"]["value"], last.to_string(), "{status}");
     // The next token is above the one status showed.
@@ -390,12 +389,12 @@ async fn status_names_the_last_fencing_token_after_a_few_acquisitions() {
     // A fence key the scripts did not write: the crate refuses the lock (as a request
     // would), so status says which key holds what, and reads nothing more of it.
     let _: () = raw::cmd(&conn, "SET", &["other:fence", "12abc"]).await;
-    let text = status_text(&url, "other", &[]).await;
+    let text = status_text(&[&url], "other", &[]).await;
     assert_eq!(
         text,
         ["other: not usable as a lock (left untouched): other:fence holds a non-integer string"]
     );
-    let status = status_json(&url, "other", &[]).await;
+    let status = status_json(&[&url], "other", &[]).await;
     assert_eq!(
         (&status["state"], &status["type"]),
         (&json!("foreign"), &Value::Null),
@@ -456,25 +455,25 @@ async fn odd_keys_are_foreign_or_unknown_and_left_untouched() {
         before.push(snapshot(&conn, key).await.0);
     }
 
-    let text = status_text(&url, "board", &[]).await;
+    let text = status_text(&[&url], "board", &[]).await;
     assert_eq!(
         text[0],
         r#"board: holds a zset, not a lock (left untouched): a sorted set whose member "alice" is not a permit id"#
     );
-    let status = status_json(&url, "board", &[]).await;
+    let status = status_json(&[&url], "board", &[]).await;
     assert_eq!(
         (&status["state"], &status["type"]),
         (&json!("foreign"), &json!("zset"))
     );
     assert_eq!(status["semaphore"], Value::Null, "{status}");
-    let status = status_json(&url, "odd", &[]).await;
+    let status = status_json(&[&url], "odd", &[]).await;
     assert_eq!(status["state"], "foreign", "{status}");
     assert!(
         status["note"].as_str().unwrap().contains("not a deadline"),
         "{status}"
     );
 
-    let text = status_text(&url, "jobs", &[]).await;
+    let text = status_text(&[&url], "jobs", &[]).await;
     assert_eq!(text[0], "jobs: free", "{text:?}");
     number_in(
         &text[1],
@@ -490,7 +489,7 @@ async fn odd_keys_are_foreign_or_unknown_and_left_untouched() {
         ],
         "{text:?}"
     );
-    let status = status_json(&url, "jobs", &[]).await;
+    let status = status_json(&[&url], "jobs", &[]).await;
     let waiters = &status["queue"]["waiters"];
     assert_eq!(
         (&waiters[0]["ticket"], &waiters[0]["deadline"]),
@@ -525,8 +524,8 @@ async fn odd_keys_are_foreign_or_unknown_and_left_untouched() {
             Value::Null,
         ),
     ] {
-        assert_eq!(status_text(&url, name, &[]).await, [line]);
-        let status = status_json(&url, name, &["--permits", "2"]).await;
+        assert_eq!(status_text(&[&url], name, &[]).await, [line]);
+        let status = status_json(&[&url], name, &["--permits", "2"]).await;
         assert_eq!(
             (&status["state"], &status["type"]),
             (&json!("foreign"), &kind),

@@ -676,7 +676,11 @@ async fn inspection_reads_each_lock_on_the_master_of_its_slot() {
         assert_eq!(state.holders(), [guard.id()]);
         assert_eq!(state.last_fencing_token(), Some(guard.fencing_token()));
         assert_eq!(state.queue().len(), 1);
-        assert!(state.queue()[0].starts_with("r:"), "{:?}", state.queue());
+        assert!(
+            state.queue()[0].to_string().starts_with("r:"),
+            "{:?}",
+            state.queue()
+        );
         guard.unlock().await.unwrap();
         let reader = waiter.await.unwrap().unwrap();
         let state = mx.inspect("42").await.unwrap();

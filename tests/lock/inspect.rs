@@ -231,10 +231,11 @@ async fn a_fair_queue_is_its_waiters_in_order_without_those_past_their_deadline(
     let (mx, holder, waiters) = fair_line(&conn, &[false, true, false]).await;
     let state = mx.inspect("").await.unwrap();
     let stored: Vec<String> = raw::cmd(&conn, "ZRANGE", &["line:queue", "0", "-1"]).await;
-    assert_eq!(state.queue(), stored.as_slice());
-    let kinds: Vec<&str> = state.queue().iter().map(|m| &m[..2]).collect();
+    let queue: Vec<String> = state.queue().iter().map(ToString::to_string).collect();
+    assert_eq!(queue, stored);
+    let kinds: Vec<&str> = queue.iter().map(|m| &m[..2]).collect();
     assert_eq!(kinds, ["w:", "r:", "w:"], "in arrival order");
-    assert!(state.queue().iter().all(|m| m.len() == 34));
+    assert!(queue.iter().all(|m| m.len() == 34));
     assert_eq!(state.holders(), [holder.id()]);
     // A plain handle on the same lock sees the queue too.
     assert_same_but_ttl(&mutex(&conn, "line").inspect("").await.unwrap(), &state);
@@ -469,7 +470,14 @@ async fn the_script_writes_nothing_in_any_state() {
     assert_eq!(writer.holders(), [id]);
     assert!(writer.waiting_writer().is_some());
     assert_eq!(writer.last_fencing_token(), Some(17));
-    assert_eq!(writer.queue(), [waiter]);
+    assert_eq!(
+        writer
+            .queue()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [waiter]
+    );
     let readers = mutex(&conn, "r").inspect("").await.unwrap();
     assert_eq!(
         (readers.mode(), readers.holders()),
@@ -697,22 +705,26 @@ async fn the_queues_tickets_and_deadlines_are_as_stored_lapsed_waiters_included(
         }
     }
     let (gone, past, stored, before, state) = taken.expect("a snapshot with the lapsed waiter");
-    let tickets: Vec<(&str, Option<u64>)> = state
+    let tickets: Vec<(String, Option<u64>)> = state
         .queue_tickets()
         .iter()
-        .map(|(member, ticket)| (member.as_str(), *ticket))
+        .map(|(member, ticket)| (member.to_string(), *ticket))
         .collect();
     assert_eq!(
         tickets,
         [
-            (stored[0].as_str(), Some(1)),
-            (stored[1].as_str(), Some(2)),
-            (gone, None)
+            (stored[0].clone(), Some(1)),
+            (stored[1].clone(), Some(2)),
+            (gone.to_string(), None)
         ],
         "in queue order, with their arrival tickets"
     );
     assert_eq!(
-        state.queue(),
+        state
+            .queue()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
         &stored[..2],
         "queue() leaves the lapsed one out"
     );
@@ -720,9 +732,9 @@ async fn the_queues_tickets_and_deadlines_are_as_stored_lapsed_waiters_included(
     let deadlines = state.queue_deadlines();
     assert_eq!(deadlines.len(), 3, "{deadlines:?}");
     assert_eq!(
-        deadlines[0],
+        (deadlines[0].0.to_string(), deadlines[0].1),
         (
-            gone.to_owned(),
+            gone.to_string(),
             Some(UNIX_EPOCH + Duration::from_millis(u64::try_from(past).unwrap()))
         )
     );
@@ -731,8 +743,12 @@ async fn the_queues_tickets_and_deadlines_are_as_stored_lapsed_waiters_included(
         "it has passed"
     );
     for (member, deadline) in &deadlines[1..] {
-        let at = stored[..2].iter().position(|m| m == member).expect(member);
-        let after = score_time(&conn, "line:queue-deadline", member).await;
+        let member = member.to_string();
+        let at = stored[..2]
+            .iter()
+            .position(|m| *m == member)
+            .expect(&member);
+        let after = score_time(&conn, "line:queue-deadline", &member).await;
         let deadline_at = deadline.expect("a waiter's deadline is whole milliseconds");
         assert!(
             before[at] <= deadline_at && deadline_at <= after,

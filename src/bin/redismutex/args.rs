@@ -3,8 +3,9 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::parser::ValueSource;
-use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{ArgAction, Args, Parser, Subcommand};
+
+use crate::exit;
 
 /// Run a program under a distributed read-write lock on Redis, see who holds one, or
 /// release one by force.
@@ -12,53 +13,64 @@ use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "redismutex", version)]
 pub(crate) struct Cli {
-    /// The Redis server: `redis://[user:password@]host[:port][/db]`, or `rediss://` for
-    /// TLS. Give it N >= 2 times, one independent master each, for quorum mode: `lock`
-    /// holds the lock while a majority (N/2 + 1) of the nodes holds it, `status`
-    /// shows every node's view and whether a majority agrees, and `unlock --force`
-    /// clears every node.
-    #[arg(
-        long = "url",
-        value_name = "URL",
-        env = "REDIS_URL",
-        default_value = "redis://127.0.0.1:6379/",
-        action = ArgAction::Append
-    )]
-    urls: Vec<String>,
+    /// `--url`s before the subcommand.
+    #[command(flatten)]
+    urls: Urls,
 
     #[command(subcommand)]
     pub(crate) command: Command,
 }
 
-/// `--url` after the subcommand: these add to the ones before it.
+/// The environment variable naming the server when no `--url` does.
+const URL_ENV: &str = "REDIS_URL";
+
+/// The server when neither a `--url` nor [`URL_ENV`] names one.
+const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
+
+/// `--url`, accepted before the subcommand and after it (the two add up).
 #[derive(Debug, Args)]
 pub(crate) struct Urls {
-    /// The Redis server, as `redismutex --url`; give it N >= 2 times for quorum mode.
-    /// With no `--url` at all, `REDIS_URL`, then `redis://127.0.0.1:6379/`.
+    /// The Redis server: `redis://[user:password@]host[:port][/db]`, or `rediss://` for
+    /// TLS; with no `--url` at all, `REDIS_URL`, then `redis://127.0.0.1:6379/`. Give it
+    /// N >= 2 times (before or after the subcommand: they add up), one independent master
+    /// each, for quorum mode: `lock` holds the lock while a majority (N/2 + 1) of the
+    /// nodes holds it, `status` shows every node's view and whether a majority agrees,
+    /// and `unlock --force` clears every node.
     #[arg(long = "url", value_name = "URL", action = ArgAction::Append)]
     urls: Vec<String>,
 }
 
 impl Cli {
-    /// Parses the command line (clap exits on bad arguments, with 2) and gives it with
-    /// the servers it names: the `--url`s before the subcommand, then those after it;
-    /// with none, `REDIS_URL`, then the default.
-    pub(crate) fn parse_with_urls() -> (Self, Vec<String>) {
-        let mut matches = Self::command().get_matches();
-        let before_given = matches.value_source("urls") == Some(ValueSource::CommandLine);
-        let cli = Self::from_arg_matches_mut(&mut matches).unwrap_or_else(|err| err.exit());
-        let after = match &cli.command {
-            Command::Lock(args) => &args.urls.urls,
-            Command::Status(args) => &args.urls.urls,
-            Command::Unlock(args) => &args.urls.urls,
-        };
-        let urls = match (before_given, after.is_empty()) {
-            (_, true) => cli.urls.clone(),
-            (true, false) => cli.urls.iter().chain(after).cloned().collect(),
-            (false, false) => after.clone(),
-        };
-        (cli, urls)
+    /// The servers the command line names: the `--url`s before the subcommand, then
+    /// those after it; with none, `REDIS_URL`, then `redis://127.0.0.1:6379/`.
+    pub(crate) fn urls(&self) -> Vec<String> {
+        let after = &self.command.target().urls.urls;
+        let given: Vec<String> = self.urls.urls.iter().chain(after).cloned().collect();
+        if !given.is_empty() {
+            return given;
+        }
+        vec![std::env::var(URL_ENV).unwrap_or_else(|_| DEFAULT_URL.to_owned())]
     }
+}
+
+/// The lock every subcommand works on, as the command line names it: `NAME`, `--key`
+/// and `--hash-tag-keys` (its lock key is formed by the library: `target.rs`), and the
+/// `--url`s after the subcommand.
+#[derive(Debug, Args)]
+pub(crate) struct Target {
+    /// The lock's name (the mutex or semaphore name).
+    pub(crate) name: String,
+    /// The key after the name: the lock key is `<NAME>:<KEY>` instead of `<NAME>`.
+    #[arg(long)]
+    pub(crate) key: Option<String>,
+    /// Hash-tag the lock key as the crate's `Builder::hash_tag_keys` does:
+    /// `<NAME>:{<KEY>}`, or `{<NAME>}` without --key, unless it carries a tag of its own
+    /// (its keys then share one Redis Cluster slot). Give it when the programs that use
+    /// the lock turn that option on.
+    #[arg(long)]
+    pub(crate) hash_tag_keys: bool,
+    #[command(flatten)]
+    urls: Urls,
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,13 +79,7 @@ pub(crate) enum Command {
     /// when CMD exits, and exit with CMD's exit code. Without CMD, hold the lock until
     /// interrupted. With several --url, the lock is taken in quorum mode: held while a
     /// majority of the nodes holds it.
-    #[command(
-        after_help = "Exit codes: CMD's own (128+N if signal N killed it); 0 when \
-        holding without CMD until SIGINT/SIGTERM; 75 busy with --no-wait (or -E N); 124 \
-        --timeout ran out; 70 the lock was lost while held; 69 a Redis error (with several \
-        --url: no majority of the nodes reachable or answering); 127/126 CMD \
-        not found/not runnable; 128+N a signal N ended the wait; 2 bad arguments."
-    )]
+    #[command(after_help = exit::lock_help())]
     Lock(LockArgs),
     /// Show who holds the lock or semaphore NAME: the writer, the readers, or a
     /// semaphore's holders and their deadlines (by the server's clock); its PTTL; the
@@ -87,22 +93,14 @@ pub(crate) enum Command {
     /// refresh (up to ttl/2) finds the lock gone. Waiters are woken at once; the fencing
     /// counter, a waiting writer's intent and the fair queue are kept. With several
     /// --url, every node is cleared.
-    #[command(
-        after_help = "Exit codes: 0 something was held and is released; 1 nothing was \
-        held (the lock was free); 69 a Redis error (a key that is not a lock, or one with \
-        no TTL, is left untouched; with several --url: fewer than a majority of the \
-        nodes answering); 2 bad arguments, a bad key, or no --force."
-    )]
+    #[command(after_help = exit::unlock_help())]
     Unlock(UnlockArgs),
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct LockArgs {
-    /// The lock's name (the mutex name).
-    pub(crate) name: String,
-    /// Lock `<NAME>:<KEY>` instead of `<NAME>`.
-    #[arg(long)]
-    pub(crate) key: Option<String>,
+    #[command(flatten)]
+    pub(crate) target: Target,
     /// Take a shared (read) lock instead of the exclusive one.
     #[arg(long, short = 's')]
     pub(crate) read: bool,
@@ -117,7 +115,7 @@ pub(crate) struct LockArgs {
     #[arg(long, short = 'n')]
     pub(crate) no_wait: bool,
     /// The exit code for a busy lock with --no-wait.
-    #[arg(long, short = 'E', default_value_t = crate::exit::BUSY)]
+    #[arg(long, short = 'E', default_value_t = exit::BUSY)]
     pub(crate) conflict_exit_code: u8,
     /// While waiting for the exclusive lock, keep new readers out (the lock intent).
     #[arg(long)]
@@ -125,8 +123,6 @@ pub(crate) struct LockArgs {
     /// When the lock is lost, how long CMD has after SIGTERM before SIGKILL.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub(crate) grace: Duration,
-    #[command(flatten)]
-    pub(crate) urls: Urls,
     /// The program to run with the lock held, and its arguments.
     #[arg(last = true)]
     pub(crate) command: Vec<OsString>,
@@ -134,11 +130,8 @@ pub(crate) struct LockArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
-    /// The lock's name (the mutex name).
-    pub(crate) name: String,
-    /// Show `<NAME>:<KEY>` instead of `<NAME>`.
-    #[arg(long)]
-    pub(crate) key: Option<String>,
+    #[command(flatten)]
+    pub(crate) target: Target,
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -146,50 +139,26 @@ pub(crate) struct StatusArgs {
     /// each client gives its own).
     #[arg(long, value_name = "M", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) permits: Option<u32>,
-    #[command(flatten)]
-    pub(crate) urls: Urls,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct UnlockArgs {
-    /// The lock's name (the mutex or semaphore name).
-    pub(crate) name: String,
-    /// Release `<NAME>:<KEY>` instead of `<NAME>`.
-    #[arg(long)]
-    pub(crate) key: Option<String>,
+    #[command(flatten)]
+    pub(crate) target: Target,
     /// Release the lock whoever holds it. Required: a process releases its own lock when
     /// its `lock` run ends; there is no other release from the command line.
     #[arg(long)]
     pub(crate) force: bool,
-    #[command(flatten)]
-    pub(crate) urls: Urls,
 }
 
-impl UnlockArgs {
-    /// The lock key, as the mutex forms it.
-    pub(crate) fn lock_key(&self) -> String {
-        lock_key(&self.name, self.key.as_deref())
-    }
-}
-
-impl LockArgs {
-    /// The lock key, as the mutex forms it.
-    pub(crate) fn lock_key(&self) -> String {
-        lock_key(&self.name, self.key.as_deref())
-    }
-}
-
-impl StatusArgs {
-    /// The lock key, as the mutex forms it.
-    pub(crate) fn lock_key(&self) -> String {
-        lock_key(&self.name, self.key.as_deref())
-    }
-}
-
-fn lock_key(name: &str, key: Option<&str>) -> String {
-    match key {
-        None | Some("") => name.to_owned(),
-        Some(key) => format!("{name}:{key}"),
+impl Command {
+    /// The lock the subcommand works on.
+    pub(crate) fn target(&self) -> &Target {
+        match self {
+            Self::Lock(args) => &args.target,
+            Self::Status(args) => &args.target,
+            Self::Unlock(args) => &args.target,
+        }
     }
 }
 

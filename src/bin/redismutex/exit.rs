@@ -1,4 +1,7 @@
-//! The exit codes of `redismutex` that are its own (a child's exit code passes through).
+//! The exit codes of `redismutex` that are its own (a child's exit code passes through),
+//! and the help that lists them.
+
+use crate::chain::chain;
 
 /// `lock --no-wait` found the lock busy (`EX_TEMPFAIL`; `--conflict-exit-code`
 /// changes it, as `flock -E` does).
@@ -10,6 +13,9 @@ pub(crate) const TIMEOUT: u8 = 124;
 /// A Redis error: the server unreachable, refused, or a key that is not a lock
 /// (`EX_UNAVAILABLE`). A one-line message on stderr names the server and the key.
 pub(crate) const REDIS: u8 = 69;
+/// The operating system refused what the command needs of it: the async runtime or the
+/// signal handlers could not be set up (`EX_OSERR`).
+pub(crate) const OS: u8 = 71;
 /// The lock was lost while held: the child was sent SIGTERM (then SIGKILL after
 /// `--grace`) (`EX_SOFTWARE`).
 pub(crate) const LOST: u8 = 70;
@@ -18,13 +24,41 @@ pub(crate) const NOT_FOUND: u8 = 127;
 /// CMD could not be started otherwise: not executable (as a shell's 126).
 pub(crate) const NOT_RUNNABLE: u8 = 126;
 
-/// The exit code for a child killed by signal `signal`: 128 + its number, as shells do.
+/// What the exit code of a child killed by a signal, or of a wait a signal ended, adds
+/// the signal's number to, as shells do.
+pub(crate) const SIGNALLED: u8 = 128;
+
+/// The exit code for a child killed by signal `signal`: [`SIGNALLED`] + its number.
 pub(crate) fn signalled(signal: i32) -> u8 {
-    u8::try_from(128 + signal).unwrap_or(u8::MAX)
+    u8::try_from(i32::from(SIGNALLED) + signal).unwrap_or(u8::MAX)
 }
 
 /// Options that cannot be used (clap's own usage errors exit with 2 as well).
 pub(crate) const USAGE: u8 = 2;
+
+/// The exit codes of `lock`, for its `--help`: made from the constants above.
+pub(crate) fn lock_help() -> String {
+    format!(
+        "Exit codes: CMD's own ({SIGNALLED}+N if signal N killed it); 0 when holding \
+         without CMD until SIGINT/SIGTERM; {BUSY} busy with --no-wait (or -E N); {TIMEOUT} \
+         --timeout ran out; {LOST} the lock was lost while held; {REDIS} a Redis error \
+         (with several --url: no majority of the nodes reachable or answering); \
+         {NOT_FOUND}/{NOT_RUNNABLE} CMD not found/not runnable; {SIGNALLED}+N a signal N \
+         ended the wait; {OS} the runtime or the signal handlers could not be set up; \
+         {USAGE} bad arguments."
+    )
+}
+
+/// The exit codes of `unlock`, for its `--help`: made from the constants above.
+pub(crate) fn unlock_help() -> String {
+    format!(
+        "Exit codes: 0 something was held and is released; {NOT_HELD} nothing was held \
+         (the lock was free); {REDIS} a Redis error (a key that is not a lock, or one with \
+         no TTL, is left untouched; with several --url: fewer than a majority of the \
+         nodes answering); {OS} the runtime could not be set up; {USAGE} bad arguments, a \
+         bad name or key, or no --force."
+    )
+}
 
 /// Prints the one-line message of a Redis error, naming the server and the key, and
 /// gives [`REDIS`].
@@ -35,23 +69,8 @@ pub(crate) fn redis_error(url: &str, key: &str, err: &dyn std::error::Error) -> 
 /// As [`redis_error`], for the servers named `label` (a password-free name, such as the
 /// list of a quorum's nodes).
 pub(crate) fn redis_error_at(label: &str, key: &str, err: &dyn std::error::Error) -> u8 {
-    eprintln!("redismutex: {label} lock key {key:?}: {}", message(err));
+    eprintln!("redismutex: {label} lock key {key:?}: {}", chain(err));
     REDIS
-}
-
-/// The message of `err` and of its sources, each once, on one line.
-pub(crate) fn message(err: &dyn std::error::Error) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !message.contains(&cause_text) {
-            message.push_str(": ");
-            message.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    message
 }
 
 /// The server part of `url`, without a password.

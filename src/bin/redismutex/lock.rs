@@ -49,13 +49,17 @@ impl Signals {
     }
 }
 
+/// Runs `lock`; gives the exit code (`exit.rs`, or the command's own).
 pub(crate) async fn run(urls: &[String], args: LockArgs) -> u8 {
-    let key = args.lock_key();
+    let key = match args.target.lock_key() {
+        Ok(key) => key,
+        Err(code) => return code,
+    };
     let mut signals = match Signals::new() {
         Ok(signals) => signals,
         Err(err) => {
             eprintln!("redismutex: cannot catch signals: {err}");
-            return exit::REDIS;
+            return exit::OS;
         }
     };
     let nodes = match Nodes::open(urls, &key) {
@@ -116,7 +120,7 @@ async fn acquire<C: Send + Sync + 'static, G: Wanted>(
     at: At<'_>,
     signals: &mut Signals,
 ) -> Result<G, u8> {
-    let key_arg = args.key.clone().unwrap_or_default();
+    let key_arg = args.target.key_arg().to_owned();
     let stop = CancellationToken::new();
     let spinner = spinner(args, at.key);
     let attempt = async {

@@ -6,18 +6,27 @@
 //! and their exit codes.
 
 mod args;
+// The library's own error chain (`src/error/chain.rs`), compiled here too: the command
+// writes an error as the library logs it, and the library need not make it public.
+#[path = "../../error/chain.rs"]
+mod chain;
 mod exit;
 mod lock;
 mod nodes;
 mod status;
+mod target;
 mod unlock;
 
 use std::process::ExitCode;
 
+use clap::Parser;
+
 use args::{Cli, Command};
 
 fn main() -> ExitCode {
-    let (cli, urls) = Cli::parse_with_urls();
+    // clap exits on bad arguments, with 2.
+    let cli = Cli::parse();
+    let urls = cli.urls();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -26,7 +35,7 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("redismutex: cannot start the async runtime: {err}");
-            return ExitCode::from(exit::REDIS);
+            return ExitCode::from(exit::OS);
         }
     };
     let code = runtime.block_on(async {

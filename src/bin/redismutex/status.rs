@@ -23,6 +23,7 @@ use redismutex::Error;
 use serde::Serialize;
 
 use crate::args::StatusArgs;
+use crate::chain::chain;
 use crate::exit;
 use crate::nodes::Nodes;
 use snapshot::Target;
@@ -127,7 +128,7 @@ impl Failure {
     /// else [`exit::REDIS`].
     fn exit(&self, url: &str, key: &str) -> u8 {
         if self.is_usage() {
-            eprintln!("redismutex: {}", exit::message(self.error()));
+            eprintln!("redismutex: {}", chain(self.error()));
             return exit::USAGE;
         }
         exit::redis_error(url, key, self.error())
@@ -136,12 +137,15 @@ impl Failure {
 
 /// Runs `status`: on one server, or on the nodes of a quorum; gives the exit code.
 pub(crate) async fn run(urls: &[String], args: StatusArgs) -> u8 {
-    let key = args.lock_key();
+    let key = match args.target.lock_key() {
+        Ok(key) => key,
+        Err(code) => return code,
+    };
     let nodes = match Nodes::open(urls, &key) {
         Ok(nodes) => nodes,
         Err(code) => return code,
     };
-    let target = Target::of(&args);
+    let target = Target::of(&args, key.clone());
     let [node] = nodes.list() else {
         return quorum::run(&nodes, &target, args.json).await;
     };

@@ -1,9 +1,10 @@
 //! `redismutex unlock --force`: release a lock or a semaphore by force, whoever holds it
 //! (`RwMutex::force_unlock`), on one server or on every node of a quorum.
 
-use redismutex::{Error, Quorum, RwMutex};
+use redismutex::{Deployment, Error, Quorum, RwMutex};
 
-use crate::args::UnlockArgs;
+use crate::args::{Target, UnlockArgs};
+use crate::chain::chain;
 use crate::exit;
 use crate::lock::link::Link;
 use crate::nodes::Nodes;
@@ -12,7 +13,10 @@ use crate::nodes::Nodes;
 /// held, [`exit::USAGE`] without `--force` or for a bad key, [`exit::REDIS`] for a Redis
 /// error.
 pub(crate) async fn run(urls: &[String], args: UnlockArgs) -> u8 {
-    let key = args.lock_key();
+    let key = match args.target.lock_key() {
+        Ok(key) => key,
+        Err(code) => return code,
+    };
     if !args.force {
         eprintln!(
             "redismutex: unlock releases lock key {key:?} whoever holds it, which breaks \
@@ -25,7 +29,7 @@ pub(crate) async fn run(urls: &[String], args: UnlockArgs) -> u8 {
         Ok(nodes) => nodes,
         Err(code) => return code,
     };
-    let key_arg = args.key.as_deref().unwrap_or_default();
+    let target = &args.target;
     let conns = nodes.connect().await;
     let (servers, forced) = if let [node] = nodes.list() {
         let conn = match conns.into_iter().next() {
@@ -33,8 +37,7 @@ pub(crate) async fn run(urls: &[String], args: UnlockArgs) -> u8 {
             Some(Err(err)) => return exit::redis_error(&node.url, &key, &err),
             None => return exit::REDIS,
         };
-        let mx = RwMutex::new(conn, args.name.clone());
-        (node.server(), mx.force_unlock(key_arg).await)
+        (node.server(), force_unlock(conn, target).await)
     } else {
         let links = nodes
             .list()
@@ -42,16 +45,22 @@ pub(crate) async fn run(urls: &[String], args: UnlockArgs) -> u8 {
             .zip(conns)
             .map(|(node, conn)| Link::new(node.client.clone(), conn.ok()));
         let forced = match Quorum::new(links) {
-            Ok(quorum) => {
-                RwMutex::new(quorum, args.name.clone())
-                    .force_unlock(key_arg)
-                    .await
-            }
+            Ok(quorum) => force_unlock(quorum, target).await,
             Err(err) => Err(err),
         };
         (nodes.name(), forced)
     };
     report(&servers, &key, forced)
+}
+
+/// Releases the lock `target` names by force, through a mutex over `conn` that forms its
+/// keys as the target says.
+async fn force_unlock<C: Deployment>(conn: C, target: &Target) -> Result<bool, Error> {
+    RwMutex::builder(conn, target.name.clone())
+        .hash_tag_keys(target.hash_tag_keys)
+        .build()?
+        .force_unlock(target.key_arg())
+        .await
 }
 
 /// Prints what the forced release did, and gives the exit code.
@@ -66,7 +75,7 @@ fn report(servers: &str, key: &str, forced: Result<bool, Error>) -> u8 {
             exit::NOT_HELD
         }
         Err(err @ (Error::InvalidKey { .. } | Error::InvalidOptions(_))) => {
-            eprintln!("redismutex: {}", exit::message(&err));
+            eprintln!("redismutex: {}", chain(&err));
             exit::USAGE
         }
         Err(err) => exit::redis_error_at(servers, key, &err),

@@ -9,6 +9,7 @@ use redismutex::{Notifier, Quorum, RwMutex};
 
 use super::link::Link;
 use crate::args::LockArgs;
+use crate::chain::chain;
 use crate::exit;
 use crate::nodes::Nodes;
 
@@ -44,7 +45,8 @@ pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<M
             Some(Err(err)) => return Err(exit::redis_error(&node.url, key, &err)),
             None => return Err(exit::REDIS),
         };
-        return RwMutex::builder(conn, args.name.clone())
+        return RwMutex::builder(conn, args.target.name.clone())
+            .hash_tag_keys(args.target.hash_tag_keys)
             .ttl(args.ttl)
             .lock_intent(args.intent)
             .task_tracker(TASKS.clone())
@@ -62,7 +64,7 @@ pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<M
                 Some(conn)
             }
             Err(err) => {
-                let why = exit::message(&err);
+                let why = chain(&err);
                 eprintln!("redismutex: {} is unreachable: {why}", node.name());
                 None
             }
@@ -80,7 +82,8 @@ pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<M
         return Err(exit::REDIS);
     }
     let clients = nodes.list().iter().map(|node| node.client.clone());
-    RwMutex::builder(quorum, args.name.clone())
+    RwMutex::builder(quorum, args.target.name.clone())
+        .hash_tag_keys(args.target.hash_tag_keys)
         .ttl(args.ttl)
         .lock_intent(args.intent)
         .task_tracker(TASKS.clone())

@@ -1,5 +1,6 @@
-//! The members of the crate's sorted sets, checked: a semaphore's holder ids and a fair
-//! queue's `<kind>:<id>` entries (`lua/shared.lua`). Anything else is someone else's.
+//! The members of a semaphore's sorted set, checked: the crate's holder ids. Anything
+//! else is someone else's, shown quoted (a fair queue's members come typed from the
+//! library: `redismutex::QueueEntry`).
 
 /// The length of an id: 32 lowercase hex characters (the crate's `Id`).
 const ID_CHARS: usize = 32;
@@ -10,21 +11,6 @@ const PREVIEW_CHARS: usize = 40;
 /// Whether `id` is an id as the crate makes them: 32 lowercase hex characters.
 pub(super) fn is_id(id: &str) -> bool {
     id.len() == ID_CHARS && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-/// What a fair queue's member `<kind>:<id>` names: `writer`, `reader` or `permit` and the
-/// id, or `unknown` and no id when it is not such a member.
-pub(super) fn waiter(member: &str) -> (&'static str, Option<&str>) {
-    let kind = match member.get(..2) {
-        Some("w:") => "writer",
-        Some("r:") => "reader",
-        Some("p:") => "permit",
-        _ => return ("unknown", None),
-    };
-    match &member[2..] {
-        id if is_id(id) => (kind, Some(id)),
-        _ => ("unknown", None),
-    }
 }
 
 /// `text` quoted and escaped, cut to its first [`PREVIEW_CHARS`] characters: for members
@@ -67,24 +53,6 @@ mod tests {
             assert!(!is_id(bad), "{bad}");
         }
         assert!(!is_id(&"é".repeat(16)), "32 bytes, not hex");
-    }
-
-    #[test]
-    fn queue_members_name_their_kind_and_id() {
-        assert_eq!(waiter(&format!("w:{ID}")), ("writer", Some(ID)));
-        assert_eq!(waiter(&format!("r:{ID}")), ("reader", Some(ID)));
-        assert_eq!(waiter(&format!("p:{ID}")), ("permit", Some(ID)));
-        for bad in [
-            "",
-            "w",
-            "w:",
-            "x:0123",
-            &format!("x:{ID}"),
-            &format!("w:{ID}0"),
-            "é:",
-        ] {
-            assert_eq!(waiter(bad), ("unknown", None), "{bad}");
-        }
     }
 
     #[test]

@@ -1,17 +1,18 @@
 //! A fair queue (`lua/shared.lua`; fair mode in the guide
 //! `redismutex::guide::semaphore`), of a lock or a semaphore alike, as the snapshot read
-//! it: `<lock key>:queue`, the waiters `<kind>:<id>` scored by arrival ticket
+//! it: `<lock key>:queue`, the waiters scored by arrival ticket
 //! (`LockState::queue_tickets`), and `<lock key>:queue-deadline`, the same members
 //! scored by the server time in milliseconds by which each must attempt again or lose
-//! its place (`LockState::queue_deadlines`).
+//! its place (`LockState::queue_deadlines`). Each member comes typed from the library
+//! (`QueueEntry`: a writer, a reader or a permit and its id, or one it does not know).
 
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use redismutex::LockState;
+use redismutex::{LockState, QueueEntry};
 use serde::Serialize;
 
-use super::{member, millis, LISTED};
+use super::{millis, LISTED};
 
 /// The fair queue of a lock key, when either of its keys exists.
 #[derive(Debug, Serialize)]
@@ -94,26 +95,25 @@ pub(super) fn of(lock: &str, state: &LockState) -> Option<Queue> {
 /// The waiters of `tickets` (member and ticket, in queue order) with their `deadlines`,
 /// at server time `now` (milliseconds).
 fn waiters(
-    tickets: &[(String, Option<u64>)],
-    deadlines: &[(String, Option<SystemTime>)],
+    tickets: &[(QueueEntry, Option<u64>)],
+    deadlines: &[(QueueEntry, Option<SystemTime>)],
     now: i64,
 ) -> Vec<Waiter> {
-    let deadlines: HashMap<&str, i64> = deadlines
+    let deadlines: HashMap<&QueueEntry, i64> = deadlines
         .iter()
-        .filter_map(|(member, deadline)| Some((member.as_str(), millis::since_epoch((*deadline)?))))
+        .filter_map(|(entry, deadline)| Some((entry, millis::since_epoch((*deadline)?))))
         .collect();
     (1..)
         .zip(tickets)
         .take(LISTED)
-        .map(|(position, (member, ticket))| {
-            let (kind, id) = member::waiter(member);
-            let deadline = deadlines.get(member.as_str()).copied();
+        .map(|(position, (entry, ticket))| {
+            let deadline = deadlines.get(entry).copied();
             let remaining_ms = deadline.map(|deadline| deadline.saturating_sub(now));
             Waiter {
                 position,
-                member: member.clone(),
-                kind,
-                id: id.map(str::to_owned),
+                member: entry.to_string(),
+                kind: kind(entry),
+                id: entry.id().map(str::to_owned),
                 ticket: *ticket,
                 deadline,
                 remaining_ms,
@@ -121,6 +121,17 @@ fn waiters(
             }
         })
         .collect()
+}
+
+/// What `entry` waits for, as `status` names it: `writer`, `reader`, `permit`, or
+/// `unknown` for a member the crate does not write.
+fn kind(entry: &QueueEntry) -> &'static str {
+    match entry {
+        QueueEntry::Writer(_) => "writer",
+        QueueEntry::Reader(_) => "reader",
+        QueueEntry::Permit(_) => "permit",
+        _ => "unknown",
+    }
 }
 
 #[cfg(test)]
@@ -133,17 +144,18 @@ mod tests {
 
     #[test]
     fn waiters_keep_the_queue_order_and_flag_what_is_odd() {
+        let (writer, permit) = (
+            QueueEntry::Writer(ID.to_owned()),
+            QueueEntry::Permit(ID.to_owned()),
+        );
+        let junk = QueueEntry::Unknown("junk".to_owned());
         let tickets = [
-            (format!("w:{ID}"), Some(1)),
-            (format!("p:{ID}"), Some(2)),
-            ("junk".to_owned(), None),
+            (writer.clone(), Some(1)),
+            (permit.clone(), Some(2)),
+            (junk.clone(), None),
         ];
         let at = |ms| Some(UNIX_EPOCH + Duration::from_millis(ms));
-        let deadlines = [
-            (format!("p:{ID}"), at(5000)),
-            (format!("w:{ID}"), at(9000)),
-            ("junk".to_owned(), None),
-        ];
+        let deadlines = [(permit, at(5000)), (writer, at(9000)), (junk, None)];
         let got = waiters(&tickets, &deadlines, 5000);
         let seen: Vec<_> = got
             .iter()
@@ -167,6 +179,7 @@ mod tests {
             ]
         );
         assert_eq!(got[0].id.as_deref(), Some(ID));
+        assert_eq!(got[0].member, format!("w:{ID}"), "as stored");
         assert_eq!(
             (got[2].id.as_deref(), got[2].member.as_str()),
             (None, "junk")

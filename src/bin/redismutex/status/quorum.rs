@@ -11,6 +11,7 @@ use super::cells::{self, Column};
 use super::snapshot::Target;
 use super::verdict::{self, Verdict};
 use super::{print_json, read, table, Failure, Status};
+use crate::chain::chain;
 use crate::exit;
 use crate::nodes::Nodes;
 
@@ -97,7 +98,7 @@ fn views(nodes: &Nodes, reads: Vec<Result<Status, Failure>>) -> Vec<View> {
         .map(|(node, read)| {
             let (status, error) = match read {
                 Ok(status) => (Some(status), None),
-                Err(failure) => (None, Some(exit::message(failure.error()))),
+                Err(failure) => (None, Some(chain(failure.error()))),
             };
             View {
                 node: node.index,

@@ -16,24 +16,29 @@ pub(super) struct Target {
     name: String,
     /// `--key`: the key after the name, `""` for none (the lock key is the name).
     key: String,
-    /// The lock key: `<name>`, or `<name>:<key>`.
+    /// `--hash-tag-keys`: whether the handles tag the lock key.
+    hash_tag_keys: bool,
+    /// The lock key, as the library forms it: `<name>`, or `<name>:<key>`, tagged with
+    /// `--hash-tag-keys`.
     lock_key: String,
     /// `--permits`: the semaphore's permit count, when the key is said to be one.
     pub(super) permits: Option<u32>,
 }
 
 impl Target {
-    /// The lock the arguments of `status` name.
-    pub(super) fn of(args: &StatusArgs) -> Self {
+    /// The lock the arguments of `status` name, whose lock key is `lock_key`
+    /// ([`args::Target::lock_key`](crate::args::Target)).
+    pub(super) fn of(args: &StatusArgs, lock_key: String) -> Self {
         Self {
-            name: args.name.clone(),
-            key: args.key.clone().unwrap_or_default(),
-            lock_key: args.lock_key(),
+            name: args.target.name.clone(),
+            key: args.target.key_arg().to_owned(),
+            hash_tag_keys: args.target.hash_tag_keys,
+            lock_key,
             permits: args.permits,
         }
     }
 
-    /// The lock key: `<name>`, or `<name>:<key>`.
+    /// The lock key, as the library forms it.
     pub(super) fn lock_key(&self) -> &str {
         &self.lock_key
     }
@@ -153,16 +158,20 @@ async fn inspect(
     target: &Target,
     form: Form,
 ) -> Result<Snapshot, Error> {
-    let name = target.name.clone();
+    let (name, tagged) = (target.name.clone(), target.hash_tag_keys);
     match form {
-        Form::Lock => RwMutex::new(conn.clone(), name)
+        Form::Lock => RwMutex::builder(conn.clone(), name)
+            .hash_tag_keys(tagged)
+            .build()?
             .inspect(&target.key)
             .await
             .map(Snapshot::Lock),
         Form::Semaphore => {
             // The count is not stored in Redis, and inspecting does not use it.
             let permits = target.permits.unwrap_or(1);
-            Semaphore::new(conn.clone(), name, permits)
+            Semaphore::builder(conn.clone(), name, permits)
+                .hash_tag_keys(tagged)
+                .build()?
                 .inspect(&target.key)
                 .await
                 .map(Snapshot::Semaphore)
