@@ -51,6 +51,7 @@ pub mod record;
 pub mod recorded;
 pub mod referee;
 pub mod report;
+pub mod scripts;
 pub mod sentinel;
 pub mod sentinel_fleet;
 pub mod server;

@@ -9,17 +9,11 @@ use std::time::Duration;
 
 use crate::common;
 use crate::common::go_peer::GoPeer;
-use crate::common::{at_once, eventually, raw, RedisServer, LIVENESS};
+use crate::common::{at_once, eventually, raw, scripts, RedisServer, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redismutex::{CancelReason, Error, ReadGuard, RwMutex};
 
 const KEY: &str = "doc";
-// Sent after `base.lua`, as the crate sends it.
-const SCRIPT: &str = concat!(
-    include_str!("../../lua/base.lua"),
-    "\n",
-    include_str!("../../lua/downgrade.lua")
-);
 
 fn mutex(conn: &MultiplexedConnection, ttl: Duration) -> RwMutex<MultiplexedConnection> {
     common::mutex(conn, KEY, ttl)
@@ -27,9 +21,7 @@ fn mutex(conn: &MultiplexedConnection, ttl: Duration) -> RwMutex<MultiplexedConn
 
 /// Whether the server has run `downgrade.lua` (it caches every script it runs).
 async fn downgrade_ran(conn: &MultiplexedConnection) -> bool {
-    let sha = redis::Script::new(SCRIPT).get_hash().to_owned();
-    let exists: Vec<i64> = raw::cmd(conn, "SCRIPT", &["EXISTS", &sha]).await;
-    exists == [1]
+    scripts::cached(&mut conn.clone(), "downgrade.lua").await
 }
 
 /// How many times the server ran `command` (also from scripts), from INFO commandstats.
