@@ -212,6 +212,18 @@ pub mod raw {
         (field("calls"), field("failed_calls"))
     }
 
+    /// The server's clock in milliseconds, as the scripts read it (`TIME`).
+    pub async fn server_ms(conn: &MultiplexedConnection) -> i64 {
+        let (secs, micros): (i64, i64) = cmd(conn, "TIME", &[]).await;
+        secs * 1000 + micros / 1000
+    }
+
+    /// The server's clock in microseconds, as the scripts read it (`TIME`).
+    pub async fn server_us(conn: &MultiplexedConnection) -> u64 {
+        let (secs, micros): (u64, u64) = cmd(conn, "TIME", &[]).await;
+        secs * 1_000_000 + micros
+    }
+
     pub async fn pttl(conn: &MultiplexedConnection, key: &str) -> i64 {
         cmd(conn, "PTTL", &[key]).await
     }

@@ -148,8 +148,7 @@ async fn rlock_counts_on_a_checked_fence_and_reports_one_that_is_not_a_counter()
 
     // Gone (expired, or a restart): restarts at the server clock, with a TTL.
     raw::cmd::<i64>(&conn, "DEL", &["k:fence"]).await;
-    let time: Vec<String> = raw::cmd(&conn, "TIME", &[]).await;
-    let clock: i64 = time[0].parse::<i64>().unwrap() * 1_000_000 + time[1].parse::<i64>().unwrap();
+    let clock = i64::try_from(raw::server_us(&conn).await).unwrap();
     assert!(token(&rlock_counting(&conn, ID_B, 5000, true).await) >= clock);
     assert!(raw::pttl(&conn, "k:fence").await > 600_000);
 
@@ -441,7 +440,7 @@ async fn blocked_fair_requests_are_refused_out_of_memory_with_nothing_changed() 
     raw::cmd::<()>(&conn, "SET", &["k:lock-intent", ID_A, "PX", "3000"]).await;
     // A semaphore of one permit with a live holder and a run-out one: dropping the run-out
     // holder (a removal, allowed) let the queue's ZADD through.
-    let now = server_now_ms(&conn).await;
+    let now = raw::server_ms(&conn).await;
     let (live, past) = ((now + 60_000).to_string(), (now - 1_000).to_string());
     raw::cmd::<()>(&conn, "ZADD", &["s", &live, ID_B, &past, "cccc"]).await;
     raw::cmd::<()>(&conn, "PEXPIRE", &["s", "60000"]).await;
@@ -482,8 +481,8 @@ async fn blocked_fair_requests_are_refused_out_of_memory_with_nothing_changed() 
 /// writer's id, another's, nothing, a readers' set with and without us, a permit of ours
 /// live and run out, a hash, our id with no TTL.
 pub(super) async fn set_state(conn: &MultiplexedConnection, key: &str, n: usize) {
-    let far = (server_now_ms(conn).await + 60_000).to_string();
-    let past = (server_now_ms(conn).await - 1_000).to_string();
+    let far = (raw::server_ms(conn).await + 60_000).to_string();
+    let past = (raw::server_ms(conn).await - 1_000).to_string();
     match n {
         0 => raw::cmd::<()>(conn, "SET", &[key, ID_A, "PX", "1000"]).await,
         1 => raw::cmd::<()>(conn, "SET", &[key, ID_B, "PX", "1000"]).await,
@@ -513,11 +512,6 @@ pub(super) async fn set_state(conn: &MultiplexedConnection, key: &str, n: usize)
 }
 
 pub(super) const STATES: usize = 9;
-
-async fn server_now_ms(conn: &MultiplexedConnection) -> i64 {
-    let (s, us): (i64, i64) = raw::cmd(conn, "TIME", &[]).await;
-    s * 1000 + us / 1000
-}
 
 /// What a key holds, for comparing: its type, its members or value, and whether its PTTL
 /// reached the TTL.
@@ -559,9 +553,9 @@ async fn renew_treats_each_key_exactly_as_refresh_does_whatever_the_writer_hint(
         for _ in &keys {
             renew.arg(ID_A);
         }
-        let before = server_now_ms(&conn).await;
+        let before = raw::server_ms(&conn).await;
         let mut replies: Vec<i64> = renew.invoke_async(&mut conn.clone()).await.unwrap();
-        let after = server_now_ms(&conn).await;
+        let after = raw::server_ms(&conn).await;
         assert_eq!(replies.len(), STATES + 1, "a reply per key, then the time");
         // The last: the server's clock in microseconds, read while the script ran.
         let server_us = replies.pop().unwrap();
@@ -613,7 +607,7 @@ async fn exec_runs_its_commands_only_for_the_id_holding_the_lock_in_every_form()
     assert_eq!(exec_incr(&conn, ID_B).await, not_held);
     // A semaphore: a deadline after the server's TIME, one before it (left in place).
     raw::cmd::<()>(&conn, "DEL", &["k"]).await;
-    let later = (server_now_ms(&conn).await + 60_000).to_string();
+    let later = (raw::server_ms(&conn).await + 60_000).to_string();
     raw::cmd::<i64>(&conn, "ZADD", &["k", &later, ID_A, "1", ID_B]).await;
     assert_eq!(exec_incr(&conn, ID_A).await, ran(3));
     assert_eq!(exec_incr(&conn, ID_B).await, not_held);
@@ -726,7 +720,7 @@ async fn force_unlock_removes_every_holder_of_a_lock_and_refuses_every_other_key
     }
 
     // A semaphore whose every permit ran out held nothing, and is cleared all the same.
-    let past = (server_now_ms(&conn).await - 1_000).to_string();
+    let past = (raw::server_ms(&conn).await - 1_000).to_string();
     raw::cmd::<i64>(&conn, "ZADD", &["old", &past, ID_A]).await;
     raw::cmd::<i64>(&conn, "PEXPIRE", &["old", "60000"]).await;
     assert_eq!(force_unlock(&conn, "old").await, Value::Int(2));
