@@ -80,6 +80,10 @@ mod cycles;
 #[allow(dead_code, unreachable_pub)]
 mod go_peer;
 
+#[path = "../../tests/common/scripts.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod scripts;
+
 mod allocations;
 mod commands;
 mod contention;

@@ -10,20 +10,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use crate::common::cluster::{slot, Cluster};
-use crate::common::raw;
+use crate::common::{raw, scripts};
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redismutex::{CancelReason, Error, RwMutex, Semaphore};
 
 /// Long enough that no refresh runs during a test.
 const TTL: Duration = Duration::from_secs(30);
-/// `exec.lua` as the crate sends it: after `base.lua`, as one script.
-const SCRIPT: &str = concat!(
-    include_str!("../../lua/base.lua"),
-    "\n",
-    include_str!("../../lua/exec.lua")
-);
-
 /// A mutex `orders` whose lock keys are tagged: key `42` locks `orders:{42}`, which
 /// shares its slot with every key tagged `{42}`.
 fn tagged(conn: &ClusterConnection) -> RwMutex<ClusterConnection> {
@@ -46,16 +39,9 @@ async fn master_conns(cluster: &Cluster) -> HashMap<u16, MultiplexedConnection> 
 /// The ports of the masters whose script cache holds `exec.lua` (a server caches every
 /// script it was sent by `EVAL`; an `EVALSHA` it does not know runs nothing).
 async fn masters_that_ran_exec(masters: &HashMap<u16, MultiplexedConnection>) -> Vec<u16> {
-    let sha = redis::Script::new(SCRIPT).get_hash().to_owned();
     let mut ran = Vec::new();
     for (port, conn) in masters {
-        let exists: Vec<i64> = redis::cmd("SCRIPT")
-            .arg("EXISTS")
-            .arg(&sha)
-            .query_async(&mut conn.clone())
-            .await
-            .unwrap();
-        if exists == [1] {
+        if scripts::cached(&mut conn.clone(), "exec.lua").await {
             ran.push(*port);
         }
     }

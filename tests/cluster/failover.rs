@@ -29,7 +29,13 @@ fn key_on(cluster: &Cluster, i: usize) -> String {
     name.trim_matches(|c| c == '{' || c == '}').to_owned()
 }
 
-fn mutex(conn: &ClusterConnection, ttl: Duration, cluster: &Cluster) -> RwMutex<ClusterConnection> {
+/// The mutex `f` with `ttl`: hash-tagged keys, the lock intent on, and release
+/// notifications through `cluster`.
+fn tagged_notified(
+    conn: &ClusterConnection,
+    ttl: Duration,
+    cluster: &Cluster,
+) -> RwMutex<ClusterConnection> {
     RwMutex::builder(conn.clone(), "f")
         .hash_tag_keys(true)
         .ttl(ttl)
@@ -70,7 +76,7 @@ async fn a_killed_master_fires_its_guards_and_its_slots_work_after_the_failover(
     }
     let conn = cluster.conn().await;
     let ttl = Duration::from_secs(1);
-    let mx = mutex(&conn, ttl, &cluster);
+    let mx = tagged_notified(&conn, ttl, &cluster);
     let keys: Vec<String> = (0..3).map(|i| key_on(&cluster, i)).collect();
     let victim = cluster.masters()[0].port;
     assert_eq!(
@@ -171,7 +177,7 @@ async fn a_killed_master_fires_its_guards_and_its_slots_work_after_the_failover(
     // New locks on the victim's slots work, through the same connection and a fresh one,
     // and their tokens are above every earlier one.
     for conn in [conn.clone(), cluster.conn().await] {
-        let mx = mutex(&conn, ttl, &cluster);
+        let mx = tagged_notified(&conn, ttl, &cluster);
         let guard = tokio::time::timeout(LIVENESS, mx.write().key(&keys[0]))
             .await
             .expect("acquired after the failover")
@@ -190,7 +196,7 @@ async fn a_paused_master_holds_no_call_past_its_bound() {
     let cluster = Cluster::start_with_node_timeout(15_000);
     let conn = cluster.conn().await;
     let ttl = Duration::from_secs(1);
-    let mx = mutex(&conn, ttl, &cluster);
+    let mx = tagged_notified(&conn, ttl, &cluster);
     let key = key_on(&cluster, 1);
     let other = key_on(&cluster, 2);
     let paused = cluster.masters()[1].port;
@@ -263,7 +269,7 @@ async fn a_master_frozen_until_failed_over_fails_calls_in_bounds_and_recovers() 
         .unwrap();
     let conn = client.get_async_connection().await.unwrap();
     let ttl = Duration::from_secs(1);
-    let mx = mutex(&conn, ttl, &cluster);
+    let mx = tagged_notified(&conn, ttl, &cluster);
     let key = key_on(&cluster, 0);
     let frozen = cluster.masters()[0].port;
     let held = mx.write().key(&key).await.unwrap();
@@ -291,7 +297,7 @@ async fn a_master_frozen_until_failed_over_fails_calls_in_bounds_and_recovers() 
     );
 
     // A connection made now follows the new master at once.
-    let fresh = mutex(&cluster.conn().await, ttl, &cluster);
+    let fresh = tagged_notified(&cluster.conn().await, ttl, &cluster);
     let guard = tokio::time::timeout(LIVENESS, fresh.write().key(&key))
         .await
         .expect("acquired on the new master")
@@ -323,7 +329,7 @@ async fn a_master_frozen_until_failed_over_fails_calls_in_bounds_and_recovers() 
 async fn guards_on_other_masters_ride_out_a_failover_with_the_default_ttl() {
     let cluster = Cluster::start();
     let conn = cluster.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(4), &cluster);
+    let mx = tagged_notified(&conn, Duration::from_secs(4), &cluster);
     let victim = cluster.masters()[0].port;
     let others = [key_on(&cluster, 1), key_on(&cluster, 2)];
     let mut guards = Vec::new();

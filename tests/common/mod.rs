@@ -1,7 +1,8 @@
 //! Test support: a throwaway `redis-server` (or Redis Cluster, or a primary with replicas
 //! under Sentinel, or a quorum of servers) per test, a fault-injecting proxy in front of
-//! it, a peer speaking the Go package's protocol, and the fault suite's fleets of worker
-//! processes with their referee (`docs/testing.md` says what each starts).
+//! it, a peer speaking the Go package's protocol, the fault workers with their referee,
+//! and the scripts as the crate sends them (`docs/testing.md` says what each starts). The
+//! fault suite's fleets, mixes and reports are its own (`tests/faults/harness/`).
 //!
 //! Each test binary that needs it declares it once (`#[path = "../common/mod.rs"] mod
 //! common;` in `tests/<area>/main.rs`); the benches and examples include single files of
@@ -16,45 +17,24 @@ pub mod clock;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 #[cfg(feature = "cluster")]
-pub mod cluster_clocks;
-#[cfg(feature = "cluster")]
-pub mod cluster_fleet;
-#[cfg(feature = "cluster")]
 pub mod cluster_pubsub;
 pub mod crew;
 pub mod either;
 pub mod election;
 pub mod events;
-pub mod expiry_watch;
-pub mod fault_checks;
-pub mod fleet;
 pub mod go_peer;
-pub mod guarded;
 pub mod hostile;
-pub mod lead_run;
-pub mod lead_table;
 pub mod lone_worker;
 pub mod lost_update;
-pub mod mixes;
-pub mod needs_root;
-pub mod netns;
-pub mod netns_fleet;
-pub mod netns_mix;
-pub mod netns_server;
-pub mod order;
-pub mod paused_note;
 pub mod proxy;
 pub mod quorum;
-pub mod quorum_fleet;
 pub mod record;
 #[cfg(feature = "metrics")]
 pub mod recorded;
 pub mod referee;
-pub mod report;
+pub mod scripts;
 pub mod sentinel;
-pub mod sentinel_fleet;
 pub mod server;
-pub mod server_fleet;
 pub mod trap_child;
 pub mod worker_bin;
 pub mod wrong_type;
@@ -230,6 +210,18 @@ pub mod raw {
                 .map_or(0, |n| n.parse().unwrap())
         };
         (field("calls"), field("failed_calls"))
+    }
+
+    /// The server's clock in milliseconds, as the scripts read it (`TIME`).
+    pub async fn server_ms(conn: &MultiplexedConnection) -> i64 {
+        let (secs, micros): (i64, i64) = cmd(conn, "TIME", &[]).await;
+        secs * 1000 + micros / 1000
+    }
+
+    /// The server's clock in microseconds, as the scripts read it (`TIME`).
+    pub async fn server_us(conn: &MultiplexedConnection) -> u64 {
+        let (secs, micros): (u64, u64) = cmd(conn, "TIME", &[]).await;
+        secs * 1_000_000 + micros
     }
 
     pub async fn pttl(conn: &MultiplexedConnection, key: &str) -> i64 {

@@ -88,6 +88,19 @@ impl Nodes {
         Quorum::new(self.conns().await).expect("a quorum of nodes")
     }
 
+    /// A mutex named `name` with `ttl` on a quorum of new connections ([`Nodes::quorum`]):
+    /// a client of its own.
+    pub async fn mutex(
+        &self,
+        name: &str,
+        ttl: Duration,
+    ) -> redismutex::RwMutex<Quorum<MultiplexedConnection>> {
+        redismutex::RwMutex::builder(self.quorum().await, name)
+            .ttl(ttl)
+            .build()
+            .expect("valid options")
+    }
+
     /// A quorum of connection managers, which reconnect by themselves after a node is
     /// restarted.
     pub async fn managed_quorum(&self) -> Quorum<ConnectionManager> {
@@ -152,14 +165,6 @@ impl Nodes {
 /// The bound the library puts on each node's reply: a tenth of the TTL.
 pub fn per_node_bound(ttl: Duration) -> Duration {
     ttl / 10
-}
-
-/// The server clock in microseconds, as the scripts read it.
-pub async fn server_time_us(conn: &MultiplexedConnection) -> u64 {
-    let time: Vec<String> = raw::cmd(conn, "TIME", &[]).await;
-    let secs: u64 = time[0].parse().unwrap();
-    let micros: u64 = time[1].parse().unwrap();
-    secs * 1_000_000 + micros
 }
 
 /// The counter at `fence` on `conn`, `None` when there is none.

@@ -52,7 +52,7 @@ pub enum FaultKind {
     /// The lock server's wall clock ran fast for a while.
     ClockFast,
     /// One worker's veth pair to the lock server's network namespace with the server's
-    /// end set down (`tests/common/netns.rs`).
+    /// end set down (`tests/faults/harness/netns.rs`).
     NetnsDown,
     /// One worker's traffic to and from the lock server dropped by blackhole routes in
     /// both namespaces.

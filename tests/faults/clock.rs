@@ -6,7 +6,7 @@
 //!
 //! What a single server cannot survive is shown, not hidden: a forward jump expires held
 //! locks early, so other workers acquire them while their holders' guards still believe
-//! they hold them (guard overlaps, `tests/common/order.rs`, which the test requires to
+//! they hold them (guard overlaps, `tests/faults/harness/order.rs`, which the test requires to
 //! happen), and fencing then refuses every stale write (0 accepted). The worker checks
 //! `is_cancelled()` after its work and before it acts, so most such holders find their
 //! token fired first (the renewal found the key gone) and abandon: the referee's overlaps
@@ -29,13 +29,13 @@
 mod cluster;
 
 use crate::common::clock::{server_on_a_clock, ServerClock};
-use crate::common::fault_checks::{assert_fenced_through_overlaps, ms, SERIAL, TTL_MS};
-use crate::common::fleet::{Fleet, Spec};
-use crate::common::order::guard_overlaps;
-use crate::common::quorum_fleet::{assert_quorum_safe, QuorumFleet};
 use crate::common::record::{FaultKind, Target};
-use crate::common::report::Report;
-use crate::common::server_fleet::ServerFleet;
+use crate::harness::fault_checks::{assert_fenced_through_overlaps, ms, SERIAL, TTL_MS};
+use crate::harness::fleet::{Fleet, Spec};
+use crate::harness::order::guard_overlaps;
+use crate::harness::quorum_fleet::{assert_quorum_safe, QuorumFleet};
+use crate::harness::report::Report;
+use crate::harness::server_fleet::ServerFleet;
 use crate::quorum::{quorum_fleet_on, GAP, TTL_MS as QUORUM_TTL_MS};
 
 /// Three writers on two keys with sections of 300–600 ms (longer than a renewal period),

@@ -13,11 +13,11 @@
 use std::time::{Duration, Instant};
 
 use crate::common::cluster::slot;
-use crate::common::cluster_fleet::{ClusterFleet, HELD_TIMEOUT, MUTEX};
 use crate::common::events::now_us;
-use crate::common::fault_checks::{assert_safe, SERIAL};
-use crate::common::fleet::{Fleet, Spec};
 use crate::common::record::FaultKind;
+use crate::harness::cluster_fleet::{ClusterFleet, HELD_TIMEOUT, MUTEX};
+use crate::harness::fault_checks::{assert_safe, SERIAL};
+use crate::harness::fleet::{Fleet, Spec};
 
 const TTL_MS: u64 = 2_000;
 const KEYS: u64 = 8;

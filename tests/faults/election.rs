@@ -56,12 +56,12 @@ use redismutex::{Election, Leader};
 
 use crate::common::crew::{dump, Crew};
 use crate::common::events::{now_us, Event};
-use crate::common::fault_checks::{ms, SERIAL, TTL_MS, WAIT};
-use crate::common::fleet::{worker_command, Spec};
-use crate::common::guarded::Guarded;
 use crate::common::record::{FaultKind, FaultRecord};
 use crate::common::referee::RefereeReport;
 use crate::common::{raw, RedisServer};
+use crate::harness::fault_checks::{ms, SERIAL, TTL_MS, WAIT};
+use crate::harness::fleet::{worker_command, Spec};
+use crate::harness::guarded::Guarded;
 
 /// The election's name: its lock key on the lock server and its key on the referee.
 const NAME: &str = "leader";

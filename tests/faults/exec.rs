@@ -18,16 +18,16 @@
 //! proxies; the report (`cargo test --test faults exec:: -- --nocapture`) counts the exec
 //! writes accepted and refused (by the guard and by the server) next to the lost updates
 //! and fenced writes refused. Runs one at a time (`SERIAL` in
-//! `tests/common/fault_checks.rs`).
+//! `tests/faults/harness/fault_checks.rs`).
 
 use crate::common::events::Event;
-use crate::common::fault_checks::{
+use crate::harness::fault_checks::{
     assert_ended_cleanly, assert_guarded_data, assert_safe_but_for_freezes, ms, SERIAL, TTL_MS,
     WAIT,
 };
-use crate::common::fleet::{Fleet, Spec};
-use crate::common::report::Report;
-use crate::common::server_fleet::ServerFleet;
+use crate::harness::fleet::{Fleet, Spec};
+use crate::harness::report::Report;
+use crate::harness::server_fleet::ServerFleet;
 
 /// How long a writer stays frozen: past the TTL (1 s), long enough for the others to
 /// take the lock over and write.
@@ -344,8 +344,8 @@ fn assert_safe_but_for_deleted_keys(report: &Report) {
 /// write counts as uncertain; without the kill the same counter is a write nobody counted.
 #[test]
 fn a_worker_killed_between_its_guarded_read_and_write_leaves_one_uncertain_write() {
-    use crate::common::guarded::Guarded;
     use crate::common::record::{FaultKind, FaultRecord, Target};
+    use crate::harness::guarded::Guarded;
     let event = |worker: &str, line: &str| Event::parse(worker, line).unwrap();
     let events = [
         event("w5", "ACQUIRED 100 w faults:{k9} 7 a"),

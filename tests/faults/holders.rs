@@ -7,19 +7,19 @@
 //! injects one kind of fault with a 1 s TTL. Every test prints its report
 //! (`cargo test --test faults holders:: -- --nocapture`).
 //!
-//! The tests run one at a time (see `SERIAL` in `tests/common/fault_checks.rs`): their
+//! The tests run one at a time (see `SERIAL` in `tests/faults/harness/fault_checks.rs`): their
 //! assertions are about timing, and fleets of processes at once would starve each other.
 
 use std::time::Duration;
 
 use crate::common::events::Event;
-use crate::common::fault_checks::{
+use crate::common::proxy::Fault;
+use crate::common::record::FaultKind;
+use crate::harness::fault_checks::{
     assert_no_loss, assert_safe, assert_taken_over_after_expiry, fleet, fleet_with_holder, mixed,
     ms, released_after, wait_released_after, SERIAL, TTL_MS, WAIT,
 };
-use crate::common::fleet::{Fleet, Spec};
-use crate::common::proxy::Fault;
-use crate::common::record::FaultKind;
+use crate::harness::fleet::{Fleet, Spec};
 
 /// A SIGKILLed holder cannot release: its key expires by its TTL, and another worker
 /// takes over within TTL + one refresh period, not before the key expired.

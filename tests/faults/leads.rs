@@ -4,7 +4,7 @@
 //! (default 1,000 per deployment) have had their lead measured: their key's expiry on
 //! the server as the fault began minus the time the token fired. The expiries are
 //! noted exactly: a frozen server's in one transaction with a `CLIENT PAUSE` right
-//! before its SIGSTOP (`tests/common/paused_note.rs`), so no renewal lands after the
+//! before its SIGSTOP (`tests/faults/harness/paused_note.rs`), so no renewal lands after the
 //! note; the holders' links in netns once they are cut. The fault makes
 //! the holders lose their locks while the server still keeps the keys, for 1.2–1.4 s
 //! (past the TTL), each time once every holder holds again:
@@ -34,20 +34,20 @@
 use std::time::Duration;
 
 use crate::common::crew::Crew;
-use crate::common::expiry_watch::majority_expiry;
-use crate::common::fault_checks::{assert_ended_cleanly, ms, SERIAL, TTL_MS};
-use crate::common::fleet::Fleet;
-use crate::common::lead_run::{spawn_workers, LeadRun, HOLDERS, QUICK_KEYS};
-use crate::common::lead_table::{table, LeadRow};
-use crate::common::mixes::between;
-use crate::common::needs_root::row_as_root;
-use crate::common::netns::NetFault;
-use crate::common::netns_fleet::NetnsFleet;
-use crate::common::paused_note::PausedNote;
-use crate::common::quorum_fleet::{assert_quorum_safe, QuorumFleet, NODES};
 use crate::common::record::{FaultKind, HeldLock, Target};
-use crate::common::report::Report;
-use crate::common::server_fleet::ServerFleet;
+use crate::harness::expiry_watch::majority_expiry;
+use crate::harness::fault_checks::{assert_ended_cleanly, ms, SERIAL, TTL_MS};
+use crate::harness::fleet::Fleet;
+use crate::harness::lead_run::{spawn_workers, LeadRun, HOLDERS, QUICK_KEYS};
+use crate::harness::lead_table::{table, LeadRow};
+use crate::harness::mixes::between;
+use crate::harness::needs_root::row_as_root;
+use crate::harness::netns::NetFault;
+use crate::harness::netns_fleet::NetnsFleet;
+use crate::harness::paused_note::PausedNote;
+use crate::harness::quorum_fleet::{assert_quorum_safe, QuorumFleet, NODES};
+use crate::harness::report::Report;
+use crate::harness::server_fleet::ServerFleet;
 
 /// `LEADS`, 1,000 by default: the leads each deployment must measure.
 fn wanted() -> usize {
@@ -168,7 +168,7 @@ async fn single(want: usize, bound: Duration) -> (LeadRow, Report) {
     (row, report)
 }
 
-/// `None` when the row is skipped: no namespaces here (`tests/common/needs_root.rs`).
+/// `None` when the row is skipped: no namespaces here (`tests/faults/harness/needs_root.rs`).
 async fn netns(want: usize, bound: Duration) -> Option<(LeadRow, Report)> {
     let how = row_as_root("LEADS_ONLY", "netns", "leads::leads_short", "leads::leads");
     let mut fleet = NetnsFleet::start_or_skip(TTL_MS, Some("the netns row"), &how).await?;
@@ -252,7 +252,7 @@ async fn freeze_two(fleet: &mut QuorumFleet, pair: [usize; 2], names: &[String])
 #[cfg(feature = "cluster")]
 mod cluster {
     use super::*;
-    use crate::common::cluster_fleet::ClusterFleet;
+    use crate::harness::cluster_fleet::ClusterFleet;
 
     /// The node timeout: a master frozen for up to half of it is not failed over.
     const NODE_TIMEOUT_MS: u64 = 4000;
@@ -280,7 +280,7 @@ mod cluster {
 #[cfg(feature = "sentinel")]
 mod sentinel {
     use super::*;
-    use crate::common::sentinel_fleet::SentinelFleet;
+    use crate::harness::sentinel_fleet::SentinelFleet;
 
     /// `down-after-milliseconds`: a primary frozen for less is not failed over.
     const DOWN_AFTER_MS: u64 = 10_000;

@@ -1,6 +1,6 @@
 //! The long checked run: the fault suite's worker processes (`examples/fault_worker.rs`)
 //! on many keys with short holds, checked by the referee, under each deployment's fault
-//! mix (`tests/common/mixes.rs`) one deployment after the other: a single server; a
+//! mix (`tests/faults/harness/mixes.rs`) one deployment after the other: a single server; a
 //! single server whose clock jumps forward, back and runs fast (`clock`); a single
 //! server and workers in network namespaces of their own, partitioned by the kernel
 //! (`netns`, as root); a Redis Cluster (feature `cluster`), a quorum of three
@@ -34,7 +34,7 @@
 //! writes); the counts are in the table.
 //! Each token that fired as lost has its lead measured against the expiry an
 //! [`ExpiryWatch`] last read (a lower bound), or, for a server frozen by a fault, the
-//! expiry read as it froze (`tests/common/paused_note.rs`: a reading taken earlier could
+//! expiry read as it froze (`tests/faults/harness/paused_note.rs`: a reading taken earlier could
 //! be a renewal behind): min, p50, max.
 
 use std::fmt::Write as _;
@@ -43,17 +43,17 @@ use std::time::Duration;
 use crate::common::clock::server_on_a_clock;
 use crate::common::crew::dump;
 use crate::common::events::{now_us, Log};
-use crate::common::expiry_watch::ExpiryWatch;
-use crate::common::fault_checks::{
+use crate::common::record::{FaultRecord, HeldLock};
+use crate::harness::expiry_watch::ExpiryWatch;
+use crate::harness::fault_checks::{
     assert_ended_cleanly, assert_fenced_through_overlaps, ms, SERIAL,
 };
-use crate::common::fleet::{Fleet, Spec};
-use crate::common::mixes::{between, clock_fault, quorum_fault, single_fault, Roster};
-use crate::common::order::{explained_by_worker_freeze, guard_overlaps};
-use crate::common::quorum_fleet::QuorumFleet;
-use crate::common::record::{FaultRecord, HeldLock};
-use crate::common::report::{leads, Report};
-use crate::common::server_fleet::ServerFleet;
+use crate::harness::fleet::{Fleet, Spec};
+use crate::harness::mixes::{between, clock_fault, quorum_fault, single_fault, Roster};
+use crate::harness::order::{explained_by_worker_freeze, guard_overlaps};
+use crate::harness::quorum_fleet::QuorumFleet;
+use crate::harness::report::{leads, Report};
+use crate::harness::server_fleet::ServerFleet;
 
 const TTL_MS: u64 = 1000;
 const MUTEX: &str = "faults";
@@ -221,13 +221,13 @@ async fn clock(secs: u64) -> Row {
 }
 
 /// The single server and each worker in network namespaces of their own, joined by veth
-/// pairs (`tests/common/netns.rs`): a worker's link taken down, its traffic dropped or
+/// pairs (`tests/faults/harness/netns.rs`): a worker's link taken down, its traffic dropped or
 /// its link slowed in the kernel ([`netns_fault`]), or a worker killed or frozen. `None`
-/// when the row is skipped: no namespaces here (`tests/common/needs_root.rs`).
+/// when the row is skipped: no namespaces here (`tests/faults/harness/needs_root.rs`).
 async fn netns(secs: u64) -> Option<Row> {
-    use crate::common::needs_root::row_as_root;
-    use crate::common::netns_fleet::NetnsFleet;
-    use crate::common::netns_mix::netns_fault;
+    use crate::harness::needs_root::row_as_root;
+    use crate::harness::netns_fleet::NetnsFleet;
+    use crate::harness::netns_mix::netns_fault;
 
     let (short, long) = ("long_run::long_run_short", "long_run::long_run");
     let how = row_as_root("LONG_RUN_ONLY", "netns", short, long);
@@ -249,8 +249,8 @@ async fn netns(secs: u64) -> Option<Row> {
 
 #[cfg(feature = "cluster")]
 async fn cluster(secs: u64) -> Row {
-    use crate::common::cluster_fleet::ClusterFleet;
-    use crate::common::mixes::cluster_fault;
+    use crate::harness::cluster_fleet::ClusterFleet;
+    use crate::harness::mixes::cluster_fault;
 
     let mut fleet = ClusterFleet::start(TTL_MS).await;
     let watch = ExpiryWatch::each(fleet.cluster.conn().await, lock_keys(true));
@@ -295,8 +295,8 @@ async fn quorum(secs: u64) -> Row {
 
 #[cfg(feature = "sentinel")]
 async fn sentinel(secs: u64) -> Row {
-    use crate::common::mixes::sentinel_fault;
-    use crate::common::sentinel_fleet::SentinelFleet;
+    use crate::harness::mixes::sentinel_fault;
+    use crate::harness::sentinel_fleet::SentinelFleet;
 
     let mut fleet = SentinelFleet::start(TTL_MS).await;
     let conn = redismutex::SentinelConnection::new(fleet.deployment.sentinel_client());

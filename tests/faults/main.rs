@@ -5,10 +5,13 @@
 //! deleted), a quorum, a Redis Cluster (feature `cluster`) and Sentinel (feature
 //! `sentinel`); leader election (candidates killed, frozen and taking turns); real
 //! partitions made by the kernel in network namespaces (netns); the proxy itself; the
-//! soaks and the long run (ignored; the short versions run every time).
+//! soaks and the long run (ignored; the short versions run every time). The harness
+//! shared with the other binaries is `tests/common`; the fault suite's own (fleets,
+//! fault mixes, network namespaces, reports) is `harness`.
 
 #[path = "../common/mod.rs"]
 mod common;
+mod harness;
 
 mod clock;
 mod cluster;

@@ -1,29 +1,29 @@
 //! Real partitions: the lock server and each worker in network namespaces of their
 //! own, one worker's veth pair set down, its traffic dropped by blackhole routes, or
-//! its link slowed by `tbf` (`tests/common/netns.rs`), then the fault suite's checks.
+//! its link slowed by `tbf` (`tests/faults/harness/netns.rs`), then the fault suite's checks.
 //!
 //! Quick workers (sections of 0–20 ms, 30 % readers, 50 ms of validity margin) and a
 //! slow one (300–1500 ms) run beside the victim, with a 1 s TTL. Every test prints its
 //! report (`cargo test --all-features --test faults netns:: -- --nocapture`). They need
 //! root and iproute2: where namespaces cannot be made they skip with a line saying so
-//! (`tests/common/needs_root.rs`), or fail with `REDISMUTEX_REQUIRE_ROOT_TESTS=1`.
+//! (`tests/faults/harness/needs_root.rs`), or fail with `REDISMUTEX_REQUIRE_ROOT_TESTS=1`.
 //!
-//! The tests run one at a time (see `SERIAL` in `tests/common/fault_checks.rs`).
+//! The tests run one at a time (see `SERIAL` in `tests/faults/harness/fault_checks.rs`).
 
 use std::time::{Duration, Instant};
 
-use crate::common::expiry_watch::ExpiryWatch;
-use crate::common::fault_checks::{
+use crate::common::LIVENESS;
+use crate::harness::expiry_watch::ExpiryWatch;
+use crate::harness::fault_checks::{
     assert_ended_cleanly, assert_safe, assert_taken_over_after_expiry, ms, released_after,
     wait_released_after, SERIAL, TTL_MS, WAIT,
 };
-use crate::common::fleet::{Fleet, Spec};
-use crate::common::needs_root;
-use crate::common::netns::NetFault;
-use crate::common::netns_fleet::NetnsFleet;
-use crate::common::netns_mix::{netns_fault, SLOW};
-use crate::common::report::Report;
-use crate::common::LIVENESS;
+use crate::harness::fleet::{Fleet, Spec};
+use crate::harness::needs_root;
+use crate::harness::netns::NetFault;
+use crate::harness::netns_fleet::NetnsFleet;
+use crate::harness::netns_mix::{netns_fault, SLOW};
+use crate::harness::report::Report;
 
 /// A quick worker: sections of 0–20 ms on `k0`, `k1`, as the long run's quick workers.
 fn quick() -> Spec {

@@ -1,7 +1,7 @@
 //! Faults on single nodes of a quorum (quorum mode, Redlock): three independent
 //! `redis-server` nodes, a proxy in front of each, four worker processes
 //! (`examples/fault_worker.rs` over a `Quorum` of the three proxies, TTL 1 s) and the
-//! referee of `tests/common/referee.rs`. See `tests/common/quorum_fleet.rs`.
+//! referee of `tests/common/referee.rs`. See `tests/faults/harness/quorum_fleet.rs`.
 //!
 //! Each test injects one family of faults, one node at a time, on every node in turn:
 //! partitions (the node's proxy blackholes, delays past the per-node bound, or cuts its
@@ -35,14 +35,14 @@
 use std::time::Duration;
 
 use crate::common::events::{now_us, Event};
-use crate::common::fault_checks::{ms, SERIAL};
-use crate::common::fleet::{Fleet, Spec};
-use crate::common::quorum_fleet::{
-    assert_quorum_safe, NodeFault, QuorumFleet, QuorumReport, RESTART_MARGIN,
-};
 use crate::common::record::FaultKind;
 use crate::common::referee::Referee;
 use crate::common::{RedisServer, LIVENESS};
+use crate::harness::fault_checks::{ms, SERIAL};
+use crate::harness::fleet::{Fleet, Spec};
+use crate::harness::quorum_fleet::{
+    assert_quorum_safe, NodeFault, QuorumFleet, QuorumReport, RESTART_MARGIN,
+};
 use redismutex::{Quorum, RwMutex};
 
 pub(crate) const TTL_MS: u64 = 1000;

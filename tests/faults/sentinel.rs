@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
-use crate::common::fault_checks::{assert_safe, SERIAL};
-use crate::common::fleet::{Fleet, Spec};
-use crate::common::sentinel_fleet::SentinelFleet;
+use crate::harness::fault_checks::{assert_safe, SERIAL};
+use crate::harness::fleet::{Fleet, Spec};
+use crate::harness::sentinel_fleet::SentinelFleet;
 
 /// Long enough for a held lock to outlive a failover's usual 4 s without a renewal
 /// answered: its renewals fail meanwhile and are retried until the validity ends.

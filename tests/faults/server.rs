@@ -7,16 +7,16 @@
 //! injects one kind of fault with a 1 s TTL. Every test prints its report
 //! (`cargo test --test faults server:: -- --nocapture`).
 //!
-//! The tests run one at a time (see `SERIAL` in `tests/common/fault_checks.rs`): their
+//! The tests run one at a time (see `SERIAL` in `tests/faults/harness/fault_checks.rs`): their
 //! assertions are about timing, and fleets of processes at once would starve each other.
 
 use std::time::Duration;
 
-use crate::common::fault_checks::{
+use crate::common::record::{FaultKind, HeldLock, Target};
+use crate::harness::fault_checks::{
     assert_no_loss, assert_safe, fleet, fleet_with_holder, mixed, ms, released_after, SERIAL, WAIT,
 };
-use crate::common::fleet::{Fleet, Spec};
-use crate::common::record::{FaultKind, HeldLock, Target};
+use crate::harness::fleet::{Fleet, Spec};
 
 /// Redis frozen for less than ttl/2: refreshes are late, not lost; no token fires.
 #[tokio::test]

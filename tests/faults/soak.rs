@@ -9,7 +9,7 @@
 //!
 //! The quorum soak (`soak_quorum_with_random_faults`; `soak_quorum_short` runs it for
 //! 20 s in every `cargo test`) does the same over a quorum of three nodes
-//! (`tests/common/quorum_fleet.rs`), with the faults of `tests/faults/quorum.rs` on one
+//! (`tests/faults/harness/quorum_fleet.rs`), with the faults of `tests/faults/quorum.rs` on one
 //! node at a time and workers killed or frozen, one fault every 2.2–3 s after the last
 //! healed. Its nodes run with `appendonly yes` and `appendfsync always`; a node restarts
 //! within quorum mode's preconditions: at once from its AOF, or empty (its AOF removed)
@@ -27,12 +27,12 @@
 //! that no lock key outlived a TTL once everyone stopped.
 
 use crate::common::events::now_us;
-use crate::common::fault_checks::{ms, SERIAL};
-use crate::common::fleet::{Fleet, Spec};
-use crate::common::mixes::{between, quorum_fault, single_fault, Roster};
-use crate::common::order::explained_by_worker_freeze;
-use crate::common::quorum_fleet::QuorumFleet;
-use crate::common::server_fleet::ServerFleet;
+use crate::harness::fault_checks::{ms, SERIAL};
+use crate::harness::fleet::{Fleet, Spec};
+use crate::harness::mixes::{between, quorum_fault, single_fault, Roster};
+use crate::harness::order::explained_by_worker_freeze;
+use crate::harness::quorum_fleet::QuorumFleet;
+use crate::harness::server_fleet::ServerFleet;
 
 const TTL_MS: u64 = 1000;
 

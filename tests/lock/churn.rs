@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::common::either::Either;
-use crate::common::{eventually, raw, RedisServer, LIVENESS};
+use crate::common::{eventually, raw, scripts, RedisServer, LIVENESS};
 use rand::RngExt;
 use redis::aio::MultiplexedConnection;
 use redismutex::RwMutex;
@@ -35,13 +35,8 @@ type Refreshes = Arc<Mutex<HashMap<String, Vec<Duration>>>>;
 /// (one key) and `renew.lua`'s (a batch: its keys, the TTL, the writer hints, then one
 /// id per key).
 async fn monitor(port: u16, stop: CancellationToken) -> Refreshes {
-    let sha = |script: &str| {
-        redis::Script::new(&format!("{}\n{script}", include_str!("../../lua/base.lua")))
-            .get_hash()
-            .to_string()
-    };
-    let refresh_sha = sha(include_str!("../../lua/refresh.lua"));
-    let renew_sha = sha(include_str!("../../lua/renew.lua"));
+    let refresh_sha = scripts::sha("refresh.lua");
+    let renew_sha = scripts::sha("renew.lua");
     let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     stream.write_all(b"MONITOR\r\n").await.unwrap();
     let mut lines = BufReader::new(stream).lines();

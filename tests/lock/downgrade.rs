@@ -9,37 +9,15 @@ use std::time::Duration;
 
 use crate::common;
 use crate::common::go_peer::GoPeer;
-use crate::common::{at_once, eventually, raw, RedisServer, LIVENESS};
+use crate::common::{at_once, eventually, raw, scripts, RedisServer, LIVENESS};
 use redis::aio::MultiplexedConnection;
 use redismutex::{CancelReason, Error, ReadGuard, RwMutex};
 
 const KEY: &str = "doc";
-// Sent after `base.lua`, as the crate sends it.
-const SCRIPT: &str = concat!(
-    include_str!("../../lua/base.lua"),
-    "\n",
-    include_str!("../../lua/downgrade.lua")
-);
-
-fn mutex(conn: &MultiplexedConnection, ttl: Duration) -> RwMutex<MultiplexedConnection> {
-    common::mutex(conn, KEY, ttl)
-}
 
 /// Whether the server has run `downgrade.lua` (it caches every script it runs).
 async fn downgrade_ran(conn: &MultiplexedConnection) -> bool {
-    let sha = redis::Script::new(SCRIPT).get_hash().to_owned();
-    let exists: Vec<i64> = raw::cmd(conn, "SCRIPT", &["EXISTS", &sha]).await;
-    exists == [1]
-}
-
-/// How many times the server ran `command` (also from scripts), from INFO commandstats.
-async fn calls(conn: &MultiplexedConnection, command: &str) -> u64 {
-    let info: String = raw::cmd(conn, "INFO", &["commandstats"]).await;
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().unwrap())
+    scripts::cached(&mut conn.clone(), "downgrade.lua").await
 }
 
 #[tokio::test]
@@ -48,7 +26,7 @@ async fn a_waiting_reader_gets_in_and_a_waiting_writer_stays_out_until_release()
     let server = RedisServer::start();
     let conn = server.conn().await;
     let ttl = Duration::from_secs(30);
-    let mx = mutex(&conn, ttl);
+    let mx = common::mutex(&conn, KEY, ttl);
     // The reader waits by notification: its fallback timer is half the TTL (15 s), so
     // only the downgrade's message can let it in within LIVENESS. The writer polls.
     let readers = RwMutex::builder(server.conn().await, KEY)
@@ -56,7 +34,7 @@ async fn a_waiting_reader_gets_in_and_a_waiting_writer_stays_out_until_release()
         .notifier(server.client())
         .build()
         .unwrap();
-    let writers = mutex(&server.conn().await, ttl);
+    let writers = common::mutex(&server.conn().await, KEY, ttl);
 
     let guard = mx.write().await.unwrap();
     let reader = tokio::spawn(async move { readers.read().await });
@@ -98,7 +76,7 @@ async fn no_writer_gets_in_between_the_write_lock_and_the_read_lock() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let ttl = Duration::from_secs(30);
-    let mx = mutex(&conn, ttl);
+    let mx = common::mutex(&conn, KEY, ttl);
     // The referee: how many write sections the competitors have entered, and whether
     // one is in its section now.
     let entered = Arc::new(AtomicU64::new(0));
@@ -112,7 +90,7 @@ async fn no_writer_gets_in_between_the_write_lock_and_the_read_lock() {
         .notifier(server.client())
         .build()
         .unwrap();
-    let trying = mutex(&server.conn().await, ttl);
+    let trying = common::mutex(&server.conn().await, KEY, ttl);
     let section = {
         let (entered, writing) = (Arc::clone(&entered), Arc::clone(&writing));
         move || {
@@ -187,7 +165,7 @@ async fn a_downgraded_lock_is_a_readers_set_kept_alive_and_released_as_one() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let ttl = Duration::from_millis(300);
-    let mx = mutex(&conn, ttl);
+    let mx = common::mutex(&conn, KEY, ttl);
 
     let guard = mx.write().await.unwrap();
     let (id, token) = (guard.id().to_string(), guard.fencing_token());
@@ -221,7 +199,7 @@ async fn a_lost_lock_is_not_held_and_nothing_is_changed() {
     common::init_tracing();
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(30));
+    let mx = common::mutex(&conn, KEY, Duration::from_secs(30));
 
     // Deleted.
     let guard = mx.write().await.unwrap();
@@ -241,7 +219,7 @@ async fn a_lost_lock_is_not_held_and_nothing_is_changed() {
     // Taken over by another writer: its lock is left alone.
     let guard = mx.write().await.unwrap();
     raw::cmd::<i64>(&conn, "DEL", &[KEY]).await;
-    let other = mutex(&server.conn().await, Duration::from_secs(30));
+    let other = common::mutex(&server.conn().await, KEY, Duration::from_secs(30));
     let other = at_once(other.write()).await.unwrap();
     let err = at_once(guard.downgrade()).await.unwrap_err();
     assert!(
@@ -259,7 +237,7 @@ async fn a_fired_token_is_not_held_and_nothing_is_sent() {
     common::init_tracing();
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_millis(300));
+    let mx = common::mutex(&conn, KEY, Duration::from_millis(300));
 
     // Expired: the server froze past the TTL, so the deadline has passed.
     let guard = mx.write().await.unwrap();
@@ -287,7 +265,7 @@ async fn a_fired_token_is_not_held_and_nothing_is_sent() {
 async fn go_readers_share_a_downgraded_lock_and_go_writers_wait() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(4));
+    let mx = common::mutex(&conn, KEY, Duration::from_secs(4));
     let go = GoPeer::new(server.conn().await, 4000);
     let (go_reader, go_writer) = (GoPeer::new_id(), GoPeer::new_id());
 
@@ -327,7 +305,7 @@ async fn a_downgrade_dropped_after_its_first_poll_leaves_nothing() {
     common::init_tracing();
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(30));
+    let mx = common::mutex(&conn, KEY, Duration::from_secs(30));
     let guard = mx.write().await.unwrap();
     // Polled once (the downgrade has begun; the request may not be out yet), then dropped.
     let mut downgrade = Box::pin(guard.downgrade());
@@ -365,9 +343,9 @@ async fn a_downgrade_dropped_in_flight_that_runs_leaves_nothing() {
     common::init_tracing();
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(30));
+    let mx = common::mutex(&conn, KEY, Duration::from_secs(30));
     warm_up(&mx).await;
-    let sadds = calls(&conn, "sadd").await;
+    let sadds = raw::calls(&conn, "sadd").await.0;
 
     drop_a_downgrade_in_flight(&server, &mx).await;
     assert!(
@@ -376,7 +354,7 @@ async fn a_downgrade_dropped_in_flight_that_runs_leaves_nothing() {
         raw::members(&conn, KEY).await
     );
     assert_eq!(
-        calls(&conn, "sadd").await,
+        raw::calls(&conn, "sadd").await.0,
         sadds + 1,
         "the dropped downgrade ran, before the release"
     );
@@ -387,7 +365,7 @@ async fn a_downgrade_dropped_in_flight_that_never_runs_leaves_nothing() {
     common::init_tracing();
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(30));
+    let mx = common::mutex(&conn, KEY, Duration::from_secs(30));
 
     // Not cached: the dropped EVALSHA gets NOSCRIPT and its EVAL is never sent.
     drop_a_downgrade_in_flight(&server, &mx).await;
@@ -396,7 +374,11 @@ async fn a_downgrade_dropped_in_flight_that_never_runs_leaves_nothing() {
         "left {:?}",
         raw::key_type(&conn, KEY).await
     );
-    assert_eq!(calls(&conn, "sadd").await, 0, "the downgrade never ran");
+    assert_eq!(
+        raw::calls(&conn, "sadd").await.0,
+        0,
+        "the downgrade never ran"
+    );
 }
 
 /// On a Redis Cluster the downgrade publishes by `SPUBLISH` in the lock key's slot (by

@@ -87,9 +87,9 @@ impl Want {
     }
 }
 
-/// A mutex named `name` with the given TTL and fair mode, waking its waiters through
+/// A mutex named `name` with the given TTL, in fair mode when `fair`, waking its waiters through
 /// `server`'s notifications when given, else polling.
-fn mutex(
+fn fair_mutex(
     conn: &C,
     name: &str,
     ttl: Duration,
@@ -103,8 +103,8 @@ fn mutex(
     builder.build().unwrap()
 }
 
-/// A semaphore, as [`mutex`] makes a mutex.
-fn semaphore(
+/// A semaphore, as [`fair_mutex`] makes a mutex.
+fn fair_semaphore(
     conn: &C,
     name: &str,
     permits: u32,
@@ -231,7 +231,7 @@ async fn writers_line(fair: bool, notify: bool) -> Vec<usize> {
     let server = RedisServer::start();
     let conns = three_conns(&server).await;
     let notifier = notify.then_some(&server);
-    let made = |i: usize| mutex(&conns[i % 3], "line", LINE_TTL, fair, notifier);
+    let made = |i: usize| fair_mutex(&conns[i % 3], "line", LINE_TTL, fair, notifier);
     let holder = made(0).write().await.unwrap();
     let waiters = (0..WAITERS).map(|i| Want::Write(made(i))).collect();
     let turns = (0..WAITERS).collect();
@@ -272,7 +272,7 @@ async fn permits_line(fair: bool, notify: bool) -> Vec<usize> {
     let server = RedisServer::start();
     let conns = three_conns(&server).await;
     let notifier = notify.then_some(&server);
-    let made = |i: usize| semaphore(&conns[i % 3], "line", 2, LINE_TTL, fair, notifier);
+    let made = |i: usize| fair_semaphore(&conns[i % 3], "line", 2, LINE_TTL, fair, notifier);
     let _pinned = made(0).acquire().await.unwrap();
     let blocker = made(1).acquire().await.unwrap();
     let waiters = (0..WAITERS).map(|i| Want::Permit(made(i))).collect();
@@ -325,7 +325,7 @@ fn mix_turns() -> Vec<usize> {
 async fn mixed_line(fair: bool) -> Lineup {
     let server = RedisServer::start();
     let conns = three_conns(&server).await;
-    let made = |i: usize| mutex(&conns[i % 3], "line", LINE_TTL, fair, Some(&server));
+    let made = |i: usize| fair_mutex(&conns[i % 3], "line", LINE_TTL, fair, Some(&server));
     let holder = made(0).write().await.unwrap();
     let waiters = MIX
         .iter()
@@ -375,17 +375,17 @@ async fn a_queued_writer_keeps_later_readers_out_until_its_turn() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let ttl = Duration::from_secs(4);
-    let readers = mutex(&conn, "feed", ttl, true, None);
+    let readers = fair_mutex(&conn, "feed", ttl, true, None);
     let first = readers.read().await.unwrap();
     let second = readers.read().await.unwrap();
 
     let writer = tokio::spawn({
-        let mx = mutex(&server.conn().await, "feed", ttl, true, None);
+        let mx = fair_mutex(&server.conn().await, "feed", ttl, true, None);
         async move { mx.write().await.map(|guard| (Instant::now(), guard)) }
     });
     wait_queued(&conn, "feed", 1).await;
     let late = tokio::spawn({
-        let mx = mutex(&server.conn().await, "feed", ttl, true, None);
+        let mx = fair_mutex(&server.conn().await, "feed", ttl, true, None);
         async move { mx.read().await.map(|guard| (Instant::now(), guard)) }
     });
     wait_queued(&conn, "feed", 2).await;
@@ -484,7 +484,7 @@ async fn a_fair_writer_that_gives_up_leaves_the_queue_at_once() {
     let conn = server.conn().await;
     let ttl = Duration::from_secs(30);
     for how in [GiveUp::Timeout, GiveUp::ParentCancelled, GiveUp::Dropped] {
-        let made = |conn: &C| mutex(conn, "line", ttl, true, Some(&server));
+        let made = |conn: &C| fair_mutex(conn, "line", ttl, true, Some(&server));
         let holder = made(&conn).write().await.unwrap();
         let first = Want::Write(made(&server.conn().await));
         let second = Want::Write(made(&server.conn().await));
@@ -499,7 +499,7 @@ async fn a_fair_permit_waiter_that_gives_up_leaves_the_queue_at_once() {
     let ttl = Duration::from_secs(30);
     for how in [GiveUp::Timeout, GiveUp::ParentCancelled, GiveUp::Dropped] {
         // Polling here: the waiter behind notices the free permit by itself.
-        let made = |conn: &C| semaphore(conn, "line", 1, ttl, true, None);
+        let made = |conn: &C| fair_semaphore(conn, "line", 1, ttl, true, None);
         let holder = made(&conn).acquire().await.unwrap();
         let first = Want::Permit(made(&server.conn().await));
         let second = Want::Permit(made(&server.conn().await));
@@ -580,7 +580,7 @@ async fn a_killed_fair_waiter_holds_the_queue_up_for_about_one_ttl_only() {
     let conn = server.conn().await;
     let ttl = Duration::from_secs(1);
     let key = "line:k0";
-    let made = |conn: &C| mutex(conn, "line", ttl, true, Some(&server));
+    let made = |conn: &C| fair_mutex(conn, "line", ttl, true, Some(&server));
     let holder = made(&conn).write().key("k0").await.unwrap();
     let (url, referee_url) = (server.url(), referee.url());
     let mut worker = LoneWorker::spawn(
@@ -639,15 +639,15 @@ async fn a_cut_off_fair_permit_waiter_holds_the_queue_up_for_about_one_ttl_only(
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let holder = semaphore(&conn, "line", 1, ttl, true, None)
+    let holder = fair_semaphore(&conn, "line", 1, ttl, true, None)
         .acquire()
         .await
         .unwrap();
-    let cut = semaphore(&cut_conn, "line", 1, ttl, true, None);
+    let cut = fair_semaphore(&cut_conn, "line", 1, ttl, true, None);
     let cut_off = tokio::spawn(async move { cut.acquire().await.map(|_| ()) });
     wait_queued(&conn, "line", 1).await;
     let behind = tokio::spawn({
-        let sem = semaphore(&server.conn().await, "line", 1, ttl, true, Some(&server));
+        let sem = fair_semaphore(&server.conn().await, "line", 1, ttl, true, Some(&server));
         async move { sem.acquire().await.unwrap() }
     });
     wait_queued(&conn, "line", 2).await;
@@ -689,16 +689,16 @@ async fn fair_tries_never_overtake_a_queued_waiter_and_never_queue() {
         .await
         .unwrap();
 
-    let fair_mx = mutex(&conn, "tryw", ttl, true, None);
+    let fair_mx = fair_mutex(&conn, "tryw", ttl, true, None);
     let writer = fair_mx.write().await.unwrap();
-    let cut_mx = mutex(&cut_conn, "tryw", ttl, true, None);
+    let cut_mx = fair_mutex(&cut_conn, "tryw", ttl, true, None);
     let cut_writer = tokio::spawn(async move { cut_mx.write().await.map(|_| ()) });
     wait_queued(&conn, "tryw", 1).await;
 
-    let fair_sem = semaphore(&conn, "trys", 2, ttl, true, None);
+    let fair_sem = fair_semaphore(&conn, "trys", 2, ttl, true, None);
     let _one = fair_sem.acquire().await.unwrap();
     let two = fair_sem.acquire().await.unwrap();
-    let cut_sem = semaphore(&cut_conn, "trys", 2, ttl, true, None);
+    let cut_sem = fair_semaphore(&cut_conn, "trys", 2, ttl, true, None);
     let cut_permit = tokio::spawn(async move { cut_sem.acquire().await.map(|_| ()) });
     wait_queued(&conn, "trys", 1).await;
 
@@ -728,8 +728,8 @@ async fn fair_tries_never_overtake_a_queued_waiter_and_never_queue() {
     assert_eq!(queued(&conn, "tryw").await, 1, "tries never queue");
     assert_eq!(queued(&conn, "trys").await, 1, "tries never queue");
 
-    let plain_mx = mutex(&conn, "tryw", ttl, false, None);
-    let plain_sem = semaphore(&conn, "trys", 2, ttl, false, None);
+    let plain_mx = fair_mutex(&conn, "tryw", ttl, false, None);
+    let plain_sem = fair_semaphore(&conn, "trys", 2, ttl, false, None);
     for want in [Want::Write(plain_mx), Want::Permit(plain_sem)] {
         let got = want
             .try_acquire()
@@ -764,7 +764,7 @@ async fn plain_and_go_clients_barge_yet_exclusion_and_fair_order_hold() {
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut fair = JoinSet::new();
     for i in 0..FAIR {
-        let mx = mutex(
+        let mx = fair_mutex(
             &server.conn().await,
             key,
             Duration::from_secs(30),
@@ -797,14 +797,14 @@ async fn plain_and_go_clients_barge_yet_exclusion_and_fair_order_hold() {
         "the Go client barges"
     );
     assert!(!referee.enter(key, "w", "go", 0, us()).await.unwrap());
-    let plain = mutex(
+    let plain = fair_mutex(
         &server.conn().await,
         key,
         Duration::from_secs(4),
         false,
         None,
     );
-    let fair_try = mutex(&conn, key, Duration::from_secs(4), true, None);
+    let fair_try = fair_mutex(&conn, key, Duration::from_secs(4), true, None);
     assert!(
         plain.try_write().await.unwrap().is_none(),
         "the Go writer holds"
@@ -841,7 +841,7 @@ async fn plain_and_go_clients_barge_yet_exclusion_and_fair_order_hold() {
     let barges = Arc::new(AtomicUsize::new(0));
     bargers.spawn({
         let (stop, referee, barges) = (stop.clone(), referee.clone(), Arc::clone(&barges));
-        let plain = mutex(
+        let plain = fair_mutex(
             &server.conn().await,
             key,
             Duration::from_secs(4),
@@ -919,12 +919,12 @@ async fn the_queue_keys_have_ttls_and_nothing_is_left_behind() {
 
     // A 30 s TTL: the keys go with the last waiter, not by their TTL.
     let long = Duration::from_secs(30);
-    let holder = mutex(&conn, "gone", long, true, None)
+    let holder = fair_mutex(&conn, "gone", long, true, None)
         .write()
         .await
         .unwrap();
     let waiter = tokio::spawn({
-        let mx = mutex(&server.conn().await, "gone", long, true, None);
+        let mx = fair_mutex(&server.conn().await, "gone", long, true, None);
         async move { mx.write().await.unwrap() }
     });
     wait_queued(&conn, "gone", 1).await;
@@ -952,13 +952,16 @@ async fn the_queue_keys_have_ttls_and_nothing_is_left_behind() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let holder = mutex(&conn, "tidy", ttl, true, None).write().await.unwrap();
+    let holder = fair_mutex(&conn, "tidy", ttl, true, None)
+        .write()
+        .await
+        .unwrap();
     let behind = tokio::spawn({
-        let mx = mutex(&server.conn().await, "tidy", ttl, true, None);
+        let mx = fair_mutex(&server.conn().await, "tidy", ttl, true, None);
         async move { mx.write().await.unwrap() }
     });
     wait_queued(&conn, "tidy", 1).await;
-    let cut = mutex(&cut_conn, "tidy", ttl, true, None);
+    let cut = fair_mutex(&cut_conn, "tidy", ttl, true, None);
     let cut_off = tokio::spawn(async move { cut.write().await.map(|_| ()) });
     wait_queued(&conn, "tidy", 2).await;
     for key in ["tidy:queue", "tidy:queue-deadline"] {
@@ -1020,7 +1023,7 @@ async fn queue_calls(conn: &C) -> Vec<u64> {
 async fn an_uncontended_fair_cycle_runs_no_queue_command() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, "alone", Duration::from_secs(5), true, None);
+    let mx = fair_mutex(&conn, "alone", Duration::from_secs(5), true, None);
     let before = queue_calls(&conn).await;
     let exists_before = raw::calls(&conn, "exists").await.0;
     for _ in 0..3 {
@@ -1035,7 +1038,7 @@ async fn an_uncontended_fair_cycle_runs_no_queue_command() {
 
     let holder = mx.write().await.unwrap();
     let waiter = tokio::spawn({
-        let mx = mutex(
+        let mx = fair_mutex(
             &server.conn().await,
             "alone",
             Duration::from_secs(5),

@@ -1,9 +1,14 @@
 //! The harness's server binary (`tests/common/binaries.rs`): the version it reports is
 //! parsed as the matrix needs it, and the server a test starts is the one `REDIS_SERVER`
 //! names (so a matrix run over `../shared/servers/` tests each version, not `PATH`'s).
+//! The scripts the tests run or look for (`tests/common/scripts.rs`) are assembled as the
+//! crate sends them.
+
+use std::time::Duration;
 
 use crate::common::binaries::{redis_cli, redis_server, server_version, ServerVersion};
-use crate::common::{raw, RedisServer};
+use crate::common::{self, raw, scripts, RedisServer};
+use redismutex::Semaphore;
 
 #[test]
 fn version_lines_parse() {
@@ -47,4 +52,102 @@ async fn the_server_started_is_the_one_redis_server_names() {
     };
     let expected = format!("{}.{}.{}", version.major, version.minor, version.patch);
     assert_eq!(reported.as_deref(), Some(expected.as_str()), "{info}");
+}
+
+/// The rule `common::scripts` assembles scripts by (after `base.lua`, and after
+/// `shared.lua` for the scripts that take a lock or a permit or raise a fence counter)
+/// is the crate's: a script uses `shared.lua`'s functions exactly when the rule sends it
+/// after `shared.lua`.
+#[test]
+fn scripts_sent_after_shared_lua_are_those_that_use_it() {
+    let shared = scripts::file(scripts::SHARED);
+    let functions: Vec<String> = shared
+        .lines()
+        .filter_map(|line| line.strip_prefix("local function "))
+        .filter_map(|rest| rest.split('(').next())
+        .map(|name| format!("{name}("))
+        .collect();
+    assert!(functions.len() >= 5, "{functions:?}");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name != scripts::BASE && name != scripts::SHARED)
+        .collect();
+    names.sort();
+    assert!(names.len() >= 14, "{names:?}");
+    for name in &names {
+        let uses_shared = functions.iter().any(|f| scripts::file(name).contains(f));
+        assert_eq!(
+            uses_shared,
+            scripts::WITH_SHARED.contains(&name.as_str()),
+            "{name}"
+        );
+        let source = scripts::source(name);
+        assert!(source.starts_with("-- base.lua:"), "{name}");
+        assert_eq!(source.contains("\n-- shared.lua:"), uses_shared, "{name}");
+        assert!(source.ends_with(&scripts::file(name)), "{name}");
+    }
+}
+
+/// What `common::scripts` assembles is what the crate sends: after the crate ran a script
+/// of each kind (with and without `shared.lua`), the server's script cache holds the SHA1
+/// the helper computes for each, and none of the other ways to assemble it.
+#[tokio::test]
+async fn scripts_assembled_by_the_helper_are_the_ones_the_crate_sends() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let mx = common::mutex(&conn, "assembled", Duration::from_secs(30));
+    let reader = mx.read().await.unwrap();
+    assert!(mx.try_write().await.unwrap().is_none(), "a reader holds it");
+    let mut pipe = redis::pipe();
+    pipe.get("data");
+    let _: (Option<String>,) = reader.exec(&pipe).await.unwrap();
+    assert!(reader.unlock().await.unwrap());
+    let writer = mx.write().await.unwrap();
+    assert!(writer.downgrade().await.unwrap().unlock().await.unwrap());
+    let _ = mx.inspect("").await.unwrap();
+    assert!(!mx.force_unlock("").await.unwrap());
+    let permits = Semaphore::builder(conn.clone(), "permits", 2)
+        .build()
+        .unwrap();
+    assert!(permits.acquire().await.unwrap().unlock().await.unwrap());
+
+    let ran = [
+        "rlock.lua",
+        "lock.lua",
+        "semaphore.lua",
+        "exec.lua",
+        "unlock.lua",
+        "downgrade.lua",
+        "inspect.lua",
+        "force_unlock.lua",
+    ];
+    let mut cache = conn.clone();
+    for name in ran {
+        assert!(
+            scripts::cached(&mut cache, name).await,
+            "{name} as the helper assembles it"
+        );
+        // Neither the bare file nor the other assembly was sent.
+        let base = scripts::file(scripts::BASE);
+        let shared = scripts::file(scripts::SHARED);
+        let file = scripts::file(name);
+        for other in [
+            file.clone(),
+            format!("{base}\n{file}"),
+            format!("{base}\n{shared}\n{file}"),
+        ] {
+            if other == scripts::source(name) {
+                continue;
+            }
+            let sha = redis::Script::new(&other).get_hash().to_owned();
+            let exists: Vec<i64> = raw::cmd(&conn, "SCRIPT", &["EXISTS", &sha]).await;
+            assert_eq!(exists, [0], "{name} assembled otherwise");
+        }
+    }
+    assert!(
+        !scripts::cached(&mut cache, "proclaim.lua").await,
+        "no election ran"
+    );
 }

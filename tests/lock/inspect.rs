@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::common::either::Either;
 use crate::common::wrong_type::assert_wrong_type;
-use crate::common::{eventually, raw, RedisServer};
+use crate::common::{self, eventually, raw, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redismutex::{Error, LockState, Mode, Quorum, RwMutex, Semaphore};
 
@@ -17,24 +17,11 @@ type C = MultiplexedConnection;
 
 const TTL: Duration = Duration::from_secs(30);
 
-fn mutex(conn: &C, name: &str) -> RwMutex<C> {
-    RwMutex::builder(conn.clone(), name)
-        .ttl(TTL)
-        .build()
-        .unwrap()
-}
-
 fn semaphore(conn: &C, name: &str, permits: u32) -> Semaphore<C> {
     Semaphore::builder(conn.clone(), name, permits)
         .ttl(TTL)
         .build()
         .unwrap()
-}
-
-/// The server clock in milliseconds (`TIME`).
-async fn server_ms(conn: &C) -> i64 {
-    let (secs, micros): (i64, i64) = raw::cmd(conn, "TIME", &[]).await;
-    secs * 1000 + micros / 1000
 }
 
 /// `time` in milliseconds since the Unix epoch, as the scripts store deadlines.
@@ -94,7 +81,7 @@ async fn stored(conn: &C) -> (Vec<(String, String, Vec<u8>, bool)>, i64) {
 async fn a_free_lock_is_free_and_a_writer_is_its_id_its_ttl_and_its_token() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, "orders");
+    let mx = common::mutex(&conn, "orders", TTL);
 
     let free = mx.inspect("42").await.unwrap();
     assert_eq!(free.mode(), None);
@@ -116,7 +103,7 @@ async fn a_free_lock_is_free_and_a_writer_is_its_id_its_ttl_and_its_token() {
     assert_eq!(mx.inspect("43").await.unwrap().mode(), None);
     assert_eq!(mx.inspect("").await.unwrap().mode(), None);
     // A clone, or another handle on another connection, sees the same.
-    let other = mutex(&server.conn().await, "orders");
+    let other = common::mutex(&server.conn().await, "orders", TTL);
     assert_same_but_ttl(&other.inspect("42").await.unwrap(), &held);
     guard.unlock().await.unwrap();
 
@@ -137,7 +124,7 @@ async fn a_free_lock_is_free_and_a_writer_is_its_id_its_ttl_and_its_token() {
 async fn readers_are_their_ids_sorted_and_the_token_is_the_last_readers() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, "feed");
+    let mx = common::mutex(&conn, "feed", TTL);
     let mut readers = Vec::new();
     for _ in 0..4 {
         readers.push(mx.read().await.unwrap());
@@ -197,7 +184,7 @@ async fn a_semaphore_counts_its_unexpired_permits_and_leaves_the_expired_in_plac
     let second = sem.acquire().await.unwrap();
     // A holder whose deadline has passed by the server's clock, still in the key.
     let stale = "0123456789abcdef0123456789abcdef";
-    let past = (server_ms(&conn).await - 1000).to_string();
+    let past = (raw::server_ms(&conn).await - 1000).to_string();
     let _: i64 = raw::cmd(&conn, "ZADD", &["exports", &past, stale]).await;
 
     let state = sem.inspect("").await.unwrap();
@@ -238,7 +225,10 @@ async fn a_fair_queue_is_its_waiters_in_order_without_those_past_their_deadline(
     assert!(queue.iter().all(|m| m.len() == 34));
     assert_eq!(state.holders(), [holder.id()]);
     // A plain handle on the same lock sees the queue too.
-    assert_same_but_ttl(&mutex(&conn, "line").inspect("").await.unwrap(), &state);
+    assert_same_but_ttl(
+        &common::mutex(&conn, "line", TTL).inspect("").await.unwrap(),
+        &state,
+    );
 
     // A waiter whose deadline has passed is left out, and stays stored. (The live
     // waiters go first: their own attempts would clear it.)
@@ -300,7 +290,7 @@ async fn fair_line(
 /// that deadline in milliseconds.
 async fn lapsed_waiter(conn: &C, ticket: &str) -> (&'static str, i64) {
     let gone = "w:0123456789abcdef0123456789abcdef";
-    let past = server_ms(conn).await - 1000;
+    let past = raw::server_ms(conn).await - 1000;
     let _: i64 = raw::cmd(conn, "ZADD", &["line:queue", ticket, gone]).await;
     let _: i64 = raw::cmd(
         conn,
@@ -319,7 +309,7 @@ async fn lapsed_waiter(conn: &C, ticket: &str) -> (&'static str, i64) {
 async fn keys_a_request_refuses_are_refused_alike_and_left_as_they_were() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, "k");
+    let mx = common::mutex(&conn, "k", TTL);
     let sem = semaphore(&conn, "k", 2);
     let set = |args: &'static [&'static str]| {
         let conn = conn.clone();
@@ -394,7 +384,11 @@ async fn the_key_is_built_and_checked_as_a_request_builds_it() {
     assert_eq!(tagged.inspect("42").await.unwrap().holders(), [guard.id()]);
     // The untagged name is another key: free.
     assert_eq!(
-        mutex(&conn, "orders").inspect("42").await.unwrap().mode(),
+        common::mutex(&conn, "orders", TTL)
+            .inspect("42")
+            .await
+            .unwrap()
+            .mode(),
         None
     );
     // A key that defeats the tag tagging adds (its keys would cross slots).
@@ -403,7 +397,7 @@ async fn the_key_is_built_and_checked_as_a_request_builds_it() {
         Err(Error::InvalidKey { key, .. }) if key == "orders:{}x}"
     ));
     for bad in ["a:fence", "b:lock-intent", "c:queue-deadline"] {
-        let result = mutex(&conn, "orders").inspect(bad).await;
+        let result = common::mutex(&conn, "orders", TTL).inspect(bad).await;
         assert!(
             matches!(&result, Err(Error::InvalidKey { .. })),
             "{bad}: {result:?}"
@@ -411,7 +405,7 @@ async fn the_key_is_built_and_checked_as_a_request_builds_it() {
     }
     let long = "k".repeat(redismutex::MAX_KEY_BYTES);
     assert!(matches!(
-        mutex(&conn, "orders").inspect(&long).await,
+        common::mutex(&conn, "orders", TTL).inspect(&long).await,
         Err(Error::InvalidKey { .. })
     ));
     // Options every request refuses are refused alike.
@@ -447,7 +441,7 @@ async fn the_script_writes_nothing_in_any_state() {
     let id = "0123456789abcdef0123456789abcdef";
     let waiter = "r:fedcba9876543210fedcba9876543210";
     let gone = "w:00000000000000000000000000000000";
-    let now = server_ms(&conn).await;
+    let now = raw::server_ms(&conn).await;
     let (future, past) = ((now + 60_000).to_string(), (now - 1000).to_string());
     for args in [
         &["SET", "w", id, "PX", "60000"][..],
@@ -464,7 +458,7 @@ async fn the_script_writes_nothing_in_any_state() {
     ] {
         let _: redis::Value = raw::cmd(&conn, args[0], &args[1..]).await;
     }
-    let mx = mutex(&conn, "w");
+    let mx = common::mutex(&conn, "w", TTL);
     let before = stored(&conn).await;
     let writer = mx.inspect("").await.unwrap();
     assert_eq!(writer.holders(), [id]);
@@ -478,7 +472,7 @@ async fn the_script_writes_nothing_in_any_state() {
             .collect::<Vec<_>>(),
         [waiter]
     );
-    let readers = mutex(&conn, "r").inspect("").await.unwrap();
+    let readers = common::mutex(&conn, "r", TTL).inspect("").await.unwrap();
     assert_eq!(
         (readers.mode(), readers.holders()),
         (Some(Mode::Read), &[id.to_owned()][..])
@@ -486,7 +480,7 @@ async fn the_script_writes_nothing_in_any_state() {
     let permits = semaphore(&conn, "s", 1).inspect("").await.unwrap();
     assert_eq!(permits.holders(), [id]);
     for name in ["w", "r", "free"] {
-        mutex(&conn, name).inspect("").await.unwrap();
+        common::mutex(&conn, name, TTL).inspect("").await.unwrap();
     }
     semaphore(&conn, "s", 1).inspect("").await.unwrap();
     let (keys, dirty) = stored(&conn).await;
@@ -498,10 +492,10 @@ async fn the_script_writes_nothing_in_any_state() {
 async fn the_snapshot_is_read_at_one_server_time_between_two_reads_of_the_clock() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, "clock");
-    let before = server_ms(&conn).await;
+    let mx = common::mutex(&conn, "clock", TTL);
+    let before = raw::server_ms(&conn).await;
     let state = mx.inspect("").await.unwrap();
-    let after = server_ms(&conn).await;
+    let after = raw::server_ms(&conn).await;
     let read = ms(state.server_time());
     assert!(
         before <= read && read <= after,
@@ -545,7 +539,7 @@ async fn the_waiting_writer_is_the_id_of_the_writer_that_then_holds_the_lock() {
     // The Go package's writers store "1".
     let _: () = raw::cmd(&conn, "SET", &["go:lock-intent", "1", "PX", "60000"]).await;
     assert_eq!(
-        mutex(&conn, "go")
+        common::mutex(&conn, "go", TTL)
             .inspect("")
             .await
             .unwrap()
@@ -571,7 +565,7 @@ async fn key_ttls_are_every_existing_key_in_order_with_its_pttl() {
     ] {
         let _: redis::Value = raw::cmd(&conn, args[0], &args[1..]).await;
     }
-    let state = mutex(&conn, "all").inspect("").await.unwrap();
+    let state = common::mutex(&conn, "all", TTL).inspect("").await.unwrap();
     let names: Vec<&str> = state
         .key_ttls()
         .iter()
@@ -601,7 +595,7 @@ async fn key_ttls_are_every_existing_key_in_order_with_its_pttl() {
     );
 
     // Only the keys that exist: after an unlock, the fence.
-    let mx = mutex(&conn, "once");
+    let mx = common::mutex(&conn, "once", TTL);
     mx.write().await.unwrap().unlock().await.unwrap();
     let state = mx.inspect("").await.unwrap();
     let names: Vec<&str> = state
@@ -610,7 +604,7 @@ async fn key_ttls_are_every_existing_key_in_order_with_its_pttl() {
         .map(|(key, _)| key.as_str())
         .collect();
     assert_eq!(names, ["once:fence"]);
-    assert!(mutex(&conn, "none")
+    assert!(common::mutex(&conn, "none", TTL)
         .inspect("")
         .await
         .unwrap()
@@ -618,7 +612,7 @@ async fn key_ttls_are_every_existing_key_in_order_with_its_pttl() {
         .is_empty());
 
     // A semaphore key whose every permit ran out is free, yet listed while it exists.
-    let past = (server_ms(&conn).await - 1000).to_string();
+    let past = (raw::server_ms(&conn).await - 1000).to_string();
     let _: i64 = raw::cmd(&conn, "ZADD", &["spent", &past, id]).await;
     let _: i64 = raw::cmd(&conn, "PEXPIRE", &["spent", "60000"]).await;
     let state = semaphore(&conn, "spent", 1).inspect("").await.unwrap();
@@ -636,7 +630,7 @@ async fn permit_deadlines_are_every_permit_expired_or_not_with_its_stored_deadli
     let first = sem.acquire().await.unwrap();
     let second = sem.acquire().await.unwrap();
     let stale = "0123456789abcdef0123456789abcdef";
-    let past = server_ms(&conn).await - 1000;
+    let past = raw::server_ms(&conn).await - 1000;
     let _: i64 = raw::cmd(&conn, "ZADD", &["exports", &past.to_string(), stale]).await;
 
     let state = sem.inspect("").await.unwrap();
@@ -669,8 +663,8 @@ async fn permit_deadlines_are_every_permit_expired_or_not_with_its_stored_deadli
     let state = sem.inspect("").await.unwrap();
     assert_eq!(state.permit_deadlines()[0], ("odd".to_owned(), None));
     // A read-write lock has no permits.
-    let guard = mutex(&conn, "plain").write().await.unwrap();
-    assert!(mutex(&conn, "plain")
+    let guard = common::mutex(&conn, "plain", TTL).write().await.unwrap();
+    assert!(common::mutex(&conn, "plain", TTL)
         .inspect("")
         .await
         .unwrap()

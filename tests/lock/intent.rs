@@ -9,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 const INTENT: &str = "feed:lock-intent";
 
-fn mutex(
+/// The mutex `feed` with `ttl`, its lock intent on or off by `intent`.
+fn with_intent(
     conn: &MultiplexedConnection,
     ttl: Duration,
     intent: bool,
@@ -25,7 +26,7 @@ fn mutex(
 async fn a_waiting_writer_keeps_new_readers_out_and_clears_its_intent_on_acquiring() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(30), true);
+    let mx = with_intent(&conn, Duration::from_secs(30), true);
 
     let reader = mx.read().await.unwrap();
     let writer = tokio::spawn({
@@ -67,7 +68,7 @@ async fn a_waiting_writer_keeps_new_readers_out_and_clears_its_intent_on_acquiri
 async fn a_waiting_writer_keeps_its_intent_alive_past_its_ttl() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_millis(200), true);
+    let mx = with_intent(&conn, Duration::from_millis(200), true);
 
     let reader = mx.read().await.unwrap();
     let writer = tokio::spawn({
@@ -97,7 +98,7 @@ async fn a_waiting_writer_keeps_its_intent_alive_past_its_ttl() {
 async fn a_writer_that_times_out_clears_its_intent() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(30), true);
+    let mx = with_intent(&conn, Duration::from_secs(30), true);
     let reader = mx.read().await.unwrap();
 
     let result = mx.write().timeout(Duration::from_millis(200)).await;
@@ -115,7 +116,7 @@ async fn a_writer_that_times_out_clears_its_intent() {
 async fn a_writer_whose_parent_is_cancelled_clears_its_intent() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(30), true);
+    let mx = with_intent(&conn, Duration::from_secs(30), true);
     let _reader = mx.read().await.unwrap();
 
     let parent = CancellationToken::new();
@@ -137,7 +138,7 @@ async fn a_writer_whose_parent_is_cancelled_clears_its_intent() {
 async fn dropping_a_waiting_writer_clears_its_intent() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(30), true);
+    let mx = with_intent(&conn, Duration::from_secs(30), true);
     let _reader = mx.read().await.unwrap();
 
     let writer = tokio::spawn({
@@ -154,7 +155,7 @@ async fn dropping_a_waiting_writer_clears_its_intent() {
 async fn try_write_never_sets_the_intent() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(30), true);
+    let mx = with_intent(&conn, Duration::from_secs(30), true);
     let _reader = mx.read().await.unwrap();
 
     assert!(mx.try_write().await.unwrap().is_none());
@@ -166,7 +167,7 @@ async fn try_write_never_sets_the_intent() {
 async fn without_intent_a_waiting_writer_lets_readers_in() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, Duration::from_secs(30), false);
+    let mx = with_intent(&conn, Duration::from_secs(30), false);
     let _reader = mx.read().await.unwrap();
 
     let writer = tokio::spawn({

@@ -8,7 +8,6 @@ mod common;
 
 mod churn;
 mod downgrade;
-mod election;
 mod exclusion;
 mod exec;
 mod fair;

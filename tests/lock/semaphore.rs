@@ -44,12 +44,6 @@ fn ms(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap()
 }
 
-/// The server clock in milliseconds, as the scripts read it (`TIME`).
-async fn server_ms(conn: &MultiplexedConnection) -> i64 {
-    let (secs, micros): (i64, i64) = raw::cmd(conn, "TIME", &[]).await;
-    secs * 1000 + micros / 1000
-}
-
 /// The deadline (server ms) of permit `id` in the semaphore at `key`, if it is there.
 async fn deadline(conn: &MultiplexedConnection, key: &str, id: &str) -> Option<i64> {
     let score: Option<f64> = raw::cmd(conn, "ZSCORE", &[key, id]).await;
@@ -366,7 +360,7 @@ async fn a_holder_whose_clock_runs_fast_never_extends_its_permit_past_server_tim
                 tokio::task::yield_now().await;
             }
             let deadline = deadline(&conn, "clock", &id).await.unwrap();
-            margins.push(deadline - server_ms(&conn).await);
+            margins.push(deadline - raw::server_ms(&conn).await);
         }
         held_tx.send((id, margins)).unwrap();
         let _ = jump_rx.await;
@@ -446,7 +440,7 @@ async fn each_caller_admits_by_its_own_count_and_lowering_it_revokes_no_permit()
 
     // Two TTLs later nobody's permit was revoked: all are still refreshed.
     tokio::time::sleep(ttl * 2).await;
-    let now = server_ms(&conn).await;
+    let now = raw::server_ms(&conn).await;
     for permit in held.iter().chain([&fourth]) {
         assert!(!permit.is_cancelled(), "{:?}", permit.cancel_reason());
         let deadline = deadline(&conn, "pool", permit.id()).await;
@@ -474,7 +468,7 @@ async fn refresh_keeps_a_permit_for_several_ttls_with_deadlines_from_the_server_
     let first = deadline(&conn, "lease", permit.id()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await; // five TTLs
     assert!(!permit.is_cancelled(), "{:?}", permit.cancel_reason());
-    let now = server_ms(&conn).await;
+    let now = raw::server_ms(&conn).await;
     let last = deadline(&conn, "lease", permit.id()).await.unwrap();
     assert!(last > first, "the deadline moved");
     assert!(
@@ -517,7 +511,7 @@ async fn a_deadline_past_in_redis_makes_the_refresh_report_lost_not_revive_it() 
     let conn = server.conn().await;
     let sem = semaphore(&conn, "lease", 2, Duration::from_secs(1));
     let permit = sem.acquire().await.unwrap();
-    let past = (server_ms(&conn).await - 1000).to_string();
+    let past = (raw::server_ms(&conn).await - 1000).to_string();
     raw::cmd::<i64>(&conn, "ZADD", &["lease", "XX", &past, permit.id()]).await;
     tokio::time::timeout(LIVENESS, permit.cancelled())
         .await
@@ -539,7 +533,7 @@ async fn unlocking_a_permit_whose_deadline_passed_reports_false_and_removes_it()
     let sem = semaphore(&conn, "lease", 2, Duration::from_secs(30));
     let permit = sem.acquire().await.unwrap();
     let other = sem.acquire().await.unwrap();
-    let past = (server_ms(&conn).await - 1).to_string();
+    let past = (raw::server_ms(&conn).await - 1).to_string();
     raw::cmd::<i64>(&conn, "ZADD", &["lease", "XX", &past, permit.id()]).await;
     assert!(!permit.unlock().await.unwrap(), "it had run out");
     assert_eq!(holders(&conn, "lease").await, vec![other.id().to_string()]);
@@ -633,7 +627,7 @@ async fn a_semaphore_or_queue_key_without_ttl_is_a_no_expiry_error_and_stays_unt
     let conn = server.conn().await;
     let plain = semaphore(&conn, "pool", 2, Duration::from_secs(4));
     let fair = fair_semaphore(&conn, "pool", 2, Duration::from_secs(4));
-    let future = (server_ms(&conn).await + 3_600_000).to_string();
+    let future = (raw::server_ms(&conn).await + 3_600_000).to_string();
     raw::cmd::<i64>(&conn, "ZADD", &["pool", &future, "forever"]).await;
     let before: Vec<u8> = raw::cmd(&conn, "DUMP", &["pool"]).await;
     for sem in [&plain, &fair] {

@@ -9,9 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::common::quorum::{Fault, Nodes};
 use crate::common::recorded::Recorded;
-use crate::common::{raw, RedisServer, LIVENESS};
+use crate::common::{self, raw, RedisServer, LIVENESS};
 use metrics_util::debugging::DebuggingRecorder;
-use redis::aio::MultiplexedConnection;
 use redismutex::{CancelReason, Error, RwMutex, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -23,17 +22,6 @@ const HELD: &str = "redismutex_held";
 const WAITING: &str = "redismutex_waiting";
 const NODE_ERRORS: &str = "redismutex_node_errors_total";
 const EXEC: &str = "redismutex_exec_total";
-
-fn mutex(
-    conn: &MultiplexedConnection,
-    name: &str,
-    ttl: Duration,
-) -> RwMutex<MultiplexedConnection> {
-    RwMutex::builder(conn.clone(), name)
-        .ttl(ttl)
-        .build()
-        .unwrap()
-}
 
 /// Polls `check` on what was recorded every 10 ms until it holds, for at most
 /// [`LIVENESS`]; returns whether it did.
@@ -61,7 +49,7 @@ async fn each_request_is_timed_under_its_kind_and_outcome_and_never_labelled_wit
     let recorder = DebuggingRecorder::new();
     let _local = metrics::set_default_local_recorder(&recorder);
     let mut recorded = Recorded::of(&recorder);
-    let mx = mutex(&conn, "timed", Duration::from_secs(2));
+    let mx = common::mutex(&conn, "timed", Duration::from_secs(2));
     let sem = Semaphore::builder(conn.clone(), "timed-sem", 1)
         .build()
         .unwrap();
@@ -165,7 +153,7 @@ async fn the_held_gauge_returns_to_0_however_a_guard_ends() {
     let recorder = DebuggingRecorder::new();
     let _local = metrics::set_default_local_recorder(&recorder);
     let mut recorded = Recorded::of(&recorder);
-    let mx = mutex(&conn, "ends", Duration::from_millis(400));
+    let mx = common::mutex(&conn, "ends", Duration::from_millis(400));
     let write = [("kind", "write")];
 
     let guard = mx.write().await.unwrap();
@@ -251,7 +239,7 @@ async fn the_waiting_gauge_returns_to_0_however_a_wait_ends() {
     let recorder = DebuggingRecorder::new();
     let _local = metrics::set_default_local_recorder(&recorder);
     let mut recorded = Recorded::of(&recorder);
-    let mx = mutex(&conn, "waits", Duration::from_secs(2));
+    let mx = common::mutex(&conn, "waits", Duration::from_secs(2));
     let (write, read) = ([("kind", "write")], [("kind", "read")]);
     let holder = mx.write().await.unwrap();
 
@@ -329,7 +317,7 @@ async fn renewals_are_counted_by_outcome_and_on_the_guard() {
     let _local = metrics::set_default_local_recorder(&recorder);
     let mut recorded = Recorded::of(&recorder);
     let ttl = Duration::from_millis(200);
-    let mx = mutex(&conn, "renewals", ttl);
+    let mx = common::mutex(&conn, "renewals", ttl);
 
     let before = SystemTime::now();
     let guard = mx.write().await.unwrap();
@@ -366,7 +354,7 @@ async fn guarded_pipelines_are_counted_by_outcome_and_a_lost_lock_found_by_one_t
     let recorder = DebuggingRecorder::new();
     let _local = metrics::set_default_local_recorder(&recorder);
     let mut recorded = Recorded::of(&recorder);
-    let mx = mutex(&conn, "execs", Duration::from_secs(30));
+    let mx = common::mutex(&conn, "execs", Duration::from_secs(30));
     let guard = mx.write().await.unwrap();
     let mut ok = redis::pipe();
     ok.set("data", 1).ignore();
@@ -481,7 +469,7 @@ async fn describe_metrics_gives_each_metric_its_unit() {
     redismutex::describe_metrics();
     let server = RedisServer::start();
     let conn = server.conn().await;
-    mutex(&conn, "described", Duration::from_secs(1))
+    common::mutex(&conn, "described", Duration::from_secs(1))
         .write()
         .await
         .unwrap()
@@ -548,7 +536,7 @@ async fn permits_downgrades_nested_guards_tries_and_refusals_leave_the_gauges_at
     assert_idle(&mut recorded, "a refused nested write");
 
     // A downgraded lock stays `write` until it ends.
-    let plain = mutex(&conn, "downgraded", Duration::from_secs(10));
+    let plain = common::mutex(&conn, "downgraded", Duration::from_secs(10));
     let reader = plain.write().await.unwrap().downgrade().await.unwrap();
     assert_eq!(recorded.gauge(HELD, &[("kind", "write")]), 1.0);
     assert_eq!(recorded.gauge(HELD, &[("kind", "read")]), 0.0);
@@ -612,7 +600,7 @@ async fn a_server_clock_jump_is_counted_and_a_lock_it_expired_fires_clock_jump()
     let recorder = DebuggingRecorder::new();
     let _local = metrics::set_default_local_recorder(&recorder);
     let mut recorded = Recorded::of(&recorder);
-    let mx = mutex(&conn, "clocked", Duration::from_secs(1));
+    let mx = common::mutex(&conn, "clocked", Duration::from_secs(1));
     let guard = mx.write().await.unwrap();
     // The first renewal reads the server's clock; the next compares.
     tokio::time::sleep(Duration::from_millis(600)).await;

@@ -1,14 +1,10 @@
 //! `lua/proclaim.lua` and `lua/leader.lua` (an election's record) run directly, over every
 //! state of the lock key `scripts.rs` knows and a record key of another type.
 
-use crate::common::{raw, RedisServer};
+use crate::common::{raw, scripts, RedisServer};
 use crate::scripts::{set_state, state, FENCE_MS, ID_A, ID_B, STATES};
 use redis::aio::MultiplexedConnection;
-use redis::{Script, Value};
-
-const BASE: &str = include_str!("../../lua/base.lua");
-const PROCLAIM: &str = include_str!("../../lua/proclaim.lua");
-const LEADER: &str = include_str!("../../lua/leader.lua");
+use redis::Value;
 
 fn bulk(s: &str) -> Value {
     Value::BulkString(s.as_bytes().to_vec())
@@ -16,7 +12,7 @@ fn bulk(s: &str) -> Value {
 
 /// `proclaim.lua` for `ID_A` on the lock key `key`, writing `record`.
 async fn proclaim(conn: &MultiplexedConnection, key: &str, record: &str) -> Value {
-    Script::new(&format!("{BASE}\n{PROCLAIM}"))
+    scripts::script("proclaim.lua")
         .key(key)
         .key(format!("{key}:leader"))
         .arg(ID_A)
@@ -30,7 +26,7 @@ async fn proclaim(conn: &MultiplexedConnection, key: &str, record: &str) -> Valu
 
 /// `leader.lua` on the lock key `key`.
 async fn leader(conn: &MultiplexedConnection, key: &str) -> Value {
-    Script::new(&format!("{BASE}\n{LEADER}"))
+    scripts::script("leader.lua")
         .key(key)
         .key(format!("{key}:leader"))
         .invoke_async(&mut conn.clone())

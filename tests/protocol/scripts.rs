@@ -1,38 +1,10 @@
 //! The Lua scripts in `lua/`, run directly: the wire protocol the protocol guide
-//! (`redismutex::guide::protocol`) documents.
+//! (`redismutex::guide::protocol`) documents. Each is sent as the crate sends it
+//! (`tests/common/scripts.rs`).
 
-use crate::common::{raw, RedisServer};
+use crate::common::{raw, scripts, RedisServer};
 use redis::aio::MultiplexedConnection;
-use redis::{Script, Value};
-
-/// `lua/<file>` after `lua/base.lua` (and `lua/shared.lua` for the acquiring scripts), as
-/// the crate sends it.
-macro_rules! sent {
-    ($file:literal) => {
-        concat!(
-            include_str!("../../lua/base.lua"),
-            "\n",
-            include_str!(concat!("../../lua/", $file))
-        )
-    };
-    ($file:literal, shared) => {
-        concat!(
-            include_str!("../../lua/base.lua"),
-            "\n",
-            include_str!("../../lua/shared.lua"),
-            "\n",
-            include_str!(concat!("../../lua/", $file))
-        )
-    };
-}
-
-const LOCK: &str = sent!("lock.lua", shared);
-const RLOCK: &str = sent!("rlock.lua", shared);
-const REFRESH: &str = sent!("refresh.lua");
-const RENEW: &str = sent!("renew.lua");
-const UNLOCK: &str = sent!("unlock.lua");
-const DOWNGRADE: &str = sent!("downgrade.lua");
-const SEMAPHORE: &str = sent!("semaphore.lua", shared);
+use redis::Value;
 
 pub(super) const ID_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 pub(super) const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -44,7 +16,7 @@ fn bulk(s: &str) -> Value {
 }
 
 async fn lock(conn: &MultiplexedConnection, id: &str, ttl: u64, intent: bool) -> Value {
-    Script::new(LOCK)
+    scripts::script("lock.lua")
         .key("k")
         .key("k:lock-intent")
         .key("k:fence")
@@ -63,7 +35,7 @@ async fn rlock(conn: &MultiplexedConnection, id: &str, ttl: u64) -> Value {
 
 /// `rlock.lua` with ARGV[4]: `counting` takes the fence key as a checked counter.
 async fn rlock_counting(conn: &MultiplexedConnection, id: &str, ttl: u64, counting: bool) -> Value {
-    Script::new(RLOCK)
+    scripts::script("rlock.lua")
         .key("k")
         .key("k:lock-intent")
         .key("k:fence")
@@ -77,7 +49,7 @@ async fn rlock_counting(conn: &MultiplexedConnection, id: &str, ttl: u64, counti
 }
 
 async fn refresh(conn: &MultiplexedConnection, id: &str, ttl: u64) -> i64 {
-    Script::new(REFRESH)
+    scripts::script("refresh.lua")
         .key("k")
         .arg(id)
         .arg(ttl)
@@ -92,7 +64,7 @@ async fn unlock(conn: &MultiplexedConnection, id: &str, clear_intent: bool) -> i
 }
 
 async fn unlock_as(conn: &MultiplexedConnection, id: &str, clear_intent: bool, mode: &str) -> i64 {
-    let script = Script::new(UNLOCK);
+    let script = scripts::script("unlock.lua");
     let mut invocation = script.key("k");
     if clear_intent {
         invocation.key("k:lock-intent");
@@ -108,7 +80,7 @@ async fn unlock_as(conn: &MultiplexedConnection, id: &str, clear_intent: bool, m
 
 /// `downgrade.lua`: 1 now a reader, + 2 when the writer's key was replaced and published.
 async fn downgrade(conn: &MultiplexedConnection, id: &str, ttl: u64) -> i64 {
-    Script::new(DOWNGRADE)
+    scripts::script("downgrade.lua")
         .key("k")
         .arg(id)
         .arg(ttl)
@@ -176,8 +148,7 @@ async fn rlock_counts_on_a_checked_fence_and_reports_one_that_is_not_a_counter()
 
     // Gone (expired, or a restart): restarts at the server clock, with a TTL.
     raw::cmd::<i64>(&conn, "DEL", &["k:fence"]).await;
-    let time: Vec<String> = raw::cmd(&conn, "TIME", &[]).await;
-    let clock: i64 = time[0].parse::<i64>().unwrap() * 1_000_000 + time[1].parse::<i64>().unwrap();
+    let clock = i64::try_from(raw::server_us(&conn).await).unwrap();
     assert!(token(&rlock_counting(&conn, ID_B, 5000, true).await) >= clock);
     assert!(raw::pttl(&conn, "k:fence").await > 600_000);
 
@@ -438,15 +409,15 @@ fn out_of_memory(err: &redis::RedisError) -> bool {
     err.code() == Some("OOM") || err.to_string().contains("-OOM command not allowed")
 }
 
-/// The error of `script` (`lock.lua` or `semaphore.lua`) on `keys` as a fair request of
+/// The error of the script `name` (`lock.lua` or `semaphore.lua`) on `keys` as a fair request of
 /// [`ID_A`] that waits: TTL 9 s, the third argument `1` (set the intent; one permit), no
 /// clock floor.
 async fn fair_wait_refused(
     conn: &MultiplexedConnection,
-    script: &str,
+    name: &str,
     keys: &[&str],
 ) -> redis::RedisError {
-    Script::new(script)
+    scripts::script(name)
         .key(keys)
         .arg(ID_A)
         .arg(9_000)
@@ -469,7 +440,7 @@ async fn blocked_fair_requests_are_refused_out_of_memory_with_nothing_changed() 
     raw::cmd::<()>(&conn, "SET", &["k:lock-intent", ID_A, "PX", "3000"]).await;
     // A semaphore of one permit with a live holder and a run-out one: dropping the run-out
     // holder (a removal, allowed) let the queue's ZADD through.
-    let now = server_now_ms(&conn).await;
+    let now = raw::server_ms(&conn).await;
     let (live, past) = ((now + 60_000).to_string(), (now - 1_000).to_string());
     raw::cmd::<()>(&conn, "ZADD", &["s", &live, ID_B, &past, "cccc"]).await;
     raw::cmd::<()>(&conn, "PEXPIRE", &["s", "60000"]).await;
@@ -483,11 +454,11 @@ async fn blocked_fair_requests_are_refused_out_of_memory_with_nothing_changed() 
         "k:queue",
         "k:queue-deadline",
     ];
-    let writer = fair_wait_refused(&conn, LOCK, &lock_keys).await;
+    let writer = fair_wait_refused(&conn, "lock.lua", &lock_keys).await;
     assert!(out_of_memory(&writer), "{writer}");
     let permit = fair_wait_refused(
         &conn,
-        SEMAPHORE,
+        "semaphore.lua",
         &["s", "s:fence", "s:queue", "s:queue-deadline"],
     )
     .await;
@@ -510,8 +481,8 @@ async fn blocked_fair_requests_are_refused_out_of_memory_with_nothing_changed() 
 /// writer's id, another's, nothing, a readers' set with and without us, a permit of ours
 /// live and run out, a hash, our id with no TTL.
 pub(super) async fn set_state(conn: &MultiplexedConnection, key: &str, n: usize) {
-    let far = (server_now_ms(conn).await + 60_000).to_string();
-    let past = (server_now_ms(conn).await - 1_000).to_string();
+    let far = (raw::server_ms(conn).await + 60_000).to_string();
+    let past = (raw::server_ms(conn).await - 1_000).to_string();
     match n {
         0 => raw::cmd::<()>(conn, "SET", &[key, ID_A, "PX", "1000"]).await,
         1 => raw::cmd::<()>(conn, "SET", &[key, ID_B, "PX", "1000"]).await,
@@ -541,11 +512,6 @@ pub(super) async fn set_state(conn: &MultiplexedConnection, key: &str, n: usize)
 }
 
 pub(super) const STATES: usize = 9;
-
-async fn server_now_ms(conn: &MultiplexedConnection) -> i64 {
-    let (s, us): (i64, i64) = raw::cmd(conn, "TIME", &[]).await;
-    s * 1000 + us / 1000
-}
 
 /// What a key holds, for comparing: its type, its members or value, and whether its PTTL
 /// reached the TTL.
@@ -578,7 +544,7 @@ async fn renew_treats_each_key_exactly_as_refresh_does_whatever_the_writer_hint(
         for (n, key) in keys.iter().enumerate() {
             set_state(&conn, key, n).await;
         }
-        let script = Script::new(RENEW);
+        let script = scripts::script("renew.lua");
         let mut renew = script.prepare_invoke();
         for key in &keys {
             renew.key(key);
@@ -587,9 +553,9 @@ async fn renew_treats_each_key_exactly_as_refresh_does_whatever_the_writer_hint(
         for _ in &keys {
             renew.arg(ID_A);
         }
-        let before = server_now_ms(&conn).await;
+        let before = raw::server_ms(&conn).await;
         let mut replies: Vec<i64> = renew.invoke_async(&mut conn.clone()).await.unwrap();
-        let after = server_now_ms(&conn).await;
+        let after = raw::server_ms(&conn).await;
         assert_eq!(replies.len(), STATES + 1, "a reply per key, then the time");
         // The last: the server's clock in microseconds, read while the script ran.
         let server_us = replies.pop().unwrap();
@@ -609,11 +575,9 @@ async fn renew_treats_each_key_exactly_as_refresh_does_whatever_the_writer_hint(
     }
 }
 
-const EXEC: &str = sent!("exec.lua");
-
 /// `exec.lua` for `id` on lock key `k`, with one command: `INCR data` (`k` marks its key).
 async fn exec_incr(conn: &MultiplexedConnection, id: &str) -> Value {
-    Script::new(EXEC)
+    scripts::script("exec.lua")
         .key("k")
         .key("data")
         .arg(id)
@@ -643,7 +607,7 @@ async fn exec_runs_its_commands_only_for_the_id_holding_the_lock_in_every_form()
     assert_eq!(exec_incr(&conn, ID_B).await, not_held);
     // A semaphore: a deadline after the server's TIME, one before it (left in place).
     raw::cmd::<()>(&conn, "DEL", &["k"]).await;
-    let later = (server_now_ms(&conn).await + 60_000).to_string();
+    let later = (raw::server_ms(&conn).await + 60_000).to_string();
     raw::cmd::<i64>(&conn, "ZADD", &["k", &later, ID_A, "1", ID_B]).await;
     assert_eq!(exec_incr(&conn, ID_A).await, ran(3));
     assert_eq!(exec_incr(&conn, ID_B).await, not_held);
@@ -659,7 +623,7 @@ async fn exec_runs_its_commands_only_for_the_id_holding_the_lock_in_every_form()
     );
     // A failing command: its number and error text, the one before it ran.
     raw::cmd::<()>(&conn, "SET", &["k", ID_A, "PX", "60000"]).await;
-    let failed: Value = Script::new(EXEC)
+    let failed: Value = scripts::script("exec.lua")
         .key("k")
         .key("data")
         .key("k:h")
@@ -686,7 +650,7 @@ async fn exec_runs_its_commands_only_for_the_id_holding_the_lock_in_every_form()
 
 /// `force_unlock.lua` on `key`, publishing `ID_B` on its release channel.
 async fn force_unlock(conn: &MultiplexedConnection, key: &str) -> Value {
-    Script::new(sent!("force_unlock.lua"))
+    scripts::script("force_unlock.lua")
         .key(key)
         .key(format!("{key}:fence"))
         .key(format!("{key}:fence-granted"))
@@ -756,7 +720,7 @@ async fn force_unlock_removes_every_holder_of_a_lock_and_refuses_every_other_key
     }
 
     // A semaphore whose every permit ran out held nothing, and is cleared all the same.
-    let past = (server_now_ms(&conn).await - 1_000).to_string();
+    let past = (raw::server_ms(&conn).await - 1_000).to_string();
     raw::cmd::<i64>(&conn, "ZADD", &["old", &past, ID_A]).await;
     raw::cmd::<i64>(&conn, "PEXPIRE", &["old", "60000"]).await;
     assert_eq!(force_unlock(&conn, "old").await, Value::Int(2));
@@ -792,7 +756,7 @@ fn existed(reply: &Value) -> bool {
 /// `retake.lua` on `k` for `id`, as the writer (`"w"`) or a reader (`"r"`), with the
 /// guard's `token`.
 async fn retake(conn: &MultiplexedConnection, id: &str, hold: &str, token: u64) -> Value {
-    Script::new(sent!("retake.lua", shared))
+    scripts::script("retake.lua")
         .key("k")
         .key("k:lock-intent")
         .key("k:fence")
@@ -963,7 +927,7 @@ async fn retake_takes_a_lock_back_only_while_no_token_past_the_guards_was_grante
 
 /// `fence.lua` on `k` with `token`.
 async fn raise(conn: &MultiplexedConnection, token: u64) -> Value {
-    Script::new(sent!("fence.lua", shared))
+    scripts::script("fence.lua")
         .key("k:fence")
         .key("k:fence-granted")
         .arg(token)

@@ -13,22 +13,11 @@ use crate::common::quorum::{
 };
 use crate::common::{at_once, eventually, raw, LIVENESS};
 use redis::aio::MultiplexedConnection;
-use redismutex::{CancelReason, Error, Guard, Quorum, RwMutex};
+use redismutex::{CancelReason, Error, Guard};
 
 const TTL: Duration = Duration::from_secs(2);
 /// The TTL of the tests that wait for a renewal: one every 500 ms.
 const SHORT_TTL: Duration = Duration::from_secs(1);
-
-async fn mutex(nodes: &Nodes) -> RwMutex<Quorum<MultiplexedConnection>> {
-    mutex_with_ttl(nodes, TTL).await
-}
-
-async fn mutex_with_ttl(nodes: &Nodes, ttl: Duration) -> RwMutex<Quorum<MultiplexedConnection>> {
-    RwMutex::builder(nodes.quorum().await, "forced")
-        .ttl(ttl)
-        .build()
-        .unwrap()
-}
 
 /// Each node's counter at `forced:fence`, once every node's is at least `token` (the
 /// acquire's second round may still be going on at a node the majority did not wait for).
@@ -54,7 +43,7 @@ async fn lost_at_next_renewal(holder: &impl Guard) {
 async fn a_quorum_writer_is_forced_out_on_every_node_and_the_next_writer_gets_in_at_once() {
     let nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex(&nodes).await;
+    let mx = nodes.mutex("forced", TTL).await;
     let holder = mx.write().await.unwrap();
     written_everywhere(&conns, "forced", holder.id()).await;
     let fences = counters_after(&conns, holder.fencing_token()).await;
@@ -92,7 +81,7 @@ async fn a_quorum_writer_is_forced_out_on_every_node_and_the_next_writer_gets_in
 async fn a_live_quorum_writer_nobody_replaced_loses_the_lock_at_its_next_renewal() {
     let nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex_with_ttl(&nodes, SHORT_TTL).await;
+    let mx = nodes.mutex("forced", SHORT_TTL).await;
     let holder = mx.write().await.unwrap();
     let fences = counters_after(&conns, holder.fencing_token()).await;
     assert!(at_once(mx.force_unlock("")).await.unwrap());
@@ -126,7 +115,7 @@ async fn a_live_quorum_writer_nobody_replaced_loses_the_lock_at_its_next_renewal
 async fn quorum_readers_nobody_replaced_all_lose_the_lock_at_their_next_renewal() {
     let nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex_with_ttl(&nodes, SHORT_TTL).await;
+    let mx = nodes.mutex("forced", SHORT_TTL).await;
     let first = mx.read().await.unwrap();
     let second = mx.read().await.unwrap();
     read_everywhere(&conns, "forced", &[first.id(), second.id()]).await;
@@ -144,9 +133,9 @@ async fn quorum_readers_nobody_replaced_all_lose_the_lock_at_their_next_renewal(
 async fn a_waiting_writer_gets_the_lock_forced_free_and_the_holder_is_lost() {
     let nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex_with_ttl(&nodes, SHORT_TTL).await;
+    let mx = nodes.mutex("forced", SHORT_TTL).await;
     let holder = mx.write().await.unwrap();
-    let waiter = mutex_with_ttl(&nodes, SHORT_TTL).await;
+    let waiter = nodes.mutex("forced", SHORT_TTL).await;
     let waiting =
         tokio::spawn(async move { waiter.write().timeout(Duration::from_secs(30)).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -176,7 +165,7 @@ async fn a_waiting_writer_gets_the_lock_forced_free_and_the_holder_is_lost() {
 async fn a_node_that_granted_past_the_token_is_not_taken_back_and_one_that_only_lost_the_key_is() {
     let nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex_with_ttl(&nodes, SHORT_TTL).await;
+    let mx = nodes.mutex("forced", SHORT_TTL).await;
     let holder = mx.write().await.unwrap();
     written_everywhere(&conns, "forced", holder.id()).await;
     counters_after(&conns, holder.fencing_token()).await;
@@ -213,7 +202,7 @@ async fn a_node_that_granted_past_the_token_is_not_taken_back_and_one_that_only_
 async fn a_lock_held_on_one_node_only_is_reported_held_and_cleared() {
     let nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex(&nodes).await;
+    let mx = nodes.mutex("forced", TTL).await;
     let go = GoPeer::new(conns[1].clone(), 60_000);
     assert_eq!(go.write("forced", &GoPeer::new_id(), false).await, None);
     assert!(at_once(mx.force_unlock("")).await.unwrap());
@@ -224,7 +213,7 @@ async fn a_lock_held_on_one_node_only_is_reported_held_and_cleared() {
 async fn a_node_down_changes_nothing_and_a_majority_down_is_no_quorum() {
     let mut nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex(&nodes).await;
+    let mx = nodes.mutex("forced", TTL).await;
     let holder = mx.write().await.unwrap();
     written_everywhere(&conns, "forced", holder.id()).await;
     nodes.kill(2);

@@ -12,7 +12,7 @@ use crate::common::either::Either;
 use crate::common::lost_update::unguarded_increment;
 use crate::common::quorum::{
     counter, gone_everywhere, on_3_and_5_nodes, on_every_node, raised_everywhere, read_everywhere,
-    server_time_us, written_everywhere, Nodes,
+    written_everywhere, Nodes,
 };
 use crate::common::{at_once, eventually, join_within, raw, LIVENESS};
 use redis::aio::MultiplexedConnection;
@@ -22,14 +22,6 @@ use tokio::time::Instant;
 type QuorumMutex = RwMutex<Quorum<MultiplexedConnection>>;
 
 const TTL: Duration = Duration::from_secs(2);
-
-/// A mutex named `name` on a quorum of new connections: a client of its own.
-async fn client(nodes: &Nodes, name: &str) -> QuorumMutex {
-    RwMutex::builder(nodes.quorum().await, name)
-        .ttl(TTL)
-        .build()
-        .expect("valid options")
-}
 
 on_3_and_5_nodes!(
     no_update_is_lost_across_clients,
@@ -53,7 +45,7 @@ async fn no_update_is_lost_across_clients(n: usize) {
     let store = nodes.server(0).conn().await;
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
-        clients.push(client(&nodes, "counter-lock").await);
+        clients.push(nodes.mutex("counter-lock", TTL).await);
     }
     let inside = Arc::new(AtomicUsize::new(0));
     let tokens = Arc::new(Mutex::new(Vec::new()));
@@ -95,12 +87,12 @@ async fn no_update_is_lost_across_clients(n: usize) {
 async fn readers_share_and_a_writer_waits_for_both(n: usize) {
     let nodes = Nodes::start(n);
     let conns = nodes.conns().await;
-    let a: ReadGuard = client(&nodes, "shared").await.read().await.unwrap();
-    let b: ReadGuard = client(&nodes, "shared").await.read().await.unwrap();
+    let a: ReadGuard = nodes.mutex("shared", TTL).await.read().await.unwrap();
+    let b: ReadGuard = nodes.mutex("shared", TTL).await.read().await.unwrap();
     assert_ne!(a.id(), b.id());
     read_everywhere(&conns, "shared", &[a.id(), b.id()]).await;
 
-    let writers = client(&nodes, "shared").await;
+    let writers = nodes.mutex("shared", TTL).await;
     assert!(at_once(writers.try_write()).await.unwrap().is_none());
     let waiting = tokio::spawn(async move { writers.write().timeout(LIVENESS * 3).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -124,7 +116,7 @@ async fn readers_share_and_a_writer_waits_for_both(n: usize) {
 async fn every_node_keeps_the_single_server_layout(n: usize) {
     let nodes = Nodes::start(n);
     let conns = nodes.conns().await;
-    let mx = client(&nodes, "orders").await;
+    let mx = nodes.mutex("orders", TTL).await;
 
     let writer = mx.write().key("42").await.unwrap();
     let now = Instant::now();
@@ -161,7 +153,7 @@ async fn fencing_tokens_grow_across_clients(n: usize) {
     let conns = nodes.conns().await;
     let mut clients = Vec::new();
     for _ in 0..3 {
-        clients.push(client(&nodes, "fenced").await);
+        clients.push(nodes.mutex("fenced", TTL).await);
     }
     let mut last = 0;
     for round in 0..9 {
@@ -201,7 +193,7 @@ async fn fencing_tokens_grow_across_nodes_restarted_empty(n: usize) {
         token
     };
 
-    let first = write_token(client(&nodes, "fr").await).await;
+    let first = write_token(nodes.mutex("fr", TTL).await).await;
     for node in 0..nodes.majority() {
         nodes.restart_empty(node);
     }
@@ -209,15 +201,15 @@ async fn fencing_tokens_grow_across_nodes_restarted_empty(n: usize) {
     for conn in &conns[..nodes.majority()] {
         assert_eq!(counter(conn, "fr:fence").await, None, "came back empty");
     }
-    let second = write_token(client(&nodes, "fr").await).await;
+    let second = write_token(nodes.mutex("fr", TTL).await).await;
     assert!(second > first, "{second} after {first}, across restarts");
 
-    let ahead = server_time_us(&conns[0]).await + 100_000_000_000_000; // about 3 years
+    let ahead = raw::server_us(&conns[0]).await + 100_000_000_000_000; // about 3 years
     let ahead_arg = ahead.to_string();
     for conn in &conns[..nodes.majority()] {
         raw::cmd::<()>(conn, "SET", &["fr:fence", &ahead_arg, "PX", "86400000"]).await;
     }
-    let third = write_token(client(&nodes, "fr").await).await;
+    let third = write_token(nodes.mutex("fr", TTL).await).await;
     assert!(
         third > ahead,
         "{third} is not above the majority's counter {ahead}"
@@ -226,7 +218,7 @@ async fn fencing_tokens_grow_across_nodes_restarted_empty(n: usize) {
     for node in 0..nodes.minority() {
         nodes.restart_empty(node);
     }
-    let fourth = write_token(client(&nodes, "fr").await).await;
+    let fourth = write_token(nodes.mutex("fr", TTL).await).await;
     assert!(
         fourth > third,
         "{fourth} after {third}: a minority restarted empty took the count back"
@@ -243,7 +235,7 @@ async fn a_failed_attempt_leaves_nothing_on_the_nodes_that_said_yes(n: usize) {
     for conn in &conns[..majority] {
         raw::cmd::<()>(conn, "SET", &["busy", "go-holder", "PX", "20000"]).await;
     }
-    let mx = client(&nodes, "busy").await;
+    let mx = nodes.mutex("busy", TTL).await;
     let intent = RwMutex::builder(nodes.quorum().await, "busy")
         .ttl(TTL)
         .lock_intent(true)
@@ -301,12 +293,12 @@ async fn a_minority_held_by_others_still_grants(n: usize) {
     for conn in &conns[..minority] {
         raw::cmd::<()>(conn, "SET", &["split", "go-holder", "PX", "20000"]).await;
     }
-    let mx = client(&nodes, "split").await;
+    let mx = nodes.mutex("split", TTL).await;
     let guard = at_once(mx.try_write())
         .await
         .unwrap()
         .expect("a free majority grants");
-    assert!(at_once(client(&nodes, "split").await.try_read())
+    assert!(at_once(nodes.mutex("split", TTL).await.try_read())
         .await
         .unwrap()
         .is_none());

@@ -1,12 +1,12 @@
 //! Quorum mode (Redlock) over independent `redis-server` nodes that each test starts
 //! (`tests/common/quorum.rs`): the lock with every node up, the mutex's options, forced
-//! release, leader election, the Go key layout on each node, and nodes frozen, killed or
-//! taken over (in process).
+//! release, the Go key layout on each node, and nodes frozen, killed or
+//! taken over (in process). Leader election on a quorum is
+//! `election::quorum`.
 
 #[path = "../common/mod.rs"]
 mod common;
 
-mod election;
 mod force_unlock;
 mod go;
 mod lock;

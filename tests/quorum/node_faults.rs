@@ -12,7 +12,7 @@ use crate::common::quorum::{
 };
 use crate::common::{at_once, eventually, raw, LIVENESS};
 use redis::aio::MultiplexedConnection;
-use redismutex::{CancelReason, Error, Guard, Quorum, RwMutex};
+use redismutex::{CancelReason, Error, Guard, RwMutex};
 use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_secs(2);
@@ -21,14 +21,6 @@ const TTL: Duration = Duration::from_secs(2);
 /// (TTL/10 = 200 ms) plus a second for a noisy machine.
 fn bound() -> Duration {
     per_node_bound(TTL) + Duration::from_secs(1)
-}
-
-/// A mutex named `name` on a quorum of new connections: a client of its own.
-async fn client(nodes: &Nodes, name: &str) -> RwMutex<Quorum<MultiplexedConnection>> {
-    RwMutex::builder(nodes.quorum().await, name)
-        .ttl(TTL)
-        .build()
-        .expect("valid options")
 }
 
 /// Awaits `fut`, failing if it takes longer than [`bound`]; returns its output.
@@ -81,8 +73,8 @@ async fn a_killed_minority_changes_nothing(n: usize) {
 async fn faulty_minority_changes_nothing(n: usize, fault: Fault) {
     let mut nodes = Nodes::start(n);
     let conns = nodes.conns().await;
-    let mx = client(&nodes, "steady").await;
-    let other = client(&nodes, "steady").await;
+    let mx = nodes.mutex("steady", TTL).await;
+    let other = nodes.mutex("steady", TTL).await;
     let faulty = nodes.minority();
     let healthy = &conns[faulty..];
     nodes.fault(fault, 0..faulty);
@@ -131,7 +123,7 @@ async fn a_killed_majority_gives_no_quorum_in_bounds(n: usize) {
 async fn lost_majority_gives_no_quorum(n: usize, fault: Fault) {
     let mut nodes = Nodes::start(n);
     let conns = nodes.conns().await;
-    let mx = client(&nodes, "nq").await;
+    let mx = nodes.mutex("nq", TTL).await;
     let down = nodes.lost_majority();
     nodes.fault(fault, 0..down);
 
@@ -192,7 +184,7 @@ async fn lost_majority_gives_no_quorum(n: usize, fault: Fault) {
 async fn a_wait_rides_out_a_frozen_majority(n: usize) {
     let mut nodes = Nodes::start(n);
     let conns = nodes.conns().await;
-    let mx = client(&nodes, "ride").await;
+    let mx = nodes.mutex("ride", TTL).await;
     nodes.fault(Fault::Freeze, 0..nodes.lost_majority());
 
     let waiting = tokio::spawn(async move { mx.write().timeout(LIVENESS * 3).await });
@@ -222,7 +214,7 @@ async fn a_killed_majority_fires_the_token_by_the_deadline(n: usize) {
 async fn lost_majority_fires_the_token(n: usize, fault: Fault) {
     const MARGIN: Duration = Duration::from_millis(500);
     let mut nodes = Nodes::start(n);
-    let mx = client(&nodes, "held").await;
+    let mx = nodes.mutex("held", TTL).await;
     let guard = mx.write().await.unwrap();
     let child = guard.cancellation_token().child_token();
     tokio::time::sleep(TTL / 4).await; // between two refreshes
@@ -254,7 +246,7 @@ async fn lost_majority_fires_the_token(n: usize, fault: Fault) {
 async fn a_majority_taken_over_is_lost(n: usize) {
     let nodes = Nodes::start(n);
     let conns = nodes.conns().await;
-    let guard = client(&nodes, "over").await.write().await.unwrap();
+    let guard = nodes.mutex("over", TTL).await.write().await.unwrap();
     let majority = nodes.majority();
     for conn in &conns[..majority] {
         raw::cmd::<()>(conn, "SET", &["over", "someone-else", "PX", "60000"]).await;
@@ -280,7 +272,7 @@ async fn a_majority_taken_over_is_lost(n: usize) {
 async fn a_minority_that_lost_the_key_gets_it_back(n: usize) {
     let nodes = Nodes::start(n);
     let conns = nodes.conns().await;
-    let guard = client(&nodes, "back").await.write().await.unwrap();
+    let guard = nodes.mutex("back", TTL).await.write().await.unwrap();
     for conn in &conns[..nodes.minority()] {
         raw::cmd::<i64>(conn, "DEL", &["back"]).await;
     }

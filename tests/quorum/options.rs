@@ -7,24 +7,16 @@ use std::time::Duration;
 use crate::common::either::Either;
 use crate::common::quorum::{gone_everywhere, read_everywhere, written_everywhere, Fault, Nodes};
 use crate::common::{at_once, eventually, raw, LIVENESS};
-use redis::aio::MultiplexedConnection;
-use redismutex::{CancelReason, Error, Quorum, ReadGuard, RwMutex};
+use redismutex::{CancelReason, Error, ReadGuard, RwMutex};
 use tokio_util::task::TaskTracker;
 
 const TTL: Duration = Duration::from_secs(2);
-
-async fn mutex(nodes: &Nodes) -> RwMutex<Quorum<MultiplexedConnection>> {
-    RwMutex::builder(nodes.quorum().await, "opt")
-        .ttl(TTL)
-        .build()
-        .unwrap()
-}
 
 #[tokio::test]
 async fn a_downgrade_turns_the_lock_on_every_node_and_lets_readers_in() {
     let nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex(&nodes).await;
+    let mx = nodes.mutex("opt", TTL).await;
     let guard = mx.write().await.unwrap();
     assert!(mx.try_read().await.unwrap().is_none());
     let token = guard.fencing_token();
@@ -46,7 +38,7 @@ async fn a_downgrade_turns_the_lock_on_every_node_and_lets_readers_in() {
 async fn a_downgrade_with_a_node_frozen_holds_on_the_majority_and_releases_both_forms() {
     let mut nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex(&nodes).await;
+    let mx = nodes.mutex("opt", TTL).await;
     let guard = mx.write().await.unwrap();
     written_everywhere(&conns, "opt", guard.id()).await;
     nodes.fault(Fault::Freeze, [2]);
@@ -166,7 +158,7 @@ async fn the_task_tracker_waits_for_the_releases_past_the_majority() {
 #[tokio::test]
 async fn an_unlock_that_reaches_no_majority_is_an_error_not_a_loss() {
     let mut nodes = Nodes::start(3);
-    let mx = mutex(&nodes).await;
+    let mx = nodes.mutex("opt", TTL).await;
     let guard = mx.write().await.unwrap();
     nodes.fault(Fault::Freeze, [1, 2]);
     match guard.unlock().await {
@@ -185,7 +177,7 @@ async fn an_unlock_that_reaches_no_majority_is_an_error_not_a_loss() {
 async fn a_try_that_hears_too_few_nodes_is_no_quorum_even_when_one_says_busy() {
     let mut nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex(&nodes).await;
+    let mx = nodes.mutex("opt", TTL).await;
     raw::cmd::<()>(&conns[0], "SET", &["opt", "someone-else", "PX", "20000"]).await;
     nodes.fault(Fault::Freeze, [1, 2]);
     assert!(matches!(
@@ -202,7 +194,7 @@ async fn a_try_that_hears_too_few_nodes_is_no_quorum_even_when_one_says_busy() {
 async fn a_lost_guard_removes_its_id_from_the_nodes_that_still_hold_it() {
     let nodes = Nodes::start(3);
     let conns = nodes.conns().await;
-    let mx = mutex(&nodes).await;
+    let mx = nodes.mutex("opt", TTL).await;
     let guard = mx.write().await.unwrap();
     written_everywhere(&conns, "opt", guard.id()).await;
     for conn in &conns[..2] {

@@ -8,7 +8,6 @@ use std::time::Duration;
 use crate::common::quorum::{on_3_and_5_nodes, Nodes};
 use crate::common::raw;
 use redis::aio::MultiplexedConnection;
-use redismutex::{Quorum, RwMutex};
 use tokio::time::Instant;
 
 /// Renewals every 5 s: whatever holds the minority before then was topped up.
@@ -23,18 +22,6 @@ on_3_and_5_nodes!(
     a_released_guard_is_not_topped_up,
     a_renewal_that_found_a_node_taken_tops_it_up_before_the_next,
 );
-
-/// A mutex named `name` on a quorum of new connections, with `ttl`.
-async fn client(
-    nodes: &Nodes,
-    name: &str,
-    ttl: Duration,
-) -> RwMutex<Quorum<MultiplexedConnection>> {
-    RwMutex::builder(nodes.quorum().await, name)
-        .ttl(ttl)
-        .build()
-        .expect("valid options")
-}
 
 /// Another writer's id on the first `minority` nodes for `ms` milliseconds.
 async fn squat(conns: &[MultiplexedConnection], minority: usize, key: &str, ms: u64) {
@@ -83,7 +70,7 @@ async fn a_writer_on_a_bare_majority_is_topped_up_before_its_first_renewal(n: us
     let nodes = Nodes::start(n);
     let conns = nodes.conns().await;
     squat(&conns, nodes.minority(), "bare", SQUAT_MS).await;
-    let guard = client(&nodes, "bare", TTL).await.write().await.unwrap();
+    let guard = nodes.mutex("bare", TTL).await.write().await.unwrap();
     let id = guard.id().to_owned();
     assert_eq!(
         holding(&conns, "bare", &id).await,
@@ -117,7 +104,7 @@ async fn a_reader_on_a_bare_majority_is_topped_up_past_a_writers_intent(n: usize
         )
         .await;
     }
-    let guard = client(&nodes, "readers", TTL).await.read().await.unwrap();
+    let guard = nodes.mutex("readers", TTL).await.read().await.unwrap();
     let id = guard.id().to_owned();
     assert_eq!(holding(&conns, "readers", &id).await, nodes.majority());
     let took = everywhere_within(&conns, "readers", &id, Duration::from_secs(4)).await;
@@ -143,7 +130,7 @@ async fn a_released_guard_is_not_topped_up(n: usize) {
     let nodes = Nodes::start(n);
     let conns = nodes.conns().await;
     squat(&conns, nodes.minority(), "gone", SQUAT_MS).await;
-    let guard = client(&nodes, "gone", TTL).await.write().await.unwrap();
+    let guard = nodes.mutex("gone", TTL).await.write().await.unwrap();
     let id = guard.id().to_owned();
     assert!(guard.unlock().await.unwrap());
     tokio::time::sleep(Duration::from_millis(3 * SQUAT_MS + 1500)).await;
@@ -165,7 +152,7 @@ async fn a_renewal_that_found_a_node_taken_tops_it_up_before_the_next(n: usize) 
     let ttl = Duration::from_secs(6);
     let nodes = Nodes::start(n);
     let conns = nodes.conns().await;
-    let guard = client(&nodes, "renewed", ttl).await.write().await.unwrap();
+    let guard = nodes.mutex("renewed", ttl).await.write().await.unwrap();
     let acquired = Instant::now();
     let id = guard.id().to_owned();
     assert_eq!(holding(&conns, "renewed", &id).await, n);

@@ -51,7 +51,9 @@ fn freezes() -> usize {
         .unwrap_or(1)
 }
 
-fn mutex(deployment: &Sentinels, name: &str, acked: bool) -> RwMutex<SentinelConnection> {
+/// A mutex named `name` over `SentinelConnection`, whose writes wait for a replica's
+/// acknowledgement when `acked`.
+fn over_sentinel(deployment: &Sentinels, name: &str, acked: bool) -> RwMutex<SentinelConnection> {
     let conn = SentinelConnection::new(deployment.sentinel_client());
     let builder = RwMutex::builder(conn, name).ttl(TTL);
     let builder = if acked {
@@ -102,7 +104,7 @@ async fn taken_while_held(
     name: &str,
     guards: &[WriteGuard],
 ) -> (usize, usize) {
-    let other = mutex(deployment, name, false);
+    let other = over_sentinel(deployment, name, false);
     let (mut overlaps, mut repeated) = (0, 0);
     for guard in guards {
         let key = guard
@@ -125,8 +127,8 @@ async fn taken_while_held(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_locks_survive_every_failover_and_plain_ones_are_counted() {
     let mut deployment = Sentinels::start();
-    let acked = mutex(&deployment, "acked", true);
-    let plain = mutex(&deployment, "plain", false);
+    let acked = over_sentinel(&deployment, "acked", true);
+    let plain = over_sentinel(&deployment, "plain", false);
     // Each connects to the primary before the password below is set.
     for mx in [&acked, &plain] {
         assert!(mx
@@ -206,7 +208,7 @@ async fn repeated_tokens(deployment: &Sentinels, minted: &[(String, u64)]) -> us
     let mut repeated = 0;
     for (at, (lock_key, before)) in minted.iter().enumerate() {
         let (name, key) = lock_key.split_once(':').expect("<name>:<key>");
-        let mx = mutex(deployment, name, at % 2 == 0);
+        let mx = over_sentinel(deployment, name, at % 2 == 0);
         let after = take_when_replicated(&mx, key).await;
         if after.fencing_token() <= *before {
             repeated += 1;
@@ -245,7 +247,7 @@ async fn direct(deployment: &Sentinels, i: usize) -> MultiplexedConnection {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thawed_old_primary_gives_no_acknowledged_lock_and_plain_ones_overlap() {
     let mut deployment = Sentinels::start();
-    let acked = mutex(&deployment, "acked", true);
+    let acked = over_sentinel(&deployment, "acked", true);
     let warm = acked.write().key("warm").await.unwrap();
     assert!(warm.unlock().await.unwrap());
     let rounds = freezes();
@@ -273,7 +275,7 @@ async fn a_thawed_old_primary_gives_no_acknowledged_lock_and_plain_ones_overlap(
         }
         let stale_guard = stale.try_write().key(&key).await.unwrap();
         stale_taken += usize::from(stale_guard.is_some());
-        let other = mutex(&deployment, "stale", false);
+        let other = over_sentinel(&deployment, "stale", false);
         if let Some(taken) = other.try_write().key(&key).await.unwrap() {
             let held = stale_guard
                 .as_ref()

@@ -1,12 +1,12 @@
 //! A primary with replicas: replica acknowledgement (`replicas(n, ..)`), of locks and of
 //! guarded pipelines (`exec`), and, with the feature `sentinel`, a mutex and its `exec`
-//! over `SentinelConnection`, across failovers, and leader election; with the Sentinel
-//! deployment the tests start (`tests/common/sentinel.rs`) checked on its own.
+//! over `SentinelConnection` and across failovers; with the Sentinel
+//! deployment the tests start (`tests/common/sentinel.rs`) checked on its own. Leader
+//! election over Sentinel is `election::sentinel`.
 
 #[path = "../common/mod.rs"]
 mod common;
 
-mod election;
 mod exec;
 mod failovers;
 mod harness;

@@ -14,7 +14,13 @@ use crate::common::sentinel::Sentinels;
 use crate::common::{raw, LIVENESS};
 use redismutex::{Error, Notifier, RwMutex, SentinelConnection};
 
-fn mutex(deployment: &Sentinels, name: &str, ttl: Duration) -> RwMutex<SentinelConnection> {
+/// A mutex named `name` over `SentinelConnection` with `ttl`, acknowledged by a replica
+/// and woken by release notifications through the Sentinels.
+fn acked_and_notified(
+    deployment: &Sentinels,
+    name: &str,
+    ttl: Duration,
+) -> RwMutex<SentinelConnection> {
     RwMutex::builder(SentinelConnection::new(deployment.sentinel_client()), name)
         .ttl(ttl)
         .replicas(1, Duration::from_millis(500))
@@ -27,7 +33,7 @@ fn mutex(deployment: &Sentinels, name: &str, ttl: Duration) -> RwMutex<SentinelC
 async fn a_killed_primary_is_followed_by_requests_releases_and_notifications() {
     let mut deployment = Sentinels::start();
     // Long enough that the held lock needs no renewal across the failover (4–15 s).
-    let mx = mutex(&deployment, "followed", Duration::from_secs(40));
+    let mx = acked_and_notified(&deployment, "followed", Duration::from_secs(40));
     let held = mx.write().key("held").await.unwrap();
 
     let old = deployment.kill_primary();
@@ -94,7 +100,7 @@ async fn a_killed_primary_is_followed_by_requests_releases_and_notifications() {
 async fn a_held_guard_keeps_refreshing_across_forced_failovers() {
     let mut deployment = Sentinels::start();
     let ttl = Duration::from_secs(6);
-    let mx = mutex(&deployment, "refreshed", ttl);
+    let mx = acked_and_notified(&deployment, "refreshed", ttl);
     let guard = mx.write().await.unwrap();
     for failover in 0..2 {
         let new = deployment.fast_sentinel_failover().await;

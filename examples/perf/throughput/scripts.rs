@@ -7,24 +7,10 @@ use redis::{Script, ScriptInvocation};
 
 use crate::{FENCE_MS, TTL_MS};
 
-/// The crate's own scripts, sent bare in row 5, after `base.lua` (and `shared.lua`) as the
-/// crate sends them.
-static LOCK_LUA: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../../../lua/base.lua"),
-        "\n",
-        include_str!("../../../lua/shared.lua"),
-        "\n",
-        include_str!("../../../lua/lock.lua")
-    ))
-});
-static UNLOCK_LUA: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../../../lua/base.lua"),
-        "\n",
-        include_str!("../../../lua/unlock.lua")
-    ))
-});
+/// The crate's own scripts, sent bare in row 5, assembled as the crate sends them
+/// (`tests/common/scripts.rs`).
+static LOCK_LUA: LazyLock<Script> = LazyLock::new(|| crate::scripts::script("lock.lua"));
+static UNLOCK_LUA: LazyLock<Script> = LazyLock::new(|| crate::scripts::script("unlock.lua"));
 
 /// `lua/lock.lua` for writer `id` on `key`, with KEYS and ARGV as its header documents
 /// them: lock key, intent key, fence key; id, TTL ms, set-intent flag, fence retention ms.

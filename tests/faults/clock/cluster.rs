@@ -2,7 +2,7 @@
 //! (three writers, TTL 1 s, sections of 300–600 ms, polling) over `ClusterConnection`,
 //! on two hash-tagged keys that one master serves, checked by the referee, while that
 //! master's wall clock jumps forward past the TTL, jumps back, or runs twice as fast.
-//! Every node runs on a clock of its own (`tests/common/cluster_clocks.rs`); only the
+//! Every node runs on a clock of its own (`tests/faults/harness/cluster_clocks.rs`); only the
 //! keys' master's moves, and no failover happens (each test checks that the masters and
 //! their slots are the same at the end).
 //!
@@ -16,14 +16,14 @@
 //! --nocapture` prints the reports.)
 
 use crate::common::cluster::Master;
-use crate::common::cluster_clocks::NodeClocks;
-use crate::common::cluster_fleet::ClusterFleet;
 use crate::common::events::now_us;
-use crate::common::fault_checks::{ms, SERIAL, TTL_MS};
-use crate::common::fleet::{Fleet, Spec};
-use crate::common::order::{guard_overlaps, out_of_order, token_steps};
 use crate::common::record::{FaultKind, Target};
-use crate::common::report::Report;
+use crate::harness::cluster_clocks::NodeClocks;
+use crate::harness::cluster_fleet::ClusterFleet;
+use crate::harness::fault_checks::{ms, SERIAL, TTL_MS};
+use crate::harness::fleet::{Fleet, Spec};
+use crate::harness::order::{guard_overlaps, out_of_order, token_steps};
+use crate::harness::report::Report;
 
 use super::{assert_fenced, long_sections};
 

@@ -4,23 +4,17 @@
 
 use std::time::Duration;
 
-use crate::common::{self, raw, RedisServer};
+use crate::common::{self, raw, scripts, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redismutex::{CancelReason, Error, RwMutex, Semaphore};
 
 const TTL: Duration = Duration::from_secs(30);
-// Sent after `base.lua`, as the crate sends it.
-const SCRIPT: &str = concat!(
-    include_str!("../../../lua/base.lua"),
-    "\n",
-    include_str!("../../../lua/exec.lua")
-);
 
-/// Whether the server has run `exec.lua` (it caches every script it runs).
+/// Whether the server has run `exec.lua` (it caches every script it runs). Each test that
+/// asserts it has not also asserts, later, that it has once an `exec` ran: a SHA1 the
+/// crate never sends would otherwise pass for "not sent".
 async fn exec_ran(conn: &MultiplexedConnection) -> bool {
-    let sha = redis::Script::new(SCRIPT).get_hash().to_owned();
-    let exists: Vec<i64> = raw::cmd(conn, "SCRIPT", &["EXISTS", &sha]).await;
-    exists == [1]
+    scripts::cached(&mut conn.clone(), "exec.lua").await
 }
 
 fn write_data(value: &str) -> redis::Pipeline {
@@ -68,6 +62,16 @@ async fn a_fired_token_is_refused_without_a_round_trip() {
     assert!(matches!(refused, Err(Error::NotHeld { .. })), "{refused:?}");
     assert!(!exec_ran(&conn).await, "the script was sent");
     assert_eq!(raw::get(&conn, "data").await, None);
+    // The check sees a run when one happens: a holder's exec runs the script.
+    drop(guard);
+    let holder = mx.write().await.unwrap();
+    let (writes,): (i64,) = holder.exec(&write_data("on time")).await.unwrap();
+    assert_eq!(writes, 1);
+    assert!(
+        exec_ran(&conn).await,
+        "exec.lua ran, and the check did not see it"
+    );
+    holder.unlock().await.unwrap();
 }
 
 #[tokio::test]
@@ -117,6 +121,10 @@ async fn a_reader_is_refused_writes_and_nothing_is_sent() {
     let writer = mx.write().await.unwrap();
     let (before,): (Option<String>,) = writer.exec(&pipe).await.unwrap();
     assert_eq!(before, None);
+    assert!(
+        exec_ran(&conn).await,
+        "exec.lua ran, and the check did not see it"
+    );
     assert_eq!(
         raw::get(&conn, "data").await.as_deref(),
         Some("from a reader")

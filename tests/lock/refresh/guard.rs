@@ -5,19 +5,14 @@ use std::time::Duration;
 
 use crate::common;
 use crate::common::{raw, RedisServer, LIVENESS};
-use redis::aio::MultiplexedConnection;
-use redismutex::{CancelReason, RwMutex};
-
-fn mutex(conn: &MultiplexedConnection, ttl_ms: u64) -> RwMutex<MultiplexedConnection> {
-    common::mutex(conn, "lease", Duration::from_millis(ttl_ms))
-}
+use redismutex::CancelReason;
 
 #[tokio::test]
 async fn refresh_keeps_a_400ms_lock_for_several_ttls() {
     common::init_tracing();
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, 400);
+    let mx = common::mutex(&conn, "lease", Duration::from_millis(400));
 
     let writer = mx.write().await.unwrap();
     tokio::time::sleep(Duration::from_millis(2000)).await; // five TTLs
@@ -40,7 +35,7 @@ async fn refresh_keeps_a_400ms_lock_for_several_ttls() {
 async fn loss_is_detected_after_the_key_is_deleted() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, 400);
+    let mx = common::mutex(&conn, "lease", Duration::from_millis(400));
 
     let guard = mx.write().await.unwrap();
     assert_eq!(guard.cancel_reason(), None);
@@ -56,7 +51,7 @@ async fn loss_is_detected_after_the_key_is_deleted() {
 async fn loss_is_detected_when_another_holder_took_over() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, 400);
+    let mx = common::mutex(&conn, "lease", Duration::from_millis(400));
 
     let guard = mx.write().await.unwrap();
     raw::cmd::<()>(&conn, "SET", &["lease", "someone-else", "PX", "60000"]).await;
@@ -76,7 +71,7 @@ async fn the_token_fires_while_the_server_is_paused() {
     common::init_tracing();
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, 400);
+    let mx = common::mutex(&conn, "lease", Duration::from_millis(400));
 
     let guard = mx.write().await.unwrap();
     let child = guard.cancellation_token().child_token();
@@ -94,8 +89,8 @@ async fn the_token_fires_while_the_server_is_paused() {
 async fn a_reader_never_shortens_the_set_ttl() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let long = mutex(&conn, 10_000);
-    let short = mutex(&conn, 1_000);
+    let long = common::mutex(&conn, "lease", Duration::from_millis(10_000));
+    let short = common::mutex(&conn, "lease", Duration::from_millis(1_000));
 
     let _a = long.read().await.unwrap();
     let _b = short.read().await.unwrap();
@@ -115,7 +110,7 @@ async fn a_reader_never_shortens_the_set_ttl() {
 async fn refresh_leaves_a_key_of_a_foreign_type_untouched() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, 400);
+    let mx = common::mutex(&conn, "lease", Duration::from_millis(400));
 
     let guard = mx.write().await.unwrap();
     raw::cmd::<i64>(&conn, "DEL", &["lease"]).await;
@@ -140,7 +135,7 @@ async fn refresh_leaves_a_key_of_a_foreign_type_untouched() {
 async fn a_look_right_after_a_freeze_sees_the_deadline_passed() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, 200);
+    let mx = common::mutex(&conn, "lease", Duration::from_millis(200));
 
     let guard = mx.write().await.unwrap();
     let token = guard.cancellation_token().child_token();
@@ -163,7 +158,7 @@ async fn a_look_right_after_a_freeze_sees_the_deadline_passed() {
 async fn valid_until_moves_forward_with_each_refresh() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = mutex(&conn, 400);
+    let mx = common::mutex(&conn, "lease", Duration::from_millis(400));
 
     let guard = mx.write().await.unwrap();
     let first = guard.valid_until();

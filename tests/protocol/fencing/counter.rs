@@ -11,16 +11,7 @@ use crate::common::go_peer::GoPeer;
 use crate::common::raw::stored_token;
 use crate::common::wrong_type::assert_wrong_type;
 use crate::common::{eventually, raw, RedisServer, LIVENESS};
-use redis::aio::MultiplexedConnection;
 use redismutex::{Error, RwMutex};
-
-/// The server clock in microseconds, as the scripts read it.
-async fn server_time_us(conn: &MultiplexedConnection) -> u64 {
-    let time: Vec<String> = raw::cmd(conn, "TIME", &[]).await;
-    let secs: u64 = time[0].parse().unwrap();
-    let micros: u64 = time[1].parse().unwrap();
-    secs * 1_000_000 + micros
-}
 
 #[tokio::test]
 async fn tokens_increase_across_unlocks_and_the_lock_keys_expiry() {
@@ -96,7 +87,7 @@ async fn tokens_increase_after_the_fence_key_expires() {
     assert!(first.unlock().await.unwrap());
     assert!(eventually(|| async { raw::pttl(&conn, "short:fence").await == -2 }).await);
 
-    let clock = server_time_us(&conn).await;
+    let clock = raw::server_us(&conn).await;
     let reader = mx.read().await.unwrap();
     assert!(
         reader.fencing_token() > before,
@@ -128,7 +119,7 @@ async fn tokens_increase_across_a_server_restart_without_persistence() {
         !raw::exists(&conn, "rs:fence").await,
         "the server came back empty"
     );
-    let clock = server_time_us(&conn).await;
+    let clock = raw::server_us(&conn).await;
     let mx = RwMutex::new(conn.clone(), "rs");
     let guard = mx.write().await.unwrap();
     assert!(
@@ -213,7 +204,7 @@ async fn go_clients_mint_nothing_and_tokens_after_a_go_holder_are_larger() {
 async fn a_counter_ahead_of_the_clock_still_counts_up() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let ahead = server_time_us(&conn).await + 3_600_000_000; // an hour ahead
+    let ahead = raw::server_us(&conn).await + 3_600_000_000; // an hour ahead
     let ahead_text = ahead.to_string();
     raw::cmd::<()>(&conn, "SET", &["lk:fence", &ahead_text, "PX", "600000"]).await;
     let mx = RwMutex::new(conn.clone(), "lk");
@@ -268,7 +259,7 @@ async fn a_fence_key_changed_after_it_was_checked_is_still_handled() {
     // Deleted (as by expiry or a restart): the next token starts at the server clock
     // and the counter gets its TTL back.
     raw::cmd::<i64>(&conn, "DEL", &["lk:fence"]).await;
-    let clock = server_time_us(&conn).await;
+    let clock = raw::server_us(&conn).await;
     let guard = mx.write().await.unwrap();
     assert!(guard.fencing_token() >= clock, "{}", guard.fencing_token());
     assert!(raw::pttl(&conn, "lk:fence").await > 86_000_000);

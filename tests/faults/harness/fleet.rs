@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use super::crew::Crew;
 use super::guarded::Guarded;
-use super::record::HeldLock;
 use super::report::Report;
-use super::worker_bin;
+use crate::common::crew::Crew;
+use crate::common::record::HeldLock;
+use crate::common::worker_bin;
 
 /// How one worker runs; see the variables in `examples/fault_worker.rs`.
 #[derive(Debug, Clone)]
@@ -203,6 +203,6 @@ pub async fn keys_left_on(conn: &redis::aio::MultiplexedConnection) -> Vec<Strin
 
 /// The data counters (`*:data`) on the one lock server behind `conn`.
 pub async fn data_counters_on(conn: &redis::aio::MultiplexedConnection) -> Vec<(String, i64)> {
-    let keys: Vec<String> = super::raw::cmd(conn, "KEYS", &["*:data"]).await;
+    let keys: Vec<String> = crate::common::raw::cmd(conn, "KEYS", &["*:data"]).await;
     read_data_counters(conn, &keys).await
 }

@@ -14,8 +14,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
 
-use super::binaries;
-use super::server::read_log;
+use crate::common::binaries;
+use crate::common::server::read_log;
 
 /// The server's TCP port inside its namespace, where nothing else listens.
 pub const PORT: u16 = 7400;

@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::events::Event;
-use super::record::{FaultKind, FaultRecord};
+use crate::common::events::Event;
+use crate::common::record::{FaultKind, FaultRecord};
 
 /// The acquisitions whose token breaks the order the lock passed in: per key, in the
 /// order of the `ACQUIRED` events, a writer's token must be above every earlier token,

@@ -7,13 +7,13 @@
 
 use std::time::{Duration, Instant};
 
-use super::crew::Crew;
-use super::events::now_us;
 use super::fault_checks::{ms, TTL_MS};
 use super::fleet::{Fleet, Spec};
 use super::mixes::between;
-use super::record::HeldLock;
 use super::report::{leads, Report};
+use crate::common::crew::Crew;
+use crate::common::events::now_us;
+use crate::common::record::HeldLock;
 
 /// How long a holder holds each lock it takes: the sections it starts before a fault
 /// outlast the TTL that fault waits for, so its token fires inside the section.

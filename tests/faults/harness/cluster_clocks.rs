@@ -2,8 +2,8 @@
 //! that a test moves one master's clock (its `TIME`, its key expiry, and the clock its
 //! cluster bus times pings by) and leaves the others alone.
 
-use super::clock::ServerClock;
-use super::cluster::{Cluster, NodeEnv, NODES};
+use crate::common::clock::ServerClock;
+use crate::common::cluster::{Cluster, NodeEnv, NODES};
 
 /// The clock of every node of a cluster started by [`Cluster::start_on_clocks`], by
 /// port.
@@ -27,7 +27,7 @@ impl Cluster {
     pub fn start_on_clocks() -> (Cluster, NodeClocks) {
         let clocks: Vec<ServerClock> = (0..NODES).map(|_| ServerClock::new()).collect();
         let envs: Vec<NodeEnv> = clocks.iter().map(ServerClock::env).collect();
-        let cluster = Cluster::start_with_env(super::cluster::NODE_TIMEOUT_MS, &envs);
+        let cluster = Cluster::start_with_env(crate::common::cluster::NODE_TIMEOUT_MS, &envs);
         let ports = cluster.nodes().into_iter().map(|node| node.port);
         let clocks = ports.zip(clocks).collect();
         (cluster, NodeClocks { clocks })

@@ -12,12 +12,12 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use redis::cluster_async::ClusterConnection;
 
-use super::cluster::{slot, Cluster, State};
 use super::cluster_clocks::NodeClocks;
-use super::crew::Crew;
 use super::fleet::{kept, read_data_counters, worker_command, Fleet, Spec};
 use super::paused_note::PausedNote;
-use super::record::{FaultKind, HeldLock, Target};
+use crate::common::cluster::{slot, Cluster, State};
+use crate::common::crew::Crew;
+use crate::common::record::{FaultKind, HeldLock, Target};
 
 /// The workers' mutex name.
 pub const MUTEX: &str = "faults";
@@ -243,7 +243,7 @@ impl Fleet for ClusterFleet {
         let mut counters = Vec::new();
         for master in self.cluster.masters() {
             let conn = self.cluster.node_conn(master.port).await;
-            let keys: Vec<String> = super::raw::cmd(&conn, "KEYS", &["*:data"]).await;
+            let keys: Vec<String> = crate::common::raw::cmd(&conn, "KEYS", &["*:data"]).await;
             counters.extend(read_data_counters(&conn, &keys).await);
         }
         counters

@@ -17,7 +17,7 @@ use redis::RedisResult;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::record::HeldLock;
+use crate::common::record::HeldLock;
 
 /// How often the watcher reads.
 pub const EVERY: Duration = Duration::from_millis(20);

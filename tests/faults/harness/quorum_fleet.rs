@@ -18,15 +18,15 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use redis::aio::MultiplexedConnection;
 
-use super::clock::ServerClock;
-use super::crew::{dump_with, Crew};
-use super::events::{now_us, Event};
 use super::fleet::{worker_command, Fleet, Spec};
 use super::order::{guard_overlaps, out_of_order};
-use super::proxy::{Fault, Proxy};
-use super::record::{FaultKind, FaultRecord, HeldLock, Target};
 use super::report::Report;
-use super::RedisServer;
+use crate::common::clock::ServerClock;
+use crate::common::crew::{dump_with, Crew};
+use crate::common::events::{now_us, Event};
+use crate::common::proxy::{Fault, Proxy};
+use crate::common::record::{FaultKind, FaultRecord, HeldLock, Target};
+use crate::common::RedisServer;
 
 /// How many nodes the quorum has.
 pub const NODES: usize = 3;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 
-use super::record::{HeldLock, HELD};
+use crate::common::record::{HeldLock, HELD};
 
 /// How long the other clients are held off: the server must be frozen by then.
 pub const PAUSE: Duration = Duration::from_millis(500);
@@ -38,7 +38,7 @@ impl PausedNote {
             ""
         };
         let script = format!("{flags}local KEYS = ARGV\n{HELD}");
-        let read_us = super::events::now_us();
+        let read_us = crate::common::events::now_us();
         let mut pipe = redis::pipe();
         pipe.atomic()
             .cmd("CLIENT")

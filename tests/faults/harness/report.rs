@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use super::events::{Event, Log};
 use super::guarded::Guarded;
-use super::record::{FaultKind, FaultRecord, HeldLock, Target};
-use super::referee::RefereeReport;
+use crate::common::events::{Event, Log};
+use crate::common::record::{FaultKind, FaultRecord, HeldLock, Target};
+use crate::common::referee::RefereeReport;
 
 /// How far ahead of its key's expiry on the server a guard's token fired.
 #[derive(Debug, Clone)]

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
-use super::crew::Crew;
 use super::fleet::{data_counters_on, keys_left_on, worker_command, Fleet, Spec};
-use super::proxy::Proxy;
-use super::record::{FaultKind, HeldLock, Target};
-use super::RedisServer;
+use crate::common::crew::Crew;
+use crate::common::proxy::Proxy;
+use crate::common::record::{FaultKind, HeldLock, Target};
+use crate::common::RedisServer;
 
 /// The lock server, the workers behind their proxies, and the locks noted held.
 #[derive(Debug)]

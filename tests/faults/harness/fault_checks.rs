@@ -10,10 +10,10 @@
 
 use std::time::Duration;
 
-use super::crew::Crew;
 use super::fleet::{Fleet, Spec};
 use super::report::Report;
 use super::server_fleet::ServerFleet;
+use crate::common::crew::Crew;
 
 pub const TTL_MS: u64 = 1000;
 
@@ -204,12 +204,12 @@ pub fn assert_fenced_through_overlaps(report: &Report, label: &str) {
 /// victim's token fired (`fired`), and asserts it did so only once the victim's key had
 /// expired on the server (`expiry_us`, as noted when the fault began); the acquisition.
 pub async fn assert_taken_over_after_expiry(
-    log: &super::events::Log,
+    log: &crate::common::events::Log,
     wait: std::time::Duration,
     (victim, key): (&str, &str),
-    fired: &super::events::Event,
+    fired: &crate::common::events::Event,
     expiry_us: u64,
-) -> super::events::Event {
+) -> crate::common::events::Event {
     let taken = log
         .wait_for(wait, |e| {
             e.is("ACQUIRED") && e.key() == key && e.worker != victim && e.us > fired.us

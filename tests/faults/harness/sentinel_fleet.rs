@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use super::crew::Crew;
 use super::fleet::{kept, read_data_counters, worker_command, Fleet, Spec};
-use super::record::{FaultKind, Target};
-use super::sentinel::Sentinels;
+use crate::common::crew::Crew;
+use crate::common::record::{FaultKind, Target};
+use crate::common::sentinel::Sentinels;
 
 /// The deployment and the crew of workers (with the referee and the faults so far).
 pub struct SentinelFleet {
@@ -107,7 +107,7 @@ impl Fleet for SentinelFleet {
     async fn keys_left(&self) -> Vec<String> {
         let primary = self.deployment.primary();
         let conn = self.deployment.server(primary).conn().await;
-        let keys: Vec<String> = super::raw::cmd(&conn, "KEYS", &["*"]).await;
+        let keys: Vec<String> = crate::common::raw::cmd(&conn, "KEYS", &["*"]).await;
         let keys = keys.into_iter().filter(|key| !kept(key));
         keys.collect()
     }
@@ -116,7 +116,7 @@ impl Fleet for SentinelFleet {
     async fn data_counters(&self) -> Vec<(String, i64)> {
         let primary = self.deployment.primary();
         let conn = self.deployment.server(primary).conn().await;
-        let keys: Vec<String> = super::raw::cmd(&conn, "KEYS", &["*:data"]).await;
+        let keys: Vec<String> = crate::common::raw::cmd(&conn, "KEYS", &["*:data"]).await;
         read_data_counters(&conn, &keys).await
     }
 }

@@ -24,8 +24,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use super::events::Event;
-use super::record::{FaultKind, FaultRecord, Target};
+use crate::common::events::Event;
+use crate::common::record::{FaultKind, FaultRecord, Target};
 
 /// One lock key's guarded data.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -11,7 +11,7 @@
 
 use std::io::Write;
 
-use super::binaries::note_skip;
+use crate::common::binaries::note_skip;
 
 /// The variable that makes a test needing root fail, not skip, where it cannot run.
 pub const REQUIRE_ROOT_TESTS: &str = "REDISMUTEX_REQUIRE_ROOT_TESTS";

@@ -10,12 +10,12 @@ use std::collections::HashMap;
 
 use redis::aio::MultiplexedConnection;
 
-use super::crew::Crew;
 use super::fleet::{data_counters_on, keys_left_on, worker_command_in, Fleet, Spec};
 use super::needs_root;
 use super::netns::{NetFault, Netns};
 use super::netns_server::NetnsServer;
-use super::record::{HeldLock, Target};
+use crate::common::crew::Crew;
+use crate::common::record::{HeldLock, Target};
 
 /// The lock server and the workers in their namespaces, the faults on their links.
 #[derive(Debug)]

@@ -18,7 +18,7 @@
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::record::FaultKind;
+use crate::common::record::FaultKind;
 
 /// The start of every namespace name the harness makes.
 const PREFIX: &str = "rmxt";

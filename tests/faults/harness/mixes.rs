@@ -8,17 +8,17 @@ use std::time::Duration;
 
 use rand::RngExt;
 
-use super::clock::ServerClock;
 #[cfg(feature = "cluster")]
 use super::cluster_fleet::ClusterFleet;
 use super::fault_checks::ms;
 use super::fleet::{Fleet, Spec};
 use super::paused_note::PausedNote;
-use super::proxy::Fault;
 use super::quorum_fleet::{NodeFault, QuorumFleet, NODES, RESTART_MARGIN};
-use super::record::{FaultKind, Target};
 use super::sentinel_fleet::SentinelFleet;
 use super::server_fleet::ServerFleet;
+use crate::common::clock::ServerClock;
+use crate::common::proxy::Fault;
+use crate::common::record::{FaultKind, Target};
 
 /// A random number in `lo..=hi`.
 pub fn between(lo: u64, hi: u64) -> u64 {
