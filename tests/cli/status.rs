@@ -42,12 +42,6 @@ fn number_in(line: &str, prefix: &str, suffix: &str, range: std::ops::RangeInclu
     n
 }
 
-/// The server clock in milliseconds (`TIME`).
-async fn server_ms(conn: &MultiplexedConnection) -> i64 {
-    let (secs, micros): (i64, i64) = raw::cmd(conn, "TIME", &[]).await;
-    secs * 1000 + micros / 1000
-}
-
 /// The members of `<key>:queue` in order.
 async fn queue(conn: &MultiplexedConnection, key: &str) -> Vec<String> {
     raw::cmd(conn, "ZRANGE", &[&format!("{key}:queue"), "0", "-1"]).await
@@ -93,7 +87,7 @@ async fn status_of_a_semaphore_with_two_of_three_permits_and_an_expired_holder()
     let a = semaphore.acquire().await.unwrap();
     let b = semaphore.acquire().await.unwrap();
     // A holder that crashed 5 s past its deadline, which no acquire has dropped since.
-    let dead_score = server_ms(&conn).await - 5000;
+    let dead_score = raw::server_ms(&conn).await - 5000;
     let _: i64 = raw::cmd(&conn, "ZADD", &["jobs", &dead_score.to_string(), DEAD]).await;
     let before = snapshot(&conn, "jobs").await;
 
