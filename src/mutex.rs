@@ -164,7 +164,7 @@ impl<C> RwMutex<C> {
     }
 
     /// The lock key a request for `key` takes, `key` being what [`Acquire::key`] takes
-    /// (`""` for none): `<name>`, or `<name>:<key>`; with [`Builder::hash_tag_keys`],
+    /// (`""` for none): `<name>`, or `<name>:<key>`; with [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys),
     /// `{<name>}` or `<name>:{<key>}` when that carries no hash tag of its own. It is
     /// the key [`inspect`](Self::inspect) reads, [`force_unlock`](Self::force_unlock)
     /// clears and a guard's [`key`](crate::Guard::key) gives; the lock's other keys append to it

@@ -128,7 +128,7 @@ impl<C> Semaphore<C> {
     }
 
     /// The semaphore key a request for `key` takes, `key` being what [`Acquire::key`] takes
-    /// (`""` for none): `<name>`, or `<name>:<key>`; with [`Builder::hash_tag_keys`],
+    /// (`""` for none): `<name>`, or `<name>:<key>`; with [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys),
     /// `{<name>}` or `<name>:{<key>}` when that carries no hash tag of its own. It is
     /// the key [`inspect`](Self::inspect) reads, [`force_unlock`](Self::force_unlock)
     /// clears and a permit's [`key`](crate::Permit::key) gives; the semaphore's other keys append to it
