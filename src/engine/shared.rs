@@ -7,7 +7,7 @@ use std::sync::Arc;
 use redis::aio::ConnectionLike;
 
 use super::{BackendEngine, Engine};
-use crate::backend::{Direct, Majority, Quorum};
+use crate::backend::{Backend, Direct, Majority, Quorum};
 use crate::error::Error;
 use crate::lease::refresher::Refresher;
 use crate::lease::registry::Registry;
@@ -56,6 +56,20 @@ impl<C> Shared<C> {
         }
     }
 
+    /// What a handle made with `settings` on `conn` shares, whose engine runs on
+    /// `backend` and whose refresher keeps its locks.
+    fn over<B: Backend>(conn: C, settings: Settings, backend: B, meters: Meters) -> Self {
+        let refresher = Refresher::new(
+            Arc::new(backend),
+            settings.ttl,
+            settings.tracker.clone(),
+            meters.clone(),
+        )
+        .with_max_hold(settings.max_hold);
+        let engine = Box::new(BackendEngine::new(refresher));
+        Self::new(conn, settings, engine, meters)
+    }
+
     /// [`Settings::check`]: the settings never change, so they are checked again (for
     /// the error) only when they did not pass when the handle was made.
     pub(crate) fn check_settings(&self) -> Result<(), Error> {
@@ -81,19 +95,7 @@ where
         let backend = Direct::new(conn.clone(), settings.reach.topology(), hub)
             .acknowledged(settings.replicas);
         let meters = meters_of(&settings);
-        let refresher = Refresher::new(
-            Arc::new(backend),
-            settings.ttl,
-            settings.tracker.clone(),
-            meters.clone(),
-        )
-        .with_max_hold(settings.max_hold);
-        Self::new(
-            conn,
-            settings,
-            Box::new(BackendEngine::new(refresher)),
-            meters,
-        )
+        Self::over(conn, settings, backend, meters)
     }
 }
 
@@ -111,19 +113,7 @@ where
             .map(|notifier| Arc::clone(&notifier.hub));
         let meters = meters_of(&settings);
         let backend = Majority::new(&quorum, hub, settings.tracker.clone(), meters.clone());
-        let refresher = Refresher::new(
-            Arc::new(backend),
-            settings.ttl,
-            settings.tracker.clone(),
-            meters.clone(),
-        )
-        .with_max_hold(settings.max_hold);
-        Self::new(
-            quorum,
-            settings,
-            Box::new(BackendEngine::new(refresher)),
-            meters,
-        )
+        Self::over(quorum, settings, backend, meters)
     }
 }
 
