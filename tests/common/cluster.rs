@@ -630,7 +630,10 @@ fn try_spawn_nodes(node_timeout_ms: u64, envs: &[NodeEnv]) -> Result<Vec<Proc>, 
         .collect()
 }
 
-/// `n` client ports in [`PORTS`], free with their bus ports, not handed out before.
+/// `n` client ports in [`PORTS`], free with their bus ports, not handed out before. A
+/// port another test process's node holds, free to the OS while that node is killed for
+/// a restart, is not taken from it: each node claims its port (`port_claim.rs`), so
+/// starting a node there fails and [`spawn_nodes`] tries new ports.
 fn reserve_ports(n: usize) -> Vec<u16> {
     let mut reserved = lock(&RESERVED);
     let mut ports = Vec::with_capacity(n);

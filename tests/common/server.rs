@@ -4,9 +4,15 @@
 //! test cluster's nodes use too; a Sentinel's config file), on a port and in a directory
 //! from [`on_a_free_port`] unless the caller has its own. The binary is
 //! [`binaries::redis_server`]: `$REDIS_SERVER`, else `redis-server` from `PATH`.
+//!
+//! Test binaries run side by side, each starting servers on ports they did not agree on,
+//! so two guards keep a test on its own server: a [`RedisServer`] claims its port for its
+//! whole life ([`port_claim`]), restarts included, and no server is started on a port
+//! another claims; and a server is ready only when the one answering on its port is the
+//! process just started ([`wait_ready`]), not another's that got there first.
 
 use std::ffi::{OsStr, OsString};
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,6 +26,10 @@ use redis::aio::{ConnectionManager, MultiplexedConnection};
 // alone, start the same binary.
 #[path = "binaries.rs"]
 pub mod binaries;
+#[path = "port_claim.rs"]
+pub mod port_claim;
+
+use port_claim::PortClaim;
 
 /// What to tell someone who has no `redis-server`.
 pub const INSTALL_HINT: &str = "redis-server was not found on PATH (or where \
@@ -27,11 +37,13 @@ REDIS_SERVER points). Install Redis (Debian/Ubuntu: `sudo apt-get install \
 redis-server`; Fedora: `sudo dnf install redis`; macOS: `brew install redis`), set \
 REDIS_SERVER to a redis-server binary, or set REDIS_URL to a server you own.";
 
-/// A running `redis-server` with no persistence, bound to 127.0.0.1 on a free port.
+/// A running `redis-server` with no persistence, bound to 127.0.0.1 on a free port,
+/// which it claims until dropped.
 #[derive(Debug)]
 pub struct RedisServer {
     child: Child,
-    port: u16,
+    /// Its port, claimed also while the server is stopped, so that it can restart there.
+    claim: PortClaim,
     dir: tempfile::TempDir,
     extra: Vec<String>,
     /// Variables set for the process besides the test's own (a clock shim's, say).
@@ -66,12 +78,13 @@ impl RedisServer {
         env: &[(OsString, OsString)],
     ) -> Result<Self, String> {
         let extra: Vec<String> = extra.iter().map(|arg| arg.to_string()).collect();
-        on_a_free_port(|port, dir| Self::spawn_in(port, dir, extra.clone(), env.to_vec()))
+        on_a_claimed_port(|claim, dir| Self::spawn_in(claim, dir, extra.clone(), env.to_vec()))
     }
 
     /// Starts a server on `port`, which the caller picked, in a new temporary directory
     /// (the test cluster's nodes, whose ports come from a range of their own); the
-    /// error has the server's log, or is [`INSTALL_HINT`].
+    /// error has the server's log, or is [`INSTALL_HINT`], or says another process
+    /// claims the port.
     pub fn try_start_on(port: u16, extra: &[&str]) -> Result<Self, String> {
         Self::try_start_on_with_env(port, extra, &[])
     }
@@ -84,21 +97,22 @@ impl RedisServer {
         extra: &[&str],
         env: &[(OsString, OsString)],
     ) -> Result<Self, String> {
+        let claim = PortClaim::take(port)?;
         let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
         let extra = extra.iter().map(|arg| arg.to_string()).collect();
-        Self::spawn_in(port, dir, extra, env.to_vec())
+        Self::spawn_in(claim, dir, extra, env.to_vec())
     }
 
     fn spawn_in(
-        port: u16,
+        claim: PortClaim,
         dir: tempfile::TempDir,
         extra: Vec<String>,
         env: Vec<(OsString, OsString)>,
     ) -> Result<Self, String> {
-        let child = spawn_redis_with_env(port, dir.path(), &extra, &env)?;
+        let child = spawn_redis_with_env(claim.port(), dir.path(), &extra, &env)?;
         Ok(Self {
             child,
-            port,
+            claim,
             dir,
             extra,
             env,
@@ -106,11 +120,13 @@ impl RedisServer {
     }
 
     /// Starts the server again on the same port, directory and arguments after
-    /// [`stop`](Self::stop) (or a crash). Without persistence it comes back empty.
+    /// [`stop`](Self::stop) (or a crash). Without persistence it comes back empty. The
+    /// port stayed claimed meanwhile, so no other test's server took it.
     pub fn restart(&mut self) {
         self.stop();
-        self.child = spawn_redis_with_env(self.port, self.dir.path(), &self.extra, &self.env)
-            .unwrap_or_else(|err| panic!("restart on port {}: {err}", self.port));
+        let port = self.port();
+        self.child = spawn_redis_with_env(port, self.dir.path(), &self.extra, &self.env)
+            .unwrap_or_else(|err| panic!("restart on port {port}: {err}"));
     }
 
     /// Starts the server again like [`restart`](Self::restart), with `extra` in place of
@@ -146,11 +162,11 @@ impl RedisServer {
 
     /// `redis://127.0.0.1:<port>/`
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        format!("redis://127.0.0.1:{}/", self.port())
     }
 
     pub fn port(&self) -> u16 {
-        self.port
+        self.claim.port()
     }
 
     pub fn client(&self) -> redis::Client {
@@ -202,20 +218,43 @@ impl RedisServer {
 /// Calls `start` with a free loopback port and a new temporary directory, up to five
 /// times in case another process takes the port first; its first success, or its last
 /// error ([`INSTALL_HINT`] at once). For a server, a Sentinel, anything that listens on
-/// one port.
+/// one port. The port is claimed ([`port_claim`]) until `start` returns; what may stop
+/// and start again on its port keeps the claim with [`on_a_claimed_port`].
 pub fn on_a_free_port<T>(
     mut start: impl FnMut(u16, tempfile::TempDir) -> Result<T, String>,
 ) -> Result<T, String> {
+    on_a_claimed_port(|claim, dir| start(claim.port(), dir))
+}
+
+/// [`on_a_free_port`], handing `start` the port's claim to keep: a [`RedisServer`] holds
+/// it until dropped, so that no other process starts a server there while it restarts.
+pub fn on_a_claimed_port<T>(
+    mut start: impl FnMut(PortClaim, tempfile::TempDir) -> Result<T, String>,
+) -> Result<T, String> {
     let mut last = String::new();
     for _ in 0..5 {
+        let claim = free_port()?;
+        let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
+        match start(claim, dir) {
+            Ok(started) => return Ok(started),
+            Err(err) if err == INSTALL_HINT => return Err(err),
+            Err(err) => last = err,
+        }
+    }
+    Err(last)
+}
+
+/// A loopback port free now (a port-0 bind's) that no other process claims, claimed:
+/// the port of a server stopped for a restart is free to the OS, not to the tests.
+fn free_port() -> Result<PortClaim, String> {
+    let mut last = String::new();
+    for _ in 0..20 {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .map_err(|err| format!("no free loopback port: {err}"))?
             .port();
-        let dir = tempfile::tempdir().map_err(|err| format!("no temp dir: {err}"))?;
-        match start(port, dir) {
-            Ok(started) => return Ok(started),
-            Err(err) if err == INSTALL_HINT => return Err(err),
+        match PortClaim::take(port) {
+            Ok(claim) => return Ok(claim),
             Err(err) => last = err,
         }
     }
@@ -266,8 +305,9 @@ where
 
 /// Starts `redis-server args...` (a data node or, with a config file and `--sentinel`,
 /// a Sentinel), whose log goes to `dir/redis.log` and which listens on 127.0.0.1:`port`,
-/// and waits until it answers PING there. On failure the process is killed and the
-/// error has its log; it is [`INSTALL_HINT`] when there is no `redis-server`.
+/// and waits until it answers PING there ([`wait_ready`], with the `--requirepass` of
+/// `args` if any). On failure the process is killed and the error has its log; it is
+/// [`INSTALL_HINT`] when there is no `redis-server`.
 pub fn spawn_process<I, S>(port: u16, dir: &Path, args: I) -> Result<Child, String>
 where
     I: IntoIterator<Item = S>,
@@ -287,9 +327,14 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    let args: Vec<S> = args.into_iter().collect();
+    let password = args
+        .windows(2)
+        .find(|pair| pair[0].as_ref() == "--requirepass")
+        .and_then(|pair| pair[1].as_ref().to_str().map(String::from));
     let binary = binaries::redis_server();
     let mut child = Command::new(&binary)
-        .args(args)
+        .args(&args)
         .envs(env.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -299,7 +344,7 @@ where
             std::io::ErrorKind::NotFound => INSTALL_HINT.to_string(),
             _ => format!("cannot run {binary:?}: {err}"),
         })?;
-    wait_ready(&mut child, port).map_err(|why| {
+    wait_ready(&mut child, port, password.as_deref()).map_err(|why| {
         let _ = child.kill();
         let _ = child.wait();
         format!("redis-server on port {port} {why}:\n{}", read_log(dir))
@@ -307,20 +352,36 @@ where
     Ok(child)
 }
 
-/// Waits until the server on `port` answers PING; fails at once if `child` exits (its
-/// port was taken, say). A Sentinel answers PING too.
-pub fn wait_ready(child: &mut Child, port: u16) -> Result<(), String> {
+/// Waits until `child`, started to listen on `port`, answers PING there; fails at once
+/// if it exits (its port was taken, say). The server answering must be `child` itself,
+/// by the `process_id` of its `INFO server` (a Sentinel's too): another process's server
+/// on the port (one that took it while `child` was starting, or stopped for a restart)
+/// answers as readily, and a test must never talk to it. A server started with
+/// `--requirepass` is sent `password` first; without it, one answering `-NOAUTH` is taken
+/// for `child` when `child` still runs after it answered.
+pub fn wait_ready(child: &mut Child, port: u16, password: Option<&str>) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(10);
+    let mut other = String::new();
     while Instant::now() < deadline {
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("exited with {status}"));
+            return Err(format!("exited with {status}{other}"));
         }
-        if answers_ping(port) {
-            return Ok(());
+        match probe(port, password) {
+            Some(Answer::Pid(pid)) if pid == child.id() => return Ok(()),
+            Some(Answer::Locked) if password.is_none() && matches!(child.try_wait(), Ok(None)) => {
+                return Ok(())
+            }
+            Some(Answer::Pid(pid)) => {
+                other = format!(" (process {pid} answers on the port: another took it)")
+            }
+            Some(Answer::Locked) => {
+                other = " (a server wanting a password it was not sent answers on the port)".into()
+            }
+            None => {}
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    Err("did not answer PING within 10 s".into())
+    Err(format!("did not answer PING within 10 s{other}"))
 }
 
 /// The log of the server started in `dir` so far, for failure messages.
@@ -329,17 +390,54 @@ pub fn read_log(dir: &Path) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|err| format!("(no log at {path:?}: {err})"))
 }
 
-/// Whether a server on 127.0.0.1:`port` answers PING: `+PONG`, or `-NOAUTH` when it
-/// wants a password.
-pub fn answers_ping(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut reply = [0u8; 7];
-    stream.write_all(b"PING\r\n").is_ok()
-        && stream.read_exact(&mut reply).is_ok()
-        && (&reply == b"+PONG\r\n" || reply.starts_with(b"-NOAUTH"))
+/// What a server answering PING says of itself.
+enum Answer {
+    /// `+PONG`, and `process_id:<pid>` in its `INFO server`.
+    Pid(u32),
+    /// `-NOAUTH`: it wants a password it was not sent.
+    Locked,
+}
+
+/// Asks the server on 127.0.0.1:`port`, on one connection (after `AUTH password` when
+/// given), PING and then `INFO server`; `None` while nothing answers `+PONG` (nothing
+/// listens, or it is still loading its data).
+fn probe(port: u16, password: Option<&str>) -> Option<Answer> {
+    let stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    let mut replies = BufReader::new(&stream);
+    if let Some(password) = password {
+        // Whatever it answers: a server with no password still answers PING.
+        request(&stream, &mut replies, &["AUTH", password])?;
+    }
+    let pong = request(&stream, &mut replies, &["PING"])?;
+    if pong.starts_with("-NOAUTH") {
+        return Some(Answer::Locked);
+    }
+    if pong != "+PONG\r\n" {
+        return None;
+    }
+    let head = request(&stream, &mut replies, &["INFO", "server"])?;
+    let len: usize = head.strip_prefix('$')?.trim_end().parse().ok()?;
+    let mut info = vec![0u8; len];
+    replies.read_exact(&mut info).ok()?;
+    let info = String::from_utf8_lossy(&info);
+    let pid = info
+        .lines()
+        .find_map(|line| line.strip_prefix("process_id:"))?;
+    pid.trim().parse().ok().map(Answer::Pid)
+}
+
+/// Sends `args` as one command and reads the first line of its reply.
+fn request(mut stream: &TcpStream, replies: &mut impl BufRead, args: &[&str]) -> Option<String> {
+    let mut command = format!("*{}\r\n", args.len());
+    for arg in args {
+        command.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    stream.write_all(command.as_bytes()).ok()?;
+    let mut line = String::new();
+    (replies.read_line(&mut line).ok()? > 0).then_some(line)
 }
 
 impl Drop for RedisServer {

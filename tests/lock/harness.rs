@@ -54,6 +54,29 @@ async fn the_server_started_is_the_one_redis_server_names() {
     assert_eq!(reported.as_deref(), Some(expected.as_str()), "{info}");
 }
 
+/// A server is ready only when the process answering on its port is the one started: a
+/// `redis-server` started where another server of this test answers (its bind fails and
+/// it exits) is refused, though the port answers PING, with a password too. And no
+/// `RedisServer` starts on a port another claims, not even while that one is stopped for
+/// a restart, so the restart finds its port free.
+#[test]
+fn a_server_answering_for_another_process_is_refused() {
+    let password: &[&str] = &["--requirepass", "s3cret"];
+    for extra in [&[][..], password] {
+        let other = RedisServer::start_with(extra);
+        let dir = tempfile::tempdir().unwrap();
+        let taken = common::server::spawn_redis(other.port(), dir.path(), extra);
+        let err = taken.expect_err("started where another server answers");
+        assert!(err.contains("exited with"), "{err}");
+        println!("refused: {}", err.lines().next().unwrap_or_default());
+    }
+    let mut stopped = RedisServer::start();
+    stopped.stop();
+    let err = RedisServer::try_start_on(stopped.port(), &[]).expect_err("port claimed");
+    assert!(err.contains("claimed"), "{err}");
+    stopped.restart();
+}
+
 /// The rule `common::scripts` assembles scripts by (after `base.lua`, and after
 /// `shared.lua` for the scripts that take a lock or a permit or raise a fence counter)
 /// is the crate's: a script uses `shared.lua`'s functions exactly when the rule sends it
