@@ -1,7 +1,7 @@
 //! The claims table of `docs/testing.md` against the suite: every test it names
 //! (`binary::module::function`, as `cargo nextest list` prints a binary and a test) is a
 //! function of that binary, and no row points at a test file instead of its functions.
-//! Reads the sources as text; needs no Redis and no tool besides cargo.
+//! A module of `tests/layers.rs`; reads the sources as text and needs no Redis.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -10,9 +10,7 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-#[path = "support/source_files.rs"]
-mod source_files;
-use source_files::rust_files;
+use super::rust_files;
 
 /// The module path of a file of a test binary: `tests/lock/exec/holders.rs` is
 /// `exec::holders` in `lock`, `tests/lock/exec/mod.rs` is `exec`, the root file is empty.
