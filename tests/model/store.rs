@@ -1,0 +1,468 @@
+//! One server's keyspace as the model sees it: the keys of one lock (or semaphore, or
+//! election) key, each with its value and its expiry on the abstract clock, and the
+//! Redis commands the scripts run on them, with Redis's own semantics (a key whose
+//! expiry is not after the clock is gone; a command on the wrong type fails).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A client's lock id, by number: [`id_text`] is the 32 hex characters the scripts see.
+pub type Id = u8;
+
+/// The 32 lowercase hex characters of id `id`, as the crate draws them.
+pub fn id_text(id: Id) -> String {
+    format!("{:032x}", 0x5eed_0000_u128 + u128::from(id))
+}
+
+/// The id whose [`id_text`] is `text`, if any.
+pub fn id_of(text: &str) -> Option<Id> {
+    let n = u128::from_str_radix(text, 16).ok()?;
+    (text.len() == 32)
+        .then(|| n.checked_sub(0x5eed_0000))
+        .flatten()
+        .and_then(|n| Id::try_from(n).ok())
+}
+
+/// The keys of one lock key `K`, by their role (the differential test names them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Key {
+    /// `K`: a writer's string, a readers' set, or a semaphore's sorted set.
+    Lock,
+    /// `K:lock-intent`: the id of the writer waiting (or Go's "1").
+    Intent,
+    /// `K:fence`: the last fencing token minted.
+    Fence,
+    /// `K:fence-granted`: quorum mode's last granted token (or a forced release's mark).
+    Granted,
+    /// `K:queue`: the fair queue, scored by arrival ticket.
+    Queue,
+    /// `K:queue-deadline`: the fair queue, scored by each waiter's deadline (ms).
+    QueueDeadline,
+    /// `K:leader`: an election's record.
+    Record,
+    /// `K:data`: the data a guarded write (`exec`) changes.
+    Data,
+}
+
+impl Key {
+    /// Every key, in the order the differential test reads them.
+    pub const ALL: [Key; 8] = [
+        Key::Lock,
+        Key::Intent,
+        Key::Fence,
+        Key::Granted,
+        Key::Queue,
+        Key::QueueDeadline,
+        Key::Record,
+        Key::Data,
+    ];
+
+    /// The key's suffix after the lock key (`""` for the lock key itself).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Key::Lock => "",
+            Key::Intent => ":lock-intent",
+            Key::Fence => ":fence",
+            Key::Granted => ":fence-granted",
+            Key::Queue => ":queue",
+            Key::QueueDeadline => ":queue-deadline",
+            Key::Record => ":leader",
+            Key::Data => ":data",
+        }
+    }
+}
+
+/// A string value, by what it holds.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Text {
+    /// A lock id ([`id_text`]).
+    Id(Id),
+    /// A decimal integer with no sign or leading zero (a token, a counter, Go's intent "1").
+    Int(u64),
+    /// An election's record: "<token>:<id>:<value>".
+    Record { token: u64, id: Id, value: u8 },
+    /// Any other string (a hostile value): "junk".
+    Junk,
+}
+
+impl Text {
+    /// The string Redis holds.
+    pub fn render(&self) -> String {
+        match self {
+            Text::Id(id) => id_text(*id),
+            Text::Int(n) => n.to_string(),
+            Text::Record { token, id, value } => format!("{token}:{}:v{value}", id_text(*id)),
+            Text::Junk => "junk".to_owned(),
+        }
+    }
+
+    /// The text `s` is the render of.
+    pub fn parse(s: &str) -> Text {
+        if let Some(id) = id_of(s) {
+            return Text::Id(id);
+        }
+        if !s.is_empty() && !s.starts_with('0') && s.bytes().all(|b| b.is_ascii_digit()) {
+            if let Ok(n) = s.parse() {
+                return Text::Int(n);
+            }
+        }
+        let parts: Vec<&str> = s.split(':').collect();
+        if let [token, id, value] = parts[..] {
+            if let (Ok(token), Some(id), Some(Ok(value))) = (
+                token.parse(),
+                id_of(id),
+                value.strip_prefix('v').map(str::parse),
+            ) {
+                return Text::Record { token, id, value };
+            }
+        }
+        Text::Junk
+    }
+}
+
+/// A sorted set's member: a permit's id, or a fair waiter ("<kind>:<id>").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Member {
+    /// A semaphore permit's id.
+    Id(Id),
+    /// A queued waiter: `kind` is `b'w'`, `b'r'` or `b'p'`.
+    Queued(u8, Id),
+}
+
+impl Member {
+    /// The member's string.
+    pub fn render(self) -> String {
+        match self {
+            Member::Id(id) => id_text(id),
+            Member::Queued(kind, id) => format!("{}:{}", kind as char, id_text(id)),
+        }
+    }
+
+    /// The member `s` is the render of, if any.
+    pub fn parse(s: &str) -> Option<Member> {
+        if let Some(id) = id_of(s) {
+            return Some(Member::Id(id));
+        }
+        let (kind, id) = s.split_once(':')?;
+        match kind {
+            "w" | "r" | "p" => Some(Member::Queued(kind.as_bytes()[0], id_of(id)?)),
+            _ => None,
+        }
+    }
+}
+
+// Redis orders members of equal score by their bytes; the renders of the same shape
+// order as (kind, id) do, and an id's render ("000...") sorts before "p:", "r:", "w:".
+impl Ord for Member {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let rank = |m: &Member| match *m {
+            Member::Id(id) => (0, id),
+            Member::Queued(kind, id) => (kind, id),
+        };
+        rank(self).cmp(&rank(other))
+    }
+}
+
+impl PartialOrd for Member {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A key's value, by Redis type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Val {
+    /// `string`.
+    Str(Text),
+    /// `set` of lock ids (readers).
+    Set(BTreeSet<Id>),
+    /// `zset`: member → score (a deadline in ms, or an arrival ticket).
+    ZSet(BTreeMap<Member, i64>),
+    /// `hash`: a type this protocol never writes (a hostile key).
+    Hash,
+}
+
+impl Val {
+    /// Redis's `TYPE`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Val::Str(_) => "string",
+            Val::Set(_) => "set",
+            Val::ZSet(_) => "zset",
+            Val::Hash => "hash",
+        }
+    }
+}
+
+/// A key's value and its expiry on the abstract clock (ms; `None`: no TTL).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Entry {
+    pub val: Val,
+    pub expires: Option<i64>,
+}
+
+/// A command failed on a key of another type (Redis's WRONGTYPE): what `redis.pcall`
+/// returns as an error table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WrongType;
+
+/// The keyspace and the clocks. `now` (ms) is the clock keys expire by and that scripts
+/// read as `now_ms()`; `clock_us` is what they read as `now_us()` (TIME): in the checker
+/// `now` in microseconds, in the differential test the real server's reading.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Store {
+    pub now: i64,
+    pub clock_us: i64,
+    pub keys: BTreeMap<Key, Entry>,
+}
+
+impl Store {
+    /// An empty keyspace at `now` ms, whose TIME reads `now` in microseconds.
+    pub fn at(now: i64) -> Store {
+        Store {
+            now,
+            clock_us: now * 1000,
+            keys: BTreeMap::new(),
+        }
+    }
+
+    /// Moves both clocks `ms` forward; the keys whose expiry is not after the new `now` go.
+    pub fn advance(&mut self, ms: i64) {
+        self.set_clock_us(self.clock_us + ms * 1000);
+    }
+
+    /// Sets the server clock (TIME) to `us` microseconds, and `now` with it; the keys whose
+    /// expiry is not after it go. (A clock that moves back revives nothing: gone is gone.)
+    pub fn set_clock_us(&mut self, us: i64) {
+        self.clock_us = us;
+        self.now = us.div_euclid(1000);
+        self.expire();
+    }
+
+    /// Moves the data `ms` back in time instead of the clock forward (the differential
+    /// test's way of advancing time on a real server): every expiry and every deadline
+    /// (the scores of a semaphore's sorted set and of the queue's deadlines) less `ms`.
+    pub fn shift(&mut self, ms: i64) {
+        for (key, e) in self.keys.iter_mut() {
+            e.expires = e.expires.map(|at| at - ms);
+            if let (Key::Lock | Key::QueueDeadline, Val::ZSet(z)) = (key, &mut e.val) {
+                z.values_mut().for_each(|score| *score -= ms);
+            }
+        }
+        self.expire();
+    }
+
+    /// Drops the keys whose expiry is not after `now`.
+    pub fn expire(&mut self) {
+        let now = self.now;
+        self.keys.retain(|_, e| e.expires.is_none_or(|at| at > now));
+    }
+
+    /// `now_ms()`: TIME in whole milliseconds.
+    pub fn now_ms(&self) -> i64 {
+        self.clock_us.div_euclid(1000)
+    }
+
+    pub fn exists(&self, k: Key) -> bool {
+        self.keys.contains_key(&k)
+    }
+
+    /// `TYPE`.
+    pub fn type_of(&self, k: Key) -> &'static str {
+        self.keys.get(&k).map_or("none", |e| e.val.type_name())
+    }
+
+    /// `PTTL`: -2 absent, -1 no TTL, else the ms left.
+    pub fn pttl(&self, k: Key) -> i64 {
+        match self.keys.get(&k) {
+            None => -2,
+            Some(Entry { expires: None, .. }) => -1,
+            Some(Entry {
+                expires: Some(at), ..
+            }) => at - self.now,
+        }
+    }
+
+    /// `PEXPIRE`: 1 if the key exists (a TTL not above 0 deletes it).
+    pub fn pexpire(&mut self, k: Key, ms: i64) -> bool {
+        let now = self.now;
+        let Some(e) = self.keys.get_mut(&k) else {
+            return false;
+        };
+        if ms <= 0 {
+            self.keys.remove(&k);
+        } else {
+            e.expires = Some(now + ms);
+        }
+        true
+    }
+
+    /// `GET`: `Ok(None)` absent, `Err` on another type.
+    pub fn get(&self, k: Key) -> Result<Option<&Text>, WrongType> {
+        match self.keys.get(&k) {
+            None => Ok(None),
+            Some(Entry {
+                val: Val::Str(t), ..
+            }) => Ok(Some(t)),
+            Some(_) => Err(WrongType),
+        }
+    }
+
+    /// `GET` compared with a string: what `redis.pcall('GET', k) == text` answers.
+    pub fn get_is(&self, k: Key, text: &Text) -> bool {
+        matches!(self.get(k), Ok(Some(t)) if t == text)
+    }
+
+    /// `SET k v [PX ms]` (any type replaced; no PX: no TTL).
+    pub fn set(&mut self, k: Key, text: Text, px: Option<i64>) {
+        let expires = px.map(|ms| self.now + ms);
+        self.keys.insert(
+            k,
+            Entry {
+                val: Val::Str(text),
+                expires,
+            },
+        );
+    }
+
+    /// `DEL`: whether it existed.
+    pub fn del(&mut self, k: Key) -> bool {
+        self.keys.remove(&k).is_some()
+    }
+
+    fn set_mut(&mut self, k: Key) -> Result<Option<&mut BTreeSet<Id>>, WrongType> {
+        match self.keys.get_mut(&k) {
+            None => Ok(None),
+            Some(Entry {
+                val: Val::Set(s), ..
+            }) => Ok(Some(s)),
+            Some(_) => Err(WrongType),
+        }
+    }
+
+    /// `SADD`: 1 added, 0 already a member.
+    pub fn sadd(&mut self, k: Key, id: Id) -> Result<i64, WrongType> {
+        if let Some(set) = self.set_mut(k)? {
+            return Ok(i64::from(set.insert(id)));
+        }
+        self.keys.insert(
+            k,
+            Entry {
+                val: Val::Set(BTreeSet::from([id])),
+                expires: None,
+            },
+        );
+        Ok(1)
+    }
+
+    /// `SREM`: 1 removed; the set goes with its last member.
+    pub fn srem(&mut self, k: Key, id: Id) -> Result<i64, WrongType> {
+        let Some(set) = self.set_mut(k)? else {
+            return Ok(0);
+        };
+        let removed = set.remove(&id);
+        if set.is_empty() {
+            self.keys.remove(&k);
+        }
+        Ok(i64::from(removed))
+    }
+
+    /// `SISMEMBER`.
+    pub fn sismember(&self, k: Key, id: Id) -> Result<bool, WrongType> {
+        match self.keys.get(&k) {
+            None => Ok(false),
+            Some(Entry {
+                val: Val::Set(s), ..
+            }) => Ok(s.contains(&id)),
+            Some(_) => Err(WrongType),
+        }
+    }
+
+    /// The sorted set at `k` (empty when absent), or `Err` on another type.
+    pub fn zset(&self, k: Key) -> Result<BTreeMap<Member, i64>, WrongType> {
+        match self.keys.get(&k) {
+            None => Ok(BTreeMap::new()),
+            Some(Entry {
+                val: Val::ZSet(z), ..
+            }) => Ok(z.clone()),
+            Some(_) => Err(WrongType),
+        }
+    }
+
+    /// The members of `k` in Redis's order (score, then member).
+    pub fn zrange(&self, k: Key) -> Result<Vec<(Member, i64)>, WrongType> {
+        let mut all: Vec<(Member, i64)> = self.zset(k)?.into_iter().collect();
+        all.sort_by_key(|&(m, score)| (score, m));
+        Ok(all)
+    }
+
+    /// `ZSCORE`.
+    pub fn zscore(&self, k: Key, m: Member) -> Result<Option<i64>, WrongType> {
+        Ok(self.zset(k)?.get(&m).copied())
+    }
+
+    /// `ZADD k score m` (the key is made with no TTL when absent).
+    pub fn zadd(&mut self, k: Key, score: i64, m: Member) -> Result<(), WrongType> {
+        let mut z = self.zset(k)?;
+        z.insert(m, score);
+        self.put_zset(k, z);
+        Ok(())
+    }
+
+    /// `ZREM`: 1 removed; the key goes with its last member.
+    pub fn zrem(&mut self, k: Key, m: Member) -> Result<i64, WrongType> {
+        let mut z = self.zset(k)?;
+        let removed = z.remove(&m).is_some();
+        self.put_zset(k, z);
+        Ok(i64::from(removed))
+    }
+
+    /// `ZREMRANGEBYSCORE k -inf max`.
+    pub fn zrem_upto(&mut self, k: Key, max: i64) -> Result<(), WrongType> {
+        let mut z = self.zset(k)?;
+        z.retain(|_, score| *score > max);
+        self.put_zset(k, z);
+        Ok(())
+    }
+
+    /// `ZCOUNT k (min +inf`.
+    pub fn zcount_after(&self, k: Key, min: i64) -> Result<i64, WrongType> {
+        Ok(self.zset(k)?.values().filter(|&&s| s > min).count() as i64)
+    }
+
+    /// Stores `z` at `k`, keeping its TTL; an empty set deletes the key.
+    fn put_zset(&mut self, k: Key, z: BTreeMap<Member, i64>) {
+        if z.is_empty() {
+            self.keys.remove(&k);
+            return;
+        }
+        let expires = self.keys.get(&k).and_then(|e| e.expires);
+        self.keys.insert(
+            k,
+            Entry {
+                val: Val::ZSet(z),
+                expires,
+            },
+        );
+    }
+
+    /// `INCR`: the new value; `Err(())` on a value that is not an integer (Redis's ERR).
+    /// An absent key becomes 1 with no TTL; an existing one keeps its TTL.
+    pub fn incr(&mut self, k: Key) -> Result<i64, ()> {
+        let (n, expires) = match self.keys.get(&k) {
+            None => (0, None),
+            Some(Entry {
+                val: Val::Str(Text::Int(n)),
+                expires,
+            }) if *n < i64::MAX as u64 => (*n as i64, *expires),
+            Some(_) => return Err(()),
+        };
+        self.keys.insert(
+            k,
+            Entry {
+                val: Val::Str(Text::Int((n + 1) as u64)),
+                expires,
+            },
+        );
+        Ok(n + 1)
+    }
+}
