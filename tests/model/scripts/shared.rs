@@ -2,7 +2,7 @@
 //! PTTL, and the fair queue.
 
 use super::Refusal;
-use crate::store::{Id, Key, Member, Store, Text};
+use crate::store::{Key, Member, Store, Text};
 
 /// 2^53 - 1: the largest integer a Lua number holds exactly.
 pub const MAX_TOKEN: u64 = (1 << 53) - 1;
@@ -190,9 +190,4 @@ impl Queue {
         }
         wait
     }
-}
-
-/// A lock id's text as a string value.
-pub fn id(id: Id) -> Text {
-    Text::Id(id)
 }

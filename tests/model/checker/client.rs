@@ -1,0 +1,76 @@
+//! What a client is doing, and what it may do next: the crate's client logic (and the Go
+//! package's) around the scripts, reduced to its decisions.
+
+use crate::store::Id;
+
+/// What a client asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    /// The write lock (lock.lua; Go's write).
+    Write,
+    /// A read lock (rlock.lua; Go's read).
+    Read,
+    /// A semaphore permit (semaphore.lua).
+    Permit,
+}
+
+/// Which package the client runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Package {
+    /// This crate: lock intent per the configuration, fencing tokens, a cancellation token
+    /// that fires at the validity deadline unless a renewal moved it.
+    Rust,
+    /// The Go package's four scripts (`tests/common/go_peer.rs`): intent "1" on a blocked
+    /// write, no tokens; it holds until its deadline as a Rust guard does.
+    Go,
+}
+
+/// A client's state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Holds nothing and waits for nothing.
+    Idle,
+    /// Blocked; will attempt again under the same id (its intent and queue place are
+    /// under that id) or give up.
+    Waiting { mode: Mode, id: Id },
+    /// Holds a guard: its fencing token (0 for Go), its validity deadline on its own
+    /// clock (ms), and whether its token fired (lost, or the deadline passed).
+    Holding {
+        mode: Mode,
+        id: Id,
+        token: u64,
+        deadline: i64,
+        fired: bool,
+    },
+}
+
+impl Phase {
+    /// The id the client is using, if any.
+    pub fn id(&self) -> Option<Id> {
+        match self {
+            Phase::Idle => None,
+            Phase::Waiting { id, .. } | Phase::Holding { id, .. } => Some(*id),
+        }
+    }
+
+    /// Renames the client's id.
+    pub fn rename(&mut self, to: impl Fn(Id) -> Id) {
+        match self {
+            Phase::Idle => {}
+            Phase::Waiting { id, .. } | Phase::Holding { id, .. } => *id = to(*id),
+        }
+    }
+
+    /// A guard that has not fired: the mode and id.
+    pub fn live(&self) -> Option<(Mode, Id)> {
+        match *self {
+            Phase::Holding {
+                mode,
+                id,
+                fired: false,
+                ..
+            } => Some((mode, id)),
+            _ => None,
+        }
+    }
+}

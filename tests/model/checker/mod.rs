@@ -1,0 +1,228 @@
+//! The protocol as a state machine for the model checker (`stateright`): clients of both
+//! packages taking the scripts' steps (`crate::scripts`) on one server's keys, time
+//! passing, and the faults whose absence the guarantees assume. `properties.rs` says what
+//! must hold; `runs.rs` checks each configuration breadth-first to a stated depth.
+
+#![allow(dead_code)]
+
+pub mod client;
+mod ids;
+pub mod properties;
+mod runs;
+mod step;
+
+use client::{Mode, Package, Phase};
+use stateright::{Model, Property};
+
+use crate::store::{Id, Store};
+
+/// The model's clock starts here (ms), so that TIME in microseconds is 10^15: tokens
+/// read off the clock are then as large as the server's.
+pub const START: i64 = 1_000_000_000_000;
+
+/// One client's package and what it may ask for.
+#[derive(Clone, Debug)]
+pub struct ClientSpec {
+    pub package: Package,
+    pub modes: Vec<Mode>,
+}
+
+/// A configuration of the model: who takes part, the TTL and margins, what may happen.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub clients: Vec<ClientSpec>,
+    /// The TTL in ticks (the model's ms).
+    pub ttl: i64,
+    /// The validity margin in ticks: a guard's deadline is `ttl - margin` after the
+    /// request was sent (the crate's 1 % drift margin, at least one tick).
+    pub margin: i64,
+    /// The fence key's retention (PX) in ticks.
+    pub retention: i64,
+    /// Writers set the lock intent when blocked (`Builder::lock_intent`).
+    pub intent: bool,
+    /// Fair mode (`Builder::fair`): requests name the queue and wait in it.
+    pub fair: bool,
+    /// The semaphore's permits (when a client asks for [`Mode::Permit`]).
+    pub permits: i64,
+    /// Holders may run guarded writes (`exec`) and the writer may proclaim an
+    /// election's record.
+    pub exec: bool,
+    /// Ticks the clock may advance in all.
+    pub horizon: i64,
+    /// Faults that break a stated precondition (none in a normal run).
+    pub faults: Faults,
+}
+
+/// The preconditions a run may break, each an action of its own.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Faults {
+    /// The server restarts without persistence: every key is gone.
+    pub restart: bool,
+    /// The server's clock jumps forward by a TTL (keys expire early for the clients).
+    pub clock_forward: bool,
+    /// The server's clock goes back by a TTL.
+    pub clock_back: bool,
+    /// An operator forces a release (`force_unlock`).
+    pub force: bool,
+}
+
+/// A state: the server's keys, each client, and what the run has seen (`Seen`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub store: Store,
+    pub clients: Vec<Phase>,
+    /// How far the server's clock is ahead of the clients' (ms): the clock faults.
+    pub skew: i64,
+    /// Ticks left to pass.
+    pub time_left: i64,
+    pub seen: properties::Seen,
+}
+
+impl State {
+    /// The clients' clock (ms).
+    pub fn client_now(&self) -> i64 {
+        self.store.now - self.skew
+    }
+}
+
+/// One step of the run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A client that is idle or waiting attempts `mode`; `counting`: rlock.lua's
+    /// counting path.
+    Take {
+        client: usize,
+        mode: Mode,
+        counting: bool,
+    },
+    /// A waiting client gives up (unlock.lua with its intent and queue place).
+    GiveUp(usize),
+    /// A holder's renewal (renew.lua; Go's refresh).
+    Renew(usize),
+    /// A holder releases (unlock.lua; Go's unlock).
+    Release(usize),
+    /// A holder's guarded write (exec.lua, one INCR).
+    Exec(usize),
+    /// A writer proclaims its election record (proclaim.lua).
+    Proclaim(usize),
+    /// A writer downgrades (downgrade.lua).
+    Downgrade(usize),
+    /// One tick passes; tokens whose deadline passed fire.
+    Tick,
+    /// Faults.
+    Restart,
+    ClockForward,
+    ClockBack,
+    Force,
+}
+
+/// The model of one configuration.
+#[derive(Clone, Debug)]
+pub struct Protocol {
+    pub config: Config,
+}
+
+impl Model for Protocol {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State {
+            store: Store::at(START),
+            clients: vec![Phase::Idle; self.config.clients.len()],
+            skew: 0,
+            time_left: self.config.horizon,
+            seen: properties::Seen::default(),
+        }]
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        let c = &self.config;
+        for (i, phase) in s.clients.iter().enumerate() {
+            let spec = &c.clients[i];
+            match phase {
+                Phase::Idle => {
+                    for &mode in &spec.modes {
+                        self.takes(i, mode, out);
+                    }
+                }
+                Phase::Waiting { mode, .. } => {
+                    self.takes(i, *mode, out);
+                    out.push(Action::GiveUp(i));
+                }
+                Phase::Holding { mode, fired, .. } => {
+                    if !fired {
+                        out.push(Action::Renew(i));
+                        if c.exec && spec.package == Package::Rust {
+                            out.push(Action::Exec(i));
+                            if *mode == Mode::Write {
+                                out.push(Action::Proclaim(i));
+                            }
+                        }
+                        if *mode == Mode::Write
+                            && spec.package == Package::Rust
+                            && spec.modes.contains(&Mode::Read)
+                        {
+                            out.push(Action::Downgrade(i));
+                        }
+                    }
+                    out.push(Action::Release(i));
+                }
+            }
+        }
+        if s.time_left > 0 {
+            out.push(Action::Tick);
+        }
+        let f = c.faults;
+        if f.restart && !s.store.keys.is_empty() {
+            out.push(Action::Restart);
+        }
+        if f.clock_forward && s.skew == 0 {
+            out.push(Action::ClockForward);
+        }
+        if f.clock_back && s.skew == 0 {
+            out.push(Action::ClockBack);
+        }
+        if f.force && s.store.exists(crate::store::Key::Lock) {
+            out.push(Action::Force);
+        }
+    }
+
+    fn next_state(&self, s: &State, action: Action) -> Option<State> {
+        let mut next = s.clone();
+        step::apply(&self.config, &mut next, &action);
+        let mut clients = std::mem::take(&mut next.clients);
+        ids::canonical(&mut clients, &mut next.store);
+        next.clients = clients;
+        Some(next)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        properties::all(self)
+    }
+}
+
+impl Protocol {
+    fn takes(&self, client: usize, mode: Mode, out: &mut Vec<Action>) {
+        let rust = self.config.clients[client].package == Package::Rust;
+        out.push(Action::Take {
+            client,
+            mode,
+            counting: false,
+        });
+        if rust && mode == Mode::Read && !self.config.fair {
+            out.push(Action::Take {
+                client,
+                mode,
+                counting: true,
+            });
+        }
+    }
+}
+
+/// The first id no client or key uses: a fresh random id, up to renaming (`ids.rs`).
+pub fn fresh_id(s: &State) -> Id {
+    let mut clients = s.clients.clone();
+    let mut store = s.store.clone();
+    ids::canonical(&mut clients, &mut store)
+}
