@@ -47,6 +47,11 @@ pub struct Config {
     /// Holders may run guarded writes (`exec`) and the writer may proclaim an
     /// election's record.
     pub exec: bool,
+    /// Idle clients may also make single attempts (`try_*`).
+    pub tries: bool,
+    /// The Go clients' TTL in ticks, when it is not `ttl` (a stated precondition: the
+    /// same TTL for both packages).
+    pub go_ttl: Option<i64>,
     /// Ticks the clock may advance in all.
     pub horizon: i64,
     /// Faults that break a stated precondition (none in a normal run).
@@ -95,8 +100,16 @@ pub enum Action {
         mode: Mode,
         counting: bool,
     },
+    /// An idle client makes one attempt (`try_write`, `try_read`, `try_acquire`): no
+    /// intent, and in fair mode "try" (it does not join the queue); blocked, it stays idle.
+    Try {
+        client: usize,
+        mode: Mode,
+    },
     /// A waiting client gives up (unlock.lua with its intent and queue place).
     GiveUp(usize),
+    /// An observer reads who leads (leader.lua).
+    Observe,
     /// A holder's renewal (renew.lua; Go's refresh).
     Renew(usize),
     /// A holder releases (unlock.lua; Go's unlock).
@@ -144,6 +157,9 @@ impl Model for Protocol {
                 Phase::Idle => {
                     for &mode in &spec.modes {
                         self.takes(i, mode, out);
+                        if spec.package == Package::Rust && c.tries {
+                            out.push(Action::Try { client: i, mode });
+                        }
                     }
                 }
                 Phase::Waiting { mode, .. } => {
@@ -169,6 +185,9 @@ impl Model for Protocol {
                     out.push(Action::Release(i));
                 }
             }
+        }
+        if c.exec && s.store.exists(crate::store::Key::Record) {
+            out.push(Action::Observe);
         }
         if s.time_left > 0 {
             out.push(Action::Tick);

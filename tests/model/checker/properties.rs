@@ -30,6 +30,8 @@ impl Seen {
     pub const REFUSED_EXEC_RAN: u8 = 8;
     /// proclaim.lua wrote a record for an id that did not hold the lock as the writer.
     pub const RECORD_WITHOUT_LOCK: u8 = 16;
+    /// leader.lua named as the leader an id whose record is not of its current term.
+    pub const STALE_LEADER: u8 = 32;
 }
 
 /// Records what a grant to client `i` (`mode`, `id`, `token`; 0 for Go) breaks, given
@@ -165,6 +167,7 @@ pub mod names {
     pub const TTL: &str = "every key has a TTL";
     pub const EXEC: &str = "a refused exec changes nothing";
     pub const RECORD: &str = "a record is written only by the lock's writer";
+    pub const LEADER: &str = "the leader an observer reads is the holder, with its current term";
 }
 
 /// The properties of `m`'s configuration: every `always`, and the `sometimes` that show
@@ -191,6 +194,9 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
         Property::always(names::RECORD, |_, s: &State| {
             not_violated(Seen::RECORD_WITHOUT_LOCK)(s)
         }),
+        Property::always(names::LEADER, |_, s: &State| {
+            not_violated(Seen::STALE_LEADER)(s)
+        }),
     ];
     if modes(Mode::Write) {
         all.push(Property::sometimes("a writer holds", |_, s: &State| {
@@ -212,6 +218,23 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
         all.push(Property::sometimes(
             "every permit is taken",
             |m: &Protocol, s: &State| holding(s, Mode::Permit) as i64 == m.config.permits,
+        ));
+    }
+    if c.exec {
+        all.push(Property::sometimes(
+            "an observer reads a leader",
+            |_, s: &State| {
+                s.store.exists(Key::Record)
+                    && s.clients.iter().any(|p| {
+                        matches!(
+                            p,
+                            Phase::Holding {
+                                mode: Mode::Write,
+                                ..
+                            }
+                        )
+                    })
+            },
         ));
     }
     if c.fair {

@@ -37,6 +37,8 @@ fn config(clients: Vec<ClientSpec>) -> Config {
         fair: false,
         permits: 1,
         exec: false,
+        tries: false,
+        go_ttl: None,
         horizon: 5,
         faults: Faults::default(),
     }
@@ -115,6 +117,15 @@ fn fair_mode_grants_in_arrival_order() {
 }
 
 #[test]
+fn single_attempts_beside_waiting_ones() {
+    let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
+    c.tries = true;
+    holds("3 rust, try and wait", c.clone(), 10);
+    c.fair = true;
+    holds("3 rust, fair, try and wait", c, 10);
+}
+
+#[test]
 fn semaphore_permits() {
     let mut c = config(vec![rust(&[Mode::Permit]); 3]);
     c.permits = 2;
@@ -128,6 +139,39 @@ fn guarded_writes_and_election_records() {
     let mut c = config(vec![rust(&[Mode::Write]), rust(&[Mode::Write])]);
     c.exec = true;
     holds("2 rust writers, exec and proclaim", c, 12);
+}
+
+#[test]
+fn a_go_client_with_a_shorter_ttl_breaks_exclusion() {
+    let mut c = config(vec![
+        rust(&[Mode::Read]),
+        go(&[Mode::Read]),
+        rust(&[Mode::Write]),
+    ]);
+    c.go_ttl = Some(1);
+    breaks(
+        "go ttl shorter",
+        c,
+        8,
+        Faults::default(),
+        names::EXCLUSION,
+        &[names::TOKENS],
+    );
+}
+
+/// The first configuration to a depth of `MODEL_DEPTH` (default 15), for a change to the
+/// scripts: `MODEL_DEPTH=15 cargo test --release --test model deeper -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn deeper() {
+    let depth =
+        std::env::var("MODEL_DEPTH").map_or(15, |d| d.parse().expect("MODEL_DEPTH: a number"));
+    let mut c = config(vec![rust(RW), rust(RW), go(RW)]);
+    c.tries = true;
+    holds("2 rust + 1 go, try and wait", c.clone(), depth);
+    let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
+    c.fair = true;
+    holds("3 rust, fair", c, depth);
 }
 
 #[test]

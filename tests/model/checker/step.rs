@@ -18,7 +18,9 @@ pub fn apply(c: &Config, s: &mut State, action: &Action) {
             client,
             mode,
             counting,
-        } => take(c, s, client, mode, counting),
+        } => take(c, s, client, mode, Attempt::Wait { counting }),
+        Action::Try { client, mode } => take(c, s, client, mode, Attempt::Try),
+        Action::Observe => observe(s),
         Action::GiveUp(i) => {
             if let Phase::Waiting { mode, id } = s.clients[i] {
                 if c.clients[i].package == Package::Rust {
@@ -104,22 +106,37 @@ fn fire_due(s: &mut State) {
     }
 }
 
-fn take(c: &Config, s: &mut State, i: usize, mode: Mode, counting: bool) {
+/// How a client attempts.
+#[derive(Clone, Copy)]
+enum Attempt {
+    /// A waiting acquisition (`write`, `read`, `acquire`); `counting`: rlock.lua's
+    /// counting path.
+    Wait { counting: bool },
+    /// One attempt (`try_*`).
+    Try,
+}
+
+fn take(c: &Config, s: &mut State, i: usize, mode: Mode, attempt: Attempt) {
     let id = s.clients[i].id().unwrap_or_else(|| fresh_id(s));
     let before = s.store.clone();
+    let waits = matches!(attempt, Attempt::Wait { .. });
     let t = Take {
         id,
         ttl: c.ttl,
         retention: c.retention,
         floor: false,
-        fair: c.fair.then_some(true),
+        fair: c.fair.then_some(waits),
     };
+    let go_ttl = c.go_ttl.unwrap_or(c.ttl);
     let reply = match (c.clients[i].package, mode) {
-        (Package::Rust, Mode::Write) => scripts::lock::lock(&mut s.store, t, c.intent),
-        (Package::Rust, Mode::Read) => scripts::rlock::rlock(&mut s.store, t, counting),
+        (Package::Rust, Mode::Write) => scripts::lock::lock(&mut s.store, t, c.intent && waits),
+        (Package::Rust, Mode::Read) => {
+            let counting = matches!(attempt, Attempt::Wait { counting: true });
+            scripts::rlock::rlock(&mut s.store, t, counting)
+        }
         (_, Mode::Permit) => scripts::semaphore::semaphore(&mut s.store, t, c.permits),
-        (Package::Go, Mode::Write) => go::write(&mut s.store, id, c.ttl, true),
-        (Package::Go, Mode::Read) => go::read(&mut s.store, id, c.ttl),
+        (Package::Go, Mode::Write) => go::write(&mut s.store, id, go_ttl, true),
+        (Package::Go, Mode::Read) => go::read(&mut s.store, id, go_ttl),
     };
     let token = match reply {
         Reply::Token { token, .. } => Some(token),
@@ -127,7 +144,11 @@ fn take(c: &Config, s: &mut State, i: usize, mode: Mode, counting: bool) {
         _ => None,
     };
     let Some(token) = token else {
-        s.clients[i] = Phase::Waiting { mode, id };
+        s.clients[i] = if waits {
+            Phase::Waiting { mode, id }
+        } else {
+            Phase::Idle
+        };
         return;
     };
     properties::granted(c, s, &before, i, mode, id, token);
@@ -135,7 +156,7 @@ fn take(c: &Config, s: &mut State, i: usize, mode: Mode, counting: bool) {
         mode,
         id,
         token,
-        deadline: s.client_now() + c.ttl - c.margin,
+        deadline: s.client_now() + ttl_of(c, i) - c.margin,
         fired: false,
     };
 }
@@ -162,6 +183,36 @@ fn renew(c: &Config, s: &mut State, i: usize) {
         *deadline = s.store.now - s.skew + c.ttl - c.margin;
     } else {
         *fired = true;
+    }
+}
+
+/// Client `i`'s TTL.
+fn ttl_of(c: &Config, i: usize) -> i64 {
+    match c.clients[i].package {
+        Package::Rust => c.ttl,
+        Package::Go => c.go_ttl.unwrap_or(c.ttl),
+    }
+}
+
+/// leader.lua: when the record names the lock's holder, that is the leader; its record
+/// must be of its current term (the token of the guard it holds as the writer).
+fn observe(s: &mut State) {
+    let Reply::Leader {
+        holder: Some(Text::Id(holder)),
+        record: Some(Text::Record { token, id, .. }),
+        ..
+    } = scripts::election::leader(&s.store)
+    else {
+        return;
+    };
+    if id != holder {
+        return;
+    }
+    let current = s.clients.iter().any(|p| {
+        matches!(*p, Phase::Holding { mode: Mode::Write, id: h, token: t, .. } if h == holder && t == token)
+    });
+    if !current {
+        s.seen.violated |= Seen::STALE_LEADER;
     }
 }
 
