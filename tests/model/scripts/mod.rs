@@ -12,6 +12,7 @@ pub mod election;
 pub mod exec;
 pub mod force;
 pub mod go;
+pub mod inspect;
 pub mod lock;
 pub mod quorum;
 pub mod refresh;
@@ -70,6 +71,8 @@ pub enum Reply {
         pttl: i64,
         record: Option<crate::store::Text>,
     },
+    /// inspect.lua's reply.
+    Inspected(Box<inspect::Inspection>),
     /// A Go script's nil reply (acquired).
     Nil,
     /// The script raised an error (a command failed with `redis.call`).
