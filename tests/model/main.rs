@@ -18,5 +18,6 @@
 #![allow(unreachable_pub)]
 
 mod checker;
+mod history;
 mod scripts;
 mod store;
