@@ -14,5 +14,6 @@
 //!
 //! `cargo test --test model` runs them all.
 
+mod differential;
 mod scripts;
 mod store;
