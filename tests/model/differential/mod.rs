@@ -42,7 +42,8 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
@@ -71,6 +72,28 @@ pub fn check_on(
     cases: u32,
     seed: u64,
 ) -> Result<u64, String> {
+    check_counted(conn, scripts, cases, seed).map(|run| run.steps)
+}
+
+/// What a passing run did.
+#[derive(Debug, Default)]
+pub struct Run {
+    /// Steps run and compared.
+    pub steps: u64,
+    /// Sequences that ended early, having taken too long (`run::STALL_US`).
+    pub stalled: u64,
+    /// How often each outcome (a step's kind and the model's reply, as
+    /// `run::outcome` names them: "Lock: Token", "Unlock: Int(3)") came up.
+    pub seen: BTreeMap<String, u64>,
+}
+
+/// [`check_on`], with what the run did.
+pub fn check_counted(
+    conn: &mut redis::Connection,
+    scripts: &Scripts,
+    cases: u32,
+    seed: u64,
+) -> Result<Run, String> {
     let loaded = wire::Loaded::load(conn, scripts, dump::DUMP)?;
     let config = Config {
         cases,
@@ -88,24 +111,25 @@ pub fn check_on(
     let rng = TestRng::from_seed(RngAlgorithm::XorShift, &seed_bytes);
     let mut runner = TestRunner::new_with_rng(config, rng);
     let conn = RefCell::new(conn);
-    let steps = Cell::new(0u64);
-    let stalls = Cell::new(0u64);
+    let total = RefCell::new(Run::default());
     let result = runner.run(&op::sequence(STEPS), |ops| {
-        let ran =
-            run::sequence(&mut conn.borrow_mut(), &loaded, &ops).map_err(TestCaseError::fail)?;
-        steps.set(steps.get() + ran.steps);
-        stalls.set(stalls.get() + u64::from(ran.stalled));
+        let mut total = total.borrow_mut();
+        let ran = run::sequence(&mut conn.borrow_mut(), &loaded, &ops, &mut total.seen)
+            .map_err(TestCaseError::fail)?;
+        total.steps += ran.steps;
+        total.stalled += u64::from(ran.stalled);
         Ok(())
     });
-    if stalls.get() > 0 {
+    let total = total.into_inner();
+    if total.stalled > 0 {
         eprintln!(
-            "differential: {} sequences ended early on a stalled step (over {} ms)",
-            stalls.get(),
+            "differential: {} sequences ended early, having taken over {} ms",
+            total.stalled,
             run::STALL_US / 1000
         );
     }
     match result {
-        Ok(()) => Ok(steps.get()),
+        Ok(()) => Ok(total),
         Err(TestError::Fail(reason, ops)) => Err(format!(
             "the model and the server disagree (seed {seed}); shrunk to {} steps:\n{}\n{reason}",
             ops.len(),

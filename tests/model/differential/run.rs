@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use redis::Value;
 
@@ -13,28 +12,27 @@ use super::wire::{self, Loaded, Names, Shape};
 use crate::scripts::{Refusal, Reply};
 use crate::store::Store;
 
-/// A step whose window (the server's clock before and after it) is longer than this
-/// (µs) ends its sequence uncompared: on a machine that stalled that long a key near its
-/// grid point could expire on one side only (every TTL and step of time is a multiple of
-/// 500 ms, so a key is never closer to expiring than that less the time a sequence took).
-pub const STALL_US: i64 = 250_000;
+/// A sequence whose steps have taken longer than this in all (µs, by the server's clock)
+/// ends there, uncompared from the step that passed it. Every TTL and step of time is a
+/// multiple of 500 ms, so a key set during a sequence is never closer to expiring than
+/// 500 ms less the time the sequence has taken; past this, on a machine that stalls, a
+/// key could expire between the model's reading of the clock and the script's, on one
+/// side only.
+pub const STALL_US: i64 = 400_000;
 
 /// What one sequence did.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Ran {
     /// Steps run and compared.
     pub steps: u64,
-    /// Whether it ended early on a stall ([`STALL_US`]).
+    /// Whether it ended early, having taken longer than [`STALL_US`].
     pub stalled: bool,
 }
 
-/// What the steps run so far replied, by step and reply kind ("Lock: Token",
-/// "Unlock: Int(3)", "Semaphore: Refused(NoExpiry { key: Lock })"): how much of each
+/// The name of `op`'s kind and of the model's `reply` ("Lock: Token", "Unlock: Int(3)",
+/// "Semaphore: Refused(NoExpiry { key: Lock })"), as a run counts them: how much of each
 /// script the sequences reach.
-pub static SEEN: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
-
-/// The name of `op`'s kind and of `reply`'s, as [`SEEN`] counts them.
-fn outcome(op: &Op, reply: &Reply) -> String {
+pub fn outcome(op: &Op, reply: &Reply) -> String {
     let reply = match reply {
         Reply::Token { .. } => "Token".to_owned(),
         Reply::Blocked { .. } => "Blocked".to_owned(),
@@ -65,13 +63,20 @@ fn query(conn: &mut redis::Connection, cmd: &redis::Cmd) -> Result<Value, String
 
 /// Runs `ops` on the model and on the server behind `conn` (with `scripts`), on a fresh
 /// lock key; `Err` says at which step they first disagreed, and how.
-pub fn sequence(conn: &mut redis::Connection, scripts: &Loaded, ops: &[Op]) -> Result<Ran, String> {
+pub fn sequence(
+    conn: &mut redis::Connection,
+    scripts: &Loaded,
+    ops: &[Op],
+    seen: &mut BTreeMap<String, u64>,
+) -> Result<Ran, String> {
     let lock = fresh_lock_key();
     let names = Names { lock: &lock };
     let dump_cmd = scripts.call("dump", &names.all(), &[]);
     let mut model: Store = dump::parse(&names, &query(conn, &dump_cmd)?)?;
     let mut ran = Ran::default();
-    let result = steps(conn, scripts, &names, &dump_cmd, &mut model, ops, &mut ran);
+    let result = steps(
+        conn, scripts, &names, &dump_cmd, &mut model, ops, &mut ran, seen,
+    );
     let _: Result<i64, _> = redis::cmd("DEL").arg(names.all()).query(conn);
     result.map(|()| ran)
 }
@@ -85,7 +90,9 @@ fn steps(
     model: &mut Store,
     ops: &[Op],
     ran: &mut Ran,
+    seen: &mut BTreeMap<String, u64>,
 ) -> Result<(), String> {
+    let started_us = model.clock_us;
     for (i, op) in ops.iter().enumerate() {
         let before = model.clone();
         let token = match op {
@@ -104,18 +111,19 @@ fn steps(
         let [reply, dumped] = &replies[..] else {
             return Err(format!("step {i}: {} replies", replies.len()));
         };
-        let server = dump::parse(names, dumped)?;
+        let at = |err: String| format!("step {i} ({op:?}): {err}");
+        let server = dump::parse(names, dumped).map_err(at)?;
         let window = Window {
             before_us: before.clock_us,
             after_us: server.clock_us,
         };
-        if window.after_us - window.before_us > STALL_US {
+        if window.after_us - started_us > STALL_US {
             ran.stalled = true;
             return Ok(());
         }
         let mut diffs = Vec::new();
         if let Some(expected) = &mut expected {
-            let got = wire::reply(names, shape, reply)?;
+            let got = wire::reply(names, shape, reply).map_err(at)?;
             // A token floored at the clock: the server read its clock later than the
             // model. Within the window, the model takes the step again at the server's
             // reading, so that what it stores (the fence) must match exactly.
@@ -134,16 +142,15 @@ fn steps(
                 }
             }
             let timed = matches!(op, Op::GoWrite { .. } | Op::GoRead { .. });
-            *SEEN
-                .lock()
-                .expect("a tally")
-                .entry(outcome(op, expected))
-                .or_default() += 1;
+            *seen.entry(outcome(op, expected)).or_default() += 1;
             if !compare::replies(expected, &got, window, timed) {
                 diffs.push(format!("reply: model {expected:?}, server {got:?}"));
+                if let Value::ServerError(err) = reply {
+                    diffs.push(format!("the server's error: {err:?}"));
+                }
             }
         } else if shape == Shape::None && matches!(reply, Value::ServerError(_)) {
-            return Err(format!("step {i} ({op:?}): {reply:?}"));
+            return Err(at(format!("{reply:?}")));
         }
         diffs.extend(compare::keys(model, &server, window));
         if !diffs.is_empty() {

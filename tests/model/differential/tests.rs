@@ -3,9 +3,9 @@
 
 use std::time::Instant;
 
-use super::{check, check_on, server::RedisServer, Scripts};
+use super::{check, check_counted, server::RedisServer, Run, Scripts};
 
-/// Outcomes (a step's kind and the model's reply, as `run::SEEN` names them) that the
+/// Outcomes (a step's kind and the model's reply, as `run::outcome` names them) that the
 /// CI run must reach: each script's grants, blocks, releases and refusals.
 const REACHED: &[&str] = &[
     "Lock: Token",
@@ -54,8 +54,8 @@ const REACHED: &[&str] = &[
 const CI_CASES: u32 = 1500;
 
 /// Runs `cases` sequences on each of `threads` connections to one server, each thread
-/// with its own seed (`seed + thread`); the steps run in all.
-fn on_threads(threads: u64, cases: u32, seed: u64) -> u64 {
+/// with its own seed (`seed + thread`); what they did, summed.
+fn on_threads(threads: u64, cases: u32, seed: u64) -> Run {
     let server = RedisServer::start();
     let scripts = Scripts::from_dir();
     std::thread::scope(|scope| {
@@ -64,24 +64,31 @@ fn on_threads(threads: u64, cases: u32, seed: u64) -> u64 {
                 let (server, scripts) = (&server, &scripts);
                 scope.spawn(move || {
                     let mut conn = server.client().get_connection().expect("connect");
-                    check_on(&mut conn, scripts, cases, seed + t)
+                    check_counted(&mut conn, scripts, cases, seed + t)
                 })
             })
             .collect();
-        runs.into_iter()
-            .map(|run| {
-                run.join()
-                    .expect("thread")
-                    .unwrap_or_else(|err| panic!("{err}"))
-            })
-            .sum()
+        let mut total = Run::default();
+        for run in runs {
+            let run = run
+                .join()
+                .expect("thread")
+                .unwrap_or_else(|err| panic!("{err}"));
+            total.steps += run.steps;
+            total.stalled += run.stalled;
+            for (outcome, n) in run.seen {
+                *total.seen.entry(outcome).or_default() += n;
+            }
+        }
+        total
     })
 }
 
 #[test]
 fn model_and_server_agree() {
     let started = Instant::now();
-    let steps = on_threads(2, CI_CASES, 40);
+    let run = on_threads(2, CI_CASES, 40);
+    let steps = run.steps;
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "differential: {} sequences, {steps} steps in {secs:.1} s ({:.0} steps/s)",
@@ -89,9 +96,9 @@ fn model_and_server_agree() {
         steps as f64 / secs
     );
     assert!(steps >= u64::from(CI_CASES) * 2 * 10, "{steps} steps");
-    let seen = super::run::SEEN.lock().expect("a tally");
+    let seen = &run.seen;
     if std::env::var_os("MODEL_TALLY").is_some() {
-        for (outcome, n) in seen.iter() {
+        for (outcome, n) in seen {
             eprintln!("{n:8} {outcome}");
         }
     }
@@ -120,10 +127,12 @@ fn model_and_server_agree_long() {
     );
     eprintln!("differential: seed {seed}, {cases} sequences per thread");
     let started = Instant::now();
-    let steps = on_threads(2, cases, seed);
+    let run = on_threads(2, cases, seed);
     eprintln!(
-        "differential: {steps} steps in {:.1} s",
-        started.elapsed().as_secs_f64()
+        "differential: {} steps in {:.1} s ({} sequences ended early)",
+        run.steps,
+        started.elapsed().as_secs_f64(),
+        run.stalled
     );
 }
 
