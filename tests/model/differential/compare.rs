@@ -3,9 +3,9 @@
 //! Both follow the server's clock, the model from a reading taken before the step
 //! (`before`, µs), the server as its script ran, before the dump's reading (`after`). So
 //! what the server derived from its clock may be later than the model's by up to
-//! `after - before`, never earlier: an expiry or a time-scored score set in the step
-//! (later), a wait or a PTTL in a reply (shorter), a token floored at the clock
-//! (larger). [`SLACK_MS`] covers the rounding of µs to ms.
+//! `after - before`: an expiry or a time-scored score set in the step later, a wait or
+//! a PTTL in a reply shorter, a token floored at the clock larger. [`SLACK_MS`] allows a
+//! few ms more either way. Everything else must be equal.
 
 use crate::scripts::Reply;
 use crate::store::{Entry, Key, Store, Val};

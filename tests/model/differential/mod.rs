@@ -1,23 +1,33 @@
 //! The differential test: random sequences of steps ([`op::Op`]: every script of `lua/`
 //! and Go's four, time passing, restarts, hostile writes) run on the model
 //! (`crate::scripts`, `crate::store`) and on a real `redis-server` through the scripts;
-//! after every step the replies and the keys must agree (`compare`). `proptest` draws
-//! the sequences and shrinks a failing one.
+//! after every step the replies and the keys must agree. `proptest` draws the sequences
+//! and shrinks a failing one.
+//!
+//! - `op`: the steps, their parameter domains and weights, and each on the model.
+//! - `wire`: each step as the server runs it (the crate's scripts with the crate's
+//!   arguments, by `EVALSHA` of the text `Scripts` assembles), and its reply read back.
+//! - `dump`: the server's keys of one lock key, in one round trip, as a `Store`.
+//! - `compare`: whether replies and keys agree.
+//! - `run`: one sequence, step by step (each step and the dump after it in one pipeline).
 //!
 //! Time: both sides follow the server's clock. The model takes each step at the clock
-//! the server's dump read after the step before (`dump`), and after a step that agrees
-//! takes the server's state as its own, so tokens floored at the clock and expiries set
-//! by the server are the server's from then on and no drift adds up. Time passing
+//! the server's dump read after the step before, and after a step that agrees takes the
+//! server's state as its own, so tokens floored at the clock and expiries set by the
+//! server are the server's from then on and no drift adds up. What the server derives
+//! from its clock during a step may be later than the model's by the time the step took
+//! (`compare`); a token floored at the clock makes the model take the step again at the
+//! server's reading, so the fence it stores must then match exactly. Time passing
 //! ([`op::Op::Advance`]) moves the data back instead of the clock forward: every PTTL and
 //! every time-valued score (a semaphore's deadlines, the queue's) less the step, on both.
-//! Every TTL and step of time is a multiple of 500 ms, so no key is ever within a few ms
-//! of expiring when a script runs.
+//! Every TTL and step of time is a multiple of 500 ms and a sequence ends once it has
+//! taken 400 ms (`run::STALL_US`), so no key is ever near expiring when a script runs.
 //!
-//! A restart (`Op::Restart`) deletes the sequence's keys (each sequence has a lock key of
-//! its own, so this is a restart without persistence as far as it can see, and sequences
-//! may share a server).
+//! A restart (`Op::Restart`) deletes the sequence's keys rather than `FLUSHDB`: each
+//! sequence has a lock key of its own, so this is a restart without persistence as far
+//! as it can see, and sequences may share a server.
 //!
-//! `check` is what the mutation runner calls: `Err` for a script whose decisions differ
+//! [`check`] is what the mutation runner calls: `Err` for a script whose decisions differ
 //! from the model's.
 
 #![allow(unreachable_pub)]
