@@ -18,6 +18,7 @@
 #![allow(unreachable_pub)]
 
 mod checker;
+mod differential;
 mod history;
 mod scripts;
 mod store;
