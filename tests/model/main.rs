@@ -14,5 +14,6 @@
 //!
 //! `cargo test --test model` runs them all.
 
+mod mutants;
 mod scripts;
 mod store;

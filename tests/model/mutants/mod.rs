@@ -1,0 +1,155 @@
+//! Seeded bugs: each mutation of `list.rs` applied to a copy of `lua/`, and the
+//! differential test run on the copy, which must disagree with it (catch it).
+//!
+//! - `every_mutation_applies` (no server): the list is well formed, and every script of
+//!   `lua/` but `inspect.lua` has a mutation.
+//! - `seeded_bugs_sample`: [`SAMPLE`], a fixed few spread over the scripts, in CI.
+//! - `seeded_bugs_all` (ignored): every mutation, with a table of what caught each;
+//!   `.ci/mutants` runs it (`cargo test --test model -- --ignored seeded_bugs_all
+//!   --nocapture`).
+
+mod list;
+mod run;
+mod stub;
+
+use stub as differential;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Instant;
+
+use list::{Mutation, EQUIVALENT, MUTATIONS};
+
+/// The sequences each mutation may take to be caught (at most: a mutation's run stops
+/// at the first disagreement).
+const BUDGET: u64 = 2000;
+
+/// The mutations `seeded_bugs_sample` runs: a fixed list, one for each kind of script
+/// (a lock, a reader, a release, a permit, a guarded write, quorum mode), so that a CI
+/// run says the differential test still reaches each. Fixed, not rotating: a failure
+/// names the same mutation on every rerun.
+const SAMPLE: [&str; 6] = [
+    "lock_token_not_incremented",
+    "rlock_intent_ignored",
+    "unlock_publish_skipped",
+    "semaphore_permits_off_by_one",
+    "exec_writer_check_loosened",
+    "retake_granted_ignored",
+];
+
+/// The `*.lua` files of `lua/`, by name.
+fn lua_files() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|err| panic!("reading {}: {err}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "lua"))
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The text of `lua/<name>`.
+fn lua(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("reading {}: {err}", path.display()))
+}
+
+/// Why `m` is not a well-formed mutation of `lua/`, if it is not.
+fn malformed(m: &Mutation) -> Option<String> {
+    if m.from == m.to {
+        return Some(format!("{}: `to` is `from`", m.name));
+    }
+    if m.why.is_empty() {
+        return Some(format!("{}: no `why`", m.name));
+    }
+    let count = lua(m.file).matches(m.from).count();
+    (count != 1).then(|| format!("{}: `from` occurs {count} times in {}", m.name, m.file))
+}
+
+#[test]
+fn every_mutation_applies() {
+    let mut problems: Vec<String> = MUTATIONS
+        .iter()
+        .chain(EQUIVALENT)
+        .filter_map(malformed)
+        .collect();
+    let mut names = BTreeSet::new();
+    for m in MUTATIONS.iter().chain(EQUIVALENT) {
+        if !names.insert(m.name) {
+            problems.push(format!("{}: the name is taken twice", m.name));
+        }
+    }
+    for name in SAMPLE {
+        if !MUTATIONS.iter().any(|m| m.name == name) {
+            problems.push(format!("SAMPLE names {name}, which is not in MUTATIONS"));
+        }
+    }
+    for file in lua_files() {
+        let count = MUTATIONS.iter().filter(|m| m.file == file).count();
+        if file != "inspect.lua" && count == 0 {
+            problems.push(format!("{file} has no mutation"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the list of mutations:\n{}",
+        problems.join("\n")
+    );
+    assert!(
+        MUTATIONS.len() >= 24,
+        "{} mutations: at least 24",
+        MUTATIONS.len()
+    );
+}
+
+#[test]
+fn seeded_bugs_sample() {
+    let started = Instant::now();
+    let mut missed = Vec::new();
+    for name in SAMPLE {
+        let m = MUTATIONS
+            .iter()
+            .find(|m| m.name == name)
+            .expect("in MUTATIONS");
+        let outcome = run::run(m, BUDGET);
+        println!("{}", run::row(&outcome));
+        if !outcome.caught {
+            missed.push(name);
+        }
+    }
+    println!(
+        "seeded_bugs_sample: {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        missed.is_empty(),
+        "not caught in {BUDGET} sequences: {missed:?}"
+    );
+}
+
+#[test]
+#[ignore = "every seeded bug, minutes: .ci/mutants"]
+fn seeded_bugs_all() {
+    let started = Instant::now();
+    println!("{}", run::header());
+    let mut missed = Vec::new();
+    for m in MUTATIONS {
+        let outcome = run::run(m, BUDGET);
+        println!("{}", run::row(&outcome));
+        if !outcome.caught {
+            missed.push(m.name);
+        }
+    }
+    let caught = MUTATIONS.len() - missed.len();
+    println!(
+        "seeded_bugs_all: {caught} of {} caught in {:.1}s",
+        MUTATIONS.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        missed.is_empty(),
+        "not caught in {BUDGET} sequences each: {missed:?}"
+    );
+}
