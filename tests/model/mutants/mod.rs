@@ -8,8 +8,13 @@
 //!   `.ci/mutants` runs it (`cargo test --test model -- --ignored seeded_bugs_all
 //!   --nocapture`).
 
+#![allow(unreachable_pub)]
+
 mod list;
 mod run;
+#[path = "../../common/server.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod server;
 mod stub;
 
 use stub as differential;
@@ -22,7 +27,7 @@ use list::{Mutation, EQUIVALENT, MUTATIONS};
 
 /// The sequences each mutation may take to be caught (at most: a mutation's run stops
 /// at the first disagreement).
-const BUDGET: u64 = 2000;
+const BUDGET: u32 = 2000;
 
 /// The mutations `seeded_bugs_sample` runs: a fixed list, one for each kind of script
 /// (a lock, a reader, a release, a permit, a guarded write, quorum mode), so that a CI
@@ -104,23 +109,42 @@ fn every_mutation_applies() {
     );
 }
 
+/// Runs each of `mutations` on one `redis-server` started for the call, printing the
+/// table's header and a row for each as it ends, then the differential test's report of
+/// each one caught (the shrunk sequence and what differed): the mutations not caught.
+fn run_each<'a>(mutations: impl IntoIterator<Item = &'a Mutation>) -> Vec<&'static str> {
+    let server = server::RedisServer::start();
+    let mut conn = server.client().get_connection().expect("a connection");
+    println!("{}", run::header());
+    let mut outcomes = Vec::new();
+    for m in mutations {
+        let outcome = run::run(&mut conn, m, BUDGET);
+        println!("{}", run::row(&outcome));
+        outcomes.push(outcome);
+    }
+    for o in outcomes.iter().filter(|o| o.caught) {
+        println!("\n{} ({}):\n{}", o.name, o.file, o.report);
+    }
+    outcomes
+        .iter()
+        .filter(|o| !o.caught)
+        .map(|o| o.name)
+        .collect()
+}
+
 #[test]
 fn seeded_bugs_sample() {
     let started = Instant::now();
-    let mut missed = Vec::new();
-    for name in SAMPLE {
-        let m = MUTATIONS
+    let sample = SAMPLE.map(|name| {
+        MUTATIONS
             .iter()
             .find(|m| m.name == name)
-            .expect("in MUTATIONS");
-        let outcome = run::run(m, BUDGET);
-        println!("{}", run::row(&outcome));
-        if !outcome.caught {
-            missed.push(name);
-        }
-    }
+            .expect("in MUTATIONS")
+    });
+    let missed = run_each(sample);
     println!(
-        "seeded_bugs_sample: {:.1}s",
+        "seeded_bugs_sample: {} mutations in {:.1}s",
+        SAMPLE.len(),
         started.elapsed().as_secs_f64()
     );
     assert!(
@@ -133,18 +157,10 @@ fn seeded_bugs_sample() {
 #[ignore = "every seeded bug, minutes: .ci/mutants"]
 fn seeded_bugs_all() {
     let started = Instant::now();
-    println!("{}", run::header());
-    let mut missed = Vec::new();
-    for m in MUTATIONS {
-        let outcome = run::run(m, BUDGET);
-        println!("{}", run::row(&outcome));
-        if !outcome.caught {
-            missed.push(m.name);
-        }
-    }
-    let caught = MUTATIONS.len() - missed.len();
+    let missed = run_each(MUTATIONS);
     println!(
-        "seeded_bugs_all: {caught} of {} caught in {:.1}s",
+        "seeded_bugs_all: {} of {} caught in {:.1}s",
+        MUTATIONS.len() - missed.len(),
         MUTATIONS.len(),
         started.elapsed().as_secs_f64()
     );

@@ -10,6 +10,9 @@ use super::list::Mutation;
 /// run is repeatable (the differential test's own proptest runs draw their own seeds).
 pub const SEED: u64 = 0x5eed_0040;
 
+/// The largest chunk of sequences run at once.
+const MAX_CHUNK: u32 = 256;
+
 /// What running the differential test on one mutation found.
 #[derive(Clone, Debug)]
 pub struct Outcome {
@@ -21,7 +24,7 @@ pub struct Outcome {
     pub caught: bool,
     /// The sequences run until it was caught (an upper bound: the sequences of the
     /// chunk that caught it are all counted), or the whole budget when it was not.
-    pub cases: u64,
+    pub cases: u32,
     /// The steps of the shrunk sequence that caught it, when the report names them.
     pub shortest: Option<usize>,
     /// The differential test's report of the disagreement (empty when not caught).
@@ -30,14 +33,15 @@ pub struct Outcome {
     pub elapsed: Duration,
 }
 
-/// Runs the differential test on `lua/` with `m` applied, in chunks of sequences that
-/// double in size (1, 2, 4, ... up to 256 at once) until it is caught or `budget`
-/// sequences have run. Each chunk draws its own sequences (seed [`SEED`] + its index),
-/// so no sequence is run twice, and `cases` says within a chunk when it was caught.
+/// Runs the differential test on `lua/` with `m` applied, on the server behind `conn`,
+/// in chunks of sequences that double in size (1, 2, 4, ... up to [`MAX_CHUNK`] at
+/// once) until it is caught or `budget` sequences have run. Each chunk draws its own
+/// sequences (seed [`SEED`] + its index), so no sequence runs twice, and `cases` says
+/// within a chunk when it was caught.
 ///
 /// # Panics
 /// When `m` does not apply to `lua/` (`every_mutation_applies` says which).
-pub fn run(m: &Mutation, budget: u64) -> Outcome {
+pub fn run(conn: &mut redis::Connection, m: &Mutation, budget: u32) -> Outcome {
     let started = Instant::now();
     let scripts = Scripts::from_dir()
         .mutated(m.file, m.from, m.to)
@@ -47,7 +51,7 @@ pub fn run(m: &Mutation, budget: u64) -> Outcome {
     let mut index = 0;
     while cases < budget {
         let n = chunk.min(budget - cases);
-        let result = differential::check(&scripts, n, SEED.wrapping_add(index));
+        let result = differential::check_on(conn, &scripts, n, SEED.wrapping_add(index));
         cases += n;
         if let Err(report) = result {
             return Outcome {
@@ -60,7 +64,7 @@ pub fn run(m: &Mutation, budget: u64) -> Outcome {
                 elapsed: started.elapsed(),
             };
         }
-        chunk = (chunk * 2).min(256);
+        chunk = (chunk * 2).min(MAX_CHUNK);
         index += 1;
     }
     Outcome {
@@ -74,10 +78,11 @@ pub fn run(m: &Mutation, budget: u64) -> Outcome {
     }
 }
 
-/// The number of steps of the shrunk sequence in a report of the differential test.
+/// The number of steps of the shrunk sequence in a report of the differential test
+/// ("... shrunk to 3 steps: ...").
 fn steps_in(report: &str) -> Option<usize> {
-    let _ = report;
-    None
+    let (_, after) = report.split_once("shrunk to ")?;
+    after.split_once(" step")?.0.parse().ok()
 }
 
 /// One line of the table `seeded_bugs_all` prints.
