@@ -15,7 +15,8 @@
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::Script;
 
-const WRITE: &str = r#"
+/// Go's write lock (KEYS: lock, intent; ARGV: id, ttl ms, intent "1"/"0").
+pub const WRITE: &str = r#"
 local ok = redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX')
 if ok then
     redis.call('DEL', KEYS[2])
@@ -27,7 +28,8 @@ end
 return redis.call('PTTL', KEYS[1])
 "#;
 
-const READ: &str = r#"
+/// Go's read lock (KEYS: lock, intent; ARGV: id, ttl ms).
+pub const READ: &str = r#"
 if redis.call('TYPE', KEYS[1])['ok'] == 'string' then
     return redis.call('PTTL', KEYS[1])
 end
@@ -39,7 +41,8 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return nil
 "#;
 
-const REFRESH: &str = r#"
+/// Go's refresh (KEYS: lock; ARGV: id, ttl ms).
+pub const REFRESH: &str = r#"
 local kind = redis.call('TYPE', KEYS[1])['ok']
 local mine = (kind == 'string' and redis.call('GET', KEYS[1]) == ARGV[1])
     or (kind == 'set' and redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1)
@@ -49,7 +52,8 @@ end
 return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 "#;
 
-const UNLOCK: &str = r#"
+/// Go's unlock (KEYS: lock; ARGV: id).
+pub const UNLOCK: &str = r#"
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('DEL', KEYS[1])

@@ -14,6 +14,7 @@
 //!
 //! `cargo test --test model` runs them all.
 
+mod differential;
 mod mutants;
 mod scripts;
 mod store;

@@ -296,6 +296,13 @@ impl Store {
         true
     }
 
+    /// `PERSIST`: the key's TTL removed; whether it had one.
+    pub fn persist(&mut self, k: Key) -> bool {
+        self.keys
+            .get_mut(&k)
+            .is_some_and(|e| e.expires.take().is_some())
+    }
+
     /// `GET`: `Ok(None)` absent, `Err` on another type.
     pub fn get(&self, k: Key) -> Result<Option<&Text>, WrongType> {
         match self.keys.get(&k) {

@@ -1,0 +1,380 @@
+//! One step of a differential sequence ([`Op`]), the random sequences of them
+//! ([`sequence`]), and each step taken on the model ([`Op::on_model`]).
+
+use proptest::prelude::*;
+
+use crate::scripts::exec::Command;
+use crate::scripts::lock::Take;
+use crate::scripts::shared::MAX_TOKEN;
+use crate::scripts::unlock::{Extra, Kind};
+use crate::scripts::{
+    downgrade, election, exec, force, go, lock, quorum, refresh, rlock, semaphore, unlock, Reply,
+};
+use crate::store::{Entry, Id, Key, Store, Text, Val};
+
+/// A token argument (fence.lua, retake.lua) relative to the fence counter's value when
+/// the step runs: so a shrunk sequence keeps its meaning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rel {
+    /// One below the counter (at least 1).
+    Below,
+    /// The counter (at least 1).
+    Equal,
+    /// One above the counter.
+    Above,
+}
+
+impl Rel {
+    /// The token for the fence counter in `s` (0 when absent or not a counter), within
+    /// 1 ..= 2^53 - 2.
+    pub fn resolve(self, s: &Store) -> u64 {
+        let base = match s.get(Key::Fence) {
+            Ok(Some(Text::Int(n))) => *n,
+            _ => 0,
+        };
+        let token = match self {
+            Rel::Below => base.saturating_sub(1),
+            Rel::Equal => base,
+            Rel::Above => base + 1,
+        };
+        token.clamp(1, MAX_TOKEN - 1)
+    }
+}
+
+/// One step: a script called with these arguments (ids are [`crate::store::id_text`],
+/// times in ms), time passing, a restart, or a hostile write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// lock.lua; `intent` is ARGV[3].
+    Lock { take: Take, intent: bool },
+    /// rlock.lua; `counting` (ARGV[4]) only when not fair.
+    RLock { take: Take, counting: bool },
+    /// semaphore.lua with `permits`.
+    Semaphore { take: Take, permits: i64 },
+    /// unlock.lua.
+    Unlock { id: Id, kind: Kind, extra: Extra },
+    /// refresh.lua.
+    Refresh { id: Id, ttl: i64 },
+    /// renew.lua with the lock key once per `(id, writer hint)`.
+    Renew { ids: Vec<(Id, bool)>, ttl: i64 },
+    /// exec.lua with `commands` on [`Key::Data`].
+    Exec { id: Id, commands: Vec<Command> },
+    /// force_unlock.lua.
+    ForceUnlock,
+    /// leader.lua.
+    Leader,
+    /// proclaim.lua with the record `token:id:v<value>` and PX `px`.
+    Proclaim {
+        id: Id,
+        token: u64,
+        value: u8,
+        px: i64,
+    },
+    /// downgrade.lua.
+    Downgrade { id: Id, ttl: i64 },
+    /// fence.lua.
+    Fence { token: Rel, retention: i64 },
+    /// retake.lua.
+    Retake {
+        id: Id,
+        ttl: i64,
+        writer: bool,
+        token: Rel,
+        retention: i64,
+    },
+    /// Go's write lock.
+    GoWrite { id: Id, ttl: i64, intent: bool },
+    /// Go's read lock.
+    GoRead { id: Id, ttl: i64 },
+    /// Go's refresh.
+    GoRefresh { id: Id, ttl: i64 },
+    /// Go's unlock.
+    GoUnlock { id: Id },
+    /// `ms` pass: every key's PTTL and every time-valued score less `ms`.
+    Advance { ms: i64 },
+    /// A restart without persistence: every key gone.
+    Restart,
+    /// Hostile: `PERSIST key`.
+    Persist { key: Key },
+    /// Hostile: a hash at `key` (PX [`HOSTILE_PX`]).
+    Hash { key: Key },
+    /// Hostile: the string "junk" at `key` (PX [`HOSTILE_PX`]).
+    Junk { key: Key },
+    /// Hostile: 2^53 - 1 (an exhausted counter), or one below it, at `key` (PX
+    /// [`HOSTILE_PX`]).
+    Exhausted { key: Key, below: bool },
+}
+
+/// The PX (ms) of a hostile value.
+pub const HOSTILE_PX: i64 = 3000;
+
+/// The lock TTLs (ms) a step takes, multiples of 500 ms like every time here.
+const TTLS: [i64; 3] = [1000, 2000, 3000];
+/// The fence retentions (ms).
+const RETENTIONS: [i64; 2] = [4000, 10000];
+
+/// Ids 0 ..= 3, the lower ones more often, so that a release or a refresh more often
+/// names a holder.
+fn id() -> impl Strategy<Value = Id> {
+    prop_oneof![4 => Just(0u8), 3 => Just(1u8), 2 => Just(2u8), 1 => Just(3u8)]
+}
+
+fn ttl() -> impl Strategy<Value = i64> {
+    prop::sample::select(TTLS.to_vec())
+}
+
+fn retention() -> impl Strategy<Value = i64> {
+    prop::sample::select(RETENTIONS.to_vec())
+}
+
+fn take() -> impl Strategy<Value = Take> {
+    let fair = prop_oneof![2 => Just(None), 1 => Just(Some(true)), 1 => Just(Some(false))];
+    (id(), ttl(), retention(), any::<bool>(), fair).prop_map(|(id, ttl, retention, floor, fair)| {
+        Take {
+            id,
+            ttl,
+            retention,
+            floor,
+            fair,
+        }
+    })
+}
+
+fn kind() -> impl Strategy<Value = Kind> {
+    prop_oneof![Just(Kind::Writer), Just(Kind::Reader), Just(Kind::Permit)]
+}
+
+fn extra() -> impl Strategy<Value = Extra> {
+    prop_oneof![3 => Just(Extra::None), 1 => Just(Extra::Intent), 1 => Just(Extra::Queue)]
+}
+
+fn rel() -> impl Strategy<Value = Rel> {
+    prop_oneof![Just(Rel::Below), Just(Rel::Equal), Just(Rel::Above)]
+}
+
+fn any_key() -> impl Strategy<Value = Key> {
+    prop::sample::select(Key::ALL.to_vec())
+}
+
+fn fence_key() -> impl Strategy<Value = Key> {
+    prop_oneof![Just(Key::Fence), Just(Key::Granted)]
+}
+
+fn lock_op() -> impl Strategy<Value = Op> {
+    (take(), any::<bool>()).prop_map(|(take, intent)| Op::Lock { take, intent })
+}
+
+fn rlock_op() -> impl Strategy<Value = Op> {
+    (take(), any::<bool>()).prop_map(|(take, counting)| Op::RLock {
+        take,
+        // The crate never sends both: fair requests take the checked path.
+        counting: counting && take.fair.is_none(),
+    })
+}
+
+fn semaphore_op() -> impl Strategy<Value = Op> {
+    (take(), 1..=2i64).prop_map(|(take, permits)| Op::Semaphore { take, permits })
+}
+
+fn unlock_op(kind: BoxedStrategy<Kind>) -> impl Strategy<Value = Op> {
+    (id(), kind, extra()).prop_map(|(id, kind, extra)| Op::Unlock { id, kind, extra })
+}
+
+fn refresh_op() -> impl Strategy<Value = Op> {
+    (id(), ttl()).prop_map(|(id, ttl)| Op::Refresh { id, ttl })
+}
+
+fn renew_op() -> impl Strategy<Value = Op> {
+    (prop::collection::vec((id(), any::<bool>()), 1..=3), ttl())
+        .prop_map(|(ids, ttl)| Op::Renew { ids, ttl })
+}
+
+fn exec_op() -> impl Strategy<Value = Op> {
+    let command = prop_oneof![3 => Just(Command::Incr), 1 => Just(Command::Fail)];
+    (id(), prop::collection::vec(command, 0..=2))
+        .prop_map(|(id, commands)| Op::Exec { id, commands })
+}
+
+fn advance_op() -> impl Strategy<Value = Op> {
+    (1..=12i64).prop_map(|n| Op::Advance { ms: n * 500 })
+}
+
+/// The hostile steps, which reach the scripts' refusals.
+fn hostile_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        any_key().prop_map(|key| Op::Persist { key }),
+        any_key().prop_map(|key| Op::Hash { key }),
+        fence_key().prop_map(|key| Op::Junk { key }),
+        (fence_key(), any::<bool>()).prop_map(|(key, below)| Op::Exhausted { key, below }),
+    ]
+}
+
+/// A step of a sequence on a lock (and an election, and Go's clients): no semaphore.
+fn lock_step() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        12 => lock_op(),
+        10 => rlock_op(),
+        10 => unlock_op(prop_oneof![Just(Kind::Writer), Just(Kind::Reader)].boxed()),
+        4 => refresh_op(),
+        3 => renew_op(),
+        4 => exec_op(),
+        2 => Just(Op::ForceUnlock),
+        2 => Just(Op::Leader),
+        3 => (id(), 1..=3u64, 0..=2u8, retention())
+            .prop_map(|(id, token, value, px)| Op::Proclaim { id, token, value, px }),
+        3 => (id(), ttl()).prop_map(|(id, ttl)| Op::Downgrade { id, ttl }),
+        3 => (rel(), retention()).prop_map(|(token, retention)| Op::Fence { token, retention }),
+        3 => (id(), ttl(), any::<bool>(), rel(), retention()).prop_map(
+            |(id, ttl, writer, token, retention)| Op::Retake { id, ttl, writer, token, retention }
+        ),
+        2 => (id(), ttl(), any::<bool>()).prop_map(|(id, ttl, intent)| Op::GoWrite { id, ttl, intent }),
+        2 => (id(), ttl()).prop_map(|(id, ttl)| Op::GoRead { id, ttl }),
+        1 => (id(), ttl()).prop_map(|(id, ttl)| Op::GoRefresh { id, ttl }),
+        2 => id().prop_map(|id| Op::GoUnlock { id }),
+        10 => advance_op(),
+        1 => Just(Op::Restart),
+        2 => hostile_op(),
+    ]
+}
+
+/// A step of a sequence on a semaphore.
+fn semaphore_step() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        16 => semaphore_op(),
+        10 => unlock_op(Just(Kind::Permit).boxed()),
+        4 => refresh_op(),
+        3 => renew_op(),
+        4 => exec_op(),
+        2 => Just(Op::ForceUnlock),
+        10 => advance_op(),
+        1 => Just(Op::Restart),
+        2 => hostile_op(),
+    ]
+}
+
+/// A step of a sequence that mixes everything (the lock key's types meet).
+fn any_step() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => lock_step(),
+        1 => semaphore_step(),
+        1 => unlock_op(kind().boxed()),
+    ]
+}
+
+/// A random sequence of `len` steps: on a lock, on a semaphore, or mixed.
+pub fn sequence(len: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Vec<Op>> {
+    prop_oneof![
+        5 => prop::collection::vec(lock_step(), len.clone()),
+        3 => prop::collection::vec(semaphore_step(), len.clone()),
+        2 => prop::collection::vec(any_step(), len),
+    ]
+}
+
+impl Op {
+    /// The step's kind: its variant's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Lock { .. } => "Lock",
+            Op::RLock { .. } => "RLock",
+            Op::Semaphore { .. } => "Semaphore",
+            Op::Unlock { .. } => "Unlock",
+            Op::Refresh { .. } => "Refresh",
+            Op::Renew { .. } => "Renew",
+            Op::Exec { .. } => "Exec",
+            Op::ForceUnlock => "ForceUnlock",
+            Op::Leader => "Leader",
+            Op::Proclaim { .. } => "Proclaim",
+            Op::Downgrade { .. } => "Downgrade",
+            Op::Fence { .. } => "Fence",
+            Op::Retake { .. } => "Retake",
+            Op::GoWrite { .. } => "GoWrite",
+            Op::GoRead { .. } => "GoRead",
+            Op::GoRefresh { .. } => "GoRefresh",
+            Op::GoUnlock { .. } => "GoUnlock",
+            Op::Advance { .. } => "Advance",
+            Op::Restart => "Restart",
+            Op::Persist { .. } => "Persist",
+            Op::Hash { .. } => "Hash",
+            Op::Junk { .. } => "Junk",
+            Op::Exhausted { .. } => "Exhausted",
+        }
+    }
+
+    /// The step taken on the model: its reply (`None` for the steps that are no script).
+    pub fn on_model(&self, s: &mut Store) -> Option<Reply> {
+        Some(match self {
+            Op::Lock { take, intent } => lock::lock(s, *take, *intent),
+            Op::RLock { take, counting } => rlock::rlock(s, *take, *counting),
+            Op::Semaphore { take, permits } => semaphore::semaphore(s, *take, *permits),
+            Op::Unlock { id, kind, extra } => unlock::unlock(s, *id, *kind, *extra),
+            Op::Refresh { id, ttl } => refresh::refresh(s, *id, *ttl),
+            Op::Renew { ids, ttl } => refresh::renew(s, ids, *ttl),
+            Op::Exec { id, commands } => exec::exec(s, *id, commands),
+            Op::ForceUnlock => force::force_unlock(s),
+            Op::Leader => election::leader(s),
+            Op::Proclaim {
+                id,
+                token,
+                value,
+                px,
+            } => election::proclaim(s, *id, record(*token, *id, *value), *px),
+            Op::Downgrade { id, ttl } => downgrade::downgrade(s, *id, *ttl),
+            Op::Fence { token, retention } => quorum::fence(s, token.resolve(s), *retention),
+            Op::Retake {
+                id,
+                ttl,
+                writer,
+                token,
+                retention,
+            } => {
+                let token = token.resolve(s);
+                quorum::retake(s, *id, *ttl, *writer, token, *retention)
+            }
+            Op::GoWrite { id, ttl, intent } => go::write(s, *id, *ttl, *intent),
+            Op::GoRead { id, ttl } => go::read(s, *id, *ttl),
+            Op::GoRefresh { id, ttl } => go::refresh(s, *id, *ttl),
+            Op::GoUnlock { id } => go::unlock(s, *id),
+            Op::Advance { ms } => {
+                s.shift(*ms);
+                return None;
+            }
+            Op::Restart => {
+                s.keys.clear();
+                return None;
+            }
+            Op::Persist { key } => {
+                s.persist(*key);
+                return None;
+            }
+            Op::Hash { key } => {
+                let expires = Some(s.now + HOSTILE_PX);
+                s.keys.insert(
+                    *key,
+                    Entry {
+                        val: Val::Hash,
+                        expires,
+                    },
+                );
+                return None;
+            }
+            Op::Junk { key } => {
+                s.set(*key, Text::Junk, Some(HOSTILE_PX));
+                return None;
+            }
+            Op::Exhausted { key, below } => {
+                s.set(*key, Text::Int(exhausted(*below)), Some(HOSTILE_PX));
+                return None;
+            }
+        })
+    }
+}
+
+/// An election's record.
+pub fn record(token: u64, id: Id, value: u8) -> Text {
+    Text::Record { token, id, value }
+}
+
+/// 2^53 - 1, or one below it.
+pub fn exhausted(below: bool) -> u64 {
+    MAX_TOKEN - u64::from(below)
+}

@@ -1,0 +1,467 @@
+//! Each [`Op`] as the command the server runs (the crate's scripts with the arguments
+//! the crate sends, Go's scripts as `tests/common/go_peer.rs` sends them, and a
+//! test-only script for time passing, restarts and hostile writes), and its raw reply
+//! read back as a [`Reply`].
+
+use std::collections::BTreeMap;
+
+use redis::Value;
+
+use super::go_peer;
+use super::op::{exhausted, record, Op, HOSTILE_PX};
+use super::scripts::Scripts;
+use crate::scripts::exec::Command;
+use crate::scripts::lock::Take;
+use crate::scripts::unlock::Extra;
+use crate::scripts::{Refusal, Reply};
+use crate::store::{id_text, Key, Text};
+
+/// The steps that are no script of the crate, on the keys of one lock key, in
+/// [`Key::ALL`]'s order (KEYS[1] the lock key, KEYS[6] the queue's deadlines).
+/// ARGV[1] names the step.
+const ADMIN: &str = r#"
+local op = ARGV[1]
+if op == 'advance' then
+    local ms = tonumber(ARGV[2])
+    for i, key in ipairs(KEYS) do
+        -- The time-scored sorted sets: a semaphore's lock key, the queue's deadlines.
+        if (i == 1 or i == 6) and redis.call('TYPE', key)['ok'] == 'zset' then
+            local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+            for j = 1, #all, 2 do
+                redis.call('ZADD', key, tonumber(all[j + 1]) - ms, all[j])
+            end
+        end
+        local pttl = redis.call('PTTL', key)
+        if pttl >= 0 then
+            if pttl - ms <= 0 then
+                redis.call('DEL', key)
+            else
+                redis.call('PEXPIRE', key, pttl - ms)
+            end
+        end
+    end
+elseif op == 'restart' then
+    redis.call('DEL', unpack(KEYS))
+elseif op == 'persist' then
+    redis.call('PERSIST', KEYS[1])
+elseif op == 'hash' then
+    redis.call('DEL', KEYS[1])
+    redis.call('HSET', KEYS[1], 'f', 'v')
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+elseif op == 'set' then
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+end
+return 0
+"#;
+
+/// The scripts a run calls, by name ("lock.lua", "go-write", "admin"), as loaded on the
+/// server: their SHA1s.
+#[derive(Debug)]
+pub struct Loaded {
+    sha: BTreeMap<&'static str, String>,
+}
+
+/// The crate's scripts a differential run calls.
+const CRATE_SCRIPTS: [&str; 13] = [
+    "lock.lua",
+    "rlock.lua",
+    "semaphore.lua",
+    "unlock.lua",
+    "refresh.lua",
+    "renew.lua",
+    "exec.lua",
+    "force_unlock.lua",
+    "leader.lua",
+    "proclaim.lua",
+    "downgrade.lua",
+    "fence.lua",
+    "retake.lua",
+];
+
+impl Loaded {
+    /// `SCRIPT LOAD`s every script a run calls (`dump`: the key dump's text): `Err` when
+    /// one does not load (a mutation that does not compile).
+    pub fn load(
+        conn: &mut redis::Connection,
+        scripts: &Scripts,
+        dump: &str,
+    ) -> Result<Loaded, String> {
+        let mut texts: Vec<(&'static str, String)> = CRATE_SCRIPTS
+            .iter()
+            .map(|&name| (name, scripts.source(name)))
+            .collect();
+        texts.extend([
+            ("go-write", go_peer::WRITE.to_owned()),
+            ("go-read", go_peer::READ.to_owned()),
+            ("go-refresh", go_peer::REFRESH.to_owned()),
+            ("go-unlock", go_peer::UNLOCK.to_owned()),
+            ("admin", ADMIN.to_owned()),
+            ("dump", dump.to_owned()),
+        ]);
+        let mut sha = BTreeMap::new();
+        for (name, text) in texts {
+            let hash: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(&text)
+                .query(conn)
+                .map_err(|err| format!("{name} does not load: {err}"))?;
+            sha.insert(name, hash);
+        }
+        Ok(Loaded { sha })
+    }
+
+    /// `EVALSHA` of script `name` with `keys` and `args`.
+    pub fn call(&self, name: &str, keys: &[String], args: &[String]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.sha[name]).arg(keys.len()).arg(keys).arg(args);
+        cmd
+    }
+}
+
+/// How a script's raw reply reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// lock.lua, rlock.lua, semaphore.lua: a token, or -1 - wait.
+    Take,
+    /// An integer.
+    Int,
+    /// renew.lua: integers, then the clock.
+    Renew,
+    /// exec.lua.
+    Exec,
+    /// leader.lua.
+    Leader,
+    /// A Go script: nil or an integer.
+    Go,
+    /// A step that is no script: nothing to compare.
+    None,
+}
+
+/// The keys of lock key `lock`.
+pub struct Names<'a> {
+    pub lock: &'a str,
+}
+
+impl Names<'_> {
+    pub fn key(&self, k: Key) -> String {
+        format!("{}{}", self.lock, k.suffix())
+    }
+
+    /// The [`Key`] named `name`, if it is one of this lock key's.
+    pub fn of(&self, name: &str) -> Option<Key> {
+        let suffix = name.strip_prefix(self.lock)?;
+        Key::ALL.into_iter().find(|k| k.suffix() == suffix)
+    }
+
+    pub fn all(&self) -> Vec<String> {
+        Key::ALL.iter().map(|&k| self.key(k)).collect()
+    }
+
+    fn channel(&self) -> String {
+        format!("{}:released", self.lock)
+    }
+}
+
+fn flag(on: bool) -> String {
+    if on { "1" } else { "0" }.to_owned()
+}
+
+/// KEYS[4], KEYS[5] and ARGV[5], ARGV[6] of a take: the fair queue and the floor; the
+/// floor left out when nothing follows and it is off (as the crate does).
+fn fair_tail(n: &Names, take: &Take, keys: &mut Vec<String>, args: &mut Vec<String>) {
+    if let Some(wait) = take.fair {
+        keys.push(n.key(Key::Queue));
+        keys.push(n.key(Key::QueueDeadline));
+        args.push(flag(take.floor));
+        args.push(if wait { "wait" } else { "try" }.to_owned());
+    } else if take.floor {
+        args.push(flag(true));
+    }
+}
+
+/// The command of step `op` (`token`: its token argument, resolved), and how its reply
+/// reads.
+pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd, Shape) {
+    let k = |key: Key| n.key(key);
+    let ms = |v: i64| v.to_string();
+    let (name, keys, args, shape): (&str, Vec<String>, Vec<String>, Shape) = match op {
+        Op::Lock { take, intent } => {
+            let mut keys = vec![k(Key::Lock), k(Key::Intent), k(Key::Fence)];
+            let mut args = vec![
+                id_text(take.id),
+                ms(take.ttl),
+                flag(*intent),
+                ms(take.retention),
+            ];
+            fair_tail(n, take, &mut keys, &mut args);
+            ("lock.lua", keys, args, Shape::Take)
+        }
+        Op::RLock { take, counting } => {
+            let mut keys = vec![k(Key::Lock), k(Key::Intent), k(Key::Fence)];
+            let mut args = vec![
+                id_text(take.id),
+                ms(take.ttl),
+                ms(take.retention),
+                flag(*counting),
+            ];
+            fair_tail(n, take, &mut keys, &mut args);
+            ("rlock.lua", keys, args, Shape::Take)
+        }
+        Op::Semaphore { take, permits } => {
+            let mut keys = vec![k(Key::Lock), k(Key::Fence)];
+            let mut args = vec![
+                id_text(take.id),
+                ms(take.ttl),
+                permits.to_string(),
+                ms(take.retention),
+                flag(take.floor),
+            ];
+            if let Some(wait) = take.fair {
+                keys.push(k(Key::Queue));
+                keys.push(k(Key::QueueDeadline));
+                args.push(if wait { "wait" } else { "try" }.to_owned());
+            }
+            ("semaphore.lua", keys, args, Shape::Take)
+        }
+        Op::Unlock { id, kind, extra } => {
+            let mut keys = vec![k(Key::Lock)];
+            if *extra != Extra::None {
+                keys.push(k(Key::Intent));
+            }
+            if *extra == Extra::Queue {
+                keys.push(k(Key::Queue));
+                keys.push(k(Key::QueueDeadline));
+            }
+            let letter = (kind.letter() as char).to_string();
+            let args = vec![id_text(*id), n.channel(), letter, "0".to_owned()];
+            ("unlock.lua", keys, args, Shape::Int)
+        }
+        Op::Refresh { id, ttl } => (
+            "refresh.lua",
+            vec![k(Key::Lock)],
+            vec![id_text(*id), ms(*ttl)],
+            Shape::Int,
+        ),
+        Op::Renew { ids, ttl } => {
+            let keys = vec![k(Key::Lock); ids.len()];
+            let writers: String = ids
+                .iter()
+                .map(|&(_, w)| if w { 'w' } else { 'r' })
+                .collect();
+            let mut args = vec![ms(*ttl), writers];
+            args.extend(ids.iter().map(|&(id, _)| id_text(id)));
+            ("renew.lua", keys, args, Shape::Renew)
+        }
+        Op::Exec { id, commands } => {
+            let mut keys = vec![k(Key::Lock)];
+            let mut args = vec![id_text(*id)];
+            for command in commands {
+                keys.push(k(Key::Data));
+                match command {
+                    Command::Incr => args.extend(["ak".to_owned(), "INCR".to_owned()]),
+                    Command::Fail => args.extend(["aka", "INCRBY", "x"].map(str::to_owned)),
+                }
+            }
+            ("exec.lua", keys, args, Shape::Exec)
+        }
+        Op::ForceUnlock => (
+            "force_unlock.lua",
+            vec![k(Key::Lock), k(Key::Fence), k(Key::Granted)],
+            vec![n.channel(), id_text(0xff), "0".to_owned()],
+            Shape::Int,
+        ),
+        Op::Leader => (
+            "leader.lua",
+            vec![k(Key::Lock), k(Key::Record)],
+            vec![],
+            Shape::Leader,
+        ),
+        Op::Proclaim {
+            id,
+            token,
+            value,
+            px,
+        } => (
+            "proclaim.lua",
+            vec![k(Key::Lock), k(Key::Record)],
+            vec![
+                id_text(*id),
+                record(*token, *id, *value).render(),
+                ms(*px),
+                "0".to_owned(),
+            ],
+            Shape::Int,
+        ),
+        Op::Downgrade { id, ttl } => (
+            "downgrade.lua",
+            vec![k(Key::Lock)],
+            vec![id_text(*id), ms(*ttl), n.channel(), "0".to_owned()],
+            Shape::Int,
+        ),
+        Op::Fence { retention, .. } => (
+            "fence.lua",
+            vec![k(Key::Fence), k(Key::Granted)],
+            vec![token.to_string(), ms(*retention)],
+            Shape::Int,
+        ),
+        Op::Retake {
+            id,
+            ttl,
+            writer,
+            retention,
+            ..
+        } => (
+            "retake.lua",
+            vec![k(Key::Lock), k(Key::Intent), k(Key::Fence), k(Key::Granted)],
+            vec![
+                id_text(*id),
+                ms(*ttl),
+                if *writer { "w" } else { "r" }.to_owned(),
+                token.to_string(),
+                ms(*retention),
+            ],
+            Shape::Int,
+        ),
+        Op::GoWrite { id, ttl, intent } => (
+            "go-write",
+            vec![k(Key::Lock), k(Key::Intent)],
+            vec![id_text(*id), ms(*ttl), flag(*intent)],
+            Shape::Go,
+        ),
+        Op::GoRead { id, ttl } => (
+            "go-read",
+            vec![k(Key::Lock), k(Key::Intent)],
+            vec![id_text(*id), ms(*ttl)],
+            Shape::Go,
+        ),
+        Op::GoRefresh { id, ttl } => (
+            "go-refresh",
+            vec![k(Key::Lock)],
+            vec![id_text(*id), ms(*ttl)],
+            Shape::Go,
+        ),
+        Op::GoUnlock { id } => (
+            "go-unlock",
+            vec![k(Key::Lock)],
+            vec![id_text(*id)],
+            Shape::Go,
+        ),
+        Op::Advance { ms: by } => (
+            "admin",
+            n.all(),
+            vec!["advance".to_owned(), ms(*by)],
+            Shape::None,
+        ),
+        Op::Restart => ("admin", n.all(), vec!["restart".to_owned()], Shape::None),
+        Op::Persist { key } => (
+            "admin",
+            vec![k(*key)],
+            vec!["persist".to_owned()],
+            Shape::None,
+        ),
+        Op::Hash { key } => (
+            "admin",
+            vec![k(*key)],
+            vec!["hash".to_owned(), ms(HOSTILE_PX)],
+            Shape::None,
+        ),
+        Op::Junk { key } => (
+            "admin",
+            vec![k(*key)],
+            vec!["set".to_owned(), Text::Junk.render(), ms(HOSTILE_PX)],
+            Shape::None,
+        ),
+        Op::Exhausted { key, below } => (
+            "admin",
+            vec![k(*key)],
+            vec![
+                "set".to_owned(),
+                exhausted(*below).to_string(),
+                ms(HOSTILE_PX),
+            ],
+            Shape::None,
+        ),
+    };
+    (scripts.call(name, &keys, &args), shape)
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Okay => Some("OK".to_owned()),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(n) => Some(*n),
+        _ => None,
+    }
+}
+
+/// A refusal table (`{"wrongtype", key, type}`, `{"noexpiry", key}`, `{"unchecked"}`).
+fn refusal(n: &Names, items: &[Value]) -> Option<Refusal> {
+    let words: Option<Vec<String>> = items.iter().map(text).collect();
+    let words = words?;
+    let key = |i: usize| words.get(i).and_then(|name| n.of(name));
+    match words.first()?.as_str() {
+        "wrongtype" if words.len() == 3 => Some(Refusal::WrongType {
+            key: key(1)?,
+            found: words[2].clone(),
+        }),
+        "noexpiry" if words.len() == 2 => Some(Refusal::NoExpiry { key: key(1)? }),
+        "unchecked" if words.len() == 1 => Some(Refusal::Unchecked),
+        _ => None,
+    }
+}
+
+/// The raw reply `v` of a script whose replies read as `shape`, as a [`Reply`]; `Err`
+/// with the raw reply when it is none the script gives. A token's `clock` is `false`
+/// (the server's reply does not say; the comparison takes the model's).
+pub fn reply(n: &Names, shape: Shape, v: &Value) -> Result<Reply, String> {
+    let odd = || format!("a reply {shape:?} does not give: {v:?}");
+    if let Value::ServerError(_) = v {
+        return Ok(Reply::ScriptError);
+    }
+    if let Value::Array(items) = v {
+        if let Some(r) = refusal(n, items) {
+            return Ok(Reply::Refused(r));
+        }
+    }
+    let ints = |items: &[Value]| -> Option<Vec<i64>> { items.iter().map(int).collect() };
+    let parsed = match (shape, v) {
+        (Shape::Take, Value::Int(t)) if *t > 0 => Some(Reply::Token {
+            token: *t as u64,
+            clock: false,
+        }),
+        (Shape::Take, Value::Int(t)) if *t < 0 => Some(Reply::Blocked { wait: -1 - t }),
+        (Shape::Int | Shape::Go, Value::Int(t)) => Some(Reply::Int(*t)),
+        (Shape::Go, Value::Nil) => Some(Reply::Nil),
+        (Shape::Renew, Value::Array(items)) if !items.is_empty() => {
+            ints(&items[..items.len() - 1]).map(Reply::Renewed)
+        }
+        (Shape::Exec, Value::Array(items)) => match items.first().and_then(int) {
+            Some(0) if items.len() == 1 => Some(Reply::NotHeld),
+            Some(1) => ints(&items[1..]).map(Reply::Ran),
+            Some(2) if items.len() == 3 => int(&items[1]).map(|i| Reply::Failed {
+                command: i as usize,
+            }),
+            _ => None,
+        },
+        (Shape::Leader, Value::Array(items)) if items.len() == 3 => {
+            let opt = |v: &Value| text(v).map(|s| (!s.is_empty()).then(|| Text::parse(&s)));
+            match (opt(&items[0]), int(&items[1]), opt(&items[2])) {
+                (Some(holder), Some(pttl), Some(record)) => Some(Reply::Leader {
+                    holder,
+                    pttl,
+                    record,
+                }),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    parsed.ok_or_else(odd)
+}
