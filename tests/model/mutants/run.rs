@@ -99,6 +99,11 @@ pub fn row(o: &Outcome) -> String {
     )
 }
 
+/// What the table's columns hold.
+pub const LEGEND: &str = "cases: sequences run until caught, all of the chunk that \
+caught it counted (under twice the count needed, or 256 more); shortest: steps of the \
+shrunk sequence that caught it";
+
 /// The table's header, as [`row`] lays it out.
 pub fn header() -> String {
     format!(
