@@ -122,13 +122,14 @@ fn every_mutation_applies() {
 fn run_each<'a>(
     mutations: impl IntoIterator<Item = &'a Mutation>,
     budget: u32,
+    seed: u64,
 ) -> Vec<&'static str> {
     let server = server::RedisServer::start();
     let mut conn = server.client().get_connection().expect("a connection");
     println!("{}", run::header());
     let mut outcomes = Vec::new();
     for m in mutations {
-        let outcome = run::run(&mut conn, m, budget);
+        let outcome = run::run(&mut conn, m, budget, seed);
         println!("{}", run::row(&outcome));
         outcomes.push(outcome);
     }
@@ -152,7 +153,7 @@ fn seeded_bugs_sample() {
             .find(|m| m.name == name)
             .expect("in MUTATIONS")
     });
-    let missed = run_each(sample, BUDGET);
+    let missed = run_each(sample, BUDGET, run::SEED);
     println!(
         "seeded_bugs_sample: {} mutations in {:.1}s",
         SAMPLE.len(),
@@ -165,7 +166,8 @@ fn seeded_bugs_sample() {
 }
 
 /// Every mutation, or those named in `MUTANTS` (comma-separated); `MUTANTS_CASES`
-/// sequences each (default [`ALL_BUDGET`]).
+/// sequences each (default [`ALL_BUDGET`]), from the seed `MUTANTS_SEED` (default
+/// [`run::SEED`]).
 #[test]
 #[ignore = "every seeded bug, a minute or two: .ci/mutants"]
 fn seeded_bugs_all() {
@@ -181,9 +183,11 @@ fn seeded_bugs_all() {
         .collect();
     assert!(!chosen.is_empty(), "MUTANTS names no mutation of the list");
     let started = Instant::now();
-    let missed = run_each(chosen.iter().copied(), budget);
+    let seed =
+        std::env::var("MUTANTS_SEED").map_or(run::SEED, |n| n.parse().expect("MUTANTS_SEED"));
+    let missed = run_each(chosen.iter().copied(), budget, seed);
     println!(
-        "seeded_bugs_all: {} of {} caught in {:.1}s ({budget} sequences at most each)",
+        "seeded_bugs_all: {} of {} caught in {:.1}s ({budget} sequences at most each, seed {seed})",
         chosen.len() - missed.len(),
         chosen.len(),
         started.elapsed().as_secs_f64()
@@ -191,5 +195,25 @@ fn seeded_bugs_all() {
     assert!(
         missed.is_empty(),
         "not caught in {budget} sequences each: {missed:?}"
+    );
+}
+
+/// The dropped mutations of `EQUIVALENT` run as the others are: none may be caught (one
+/// that is changes behaviour after all, and belongs in `MUTATIONS`). `MUTANTS_CASES`
+/// sequences each (default [`BUDGET`]).
+#[test]
+#[ignore = "the equivalent mutations, a minute or two: .ci/mutants --equivalent"]
+fn equivalent_mutations_agree() {
+    let budget =
+        std::env::var("MUTANTS_CASES").map_or(BUDGET, |n| n.parse().expect("MUTANTS_CASES"));
+    let not_caught = run_each(EQUIVALENT, budget, run::SEED);
+    let caught: Vec<&str> = EQUIVALENT
+        .iter()
+        .map(|m| m.name)
+        .filter(|name| !not_caught.contains(name))
+        .collect();
+    assert!(
+        caught.is_empty(),
+        "caught, so not equivalent (move to MUTATIONS): {caught:?}"
     );
 }

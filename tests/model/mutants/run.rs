@@ -6,9 +6,13 @@ use std::time::{Duration, Instant};
 use super::differential::{self, Scripts};
 use super::list::Mutation;
 
-/// The seed of the first chunk of sequences; chunk `i` uses `SEED + i`. Fixed, so that a
-/// run is repeatable (the differential test's own proptest runs draw their own seeds).
+/// The seed of the first chunk of sequences (chunk `i` uses `seed + i`) unless
+/// `MUTANTS_SEED` says another. Fixed, so that a run is repeatable.
 pub const SEED: u64 = 0x5eed_0040;
+
+/// What the differential test's report of a disagreement starts with; any other `Err`
+/// means it could not run (the mutated script does not load, the server is gone).
+const DISAGREE: &str = "the model and the server disagree";
 
 /// The largest chunk of sequences run at once.
 const MAX_CHUNK: u32 = 256;
@@ -36,12 +40,14 @@ pub struct Outcome {
 /// Runs the differential test on `lua/` with `m` applied, on the server behind `conn`,
 /// in chunks of sequences that double in size (1, 2, 4, ... up to [`MAX_CHUNK`] at
 /// once) until it is caught or `budget` sequences have run. Each chunk draws its own
-/// sequences (seed [`SEED`] + its index), so no sequence runs twice, and `cases` says
-/// within a chunk when it was caught.
+/// sequences (`seed` + its index), so no sequence runs twice, and `cases` says within a
+/// chunk when it was caught.
 ///
 /// # Panics
-/// When `m` does not apply to `lua/` (`every_mutation_applies` says which).
-pub fn run(conn: &mut redis::Connection, m: &Mutation, budget: u32) -> Outcome {
+/// When `m` does not apply to `lua/` (`every_mutation_applies` says which), or the
+/// differential test could not run it (a mutated script that does not load is no
+/// behaviour caught: the mutation must be fixed).
+pub fn run(conn: &mut redis::Connection, m: &Mutation, budget: u32, seed: u64) -> Outcome {
     let started = Instant::now();
     let scripts = Scripts::from_dir()
         .mutated(m.file, m.from, m.to)
@@ -51,9 +57,14 @@ pub fn run(conn: &mut redis::Connection, m: &Mutation, budget: u32) -> Outcome {
     let mut index = 0;
     while cases < budget {
         let n = chunk.min(budget - cases);
-        let result = differential::check_on(conn, &scripts, n, SEED.wrapping_add(index));
+        let result = differential::check_on(conn, &scripts, n, seed.wrapping_add(index));
         cases += n;
         if let Err(report) = result {
+            assert!(
+                report.starts_with(DISAGREE),
+                "mutation {}: the differential test could not run: {report}",
+                m.name
+            );
             return Outcome {
                 name: m.name,
                 file: m.file,
