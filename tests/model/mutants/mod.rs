@@ -109,6 +109,22 @@ fn every_mutation_applies() {
         "the list of mutations:\n{}",
         problems.join("\n")
     );
+    // The check itself: text that occurs many times, or not at all, or no change.
+    let bad = |from, to| Mutation {
+        name: "bad",
+        file: "lock.lua",
+        from,
+        to,
+        why: "a test",
+    };
+    assert!(malformed(&bad("KEYS[1]", "KEYS[2]")).is_some());
+    assert!(malformed(&bad("no such text", "x")).is_some());
+    assert!(malformed(&bad(
+        "local ttl = tonumber(ARGV[2])",
+        "local ttl = tonumber(ARGV[2])"
+    ))
+    .is_some());
+    assert!(malformed(&bad("local ttl = tonumber(ARGV[2])", "local ttl = 1")).is_none());
     assert!(
         MUTATIONS.len() >= 24,
         "{} mutations: at least 24",
