@@ -135,20 +135,18 @@ fn every_mutation_applies() {
     );
 }
 
-/// Runs each of `mutations` on one `redis-server` started for the call, printing the
-/// table's header and a row for each as it ends, then the differential test's report of
-/// each one caught (the shrunk sequence and what differed): the mutations not caught.
+/// Runs each of `mutations` (each on a server of its own), printing the table's header
+/// and a row for each as it ends, then the differential test's report of each one
+/// caught (the shrunk sequence and what differed): the mutations not caught.
 fn run_each<'a>(
     mutations: impl IntoIterator<Item = &'a Mutation>,
     budget: u32,
     seed: u64,
 ) -> Vec<&'static str> {
-    let server = server::RedisServer::start();
-    let mut conn = server.client().get_connection().expect("a connection");
     println!("{}", run::header());
     let mut outcomes = Vec::new();
     for m in mutations {
-        let outcome = run::run(&mut conn, m, budget, seed);
+        let outcome = run::run(m, budget, seed);
         println!("{}", run::row(&outcome));
         outcomes.push(outcome);
     }

@@ -5,14 +5,23 @@ use std::time::{Duration, Instant};
 
 use super::differential::{self, Scripts};
 use super::list::Mutation;
+use super::server::RedisServer;
 
 /// The seed of the first chunk of sequences (chunk `i` uses `seed + i`) unless
 /// `MUTANTS_SEED` says another. Fixed, so that a run is repeatable.
 pub const SEED: u64 = 0x5eed_0040;
 
-/// What the differential test's report of a disagreement starts with; any other `Err`
-/// means it could not run (the mutated script does not load, the server is gone).
-const DISAGREE: &str = "the model and the server disagree";
+/// What the differential test's reports of a mutation caught start with: a reply or a
+/// key that differs, or a script that never ends (the server stops answering). Any
+/// other `Err` means it could not run (the mutated script does not load, say).
+const CAUGHT: [&str; 2] = [
+    "the model and the server disagree",
+    "the server stopped answering",
+];
+
+/// How long a step may take before the server counts as stopped (a mutated script that
+/// never ends): the call fails, and so does the rest of that mutation's run.
+const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The largest chunk of sequences run at once.
 const MAX_CHUNK: u32 = 256;
@@ -37,8 +46,8 @@ pub struct Outcome {
     pub elapsed: Duration,
 }
 
-/// Runs the differential test on `lua/` with `m` applied, on the server behind `conn`,
-/// in chunks of sequences that double in size (1, 2, 4, ... up to [`MAX_CHUNK`] at
+/// Runs the differential test on `lua/` with `m` applied, on a `redis-server` of its
+/// own (so that a script that never ends stops no other mutation's run), in chunks of sequences that double in size (1, 2, 4, ... up to [`MAX_CHUNK`] at
 /// once) until it is caught or `budget` sequences have run. Each chunk draws its own
 /// sequences (`seed` + its index), so no sequence runs twice, and `cases` says within a
 /// chunk when it was caught.
@@ -47,21 +56,25 @@ pub struct Outcome {
 /// When `m` does not apply to `lua/` (`every_mutation_applies` says which), or the
 /// differential test could not run it (a mutated script that does not load is no
 /// behaviour caught: the mutation must be fixed).
-pub fn run(conn: &mut redis::Connection, m: &Mutation, budget: u32, seed: u64) -> Outcome {
+pub fn run(m: &Mutation, budget: u32, seed: u64) -> Outcome {
     let started = Instant::now();
     let scripts = Scripts::from_dir()
         .mutated(m.file, m.from, m.to)
         .unwrap_or_else(|err| panic!("mutation {} does not apply: {err}", m.name));
+    let server = RedisServer::start();
+    let mut conn = server.client().get_connection().expect("a connection");
+    conn.set_read_timeout(Some(STEP_TIMEOUT))
+        .expect("a read timeout");
     let mut cases = 0;
     let mut chunk = 1;
     let mut index = 0;
     while cases < budget {
         let n = chunk.min(budget - cases);
-        let result = differential::check_on(conn, &scripts, n, seed.wrapping_add(index));
+        let result = differential::check_on(&mut conn, &scripts, n, seed.wrapping_add(index));
         cases += n;
         if let Err(report) = result {
             assert!(
-                report.starts_with(DISAGREE),
+                CAUGHT.iter().any(|start| report.starts_with(start)),
                 "mutation {}: the differential test could not run: {report}",
                 m.name
             );
