@@ -44,6 +44,7 @@ mod tests;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
@@ -61,6 +62,9 @@ pub fn check(scripts: &Scripts, cases: u32, seed: u64) -> Result<u64, String> {
         .client()
         .get_connection()
         .map_err(|err| format!("connect to {}: {err}", server.url()))?;
+    // A mutated script that never ends fails its step (the server goes with the call).
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|err| format!("{err}"))?;
     check_on(&mut conn, scripts, cases, seed)
 }
 
@@ -112,14 +116,34 @@ pub fn check_counted(
     let mut runner = TestRunner::new_with_rng(config, rng);
     let conn = RefCell::new(conn);
     let total = RefCell::new(Run::default());
+    // Once the server does not answer, every case fails at once (shrinking would wait
+    // on it for each), and the run fails with what the server did.
+    let gone = RefCell::new(None);
     let result = runner.run(&op::sequence(STEPS), |ops| {
+        if gone.borrow().is_some() {
+            return Err(TestCaseError::fail("the server does not answer"));
+        }
         let mut total = total.borrow_mut();
-        let ran = run::sequence(&mut conn.borrow_mut(), &loaded, &ops, &mut total.seen)
-            .map_err(TestCaseError::fail)?;
-        total.steps += ran.steps;
-        total.stalled += u64::from(ran.stalled);
-        Ok(())
+        match run::sequence(&mut conn.borrow_mut(), &loaded, &ops, &mut total.seen) {
+            Ok(ran) => {
+                total.steps += ran.steps;
+                total.stalled += u64::from(ran.stalled);
+                Ok(())
+            }
+            Err(run::Failure::Differ(why)) => Err(TestCaseError::fail(why)),
+            Err(run::Failure::Server(why)) => {
+                let failed = TestCaseError::fail(why.clone());
+                *gone.borrow_mut() = Some((why, ops));
+                Err(failed)
+            }
+        }
     });
+    if let Some((why, ops)) = gone.into_inner() {
+        return Err(format!(
+            "the server stopped answering (seed {seed}): {why}\nin the sequence:\n{}",
+            listed(&ops)
+        ));
+    }
     let total = total.into_inner();
     if total.stalled > 0 {
         eprintln!(
@@ -133,12 +157,17 @@ pub fn check_counted(
         Err(TestError::Fail(reason, ops)) => Err(format!(
             "the model and the server disagree (seed {seed}); shrunk to {} steps:\n{}\n{reason}",
             ops.len(),
-            ops.iter()
-                .enumerate()
-                .map(|(i, op)| format!("  {i}: {op:?}"))
-                .collect::<Vec<_>>()
-                .join("\n"),
+            listed(&ops),
         )),
         Err(TestError::Abort(reason)) => Err(format!("aborted: {reason}")),
     }
+}
+
+/// The steps of a sequence, one a line.
+fn listed(ops: &[op::Op]) -> String {
+    ops.iter()
+        .enumerate()
+        .map(|(i, op)| format!("  {i}: {op:?}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -50,6 +50,16 @@ pub fn outcome(op: &Op, reply: &Reply) -> String {
     format!("{}: {reply}", op.name())
 }
 
+/// Why a sequence failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// The model and the server disagreed (or the server replied what no script of
+    /// the crate replies).
+    Differ(String),
+    /// The server did not answer (a script that never ends, a server that went away).
+    Server(String),
+}
+
 /// A lock key no other sequence of this process uses: `{dm<pid>-<n>}`.
 fn fresh_lock_key() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -57,8 +67,9 @@ fn fresh_lock_key() -> String {
     format!("{{dm{}-{n}}}", std::process::id())
 }
 
-fn query(conn: &mut redis::Connection, cmd: &redis::Cmd) -> Result<Value, String> {
-    cmd.query(conn).map_err(|err| format!("{err}"))
+fn query(conn: &mut redis::Connection, cmd: &redis::Cmd) -> Result<Value, Failure> {
+    cmd.query(conn)
+        .map_err(|err| Failure::Server(format!("{err}")))
 }
 
 /// Runs `ops` on the model and on the server behind `conn` (with `scripts`), on a fresh
@@ -68,11 +79,12 @@ pub fn sequence(
     scripts: &Loaded,
     ops: &[Op],
     seen: &mut BTreeMap<String, u64>,
-) -> Result<Ran, String> {
+) -> Result<Ran, Failure> {
     let lock = fresh_lock_key();
     let names = Names { lock: &lock };
     let dump_cmd = scripts.call("dump", &names.all(), &[]);
-    let mut model: Store = dump::parse(&names, &query(conn, &dump_cmd)?)?;
+    let mut model: Store =
+        dump::parse(&names, &query(conn, &dump_cmd)?).map_err(Failure::Differ)?;
     let mut ran = Ran::default();
     let result = steps(
         conn, scripts, &names, &dump_cmd, &mut model, ops, &mut ran, seen,
@@ -91,7 +103,7 @@ fn steps(
     ops: &[Op],
     ran: &mut Ran,
     seen: &mut BTreeMap<String, u64>,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let started_us = model.clock_us;
     for (i, op) in ops.iter().enumerate() {
         let before = model.clone();
@@ -107,11 +119,11 @@ fn steps(
             .add_command(cmd)
             .add_command(dump_cmd.clone())
             .query(conn)
-            .map_err(|err| format!("step {i} ({op:?}): {err}"))?;
+            .map_err(|err| Failure::Server(format!("step {i} ({op:?}): {err}")))?;
+        let at = |err: String| Failure::Differ(format!("step {i} ({op:?}): {err}"));
         let [reply, dumped] = &replies[..] else {
-            return Err(format!("step {i}: {} replies", replies.len()));
+            return Err(at(format!("{} replies", replies.len())));
         };
-        let at = |err: String| format!("step {i} ({op:?}): {err}");
         let server = dump::parse(names, dumped).map_err(at)?;
         let window = Window {
             before_us: before.clock_us,
@@ -154,13 +166,13 @@ fn steps(
         }
         diffs.extend(compare::keys(model, &server, window));
         if !diffs.is_empty() {
-            return Err(format!(
+            return Err(Failure::Differ(format!(
                 "step {i}: {op:?}{}, {} µs after the state before it\n  {}\n  before: {:?}",
                 token.map_or(String::new(), |t| format!(" (token argument {t})")),
                 window.after_us - window.before_us,
                 diffs.join("\n  "),
                 before.keys,
-            ));
+            )));
         }
         // Agreed: the server's state from here, so that time-valued drift never adds up.
         *model = server;
