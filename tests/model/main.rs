@@ -20,5 +20,6 @@
 mod checker;
 mod differential;
 mod history;
+mod mutants;
 mod scripts;
 mod store;

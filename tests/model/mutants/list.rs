@@ -1,0 +1,716 @@
+//! The seeded bugs: each a small change of one script of `lua/` that someone could make
+//! by mistake, and that changes what the script decides. The differential test
+//! (`differential`) must catch every one (`seeded_bugs_all`).
+//!
+//! Every script of `lua/` has at least one, but `inspect.lua`: it only reads, and the
+//! model does not model it (no step of `scripts/` is `inspect.lua`), so the differential
+//! test never runs it and no mutation of it could be caught there.
+//!
+//! A mutation's `from` occurs exactly once in `lua/<file>` (with enough context around
+//! the changed part to make it so); `to` replaces it. A mutation of `base.lua` or
+//! `shared.lua` changes every script sent after it (`tests/common/scripts.rs`).
+//!
+//! `EQUIVALENT` lists the mutations that were tried and dropped because they change
+//! nothing the scripts decide, each with the reason: no test could catch them.
+
+/// One seeded bug: `from` in `lua/<file>` replaced by `to`.
+#[derive(Clone, Copy, Debug)]
+pub struct Mutation {
+    /// A unique name: `<script>_<what goes wrong>`.
+    pub name: &'static str,
+    /// The file of `lua/` it changes, e.g. "lock.lua".
+    pub file: &'static str,
+    /// The text replaced: occurs exactly once in the file.
+    pub from: &'static str,
+    /// What replaces it.
+    pub to: &'static str,
+    /// The bug it makes, as the protocol sees it (for `EQUIVALENT`: why it is none).
+    pub why: &'static str,
+}
+
+/// Shorthand for the list below.
+const fn m(
+    name: &'static str,
+    file: &'static str,
+    from: &'static str,
+    to: &'static str,
+    why: &'static str,
+) -> Mutation {
+    Mutation {
+        name,
+        file,
+        from,
+        to,
+        why,
+    }
+}
+
+/// Every seeded bug, by script.
+pub const MUTATIONS: &[Mutation] = &[
+    // base.lua
+    m(
+        "base_now_ms_in_seconds",
+        "base.lua",
+        "math.floor(now_us() / 1000)",
+        "math.floor(now_us() / 1000000)",
+        "the server clock read in seconds where milliseconds are meant: every permit's \
+         deadline and every queue deadline is in the past as it is written",
+    ),
+    m(
+        "base_pttl_at_least_inverted",
+        "base.lua",
+        "if (pttl or redis.call('PTTL', key)) < ttl then",
+        "if (pttl or redis.call('PTTL', key)) > ttl then",
+        "a condition inverted: a longer PTTL is shortened and a shorter (or none, -1) is \
+         left, so a new readers' set or queue keeps no TTL",
+    ),
+    m(
+        "base_publish_fails",
+        "base.lua",
+        "return redis.pcall('PUBLISH', channel, message)",
+        "return redis.pcall('PUBLISH', channel)",
+        "a publish that never happens (wrong arity, an error reply): no waiter is told, \
+         and every reply's +2 goes",
+    ),
+    // shared.lua
+    m(
+        "shared_clock_floor_skipped",
+        "shared.lua",
+        "return math.max(token, now_us())",
+        "return token",
+        "the clock floor skipped: a fence counter that expired or was lost restarts at 1, \
+         below the tokens granted before it",
+    ),
+    m(
+        "shared_cluster_floor_ignored",
+        "shared.lua",
+        "if token >= 1e15 and not floor then",
+        "if token >= 1e15 then",
+        "ARGV's floor flag (Redis Cluster) ignored: a counter behind the clock is not \
+         floored, so a failover that lost increments repeats tokens",
+    ),
+    m(
+        "shared_fence_noexpiry_accepted",
+        "shared.lua",
+        "    if redis.call('PTTL', key) == -1 then\n        return nil, {'noexpiry', key}\n    end\n    return tonumber(fence)",
+        "    return tonumber(fence)",
+        "a fence counter with no TTL accepted as a counter (the noexpiry refusal skipped)",
+    ),
+    m(
+        "shared_intent_wrongtype_accepted",
+        "shared.lua",
+        "    if type(intent) ~= 'string' then\n        return nil, nil, {'wrongtype', key, redis.call('TYPE', key)['ok']}\n    end",
+        "    if type(intent) ~= 'string' then\n        return nil, -2\n    end",
+        "an intent key of a foreign type taken for no intent, instead of refused",
+    ),
+    m(
+        "shared_queue_purge_skipped",
+        "shared.lua",
+        "        queue_purge(q, d, now)\n        return now",
+        "        return now",
+        "a purge skipped: fair waiters that stopped attempting stay in the queue and hold \
+         up everyone behind them for ever",
+    ),
+    m(
+        "shared_queue_ticket_not_incremented",
+        "shared.lua",
+        "ticket = tonumber(last[2]) + 1",
+        "ticket = tonumber(last[2])",
+        "a ticket not incremented: a new waiter shares the last one's ticket, and the \
+         queue's order becomes the members' byte order, not arrival order",
+    ),
+    m(
+        "shared_queue_unqueued_counts_first",
+        "shared.lua",
+        "return redis.call('ZRANK', q, member) or redis.call('ZCARD', q)",
+        "return redis.call('ZRANK', q, member) or 0",
+        "a waiter that is not queued counts as first, not last: a fair lock or permit \
+         goes to whoever asks, past the queue",
+    ),
+    m(
+        "shared_queue_head_sees_all",
+        "shared.lua",
+        "        if rank == 0 then\n            return {}\n        end\n",
+        "",
+        "the head of the queue is told everyone is ahead of it (ZRANGE 0 -1): a reader at \
+         the head is kept out by a writer queued behind it",
+    ),
+    m(
+        "shared_queue_leave_keeps_ticket",
+        "shared.lua",
+        "        redis.call('ZREM', q, member)\n        redis.call('ZREM', d, member)\n    end",
+        "        redis.call('ZREM', d, member)\n    end",
+        "a queue leave skipped (the ticket stays): the waiter that was granted still \
+         counts as ahead of everyone behind it",
+    ),
+    m(
+        "shared_queue_no_ttl",
+        "shared.lua",
+        "        pttl_at_least(q, ttl)\n        pttl_at_least(d, ttl)",
+        "        pttl_at_least(d, ttl)",
+        "a TTL dropped: the queue key made by a first waiter has none, so it never expires",
+    ),
+    m(
+        "shared_queue_deadline_not_moved",
+        "shared.lua",
+        "        redis.call('ZADD', d, now + ttl, member)",
+        "        redis.call('ZADD', d, 'NX', now + ttl, member)",
+        "a waiter that attempts again keeps its first deadline: it is purged while still \
+         waiting",
+    ),
+    // lock.lua
+    m(
+        "lock_ttl_dropped",
+        "lock.lua",
+        "redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)",
+        "redis.call('SET', KEYS[1], ARGV[1])",
+        "a TTL dropped: a writer that crashes holds the lock for ever",
+    ),
+    m(
+        "lock_token_not_incremented",
+        "lock.lua",
+        "at_least_the_clock(last + 1, ARGV[5] == '1')",
+        "at_least_the_clock(last, ARGV[5] == '1')",
+        "a token not incremented: the next writer gets the token of the last holder",
+    ),
+    m(
+        "lock_fence_ttl_dropped",
+        "lock.lua",
+        "redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[4])",
+        "redis.call('SET', KEYS[3], string.format('%.0f', token))",
+        "a TTL dropped: the fence counter lives for ever (and every later request refuses \
+         it as noexpiry)",
+    ),
+    m(
+        "lock_id_check_removed",
+        "lock.lua",
+        "if holder == ARGV[1] or (holder == false and",
+        "if type(holder) == 'string' or (holder == false and",
+        "an id check removed: a writer takes a lock another writer holds",
+    ),
+    m(
+        "lock_intent_not_set",
+        "lock.lua",
+        "    if intent == nil then\n        redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)\n",
+        "    if intent == nil then\n",
+        "an intent not set: a blocked writer does not keep new readers out, and starves",
+    ),
+    m(
+        "lock_intent_not_deleted",
+        "lock.lua",
+        "    if intent == ARGV[1] then\n        redis.call('DEL', KEYS[2])\n    end\n    redis.call('SET', KEYS[3]",
+        "    redis.call('SET', KEYS[3]",
+        "an intent not deleted: the writer that got the lock keeps readers out after it \
+         releases, until its intent runs out",
+    ),
+    m(
+        "lock_intent_deleted_when_anothers",
+        "lock.lua",
+        "    if intent == ARGV[1] then\n        redis.call('DEL', KEYS[2])",
+        "    if intent ~= nil then\n        redis.call('DEL', KEYS[2])",
+        "an intent deleted when another's: a writer that finds the lock free wipes the \
+         intent of the writer waiting before it",
+    ),
+    m(
+        "lock_intent_renewed_when_anothers",
+        "lock.lua",
+        "    elseif intent == ARGV[1] then\n        redis.call('PEXPIRE', KEYS[2], ttl)",
+        "    else\n        redis.call('PEXPIRE', KEYS[2], ttl)",
+        "another writer's intent (or Go's \"1\") renewed by this writer's attempt: it never \
+         runs out while this one waits",
+    ),
+    m(
+        "lock_fair_rank_inverted",
+        "lock.lua",
+        "queue.rank(KEYS[4], member) == 0",
+        "queue.rank(KEYS[4], member) ~= 0",
+        "a condition inverted: in fair mode a free lock goes to a writer with waiters \
+         ahead, and not to the first",
+    ),
+    m(
+        "lock_fair_leave_skipped",
+        "lock.lua",
+        "        queue.leave(KEYS[4], KEYS[5], member)",
+        "",
+        "a queue leave skipped: the writer that got the lock stays queued, ahead of \
+         everyone",
+    ),
+    // rlock.lua
+    m(
+        "rlock_intent_ignored",
+        "rlock.lua",
+        "if not blocked and member == 0 then\n    blocked = intent_blocks()",
+        "if false then\n    blocked = intent_blocks()",
+        "a waiting writer's intent ignored on the checked path: new readers overtake it",
+    ),
+    m(
+        "rlock_counting_intent_ignored",
+        "rlock.lua",
+        "local blocked = added == 1 and intent_blocks()",
+        "local blocked = added == 0 and intent_blocks()",
+        "a condition inverted on the counting path: a new reader ignores the intent, and \
+         a resent one is refused by it",
+    ),
+    m(
+        "rlock_token_not_incremented",
+        "rlock.lua",
+        "at_least_the_clock(last + 1, ARGV[5] == '1')",
+        "at_least_the_clock(last, ARGV[5] == '1')",
+        "a token not incremented: a reader gets the token of the request before it",
+    ),
+    m(
+        "rlock_ttl_shortened",
+        "rlock.lua",
+        "pttl_at_least(KEYS[1], ttl, pttl)\nif queue then",
+        "redis.call('PEXPIRE', KEYS[1], ttl)\nif queue then",
+        "a reader joining shortens the readers' set's TTL (PEXPIRE for pttl_at_least): a \
+         reader with a longer TTL loses the lock early",
+    ),
+    m(
+        "rlock_counting_ttl_dropped",
+        "rlock.lua",
+        "    pttl_at_least(KEYS[1], ttl, pttl)\n    return token",
+        "    return token",
+        "a TTL dropped on the counting path: a readers' set made by a counting reader has \
+         none",
+    ),
+    m(
+        "rlock_counting_restart_no_ttl",
+        "rlock.lua",
+        "        redis.call('SET', KEYS[3], string.format('%.0f', token), 'PX', ARGV[3])\n    end",
+        "        redis.call('SET', KEYS[3], string.format('%.0f', token))\n    end",
+        "a TTL dropped: a fence counter restarted from the clock by a counting reader has \
+         none",
+    ),
+    m(
+        "rlock_fair_writer_ahead_ignored",
+        "rlock.lua",
+        "if ahead:sub(1, 2) == 'w:' then",
+        "if ahead:sub(1, 2) == 'r:' then",
+        "fair mode: a reader checks for readers ahead of it, not writers, so it overtakes \
+         a queued writer and waits behind readers",
+    ),
+    m(
+        "rlock_fair_leave_skipped",
+        "rlock.lua",
+        "    queue.leave(KEYS[4], KEYS[5], queued)",
+        "",
+        "a queue leave skipped: a reader that got the lock stays queued",
+    ),
+    // unlock.lua
+    m(
+        "unlock_id_check_removed",
+        "unlock.lua",
+        "if redis.pcall('GET', KEYS[1]) == ARGV[1] then\n        redis.call('DEL', KEYS[1])",
+        "if redis.pcall('GET', KEYS[1]) then\n        redis.call('DEL', KEYS[1])",
+        "an id check removed: a writer's release deletes whatever holds the lock",
+    ),
+    m(
+        "unlock_publish_skipped",
+        "unlock.lua",
+        "if freed then\n    local published",
+        "if false then\n    local published",
+        "a publish skipped: waiters are not told the lock is free (the reply's +2 goes)",
+    ),
+    m(
+        "unlock_intent_deleted_when_anothers",
+        "unlock.lua",
+        "if KEYS[2] ~= nil and redis.pcall('GET', KEYS[2]) == ARGV[1] then",
+        "if KEYS[2] ~= nil and redis.pcall('GET', KEYS[2]) then",
+        "an intent deleted when another's: a writer that gives up wipes the intent of \
+         another waiting writer",
+    ),
+    m(
+        "unlock_queue_leave_skipped",
+        "unlock.lua",
+        "if KEYS[4] ~= nil then",
+        "if KEYS[5] ~= nil then",
+        "a queue leave skipped: a fair waiter that gives up keeps its place, and holds up \
+         those behind it until its deadline",
+    ),
+    m(
+        "unlock_permit_deadline_inverted",
+        "unlock.lua",
+        "if tonumber(deadline) > now_ms() then",
+        "if tonumber(deadline) < now_ms() then",
+        "a deadline compared the wrong way: a live permit's release counts as not held, \
+         a run-out one's as held",
+    ),
+    m(
+        "unlock_last_reader_inverted",
+        "unlock.lua",
+        "freed = redis.call('EXISTS', KEYS[1]) == 0",
+        "freed = redis.call('EXISTS', KEYS[1]) == 1",
+        "a condition inverted: a reader's release publishes while readers remain, and \
+         not when the last one goes",
+    ),
+    // refresh.lua
+    m(
+        "refresh_id_check_removed",
+        "refresh.lua",
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then",
+        "if redis.call('GET', KEYS[1]) then",
+        "an id check removed: any writer's refresh extends another writer's lock",
+    ),
+    m(
+        "refresh_shortens_readers",
+        "refresh.lua",
+        "if held then\n    pttl_at_least(KEYS[1], ttl)",
+        "if held then\n    redis.call('PEXPIRE', KEYS[1], ttl)",
+        "a renewal that shortens a readers' set's TTL (PEXPIRE for pttl_at_least): \
+         another reader with a longer TTL loses the lock early",
+    ),
+    m(
+        "refresh_permit_deadline_inverted",
+        "refresh.lua",
+        "held = tonumber(deadline) > now",
+        "held = tonumber(deadline) < now",
+        "a deadline compared the wrong way: a live permit is dropped, a run-out one \
+         revived",
+    ),
+    m(
+        "refresh_run_out_permit_kept",
+        "refresh.lua",
+        "        else\n            redis.call('ZREM', KEYS[1], ARGV[1])\n",
+        "",
+        "a run-out permit is not removed when its refresh fails",
+    ),
+    // renew.lua
+    m(
+        "renew_id_check_removed",
+        "renew.lua",
+        "        if value == id then",
+        "        if value then",
+        "an id check removed on the writer's fast path: the key's other holder (a writer, \
+         or readers' set: GET's error is truthy) is extended and counted as held",
+    ),
+    m(
+        "renew_shortens_readers",
+        "renew.lua",
+        "    if held then\n        pttl_at_least(key, ttl)",
+        "    if held then\n        redis.call('PEXPIRE', key, ttl)",
+        "a renewal that shortens a readers' set's TTL (PEXPIRE for pttl_at_least)",
+    ),
+    m(
+        "renew_ids_shifted",
+        "renew.lua",
+        "renew(key, ARGV[i + 2],",
+        "renew(key, ARGV[i + 1],",
+        "an index off by one: each key is renewed for the id of the one before it (the \
+         first for ARGV[2], the kinds)",
+    ),
+    m(
+        "renew_run_out_permit_revived",
+        "renew.lua",
+        "held = tonumber(deadline) > now",
+        "held = tonumber(deadline) > now - ttl",
+        "a deadline compared with the wrong time: a permit that ran out less than a TTL \
+         ago is revived",
+    ),
+    // semaphore.lua
+    m(
+        "semaphore_permits_off_by_one",
+        "semaphore.lua",
+        "if holds or live + ahead < permits then",
+        "if holds or live + ahead <= permits then",
+        "a permit count off by one: permits + 1 holders at once",
+    ),
+    m(
+        "semaphore_run_out_counted",
+        "semaphore.lua",
+        "local live = redis.call('ZCOUNT', KEYS[1], string.format('(%.0f', now), '+inf')",
+        "local live = redis.call('ZCARD', KEYS[1])",
+        "holders whose deadline has passed counted as live: a crashed holder's permit \
+         is not free when it runs out",
+    ),
+    m(
+        "semaphore_purge_skipped",
+        "semaphore.lua",
+        "    redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])\n    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n",
+        "    redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])\n",
+        "a purge skipped: run-out holders stay in the sorted set after a grant",
+    ),
+    m(
+        "semaphore_resend_not_recognised",
+        "semaphore.lua",
+        "local holds = own and tonumber(own) > now",
+        "local holds = own and tonumber(own) < now",
+        "a deadline compared the wrong way: a holder's resent request is blocked when \
+         the permits are taken, and a run-out holder gets its permit back past the count",
+    ),
+    m(
+        "semaphore_wait_ignores_holders",
+        "semaphore.lua",
+        "local wait = until_first_deadline(KEYS[1], now, ttl)",
+        "local wait = ttl",
+        "a blocked request told to wait a whole TTL, not until the first holder's \
+         deadline",
+    ),
+    m(
+        "semaphore_fence_ttl_dropped",
+        "semaphore.lua",
+        "redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[4])",
+        "redis.call('SET', KEYS[2], string.format('%.0f', token))",
+        "a TTL dropped: the semaphore's fence counter lives for ever",
+    ),
+    // exec.lua
+    m(
+        "exec_writer_check_loosened",
+        "exec.lua",
+        "local held = value == id",
+        "local held = value ~= false",
+        "exec's held check loosened: any writer's lock counts as held, so a pipeline runs \
+         under another's lock",
+    ),
+    m(
+        "exec_reader_check_loosened",
+        "exec.lua",
+        "held = redis.call('SISMEMBER', KEYS[1], id) == 1",
+        "held = redis.call('SCARD', KEYS[1]) > 0",
+        "exec's held check loosened: any readers' set counts as held by every id",
+    ),
+    m(
+        "exec_permit_deadline_ignored",
+        "exec.lua",
+        "held = deadline ~= false and tonumber(deadline) > now_ms()",
+        "held = deadline ~= false",
+        "exec's held check loosened: a permit whose deadline has passed still runs the \
+         pipeline",
+    ),
+    m(
+        "exec_replies_shifted",
+        "exec.lua",
+        "replies[command + 1] = reply",
+        "replies[command] = reply",
+        "an index off by one: each command's reply overwrites the one before (the first \
+         the status)",
+    ),
+    // force_unlock.lua
+    m(
+        "force_unlock_fence_not_raised",
+        "force_unlock.lua",
+        "    redis.call('INCR', KEYS[2])\n",
+        "",
+        "force_unlock's fence mark skipped: the counter is not raised, so the granted mark \
+         is above it",
+    ),
+    m(
+        "force_unlock_granted_not_marked",
+        "force_unlock.lua",
+        "        redis.call('SET', KEYS[3], string.format('%.0f', tonumber(fence) + 1), 'PX', fence_pttl)\n",
+        "",
+        "force_unlock's granted mark skipped: quorum mode's refresh takes back a lock \
+         that was released by force",
+    ),
+    m(
+        "force_unlock_granted_not_above",
+        "force_unlock.lua",
+        "string.format('%.0f', tonumber(fence) + 1)",
+        "string.format('%.0f', tonumber(fence))",
+        "the granted mark equals the last token, not one above it: a holder removed by \
+         force with the last token takes the lock back",
+    ),
+    m(
+        "force_unlock_live_inverted",
+        "force_unlock.lua",
+        "    if live == 0 then\n        held = 0",
+        "    if live > 0 then\n        held = 0",
+        "a condition inverted: a semaphore with live permits is reported as not held, \
+         one whose permits all ran out as held",
+    ),
+    m(
+        "force_unlock_publish_skipped",
+        "force_unlock.lua",
+        "local published = publish(ARGV[1], ARGV[2], ARGV[3])",
+        "local published = nil",
+        "a publish skipped: waiters are not told of the forced release (the reply's +2 \
+         goes)",
+    ),
+    // leader.lua
+    m(
+        "leader_record_from_lock_key",
+        "leader.lua",
+        "local record = redis.pcall('GET', KEYS[2])",
+        "local record = redis.pcall('GET', KEYS[1])",
+        "the wrong key read: the record is the lock's value",
+    ),
+    m(
+        "leader_semaphore_refused",
+        "leader.lua",
+        "if lock_type ~= 'set' and lock_type ~= 'zset' then",
+        "if lock_type ~= 'set' then",
+        "a semaphore's sorted set refused as a foreign type, instead of read as no leader",
+    ),
+    m(
+        "leader_noexpiry_accepted",
+        "leader.lua",
+        "if pttl == -1 then\n    return {'noexpiry', KEYS[1]}\nend",
+        "",
+        "a lock key with no TTL read as a leader, not refused",
+    ),
+    // proclaim.lua
+    m(
+        "proclaim_without_holding",
+        "proclaim.lua",
+        "if holder ~= ARGV[1] then\n    return 0",
+        "if not holder then\n    return 0",
+        "proclaim writing without holding: any writer's lock lets an id write the \
+         leader's record",
+    ),
+    m(
+        "proclaim_ttl_dropped",
+        "proclaim.lua",
+        "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])",
+        "redis.call('SET', KEYS[2], ARGV[2])",
+        "a TTL dropped: the leader's record lives for ever",
+    ),
+    m(
+        "proclaim_publish_skipped",
+        "proclaim.lua",
+        "local published = publish(KEYS[2], ARGV[2], ARGV[4])",
+        "local published = nil",
+        "a publish skipped: observers are not told of the new record (the reply's +2 \
+         goes)",
+    ),
+    // downgrade.lua
+    m(
+        "downgrade_id_not_kept",
+        "downgrade.lua",
+        "    redis.call('DEL', KEYS[1])\n    redis.call('SADD', KEYS[1], ARGV[1])\n",
+        "    redis.call('DEL', KEYS[1])\n",
+        "downgrade not keeping the id: the write lock is released, not turned into a \
+         read lock, so another writer may take it",
+    ),
+    m(
+        "downgrade_ttl_dropped",
+        "downgrade.lua",
+        "    redis.call('PEXPIRE', KEYS[1], ttl)\n",
+        "",
+        "a PEXPIRE removed: the readers' set made by a downgrade has no TTL",
+    ),
+    m(
+        "downgrade_resend_shortens",
+        "downgrade.lua",
+        "    pttl_at_least(KEYS[1], ttl)",
+        "    redis.call('PEXPIRE', KEYS[1], ttl)",
+        "a resent downgrade shortens the readers' set's TTL (PEXPIRE for pttl_at_least)",
+    ),
+    m(
+        "downgrade_id_check_removed",
+        "downgrade.lua",
+        "if redis.pcall('GET', KEYS[1]) == ARGV[1] then",
+        "if type(redis.pcall('GET', KEYS[1])) == 'string' then",
+        "an id check removed: any id downgrades another writer's lock into its own read \
+         lock",
+    ),
+    // fence.lua
+    m(
+        "fence_raises_one_key",
+        "fence.lua",
+        "if granted < token then\n    redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])\nend\n",
+        "",
+        "fence.lua raising only one key: the granted token stays behind, so quorum mode's \
+         refresh takes back a lock another holder was granted",
+    ),
+    m(
+        "fence_lowers_counter",
+        "fence.lua",
+        "if last < token then",
+        "if last ~= token then",
+        "a condition loosened: a counter above the token is lowered to it, so the next \
+         token repeats one already granted",
+    ),
+    m(
+        "fence_ttl_dropped",
+        "fence.lua",
+        "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])",
+        "redis.call('SET', KEYS[1], ARGV[1])",
+        "a TTL dropped: the raised counter lives for ever",
+    ),
+    // retake.lua
+    m(
+        "retake_granted_ignored",
+        "retake.lua",
+        "if granted > token then\n    return 0\nend",
+        "",
+        "retake ignoring the granted token: a lock released by force, or granted to \
+         another since, is taken back",
+    ),
+    m(
+        "retake_granted_ge",
+        "retake.lua",
+        "if granted > token then",
+        "if granted >= token then",
+        "a condition off by one: a node that granted exactly the guard's token (the \
+         normal case after fence.lua) is not taken back",
+    ),
+    m(
+        "retake_writer_id_check_removed",
+        "retake.lua",
+        "redis.call('GET', KEYS[1]) ~= ARGV[1] then",
+        "redis.call('GET', KEYS[1]) == nil then",
+        "an id check removed (GET never returns nil): a writer's retake overwrites \
+         another writer's lock",
+    ),
+    m(
+        "retake_reader_shortens",
+        "retake.lua",
+        "    pttl_at_least(KEYS[1], ttl, pttl)",
+        "    redis.call('PEXPIRE', KEYS[1], ttl)",
+        "a reader's retake shortens the readers' set's TTL (PEXPIRE for pttl_at_least)",
+    ),
+    m(
+        "retake_intent_deleted_when_anothers",
+        "retake.lua",
+        "    if intent == ARGV[1] then\n        redis.call('DEL', KEYS[2])",
+        "    if intent then\n        redis.call('DEL', KEYS[2])",
+        "an intent deleted when another's: a writer's retake wipes the intent of a \
+         waiting writer",
+    ),
+    m(
+        "retake_fence_not_raised",
+        "retake.lua",
+        "if last < token then\n    redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[5])\nend\n",
+        "",
+        "the counter not raised to the guard's token on a node that restarted empty: \
+         its next token may repeat one already granted",
+    ),
+];
+
+/// Mutations that were tried and dropped: each changes nothing the scripts decide
+/// (`why` says why), so no test could catch it. Kept so that nobody adds them again.
+pub const EQUIVALENT: &[Mutation] = &[
+    m(
+        "base_pttl_at_least_le",
+        "base.lua",
+        "if (pttl or redis.call('PTTL', key)) < ttl then",
+        "if (pttl or redis.call('PTTL', key)) <= ttl then",
+        "equivalent: when the PTTL is exactly `ttl`, PEXPIRE sets it to `ttl` again; the \
+         key's expiry is the same either way",
+    ),
+    m(
+        "base_publish_sharded_inverted",
+        "base.lua",
+        "if sharded == '1' then",
+        "if sharded ~= '1' then",
+        "equivalent on one standalone Redis 7 (the differential test's server): SPUBLISH \
+         there reaches the same subscribers as PUBLISH and replies a count just the same; \
+         it differs only on a cluster, which the model does not model",
+    ),
+    m(
+        "shared_queue_ahead_includes_self",
+        "shared.lua",
+        "return redis.call('ZRANGE', q, 0, rank - 1)",
+        "return redis.call('ZRANGE', q, 0, rank)",
+        "equivalent: queue_ahead's only caller, rlock.lua, looks for a writer ('w:') \
+         among the members ahead of a reader; the member added is the reader itself",
+    ),
+    m(
+        "rlock_counting_restart_condition",
+        "rlock.lua",
+        "if floored ~= token or token < 1e15 then",
+        "if floored ~= token then",
+        "equivalent while the server clock is past 10^15 us (since 2001-09): a counter \
+         below 10^15 is always floored to the clock, so `floored ~= token` already holds",
+    ),
+];
