@@ -129,15 +129,7 @@ pub enum Member {
 }
 
 impl Member {
-    /// The member's string.
-    pub fn render(self) -> String {
-        match self {
-            Member::Id(id) => id_text(id),
-            Member::Queued(kind, id) => format!("{}:{}", kind as char, id_text(id)),
-        }
-    }
-
-    /// The member `s` is the render of, if any.
+    /// The member whose string is `s` (an id's text, or "<kind>:<id's text>"), if any.
     pub fn parse(s: &str) -> Option<Member> {
         if let Some(id) = id_of(s) {
             return Some(Member::Id(id));

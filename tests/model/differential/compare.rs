@@ -7,8 +7,9 @@
 //! a PTTL in a reply shorter, a token floored at the clock larger. [`SLACK_MS`] allows a
 //! few ms more either way. Everything else must be equal.
 
+use crate::scripts::inspect::Inspection;
 use crate::scripts::Reply;
-use crate::store::{Entry, Key, Store, Val};
+use crate::store::{Entry, Key, Member, Store, Val};
 
 /// How far the server's time-valued figures may be off the model's beyond the window,
 /// either way, in ms: the rounding of µs to ms, and, on a server before Redis 7.0 (no
@@ -71,8 +72,30 @@ pub fn replies(model: &Reply, server: &Reply, w: Window, timed: bool) -> bool {
                 record: sr,
             },
         ) => mh == sh && mr == sr && w.shorter(*mp, *sp),
+        (Reply::Inspected(m), Reply::Inspected(s)) => inspections(m, s, w),
         _ => model == server,
     }
+}
+
+/// inspect.lua's replies: PTTLs within the window, deadlines too, the rest equal.
+fn inspections(m: &Inspection, s: &Inspection, w: Window) -> bool {
+    let deadlines = |m: &[(Member, i64)], s: &[(Member, i64)]| {
+        m.len() == s.len()
+            && m.iter()
+                .zip(s)
+                .all(|((mm, md), (sm, sd))| mm == sm && w.later(*md, *sd))
+    };
+    m.kind == s.kind
+        && w.shorter(m.pttl, s.pttl)
+        && m.intent == s.intent
+        && m.fence == s.fence
+        && m.holders == s.holders
+        && m.queue == s.queue
+        && m.intent_value == s.intent_value
+        && m.pttls.iter().zip(&s.pttls).all(|(m, s)| w.shorter(*m, *s))
+        && deadlines(&m.permits, &s.permits)
+        && m.tickets == s.tickets
+        && deadlines(&m.deadlines, &s.deadlines)
 }
 
 /// The keys where the server's keyspace disagrees with the model's, and how; empty when

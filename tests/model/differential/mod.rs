@@ -40,7 +40,7 @@ mod common_scripts;
 mod go_peer;
 #[path = "../../common/server.rs"]
 #[allow(dead_code, unreachable_pub)]
-mod server;
+pub(crate) mod server;
 
 mod compare;
 mod dump;

@@ -8,7 +8,8 @@ use crate::scripts::lock::Take;
 use crate::scripts::shared::MAX_TOKEN;
 use crate::scripts::unlock::{Extra, Kind};
 use crate::scripts::{
-    downgrade, election, exec, force, go, lock, quorum, refresh, rlock, semaphore, unlock, Reply,
+    downgrade, election, exec, force, go, inspect, lock, quorum, refresh, rlock, semaphore, unlock,
+    Reply,
 };
 use crate::store::{Entry, Id, Key, Store, Text, Val};
 
@@ -98,6 +99,8 @@ pub enum Op {
     Persist { key: Key },
     /// Hostile: a hash at `key` (PX [`HOSTILE_PX`]).
     Hash { key: Key },
+    /// inspect.lua, as a lock's (`semaphore` false) or a semaphore's.
+    Inspect { semaphore: bool },
     /// Hostile: the string "junk" at `key` (PX [`HOSTILE_PX`]).
     Junk { key: Key },
     /// Hostile: 2^53 - 1 (an exhausted counter), or one below it, at `key` (PX
@@ -127,8 +130,14 @@ fn retention() -> impl Strategy<Value = i64> {
     prop::sample::select(RETENTIONS.to_vec())
 }
 
-fn take() -> impl Strategy<Value = Take> {
-    let fair = prop_oneof![2 => Just(None), 1 => Just(Some(true)), 1 => Just(Some(false))];
+/// A take's request; `fair`: of a sequence on a fair mutex or semaphore, whose requests
+/// are mostly fair (a waiting one joins the queue), else mostly not.
+fn take(fair: bool) -> impl Strategy<Value = Take> {
+    let fair = if fair {
+        prop_oneof![1 => Just(None), 6 => Just(Some(true)), 2 => Just(Some(false))].boxed()
+    } else {
+        prop_oneof![2 => Just(None), 1 => Just(Some(true)), 1 => Just(Some(false))].boxed()
+    };
     (id(), ttl(), retention(), any::<bool>(), fair).prop_map(|(id, ttl, retention, floor, fair)| {
         Take {
             id,
@@ -152,28 +161,34 @@ fn rel() -> impl Strategy<Value = Rel> {
     prop_oneof![Just(Rel::Below), Just(Rel::Equal), Just(Rel::Above)]
 }
 
+/// A key for a hostile step: the keys the scripts refuse most often named more often.
 fn any_key() -> impl Strategy<Value = Key> {
-    prop::sample::select(Key::ALL.to_vec())
+    prop_oneof![
+        4 => Just(Key::Lock),
+        2 => Just(Key::Intent),
+        2 => Just(Key::Fence),
+        1 => prop::sample::select(Key::ALL.to_vec()),
+    ]
 }
 
 fn fence_key() -> impl Strategy<Value = Key> {
     prop_oneof![Just(Key::Fence), Just(Key::Granted)]
 }
 
-fn lock_op() -> impl Strategy<Value = Op> {
-    (take(), any::<bool>()).prop_map(|(take, intent)| Op::Lock { take, intent })
+fn lock_op(fair: bool) -> impl Strategy<Value = Op> {
+    (take(fair), any::<bool>()).prop_map(|(take, intent)| Op::Lock { take, intent })
 }
 
-fn rlock_op() -> impl Strategy<Value = Op> {
-    (take(), any::<bool>()).prop_map(|(take, counting)| Op::RLock {
+fn rlock_op(fair: bool) -> impl Strategy<Value = Op> {
+    (take(fair), any::<bool>()).prop_map(|(take, counting)| Op::RLock {
         take,
         // The crate never sends both: fair requests take the checked path.
         counting: counting && take.fair.is_none(),
     })
 }
 
-fn semaphore_op() -> impl Strategy<Value = Op> {
-    (take(), 1..=2i64).prop_map(|(take, permits)| Op::Semaphore { take, permits })
+fn semaphore_op(fair: bool) -> impl Strategy<Value = Op> {
+    (take(fair), 1..=3i64).prop_map(|(take, permits)| Op::Semaphore { take, permits })
 }
 
 fn unlock_op(kind: BoxedStrategy<Kind>) -> impl Strategy<Value = Op> {
@@ -199,6 +214,12 @@ fn advance_op() -> impl Strategy<Value = Op> {
     (1..=12i64).prop_map(|n| Op::Advance { ms: n * 500 })
 }
 
+/// A short step of time (500 to 1,500 ms): permits of different TTLs then run out one
+/// by one while their key lives on.
+fn short_advance_op() -> impl Strategy<Value = Op> {
+    (1..=3i64).prop_map(|n| Op::Advance { ms: n * 500 })
+}
+
 /// The hostile steps, which reach the scripts' refusals.
 fn hostile_op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -210,16 +231,17 @@ fn hostile_op() -> impl Strategy<Value = Op> {
 }
 
 /// A step of a sequence on a lock (and an election, and Go's clients): no semaphore.
-fn lock_step() -> impl Strategy<Value = Op> {
+fn lock_step(fair: bool) -> impl Strategy<Value = Op> {
     prop_oneof![
-        12 => lock_op(),
-        10 => rlock_op(),
+        12 => lock_op(fair),
+        10 => rlock_op(fair),
         10 => unlock_op(prop_oneof![Just(Kind::Writer), Just(Kind::Reader)].boxed()),
         4 => refresh_op(),
         3 => renew_op(),
         4 => exec_op(),
         2 => Just(Op::ForceUnlock),
         2 => Just(Op::Leader),
+        2 => Just(Op::Inspect { semaphore: false }),
         3 => (id(), 1..=3u64, 0..=2u8, retention())
             .prop_map(|(id, token, value, px)| Op::Proclaim { id, token, value, px }),
         3 => (id(), ttl()).prop_map(|(id, ttl)| Op::Downgrade { id, ttl }),
@@ -238,15 +260,17 @@ fn lock_step() -> impl Strategy<Value = Op> {
 }
 
 /// A step of a sequence on a semaphore.
-fn semaphore_step() -> impl Strategy<Value = Op> {
+fn semaphore_step(fair: bool) -> impl Strategy<Value = Op> {
     prop_oneof![
-        16 => semaphore_op(),
+        16 => semaphore_op(fair),
         10 => unlock_op(Just(Kind::Permit).boxed()),
-        4 => refresh_op(),
-        3 => renew_op(),
+        6 => refresh_op(),
+        5 => renew_op(),
         4 => exec_op(),
         2 => Just(Op::ForceUnlock),
-        10 => advance_op(),
+        2 => Just(Op::Inspect { semaphore: true }),
+        6 => short_advance_op(),
+        4 => advance_op(),
         1 => Just(Op::Restart),
         2 => hostile_op(),
     ]
@@ -255,17 +279,20 @@ fn semaphore_step() -> impl Strategy<Value = Op> {
 /// A step of a sequence that mixes everything (the lock key's types meet).
 fn any_step() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => lock_step(),
-        1 => semaphore_step(),
+        4 => lock_step(false),
+        1 => semaphore_step(false),
         1 => unlock_op(kind().boxed()),
     ]
 }
 
-/// A random sequence of `len` steps: on a lock, on a semaphore, or mixed.
+/// A random sequence of `len` steps: on a lock, on a fair lock, on a semaphore (fair or
+/// not), or mixed.
 pub fn sequence(len: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Vec<Op>> {
     prop_oneof![
-        5 => prop::collection::vec(lock_step(), len.clone()),
-        3 => prop::collection::vec(semaphore_step(), len.clone()),
+        4 => prop::collection::vec(lock_step(false), len.clone()),
+        2 => prop::collection::vec(lock_step(true), len.clone()),
+        2 => prop::collection::vec(semaphore_step(false), len.clone()),
+        1 => prop::collection::vec(semaphore_step(true), len.clone()),
         2 => prop::collection::vec(any_step(), len),
     ]
 }
@@ -283,6 +310,7 @@ impl Op {
             Op::Exec { .. } => "Exec",
             Op::ForceUnlock => "ForceUnlock",
             Op::Leader => "Leader",
+            Op::Inspect { .. } => "Inspect",
             Op::Proclaim { .. } => "Proclaim",
             Op::Downgrade { .. } => "Downgrade",
             Op::Fence { .. } => "Fence",
@@ -312,6 +340,7 @@ impl Op {
             Op::Exec { id, commands } => exec::exec(s, *id, commands),
             Op::ForceUnlock => force::force_unlock(s),
             Op::Leader => election::leader(s),
+            Op::Inspect { semaphore } => inspect::inspect(s, *semaphore),
             Op::Proclaim {
                 id,
                 token,

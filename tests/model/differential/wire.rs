@@ -11,10 +11,11 @@ use super::go_peer;
 use super::op::{exhausted, record, Op, HOSTILE_PX};
 use super::scripts::Scripts;
 use crate::scripts::exec::Command;
+use crate::scripts::inspect::Inspection;
 use crate::scripts::lock::Take;
 use crate::scripts::unlock::Extra;
 use crate::scripts::{Refusal, Reply};
-use crate::store::{id_text, Key, Text};
+use crate::store::{id_text, Key, Member, Text};
 
 /// The steps that are no script of the crate, on the keys of one lock key, in
 /// [`Key::ALL`]'s order (KEYS[1] the lock key, KEYS[6] the queue's deadlines).
@@ -62,7 +63,7 @@ pub struct Loaded {
 }
 
 /// The crate's scripts a differential run calls.
-const CRATE_SCRIPTS: [&str; 13] = [
+const CRATE_SCRIPTS: [&str; 14] = [
     "lock.lua",
     "rlock.lua",
     "semaphore.lua",
@@ -72,6 +73,7 @@ const CRATE_SCRIPTS: [&str; 13] = [
     "exec.lua",
     "force_unlock.lua",
     "leader.lua",
+    "inspect.lua",
     "proclaim.lua",
     "downgrade.lua",
     "fence.lua",
@@ -131,6 +133,8 @@ pub enum Shape {
     Exec,
     /// leader.lua.
     Leader,
+    /// inspect.lua.
+    Inspect,
     /// A Go script: nil or an integer.
     Go,
     /// A step that is no script: nothing to compare.
@@ -275,6 +279,18 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
             vec![k(Key::Lock), k(Key::Record)],
             vec![],
             Shape::Leader,
+        ),
+        Op::Inspect { semaphore } => (
+            "inspect.lua",
+            vec![
+                k(Key::Lock),
+                k(Key::Intent),
+                k(Key::Fence),
+                k(Key::Queue),
+                k(Key::QueueDeadline),
+            ],
+            vec![if *semaphore { "semaphore" } else { "lock" }.to_owned()],
+            Shape::Inspect,
         ),
         Op::Proclaim {
             id,
@@ -461,7 +477,62 @@ pub fn reply(n: &Names, shape: Shape, v: &Value) -> Result<Reply, String> {
                 _ => None,
             }
         }
+        (Shape::Inspect, Value::Array(items)) => {
+            inspection(items).map(|i| Reply::Inspected(Box::new(i)))
+        }
         _ => None,
     };
     parsed.ok_or_else(odd)
+}
+
+/// inspect.lua's twelve fields (the clock it read left out); holders sorted.
+fn inspection(items: &[Value]) -> Option<Inspection> {
+    let [kind, pttl, intent, fence, holders, queue, _now, intent_value, pttls, permits, tickets, deadlines] =
+        items
+    else {
+        return None;
+    };
+    let list = |v: &Value| -> Option<Vec<String>> {
+        match v {
+            Value::Array(items) => items.iter().map(text).collect(),
+            _ => None,
+        }
+    };
+    let scored = |v: &Value| -> Option<Vec<(Member, i64)>> {
+        list(v)?
+            .chunks(2)
+            .map(|pair| Some((Member::parse(&pair[0])?, pair.get(1)?.parse().ok()?)))
+            .collect()
+    };
+    let kind = match text(kind)?.as_str() {
+        "none" => "none",
+        "string" => "string",
+        "set" => "set",
+        "zset" => "zset",
+        _ => return None,
+    };
+    let mut holders: Vec<Text> = list(holders)?.iter().map(|h| Text::parse(h)).collect();
+    holders.sort();
+    let queue = list(queue)?
+        .iter()
+        .map(|m| Member::parse(m))
+        .collect::<Option<_>>()?;
+    let intent_value = text(intent_value)?;
+    let pttls: Vec<i64> = match pttls {
+        Value::Array(items) => items.iter().map(int).collect::<Option<_>>()?,
+        _ => return None,
+    };
+    Some(Inspection {
+        kind,
+        pttl: int(pttl)?,
+        intent: int(intent)? == 1,
+        fence: u64::try_from(int(fence)?).ok()?,
+        holders,
+        queue,
+        intent_value: (!intent_value.is_empty()).then(|| Text::parse(&intent_value)),
+        pttls: pttls.try_into().ok()?,
+        permits: scored(permits)?,
+        tickets: scored(tickets)?,
+        deadlines: scored(deadlines)?,
+    })
 }

@@ -2,9 +2,7 @@
 //! by mistake, and that changes what the script decides. The differential test
 //! (`differential`) must catch every one (`seeded_bugs_all`).
 //!
-//! Every script of `lua/` has at least one, but `inspect.lua`: it only reads, and the
-//! model does not model it (no step of `scripts/` is `inspect.lua`), so the differential
-//! test never runs it and no mutation of it could be caught there.
+//! Every script of `lua/` has at least one.
 //!
 //! A mutation's `from` occurs exactly once in `lua/<file>` (with enough context around
 //! the changed part to make it so); `to` replaces it. A mutation of `base.lua` or
@@ -674,6 +672,53 @@ pub const MUTATIONS: &[Mutation] = &[
         "",
         "the counter not raised to the guard's token on a node that restarted empty: \
          its next token may repeat one already granted",
+    ),
+    // inspect.lua
+    m(
+        "inspect_run_out_permits_held",
+        "inspect.lua",
+        "holders = redis.call('ZRANGEBYSCORE', KEYS[1], string.format('(%.0f', now), '+inf')",
+        "holders = redis.call('ZRANGE', KEYS[1], 0, -1)",
+        "permits whose deadline passed are shown as holders: an operator sees a semaphore \
+         full that the next request finds free",
+    ),
+    m(
+        "inspect_queue_keeps_passed",
+        "inspect.lua",
+        "gone[member] = true",
+        "gone[member] = false",
+        "waiters whose deadline passed are shown queued, though the next fair request \
+         drops them",
+    ),
+    m(
+        "inspect_fence_pttl_of_lock",
+        "inspect.lua",
+        "fence_pttl = redis.call('PTTL', KEYS[3])",
+        "fence_pttl = redis.call('PTTL', KEYS[1])",
+        "the fence key's PTTL read off the lock key",
+    ),
+    m(
+        "inspect_semaphore_as_lock",
+        "inspect.lua",
+        "local lock_types = {string = true, set = true}",
+        "local lock_types = {string = true, set = true, zset = true}",
+        "a lock's inspection accepts a semaphore's sorted set instead of refusing it as \
+         a type a lock does not use",
+    ),
+    m(
+        "inspect_noexpiry_accepted",
+        "inspect.lua",
+        "    if pttl == -1 then\n        return nil, {'noexpiry', key}\n    end\n",
+        "",
+        "a key with no TTL (which no request of the crate leaves) is shown as if it \
+         were the crate's",
+    ),
+    m(
+        "inspect_intent_value_dropped",
+        "inspect.lua",
+        "intent_value = redis.call('GET', KEYS[2])",
+        "intent_value = ''",
+        "the waiting writer's id not shown",
     ),
 ];
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::differential::{self, Scripts};
 use super::list::Mutation;
-use super::server::RedisServer;
+use crate::differential::server::RedisServer;
 
 /// The seed of the first chunk of sequences (chunk `i` uses `seed + i`) unless
 /// `MUTANTS_SEED` says another. Fixed, so that a run is repeatable.
