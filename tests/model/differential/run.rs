@@ -44,6 +44,7 @@ pub fn outcome(op: &Op, reply: &Reply) -> String {
         Reply::Leader { holder, record, .. } => {
             format!("Leader({}, {})", holder.is_some(), record.is_some())
         }
+        Reply::Inspected(i) => format!("Inspected({}, queue {})", i.kind, !i.queue.is_empty()),
         Reply::Refused(Refusal::WrongType { key, found }) => format!("WrongType({key:?}, {found})"),
         other => format!("{other:?}"),
     };
