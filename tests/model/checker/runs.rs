@@ -174,67 +174,45 @@ fn deeper() {
     holds("3 rust, fair", c, depth);
 }
 
+/// Two Rust writers under `faults`: `property` fails, `keeps` hold.
+fn two_writers_break(name: &str, faults: Faults, property: &'static str, keeps: &[&'static str]) {
+    let writers = config(vec![rust(&[Mode::Write]), rust(&[Mode::Write])]);
+    breaks(name, writers, 8, faults, property, keeps);
+}
+
 #[test]
 fn a_restart_without_persistence_breaks_exclusion_not_tokens() {
-    let faults = Faults {
+    let restart = Faults {
         restart: true,
         ..Faults::default()
     };
-    breaks(
-        "restart",
-        config(vec![rust(&[Mode::Write]), rust(&[Mode::Write])]),
-        8,
-        faults,
-        names::EXCLUSION,
-        &[names::TOKENS],
-    );
+    two_writers_break("restart", restart, names::EXCLUSION, &[names::TOKENS]);
 }
 
 #[test]
 fn a_clock_jump_breaks_held() {
-    let faults = Faults {
+    let forward = Faults {
         clock_forward: true,
         ..Faults::default()
     };
-    breaks(
-        "clock forward",
-        config(vec![rust(&[Mode::Write]), rust(&[Mode::Write])]),
-        8,
-        faults,
-        names::HELD,
-        &[names::TOKENS],
-    );
+    two_writers_break("clock forward", forward, names::HELD, &[names::TOKENS]);
 }
 
 #[test]
 fn a_restart_with_the_clock_back_breaks_tokens() {
-    let faults = Faults {
+    let back = Faults {
         restart: true,
         clock_back: true,
         ..Faults::default()
     };
-    breaks(
-        "restart, clock back",
-        config(vec![rust(&[Mode::Write]), rust(&[Mode::Write])]),
-        8,
-        faults,
-        names::TOKENS,
-        &[],
-    );
+    two_writers_break("restart, clock back", back, names::TOKENS, &[]);
 }
 
 #[test]
 fn a_forced_release_breaks_exclusion_not_tokens() {
-    let faults = Faults {
+    let force = Faults {
         force: true,
         ..Faults::default()
     };
-    breaks(
-        "force_unlock",
-        config(vec![rust(&[Mode::Write]), rust(&[Mode::Write])]),
-        8,
-        faults,
-        names::EXCLUSION,
-        &[names::TOKENS],
-    );
+    two_writers_break("force_unlock", force, names::EXCLUSION, &[names::TOKENS]);
 }

@@ -11,15 +11,21 @@ pub fn fence(s: &mut Store, token: u64, retention: i64) -> Reply {
     let run = |s: &mut Store| -> Result<Reply, Refusal> {
         let last = fence_last(s, Key::Fence)?;
         let granted = fence_last(s, Key::Granted)?;
-        if last < token {
-            s.set(Key::Fence, Text::Int(token), Some(retention));
-        }
-        if granted < token {
-            s.set(Key::Granted, Text::Int(token), Some(retention));
-        }
+        raise(s, (last, granted), token, retention);
         Ok(Reply::Int(1))
     };
     run(s).unwrap_or_else(Reply::from)
+}
+
+/// Both scripts' last step: the counter and the granted token, each raised to `token`
+/// (with PX `retention`) when below it; `(last, granted)` as read before.
+fn raise(s: &mut Store, (last, granted): (u64, u64), token: u64, retention: i64) {
+    if last < token {
+        s.set(Key::Fence, Text::Int(token), Some(retention));
+    }
+    if granted < token {
+        s.set(Key::Granted, Text::Int(token), Some(retention));
+    }
 }
 
 /// retake.lua: `writer` is ARGV[3] == "w"; `token` the guard's token.
@@ -59,12 +65,7 @@ pub fn retake(s: &mut Store, id: Id, ttl: i64, writer: bool, token: u64, retenti
             let _ = s.sadd(Key::Lock, id);
             pttl_at_least(s, Key::Lock, ttl, Some(pttl));
         }
-        if last < token {
-            s.set(Key::Fence, Text::Int(token), Some(retention));
-        }
-        if granted < token {
-            s.set(Key::Granted, Text::Int(token), Some(retention));
-        }
+        raise(s, (last, granted), token, retention);
         Ok(Reply::Int(1))
     };
     run(s).unwrap_or_else(Reply::from)
