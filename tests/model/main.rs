@@ -17,6 +17,7 @@
 // The model's items are public to one another, not to a user.
 #![allow(unreachable_pub)]
 
+mod bugs;
 mod checker;
 mod differential;
 mod history;

@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::bugs::Bug;
+
 /// A client's lock id, by number: [`id_text`] is the 32 hex characters the scripts see.
 pub type Id = u8;
 
@@ -205,6 +207,9 @@ pub struct Store {
     pub now: i64,
     pub clock_us: i64,
     pub keys: BTreeMap<Key, Entry>,
+    /// A seeded bug of the model the scripts take (`crate::bugs`); `None` but in the
+    /// checker's runs that show a property can fail.
+    pub bug: Option<Bug>,
 }
 
 impl Store {
@@ -214,6 +219,7 @@ impl Store {
             now,
             clock_us: now * 1000,
             keys: BTreeMap::new(),
+            bug: None,
         }
     }
 
@@ -247,6 +253,11 @@ impl Store {
     pub fn expire(&mut self) {
         let now = self.now;
         self.keys.retain(|_, e| e.expires.is_none_or(|at| at > now));
+    }
+
+    /// Whether the seeded bug `bug` is on.
+    pub fn has(&self, bug: Bug) -> bool {
+        self.bug == Some(bug)
     }
 
     /// `now_ms()`: TIME in whole milliseconds.

@@ -25,14 +25,36 @@ pub enum Package {
     Go,
 }
 
+/// A fair waiter's place, as the checker keeps it (not as the server does): the order
+/// in which the waiters first asked, and when the place lapses unless the client
+/// attempts again (the server's clock, ms: its last attempt + the TTL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Place {
+    /// Its rank among the places held (0 first), renumbered after every step.
+    pub arrival: u8,
+    /// The server's time (ms) at which it lapses.
+    pub until: i64,
+}
+
 /// A client's state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
     /// Holds nothing and waits for nothing.
     Idle,
     /// Blocked; will attempt again under the same id (its intent and queue place are
-    /// under that id) or give up.
-    Waiting { mode: Mode, id: Id },
+    /// under that id) or give up. `late`: an attempt was granted but its reply came too
+    /// late to be used, so the server holds the lock under this id (the next attempt
+    /// takes it as a resent request, giving up releases it). `place`: in fair mode, its
+    /// place in the queue.
+    Waiting {
+        mode: Mode,
+        id: Id,
+        late: bool,
+        place: Option<Place>,
+    },
+    /// The write fast path between its `SET NX` (done; the lock key holds the id since
+    /// `sent`, the client's time) and its `INCR` of the fence.
+    Minting { id: Id, sent: i64 },
     /// Holds a guard: its fencing token (0 for Go), its validity deadline on its own
     /// clock (ms), and whether its token fired (lost, or the deadline passed).
     Holding {
@@ -45,11 +67,23 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// A waiting client with nothing left on the server and no place.
+    pub fn waiting(mode: Mode, id: Id) -> Phase {
+        Phase::Waiting {
+            mode,
+            id,
+            late: false,
+            place: None,
+        }
+    }
+
     /// The id the client is using, if any.
     pub fn id(&self) -> Option<Id> {
         match self {
             Phase::Idle => None,
-            Phase::Waiting { id, .. } | Phase::Holding { id, .. } => Some(*id),
+            Phase::Waiting { id, .. } | Phase::Minting { id, .. } | Phase::Holding { id, .. } => {
+                Some(*id)
+            }
         }
     }
 
@@ -57,7 +91,9 @@ impl Phase {
     pub fn rename(&mut self, to: impl Fn(Id) -> Id) {
         match self {
             Phase::Idle => {}
-            Phase::Waiting { id, .. } | Phase::Holding { id, .. } => *id = to(*id),
+            Phase::Waiting { id, .. } | Phase::Minting { id, .. } | Phase::Holding { id, .. } => {
+                *id = to(*id)
+            }
         }
     }
 
@@ -70,6 +106,14 @@ impl Phase {
                 fired: false,
                 ..
             } => Some((mode, id)),
+            _ => None,
+        }
+    }
+
+    /// The fair place of a waiting client that has one.
+    pub fn place(&self) -> Option<Place> {
+        match *self {
+            Phase::Waiting { place, .. } => place,
             _ => None,
         }
     }

@@ -23,6 +23,15 @@ fn store_ids(store: &Store, out: &mut Vec<Id>) {
     }
 }
 
+/// How many ids `clients` and `store` use: the first fresh one, once they are renamed.
+pub fn in_use(clients: &[Phase], store: &Store) -> Id {
+    let mut seen: Vec<Id> = clients.iter().filter_map(Phase::id).collect();
+    store_ids(store, &mut seen);
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len() as Id
+}
+
 /// Renames the ids of `clients` and `store` to 0, 1, … in order of first appearance;
 /// returns how many are in use (the next fresh id).
 pub fn canonical(clients: &mut [Phase], store: &mut Store) -> Id {

@@ -49,6 +49,17 @@ pub struct Config {
     pub exec: bool,
     /// Idle clients may also make single attempts (`try_*`).
     pub tries: bool,
+    /// Writers may take the write fast path (`SET NX`, then `INCR` of the fence, two
+    /// steps), as the crate's do when the lock is not fair and the fence key was seen.
+    pub fast: bool,
+    /// An attempt's reply may come too late to be used (`Phase::Waiting::late`).
+    pub late: bool,
+    /// How many ticks in all the server's clock may gain on the clients' (the drift the
+    /// margin must cover; `margin` in every run but the one that shows why).
+    pub drift: i64,
+    /// A seeded bug of the model (`crate::bugs`), for the runs that show each property
+    /// can fail.
+    pub bug: Option<crate::bugs::Bug>,
     /// The Go clients' TTL in ticks, when it is not `ttl` (a stated precondition: the
     /// same TTL for both packages).
     pub go_ttl: Option<i64>,
@@ -106,6 +117,17 @@ pub enum Action {
         client: usize,
         mode: Mode,
     },
+    /// As `Take`, but the reply comes too late to be used: a grant stays on the server
+    /// under the client's id, and the client waits on.
+    Late {
+        client: usize,
+        mode: Mode,
+        counting: bool,
+    },
+    /// A writer's fast path, first step: `SET lock id NX PX ttl`.
+    Fast(usize),
+    /// The fast path's second step: `SET fence 1 NX PX`, `INCR fence`.
+    Mint(usize),
     /// A waiting client gives up (unlock.lua with its intent and queue place).
     GiveUp(usize),
     /// An observer reads who leads (leader.lua).
@@ -122,6 +144,8 @@ pub enum Action {
     Downgrade(usize),
     /// One tick passes; tokens whose deadline passed fire.
     Tick,
+    /// One tick passes on the server's clock only (drift within the margin).
+    Drift,
     /// Faults.
     Restart,
     ClockForward,
@@ -140,8 +164,10 @@ impl Model for Protocol {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
+        let mut store = Store::at(START);
+        store.bug = self.config.bug;
         vec![State {
-            store: Store::at(START),
+            store,
             clients: vec![Phase::Idle; self.config.clients.len()],
             skew: 0,
             time_left: self.config.horizon,
@@ -153,11 +179,12 @@ impl Model for Protocol {
         let c = &self.config;
         for (i, phase) in s.clients.iter().enumerate() {
             let spec = &c.clients[i];
+            let rust = spec.package == Package::Rust;
             match phase {
                 Phase::Idle => {
                     for &mode in &spec.modes {
                         self.takes(i, mode, out);
-                        if spec.package == Package::Rust && c.tries {
+                        if rust && c.tries {
                             out.push(Action::Try { client: i, mode });
                         }
                     }
@@ -166,20 +193,20 @@ impl Model for Protocol {
                     self.takes(i, *mode, out);
                     out.push(Action::GiveUp(i));
                 }
+                Phase::Minting { .. } => out.push(Action::Mint(i)),
                 Phase::Holding { mode, fired, .. } => {
                     if !fired {
                         out.push(Action::Renew(i));
-                        if c.exec && spec.package == Package::Rust {
-                            out.push(Action::Exec(i));
-                            if *mode == Mode::Write {
-                                out.push(Action::Proclaim(i));
-                            }
-                        }
-                        if *mode == Mode::Write
-                            && spec.package == Package::Rust
-                            && spec.modes.contains(&Mode::Read)
-                        {
+                        if *mode == Mode::Write && rust && spec.modes.contains(&Mode::Read) {
                             out.push(Action::Downgrade(i));
+                        }
+                    }
+                    // A guarded write or a record may be sent before the token fires
+                    // and run after: offered to fired guards too.
+                    if c.exec && rust {
+                        out.push(Action::Exec(i));
+                        if *mode == Mode::Write {
+                            out.push(Action::Proclaim(i));
                         }
                     }
                     out.push(Action::Release(i));
@@ -191,15 +218,19 @@ impl Model for Protocol {
         }
         if s.time_left > 0 {
             out.push(Action::Tick);
+            if (0..c.drift).contains(&s.skew) {
+                out.push(Action::Drift);
+            }
         }
         let f = c.faults;
         if f.restart && !s.store.keys.is_empty() {
             out.push(Action::Restart);
         }
-        if f.clock_forward && s.skew == 0 {
+        let jumped = !(0..=c.drift).contains(&s.skew);
+        if f.clock_forward && !jumped {
             out.push(Action::ClockForward);
         }
-        if f.clock_back && s.skew == 0 {
+        if f.clock_back && !jumped {
             out.push(Action::ClockBack);
         }
         if f.force && s.store.exists(crate::store::Key::Lock) {
@@ -212,6 +243,7 @@ impl Model for Protocol {
         step::apply(&self.config, &mut next, &action);
         let mut clients = std::mem::take(&mut next.clients);
         ids::canonical(&mut clients, &mut next.store);
+        step::rank_places(&mut clients);
         next.clients = clients;
         Some(next)
     }
@@ -222,26 +254,39 @@ impl Model for Protocol {
 }
 
 impl Protocol {
+    /// The attempts of client `client` at `mode`: the checked one, rlock.lua's counting
+    /// path (not fair), each also with a late reply (`Config::late`), and a writer's fast
+    /// path (`Config::fast`, not fair).
     fn takes(&self, client: usize, mode: Mode, out: &mut Vec<Action>) {
-        let rust = self.config.clients[client].package == Package::Rust;
-        out.push(Action::Take {
-            client,
-            mode,
-            counting: false,
-        });
-        if rust && mode == Mode::Read && !self.config.fair {
+        let c = &self.config;
+        let rust = c.clients[client].package == Package::Rust;
+        let countings: &[bool] = if rust && mode == Mode::Read && !c.fair {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for &counting in countings {
             out.push(Action::Take {
                 client,
                 mode,
-                counting: true,
+                counting,
             });
+            if c.late && rust {
+                out.push(Action::Late {
+                    client,
+                    mode,
+                    counting,
+                });
+            }
+        }
+        if c.fast && rust && mode == Mode::Write && !c.fair {
+            out.push(Action::Fast(client));
         }
     }
 }
 
-/// The first id no client or key uses: a fresh random id, up to renaming (`ids.rs`).
+/// The first id no client or key uses: a fresh random id, up to renaming (`ids.rs`:
+/// the ids of a state are 0, 1, … in order of first appearance).
 pub fn fresh_id(s: &State) -> Id {
-    let mut clients = s.clients.clone();
-    let mut store = s.store.clone();
-    ids::canonical(&mut clients, &mut store)
+    ids::in_use(&s.clients, &s.store)
 }

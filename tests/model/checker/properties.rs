@@ -5,18 +5,19 @@
 
 use stateright::Property;
 
-use super::client::{Mode, Package, Phase};
-use super::step::member;
+use super::client::{Mode, Package, Phase, Place};
 use super::{Config, Protocol, State};
 use crate::scripts::exec;
-use crate::store::{Id, Key, Member, Store, Text};
+use crate::store::{Id, Key, Store, Text};
 
-/// What the run has seen: the largest token granted so far, and the history properties
-/// it broke (bits).
+/// What the run has seen: the largest token granted so far and the last writer's, the
+/// history properties it broke (bits), and what it reached that a state does not show.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Seen {
     pub last_token: u64,
+    pub last_writer: u64,
     pub violated: u8,
+    pub reached: u8,
 }
 
 impl Seen {
@@ -32,10 +33,20 @@ impl Seen {
     pub const RECORD_WITHOUT_LOCK: u8 = 16;
     /// leader.lua named as the leader an id whose record is not of its current term.
     pub const STALE_LEADER: u8 = 32;
+    /// exec.lua ran the commands of a guard older than the last writer's.
+    pub const STALE_EXEC_RAN: u8 = 64;
+
+    /// Reached: exec.lua refused a guard.
+    pub const EXEC_REFUSED: u8 = 1;
+    /// Reached: leader.lua named a leader.
+    pub const LEADER_READ: u8 = 2;
 }
 
 /// Records what a grant to client `i` (`mode`, `id`, `token`; 0 for Go) breaks, given
-/// the keys `before` the script ran.
+/// the keys `before` the script ran. `resent`: the server held the lock under this id
+/// already (a grant whose reply came late, the fast path's lock): taking it again
+/// passes nobody.
+#[allow(clippy::too_many_arguments)]
 pub fn granted(
     c: &Config,
     s: &mut State,
@@ -44,52 +55,69 @@ pub fn granted(
     mode: Mode,
     id: Id,
     token: u64,
+    resent: bool,
 ) {
     if token > 0 {
         if token <= s.seen.last_token {
             s.seen.violated |= Seen::TOKEN_NOT_LARGER;
         }
         s.seen.last_token = token;
+        if mode == Mode::Write {
+            s.seen.last_writer = token;
+        }
     }
     let new_reader = mode == Mode::Read && before.sismember(Key::Lock, id) != Ok(true);
     for (w, phase) in s.clients.iter().enumerate() {
         let Phase::Waiting {
-            mode: waiting,
+            mode: Mode::Write,
             id: wid,
+            ..
         } = *phase
         else {
             continue;
         };
-        if w == i {
-            continue;
-        }
         let intent = match c.clients[w].package {
             Package::Rust => Text::Id(wid),
             Package::Go => Text::Int(1),
         };
-        if new_reader && waiting == Mode::Write && before.get_is(Key::Intent, &intent) {
+        if w != i && new_reader && before.get_is(Key::Intent, &intent) {
             s.seen.violated |= Seen::OVERTAKEN;
         }
-        if c.fair
-            && mode != Mode::Permit
-            && ahead(before, member(waiting, wid), member(mode, id))
-            && (waiting == Mode::Write || mode == Mode::Write)
-        {
-            s.seen.violated |= Seen::OUT_OF_ORDER;
-        }
+    }
+    if c.fair && !resent && out_of_order(c, s, before, i, mode) {
+        s.seen.violated |= Seen::OUT_OF_ORDER;
     }
 }
 
-/// Whether `waiter` is queued, its deadline not passed, ahead of `me` (which counts as
-/// last when it is not queued).
-fn ahead(before: &Store, waiter: Member, me: Member) -> bool {
-    let ticket = |m| before.zscore(Key::Queue, m).ok().flatten();
-    let deadline = before.zscore(Key::QueueDeadline, waiter).ok().flatten();
-    let live = deadline.is_some_and(|d| d > before.now_ms());
-    match (ticket(waiter), ticket(me)) {
-        (Some(w), Some(m)) => live && w < m,
-        (Some(_), None) => live,
-        _ => false,
+/// Whether a grant of `mode` to client `i` passes an earlier waiter it had to wait for:
+/// a waiter whose place has not lapsed and arrived before `i`'s (any, when `i` has no
+/// place: it counts as last), that is a writer or waits behind one, or, for a permit,
+/// whom the free permits cannot all serve first.
+fn out_of_order(c: &Config, s: &State, before: &Store, i: usize, mode: Mode) -> bool {
+    let live = |p: Place| p.until > before.now;
+    let mine = s.clients[i].place().filter(|&p| live(p)).map(|p| p.arrival);
+    let earlier: Vec<Mode> = s
+        .clients
+        .iter()
+        .enumerate()
+        .filter(|&(w, _)| w != i)
+        .filter_map(|(_, p)| match *p {
+            Phase::Waiting {
+                mode,
+                place: Some(place),
+                ..
+            } if live(place) && mine.is_none_or(|m| place.arrival < m) => Some(mode),
+            _ => None,
+        })
+        .collect();
+    match mode {
+        Mode::Permit => {
+            let held = before.zcount_after(Key::Lock, before.now_ms()).unwrap_or(0);
+            !earlier.is_empty() && held + earlier.len() as i64 >= c.permits
+        }
+        _ => earlier
+            .iter()
+            .any(|&w| w == Mode::Write || mode == Mode::Write),
     }
 }
 
@@ -143,6 +171,11 @@ fn holding(s: &State, mode: Mode) -> usize {
         .count()
 }
 
+fn go_beside_rust(m: &Protocol, s: &State) -> bool {
+    let live = live(m, s);
+    live.iter().any(|g| g.0 == Package::Go) && live.iter().any(|g| g.0 == Package::Rust)
+}
+
 fn waiting_writer_with_intent(_: &Protocol, s: &State) -> bool {
     s.clients.iter().any(|p| {
         matches!(
@@ -168,6 +201,7 @@ pub mod names {
     pub const EXEC: &str = "a refused exec changes nothing";
     pub const RECORD: &str = "a record is written only by the lock's writer";
     pub const LEADER: &str = "the leader an observer reads is the holder, with its current term";
+    pub const STALE_EXEC: &str = "no guard older than the last writer's runs an exec";
 }
 
 /// The properties of `m`'s configuration: every `always`, and the `sometimes` that show
@@ -197,6 +231,9 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
         Property::always(names::LEADER, |_, s: &State| {
             not_violated(Seen::STALE_LEADER)(s)
         }),
+        Property::always(names::STALE_EXEC, |_, s: &State| {
+            not_violated(Seen::STALE_EXEC_RAN)(s)
+        }),
     ];
     if modes(Mode::Write) {
         all.push(Property::sometimes("a writer holds", |_, s: &State| {
@@ -221,20 +258,31 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
         ));
     }
     if c.exec {
+        all.push(Property::sometimes("an exec is refused", |_, s: &State| {
+            s.seen.reached & Seen::EXEC_REFUSED != 0
+        }));
         all.push(Property::sometimes(
             "an observer reads a leader",
-            |_, s: &State| {
-                s.store.exists(Key::Record)
-                    && s.clients.iter().any(|p| {
-                        matches!(
-                            p,
-                            Phase::Holding {
-                                mode: Mode::Write,
-                                ..
-                            }
-                        )
-                    })
-            },
+            |_, s: &State| s.seen.reached & Seen::LEADER_READ != 0,
+        ));
+    }
+    if c.clients.iter().any(|s| s.package == Package::Go) {
+        all.push(Property::sometimes(
+            "a Go client holds beside a Rust one",
+            go_beside_rust,
+        ));
+    }
+    if c.late {
+        all.push(Property::sometimes("a grant came late", |_, s: &State| {
+            s.clients
+                .iter()
+                .any(|p| matches!(p, Phase::Waiting { late: true, .. }))
+        }));
+    }
+    if c.fast {
+        all.push(Property::sometimes(
+            "a fast path took the lock",
+            |_, s: &State| s.clients.iter().any(|p| matches!(p, Phase::Minting { .. })),
         ));
     }
     if c.fair {

@@ -1,13 +1,15 @@
 //! The configurations checked, each exhaustively (breadth-first) to a stated depth, with
-//! its state count printed (`cargo test --test model checker -- --nocapture`); and the
+//! its state count printed (`cargo test --test model checker -- --nocapture`); the
 //! faults that break a stated precondition, each shown to break the property that rests
-//! on it, with the counterexample printed (`docs/model.md` quotes them).
+//! on it, with the counterexample printed (`docs/model.md` quotes them); and the seeded
+//! bugs of the model (`crate::bugs`), each shown to break its property.
 
 use stateright::{Checker, Model};
 
 use super::client::{Mode, Package};
 use super::properties::names;
 use super::{ClientSpec, Config, Faults, Protocol};
+use crate::bugs::Bug;
 
 fn rust(modes: &[Mode]) -> ClientSpec {
     ClientSpec {
@@ -38,17 +40,23 @@ fn config(clients: Vec<ClientSpec>) -> Config {
         permits: 1,
         exec: false,
         tries: false,
+        fast: false,
+        late: false,
+        drift: 1,
+        bug: None,
         go_ttl: None,
         horizon: 5,
         faults: Faults::default(),
     }
 }
 
-/// Checks `config` breadth-first to `depth` steps; prints the state counts.
+/// Checks `config` breadth-first to `depth` steps (on two threads); prints the state
+/// counts.
 fn explore(name: &str, config: Config, depth: usize) -> impl Checker<Protocol> {
     let started = std::time::Instant::now();
     let checker = Protocol { config }
         .checker()
+        .threads(2)
         .target_max_depth(depth)
         .spawn_bfs()
         .join();
@@ -67,8 +75,8 @@ fn holds(name: &str, config: Config, depth: usize) {
 }
 
 /// `property` has a counterexample under `faults` within `depth` steps (the shortest:
-/// the depth grows one step at a time until it shows); the properties `keeps` still
-/// hold to that depth.
+/// the depth grows one step at a time until it shows); the properties `keeps` hold to
+/// `depth` all the same.
 fn breaks(
     name: &str,
     mut config: Config,
@@ -78,17 +86,17 @@ fn breaks(
     keeps: &[&'static str],
 ) {
     config.faults = faults;
-    for depth in 1..=depth {
-        let checker = explore(name, config.clone(), depth);
-        if let Some(path) = checker.discovery(property) {
-            println!("{name}: \"{property}\" fails:\n{path}");
-            for kept in keeps {
-                checker.assert_no_discovery(kept);
-            }
-            return;
+    let found = (1..=depth).find_map(|d| explore(name, config.clone(), d).discovery(property));
+    let Some(path) = found else {
+        panic!("{name}: \"{property}\" holds to depth {depth}, though it should fail");
+    };
+    println!("{name}: \"{property}\" fails:\n{path}");
+    if !keeps.is_empty() {
+        let checker = explore(name, config, depth);
+        for kept in keeps {
+            checker.assert_no_discovery(kept);
         }
     }
-    panic!("{name}: \"{property}\" holds to depth {depth}, though {faults:?} should break it");
 }
 
 #[test]
@@ -96,8 +104,11 @@ fn three_rust_clients_read_and_write() {
     holds(
         "3 rust, read/write",
         config(vec![rust(RW), rust(RW), rust(RW)]),
-        12,
+        11,
     );
+    let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
+    c.intent = false;
+    holds("3 rust, read/write, no intent (the default)", c, 10);
 }
 
 #[test]
@@ -105,7 +116,7 @@ fn rust_and_go_clients_share_a_lock() {
     holds(
         "2 rust + 1 go, read/write",
         config(vec![rust(RW), rust(RW), go(RW)]),
-        12,
+        11,
     );
 }
 
@@ -113,7 +124,7 @@ fn rust_and_go_clients_share_a_lock() {
 fn fair_mode_grants_in_arrival_order() {
     let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
     c.fair = true;
-    holds("3 rust, fair", c, 12);
+    holds("3 rust, fair", c, 10);
 }
 
 #[test]
@@ -122,7 +133,18 @@ fn single_attempts_beside_waiting_ones() {
     c.tries = true;
     holds("3 rust, try and wait", c.clone(), 10);
     c.fair = true;
-    holds("3 rust, fair, try and wait", c, 10);
+    holds("3 rust, fair, try and wait", c, 9);
+}
+
+#[test]
+fn late_replies_and_the_fast_path() {
+    let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
+    c.late = true;
+    c.fast = true;
+    holds("3 rust, late replies, fast path", c.clone(), 8);
+    c.fair = true;
+    c.fast = false;
+    holds("3 rust, fair, late replies", c, 8);
 }
 
 #[test]
@@ -141,6 +163,37 @@ fn guarded_writes_and_election_records() {
     holds("2 rust writers, exec and proclaim", c, 12);
 }
 
+/// Two of the configurations to a depth of `MODEL_DEPTH` (default 15), for a change to
+/// the scripts: `MODEL_DEPTH=15 cargo test --release --test model deeper -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn deeper() {
+    let depth =
+        std::env::var("MODEL_DEPTH").map_or(15, |d| d.parse().expect("MODEL_DEPTH: a number"));
+    let mut c = config(vec![rust(RW), rust(RW), go(RW)]);
+    c.tries = true;
+    holds("2 rust + 1 go, try and wait", c.clone(), depth);
+    let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
+    c.fair = true;
+    holds("3 rust, fair", c, depth);
+}
+
+#[test]
+fn without_the_margin_drift_breaks_held() {
+    let mut c = config(vec![rust(&[Mode::Write]), rust(&[Mode::Write])]);
+    c.margin = 0;
+    c.drift = 1;
+    breaks(
+        "no margin",
+        c,
+        8,
+        Faults::default(),
+        names::HELD,
+        &[names::TOKENS],
+    );
+}
+
 #[test]
 fn a_go_client_with_a_shorter_ttl_breaks_exclusion() {
     let mut c = config(vec![
@@ -157,21 +210,6 @@ fn a_go_client_with_a_shorter_ttl_breaks_exclusion() {
         names::EXCLUSION,
         &[names::TOKENS],
     );
-}
-
-/// The first configuration to a depth of `MODEL_DEPTH` (default 15), for a change to the
-/// scripts: `MODEL_DEPTH=15 cargo test --release --test model deeper -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn deeper() {
-    let depth =
-        std::env::var("MODEL_DEPTH").map_or(15, |d| d.parse().expect("MODEL_DEPTH: a number"));
-    let mut c = config(vec![rust(RW), rust(RW), go(RW)]);
-    c.tries = true;
-    holds("2 rust + 1 go, try and wait", c.clone(), depth);
-    let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
-    c.fair = true;
-    holds("3 rust, fair", c, depth);
 }
 
 /// Two Rust writers under `faults`: `property` fails, `keeps` hold.
@@ -215,4 +253,60 @@ fn a_forced_release_breaks_exclusion_not_tokens() {
         ..Faults::default()
     };
     two_writers_break("force_unlock", force, names::EXCLUSION, &[names::TOKENS]);
+}
+
+/// Each seeded bug of the model (`crate::bugs`) breaks the property that speaks of it:
+/// no property holds only because the model cannot break it.
+#[test]
+fn each_seeded_bug_of_the_model_breaks_its_property() {
+    let writers = || config(vec![rust(&[Mode::Write]); 3]);
+    let exec = || {
+        let mut c = config(vec![rust(&[Mode::Write]); 2]);
+        c.exec = true;
+        c
+    };
+    let fair = || {
+        let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
+        c.fair = true;
+        c
+    };
+    let permits = |fair: bool| {
+        let mut c = config(vec![rust(&[Mode::Permit]); 3]);
+        c.permits = 2;
+        c.fair = fair;
+        c
+    };
+    // A writer that downgrades two ticks after its key was last set: at TTL 3 and margin
+    // 1 its token has fired by then, at TTL 4 not.
+    let downgrade = || {
+        let mut c = config(vec![rust(RW)]);
+        c.ttl = 4;
+        c.horizon = 6;
+        c
+    };
+    let intent = || {
+        config(vec![
+            rust(&[Mode::Read]),
+            rust(&[Mode::Write]),
+            rust(&[Mode::Read]),
+        ])
+    };
+    let runs: [(Bug, Config, &'static str); 12] = [
+        (Bug::RlockIgnoresIntent, intent(), names::INTENT),
+        (Bug::LockIgnoresQueue, fair(), names::FAIR),
+        (Bug::LockWithoutTtl, writers(), names::TTL),
+        (Bug::TokenNotIncremented, writers(), names::TOKENS),
+        (Bug::SemaphoreOffByOne, permits(false), names::EXCLUSION),
+        (Bug::SemaphoreIgnoresQueue, permits(true), names::FAIR),
+        (Bug::DowngradeKeepsTtl, downgrade(), names::HELD),
+        (Bug::UnlockIgnoresId, writers(), names::EXCLUSION),
+        (Bug::ExecUnchecked, exec(), names::STALE_EXEC),
+        (Bug::ExecRunsWhenRefusing, exec(), names::EXEC),
+        (Bug::ProclaimUnchecked, exec(), names::RECORD),
+        (Bug::LeaderNamesRecord, exec(), names::LEADER),
+    ];
+    for (bug, mut c, property) in runs {
+        c.bug = Some(bug);
+        breaks(&format!("{bug:?}"), c, 10, Faults::default(), property, &[]);
+    }
 }

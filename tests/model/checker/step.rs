@@ -2,11 +2,12 @@
 //! makes of the reply, as the crate (or the Go package) does; and what the run records
 //! for the properties (`properties::Seen`).
 
-use super::client::{Mode, Package, Phase};
+use super::client::{Mode, Package, Phase, Place};
 use super::properties::{self, Seen};
 use super::{fresh_id, Action, Config, State};
 use crate::scripts::exec::Command;
 use crate::scripts::lock::Take;
+use crate::scripts::shared::{CLOCK_TOKENS, MAX_TOKEN};
 use crate::scripts::unlock::{Extra, Kind};
 use crate::scripts::{self, go, Reply};
 use crate::store::{Id, Key, Member, Text};
@@ -18,18 +19,35 @@ pub fn apply(c: &Config, s: &mut State, action: &Action) {
             client,
             mode,
             counting,
-        } => take(c, s, client, mode, Attempt::Wait { counting }),
+        } => take(
+            c,
+            s,
+            client,
+            mode,
+            Attempt::Wait {
+                counting,
+                late: false,
+            },
+        ),
+        Action::Late {
+            client,
+            mode,
+            counting,
+        } => take(
+            c,
+            s,
+            client,
+            mode,
+            Attempt::Wait {
+                counting,
+                late: true,
+            },
+        ),
         Action::Try { client, mode } => take(c, s, client, mode, Attempt::Try),
+        Action::Fast(i) => fast(c, s, i),
+        Action::Mint(i) => mint(c, s, i),
         Action::Observe => observe(s),
-        Action::GiveUp(i) => {
-            if let Phase::Waiting { mode, id } = s.clients[i] {
-                if c.clients[i].package == Package::Rust {
-                    let extra = if c.fair { Extra::Queue } else { Extra::Intent };
-                    scripts::unlock::unlock(&mut s.store, id, kind(mode), extra);
-                }
-                s.clients[i] = Phase::Idle;
-            }
-        }
+        Action::GiveUp(i) => give_up(c, s, i),
         Action::Renew(i) => renew(c, s, i),
         Action::Release(i) => {
             if let Phase::Holding { mode, id, .. } = s.clients[i] {
@@ -46,21 +64,16 @@ pub fn apply(c: &Config, s: &mut State, action: &Action) {
         }
         Action::Exec(i) => exec(s, i),
         Action::Proclaim(i) => proclaim(c, s, i),
-        Action::Downgrade(i) => {
-            if let Phase::Holding {
-                mode, id, fired, ..
-            } = &mut s.clients[i]
-            {
-                match scripts::downgrade::downgrade(&mut s.store, *id, c.ttl) {
-                    Reply::Int(1 | 3) => *mode = Mode::Read,
-                    _ => *fired = true,
-                }
-            }
-        }
+        Action::Downgrade(i) => downgrade(c, s, i),
         Action::Tick => {
             s.store.advance(1);
             s.time_left -= 1;
             fire_due(s);
+        }
+        Action::Drift => {
+            s.store.advance(1);
+            s.skew += 1;
+            s.time_left -= 1;
         }
         // A restart takes a tick at least: the server is down meanwhile.
         Action::Restart => {
@@ -106,12 +119,20 @@ fn fire_due(s: &mut State) {
     }
 }
 
+/// Client `i`'s TTL.
+fn ttl_of(c: &Config, i: usize) -> i64 {
+    match c.clients[i].package {
+        Package::Rust => c.ttl,
+        Package::Go => c.go_ttl.unwrap_or(c.ttl),
+    }
+}
+
 /// How a client attempts.
 #[derive(Clone, Copy)]
 enum Attempt {
     /// A waiting acquisition (`write`, `read`, `acquire`); `counting`: rlock.lua's
-    /// counting path.
-    Wait { counting: bool },
+    /// counting path; `late`: the reply comes too late to be used.
+    Wait { counting: bool, late: bool },
     /// One attempt (`try_*`).
     Try,
 }
@@ -127,41 +148,167 @@ fn take(c: &Config, s: &mut State, i: usize, mode: Mode, attempt: Attempt) {
         floor: false,
         fair: c.fair.then_some(waits),
     };
-    let go_ttl = c.go_ttl.unwrap_or(c.ttl);
+    let ttl = ttl_of(c, i);
     let reply = match (c.clients[i].package, mode) {
         (Package::Rust, Mode::Write) => scripts::lock::lock(&mut s.store, t, c.intent && waits),
         (Package::Rust, Mode::Read) => {
-            let counting = matches!(attempt, Attempt::Wait { counting: true });
+            let counting = matches!(attempt, Attempt::Wait { counting: true, .. });
             scripts::rlock::rlock(&mut s.store, t, counting)
         }
         (_, Mode::Permit) => scripts::semaphore::semaphore(&mut s.store, t, c.permits),
-        (Package::Go, Mode::Write) => go::write(&mut s.store, id, go_ttl, true),
-        (Package::Go, Mode::Read) => go::read(&mut s.store, id, go_ttl),
+        (Package::Go, Mode::Write) => go::write(&mut s.store, id, ttl, true),
+        (Package::Go, Mode::Read) => go::read(&mut s.store, id, ttl),
     };
     let token = match reply {
         Reply::Token { token, .. } => Some(token),
         Reply::Nil => Some(0),
         _ => None,
     };
-    let Some(token) = token else {
-        s.clients[i] = if waits {
-            Phase::Waiting { mode, id }
-        } else {
-            Phase::Idle
+    let (late, place) = match s.clients[i] {
+        Phase::Waiting { late, place, .. } => (late, place),
+        _ => (false, None),
+    };
+    if let Some(token) = token {
+        properties::granted(c, s, &before, i, mode, id, token, late);
+        if matches!(attempt, Attempt::Wait { late: true, .. }) {
+            // Granted on the server, unseen here: the queue place is gone with it.
+            s.clients[i] = Phase::Waiting {
+                mode,
+                id,
+                late: true,
+                place: None,
+            };
+            return;
+        }
+        s.clients[i] = Phase::Holding {
+            mode,
+            id,
+            token,
+            deadline: s.client_now() + ttl - c.margin,
+            fired: false,
         };
         return;
-    };
-    properties::granted(c, s, &before, i, mode, id, token);
-    s.clients[i] = Phase::Holding {
-        mode,
-        id,
-        token,
-        deadline: s.client_now() + ttl_of(c, i) - c.margin,
-        fired: false,
+    }
+    s.clients[i] = if waits {
+        let place = c.fair.then(|| {
+            let lapsed = place.is_none_or(|p| p.until <= before.now);
+            let arrival = if lapsed {
+                u8::MAX
+            } else {
+                place.map_or(u8::MAX, |p| p.arrival)
+            };
+            Place {
+                arrival,
+                until: s.store.now + c.ttl,
+            }
+        });
+        Phase::Waiting {
+            mode,
+            id,
+            late,
+            place,
+        }
+    } else {
+        Phase::Idle
     };
 }
 
+/// The fair places renumbered 0, 1, … in arrival order (a new place, numbered
+/// `u8::MAX`, last); places that lapsed are dropped first.
+pub fn rank_places(clients: &mut [Phase]) {
+    let mut order: Vec<(u8, usize)> = clients
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.place().map(|place| (place.arrival, i)))
+        .collect();
+    order.sort();
+    for (rank, (_, i)) in order.into_iter().enumerate() {
+        if let Phase::Waiting { place: Some(p), .. } = &mut clients[i] {
+            p.arrival = rank as u8;
+        }
+    }
+}
+
+/// `fast_lock`'s first command: `SET lock id NX PX ttl`. Busy: the counter's two
+/// commands run all the same (a gap in the tokens), and the writer waits on.
+fn fast(c: &Config, s: &mut State, i: usize) {
+    let id = s.clients[i].id().unwrap_or_else(|| fresh_id(s));
+    if s.store.exists(Key::Lock) {
+        count(c, s);
+        if !matches!(s.clients[i], Phase::Waiting { .. }) {
+            s.clients[i] = Phase::waiting(Mode::Write, id);
+        }
+        return;
+    }
+    s.store.set(Key::Lock, Text::Id(id), Some(c.ttl));
+    s.clients[i] = Phase::Minting {
+        id,
+        sent: s.client_now(),
+    };
+}
+
+/// `SET fence 1 NX PX retention`, `INCR fence`: the counter's value after them, if it
+/// is one.
+fn count(c: &Config, s: &mut State) -> Option<i64> {
+    if !s.store.exists(Key::Fence) {
+        s.store.set(Key::Fence, Text::Int(1), Some(c.retention));
+    }
+    s.store.incr(Key::Fence).ok()
+}
+
+/// The fast path's second step: a token (a clock-sized count) holds; anything else is
+/// `TakenWithoutToken`, and the writer waits on with the lock taken under its id (its
+/// next attempt, by lock.lua, takes it as a resent request and mints a token).
+fn mint(c: &Config, s: &mut State, i: usize) {
+    let Phase::Minting { id, sent } = s.clients[i] else {
+        return;
+    };
+    let before = s.store.clone();
+    let token = count(c, s).filter(|&t| (CLOCK_TOKENS as i64..=MAX_TOKEN as i64).contains(&t));
+    let Some(token) = token else {
+        s.clients[i] = Phase::Waiting {
+            mode: Mode::Write,
+            id,
+            late: true,
+            place: None,
+        };
+        return;
+    };
+    properties::granted(c, s, &before, i, Mode::Write, id, token as u64, true);
+    s.clients[i] = Phase::Holding {
+        mode: Mode::Write,
+        id,
+        token: token as u64,
+        deadline: sent + c.ttl - c.margin,
+        fired: false,
+    };
+    fire_due(s);
+}
+
+/// A waiting client gives up: unlock.lua with what its attempts left (the intent of a
+/// writer that may have set it, its queue place, a grant that came late).
+fn give_up(c: &Config, s: &mut State, i: usize) {
+    let Phase::Waiting { mode, id, late, .. } = s.clients[i] else {
+        return;
+    };
+    if c.clients[i].package == Package::Rust {
+        let extra = if c.fair {
+            Extra::Queue
+        } else if mode == Mode::Write && c.intent {
+            Extra::Intent
+        } else {
+            Extra::None
+        };
+        if extra != Extra::None || late {
+            scripts::unlock::unlock(&mut s.store, id, kind(mode), extra);
+        }
+    }
+    s.clients[i] = Phase::Idle;
+}
+
 fn renew(c: &Config, s: &mut State, i: usize) {
+    let ttl = ttl_of(c, i);
+    let now = s.client_now();
     let Phase::Holding {
         mode,
         id,
@@ -173,24 +320,36 @@ fn renew(c: &Config, s: &mut State, i: usize) {
         return;
     };
     let reply = match c.clients[i].package {
-        Package::Rust => {
-            scripts::refresh::renew(&mut s.store, &[(*id, *mode == Mode::Write)], c.ttl)
-        }
-        Package::Go => go::refresh(&mut s.store, *id, c.ttl),
+        Package::Rust => scripts::refresh::renew(&mut s.store, &[(*id, *mode == Mode::Write)], ttl),
+        Package::Go => go::refresh(&mut s.store, *id, ttl),
     };
     let held = matches!(reply, Reply::Int(1)) || reply == Reply::Renewed(vec![1]);
     if held {
-        *deadline = s.store.now - s.skew + c.ttl - c.margin;
+        *deadline = now + ttl - c.margin;
     } else {
         *fired = true;
     }
 }
 
-/// Client `i`'s TTL.
-fn ttl_of(c: &Config, i: usize) -> i64 {
-    match c.clients[i].package {
-        Package::Rust => c.ttl,
-        Package::Go => c.go_ttl.unwrap_or(c.ttl),
+/// downgrade.lua: the guard reads from then on, its deadline moved as a renewal's.
+fn downgrade(c: &Config, s: &mut State, i: usize) {
+    let now = s.client_now();
+    let Phase::Holding {
+        mode,
+        id,
+        deadline,
+        fired,
+        ..
+    } = &mut s.clients[i]
+    else {
+        return;
+    };
+    match scripts::downgrade::downgrade(&mut s.store, *id, c.ttl) {
+        Reply::Int(1 | 3) => {
+            *mode = Mode::Read;
+            *deadline = (*deadline).max(now + c.ttl - c.margin);
+        }
+        _ => *fired = true,
     }
 }
 
@@ -208,6 +367,7 @@ fn observe(s: &mut State) {
     if id != holder {
         return;
     }
+    s.seen.reached |= Seen::LEADER_READ;
     let current = s.clients.iter().any(|p| {
         matches!(*p, Phase::Holding { mode: Mode::Write, id: h, token: t, .. } if h == holder && t == token)
     });
@@ -216,14 +376,23 @@ fn observe(s: &mut State) {
     }
 }
 
+/// exec.lua with one `INCR`: refused, it changes nothing; run, its guard is not older
+/// than the last writer's.
 fn exec(s: &mut State, i: usize) {
-    let Phase::Holding { id, .. } = s.clients[i] else {
+    let Phase::Holding { id, token, .. } = s.clients[i] else {
         return;
     };
     let data = s.store.keys.get(&Key::Data).cloned();
     let reply = scripts::exec::exec(&mut s.store, id, &[Command::Incr]);
-    if reply == Reply::NotHeld && s.store.keys.get(&Key::Data) != data.as_ref() {
-        s.seen.violated |= Seen::REFUSED_EXEC_RAN;
+    match reply {
+        Reply::NotHeld => {
+            s.seen.reached |= Seen::EXEC_REFUSED;
+            if s.store.keys.get(&Key::Data) != data.as_ref() {
+                s.seen.violated |= Seen::REFUSED_EXEC_RAN;
+            }
+        }
+        _ if token < s.seen.last_writer => s.seen.violated |= Seen::STALE_EXEC_RAN,
+        _ => {}
     }
     // Data outlives the lock in a real application; here it would be a key with no TTL,
     // which the no-TTL property is not about: give it one.

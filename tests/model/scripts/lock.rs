@@ -2,6 +2,7 @@
 
 use super::shared::{at_least_the_clock, fence_last, lock_intent, Queue};
 use super::{blocked, Refusal, Reply};
+use crate::bugs::Bug;
 use crate::store::{Id, Key, Member, Store, Text};
 
 /// A request of lock.lua, rlock.lua or semaphore.lua: its ARGV.
@@ -49,10 +50,17 @@ fn run(s: &mut Store, t: Take, set_intent: bool) -> Result<Reply, Refusal> {
     if t.fair.is_some() {
         queue = Some(Queue::open(s)?);
     }
-    let first = queue.as_ref().is_none_or(|(q, _)| q.rank(s, member) == 0);
+    let first =
+        queue.as_ref().is_none_or(|(q, _)| q.rank(s, member) == 0) || s.has(Bug::LockIgnoresQueue);
     if mine || (holder.is_none() && first) {
-        let (token, clock) = at_least_the_clock(s, last + 1, t.floor);
-        s.set(Key::Lock, me.clone(), Some(t.ttl));
+        let next = if s.has(Bug::TokenNotIncremented) {
+            last.max(1)
+        } else {
+            last + 1
+        };
+        let (token, clock) = at_least_the_clock(s, next, t.floor);
+        let px = (!s.has(Bug::LockWithoutTtl)).then_some(t.ttl);
+        s.set(Key::Lock, me.clone(), px);
         if intent.as_ref() == Some(&me) {
             s.del(Key::Intent);
         }

@@ -4,6 +4,7 @@
 use super::lock::Take;
 use super::shared::{at_least_the_clock, fence_last, lock_intent, pttl_at_least, Queue};
 use super::{blocked, Refusal, Reply};
+use crate::bugs::Bug;
 use crate::store::{Key, Member, Store, Text};
 
 /// rlock.lua; `counting` is ARGV[4] == "1".
@@ -27,6 +28,9 @@ fn refused(s: &Store) -> Result<Reply, Refusal> {
 /// `intent_blocks()`: blocked by a waiting writer's intent; `None` when there is none.
 fn intent_blocks(s: &Store) -> Result<Option<Reply>, Refusal> {
     let (intent, pttl) = lock_intent(s, Key::Intent)?;
+    if s.has(Bug::RlockIgnoresIntent) {
+        return Ok(None);
+    }
     Ok(intent.map(|_| blocked(pttl)))
 }
 

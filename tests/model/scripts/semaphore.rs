@@ -5,6 +5,7 @@ use super::shared::{
     at_least_the_clock, fence_last, pttl_at_least, until_first_deadline, zset_refusal, Queue,
 };
 use super::{blocked, Refusal, Reply};
+use crate::bugs::Bug;
 use crate::store::{Key, Member, Store, Text};
 
 /// semaphore.lua with ARGV[3] = `permits`. The semaphore's fence is [`Key::Fence`] and
@@ -22,7 +23,11 @@ fn run(s: &mut Store, t: Take, permits: i64) -> Result<Reply, Refusal> {
     let (mut queue, now, ahead) = match t.fair {
         Some(_) => {
             let (q, now) = Queue::open(s)?;
-            let ahead = q.rank(s, queued) as i64;
+            let ahead = if s.has(Bug::SemaphoreIgnoresQueue) {
+                0
+            } else {
+                q.rank(s, queued) as i64
+            };
             (Some(q), now, ahead)
         }
         None => (None, s.now_ms(), 0),
@@ -30,6 +35,7 @@ fn run(s: &mut Store, t: Take, permits: i64) -> Result<Reply, Refusal> {
     let own = s.zscore(Key::Lock, Member::Id(t.id)).ok().flatten();
     let holds = own.is_some_and(|d| d > now);
     let live = s.zcount_after(Key::Lock, now).unwrap_or(0);
+    let permits = permits + i64::from(s.has(Bug::SemaphoreOffByOne));
     if holds || live + ahead < permits {
         let (token, clock) = at_least_the_clock(s, last + 1, t.floor);
         let _ = s.zadd(Key::Lock, now + t.ttl, Member::Id(t.id));
