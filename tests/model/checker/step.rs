@@ -19,30 +19,12 @@ pub fn apply(c: &Config, s: &mut State, action: &Action) {
             client,
             mode,
             counting,
-        } => take(
-            c,
-            s,
-            client,
-            mode,
-            Attempt::Wait {
-                counting,
-                late: false,
-            },
-        ),
+        } => take(c, s, client, mode, Attempt::wait(counting, false)),
         Action::Late {
             client,
             mode,
             counting,
-        } => take(
-            c,
-            s,
-            client,
-            mode,
-            Attempt::Wait {
-                counting,
-                late: true,
-            },
-        ),
+        } => take(c, s, client, mode, Attempt::wait(counting, true)),
         Action::Try { client, mode } => take(c, s, client, mode, Attempt::Try),
         Action::Fast(i) => fast(c, s, i),
         Action::Mint(i) => mint(c, s, i),
@@ -135,6 +117,12 @@ enum Attempt {
     Wait { counting: bool, late: bool },
     /// One attempt (`try_*`).
     Try,
+}
+
+impl Attempt {
+    fn wait(counting: bool, late: bool) -> Attempt {
+        Attempt::Wait { counting, late }
+    }
 }
 
 fn take(c: &Config, s: &mut State, i: usize, mode: Mode, attempt: Attempt) {
