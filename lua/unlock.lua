@@ -4,14 +4,17 @@
 -- KEYS[1]  lock key: a string holding the writer's id, or a set of reader ids; or a
 --          semaphore key, a sorted set of permit ids scored by their deadline (server ms)
 -- KEYS[2]  optional lock-intent key, passed only by a waiting writer that gives up after
---          setting the intent (and by a fair waiter that gives up); deleted only when it
---          holds ARGV[1]
+--          setting the intent (and by a fair waiter that gives up, and an upgradable
+--          reader); deleted only when it holds ARGV[1]
 -- KEYS[3]  optional, with KEYS[2] and KEYS[4]: the fair queue "<lock key>:queue", passed
---          by a fair waiter that gives up; "<ARGV[3]>:<ARGV[1]>" leaves it
+--          by a fair waiter that gives up; "<ARGV[3]>:<ARGV[1]>" leaves it. With ARGV[3]
+--          "u" (and no KEYS[4]): the upgrader key "<lock key>:upgrader", deleted only when
+--          it holds ARGV[1]
 -- KEYS[4]  optional: the queue's deadlines "<lock key>:queue-deadline"
 -- ARGV[1]  lock id: 32 lowercase hex characters
 -- ARGV[2]  release channel: "<lock key>:released"
--- ARGV[3]  "w" when ARGV[1] is a writer's id, "r" when a reader's, "p" when a permit's
+-- ARGV[3]  "w" when ARGV[1] is a writer's id, "r" when a reader's, "u" when an upgradable
+--          reader's (removed as a reader's), "p" when a permit's
 -- ARGV[4]  "1" to publish with SPUBLISH (Redis Cluster's sharded pub/sub: the channel
 --          carries the lock key's hash tag, so it is in the lock key's slot; by PUBLISH
 --          on a server without it, see base.lua); anything else, or absent, with PUBLISH
@@ -23,8 +26,10 @@
 --      removed from the set (Redis deletes a set when its last member goes); a permit's
 --      id is removed from the sorted set (not counted when its deadline had passed, but
 --      removed all the same).
---   2  the lock became free (a writer's key deleted, the last reader gone), a permit was
---      returned, the intent ARGV[1] had set was deleted, or ARGV[1] left the fair queue;
+--   2  the lock became free (a writer's key deleted, the last reader gone), one reader
+--      is left (an upgradable reader may be waiting to upgrade), a permit was returned,
+--      the intent or the upgrader key ARGV[1] held was deleted, or ARGV[1] left the fair
+--      queue;
 --      and ARGV[1] was published on ARGV[2] (not added when the publish failed: the
 --      release stands, waiters find out by their timers).
 -- 0 means ARGV[1] did not hold KEYS[1] (which was not changed, but for removing ARGV[1]'s
@@ -51,10 +56,15 @@ elseif ARGV[3] == 'p' then
         freed = true
     end
 else
-    -- SREM fails on a string or a foreign type: then no reader's id is there.
+    -- SREM fails on a string or a foreign type: then no reader's id is there. One
+    -- reader left may be an upgradable reader waiting for the others to leave.
     if redis.pcall('SREM', KEYS[1], ARGV[1]) == 1 then
         released = 1
-        freed = redis.call('EXISTS', KEYS[1]) == 0
+        freed = redis.call('SCARD', KEYS[1]) <= 1
+    end
+    if ARGV[3] == 'u' and redis.pcall('GET', KEYS[3]) == ARGV[1] then
+        redis.call('DEL', KEYS[3])
+        freed = true
     end
 end
 

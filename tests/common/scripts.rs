@@ -13,12 +13,14 @@ pub const BASE: &str = "base.lua";
 /// The file sent between [`BASE`] and each of [`WITH_SHARED`].
 pub const SHARED: &str = "shared.lua";
 /// The scripts sent after [`SHARED`] too (`WITH_SHARED` in `src/protocol/lua.rs`).
-pub const WITH_SHARED: [&str; 5] = [
+pub const WITH_SHARED: [&str; 7] = [
     "lock.lua",
     "rlock.lua",
     "semaphore.lua",
     "fence.lua",
     "retake.lua",
+    "upgradable.lua",
+    "upgrade.lua",
 ];
 
 /// The text of `lua/<name>`, read from the crate's directory.

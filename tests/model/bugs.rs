@@ -36,4 +36,11 @@ pub enum Bug {
     LeaderNamesRecord,
     /// proclaim.lua writes the record without checking the lock.
     ProclaimUnchecked,
+    /// upgradable.lua lets a second upgradable reader in beside one that still reads.
+    UpgradableIgnoresUpgrader,
+    /// upgradable.lua lets a new upgradable reader in past a waiting writer's intent.
+    UpgradableIgnoresIntent,
+    /// upgrade.lua takes a free lock (the key gone) as a resent upgrade, whoever came
+    /// between.
+    UpgradeTakesAFreeLock,
 }

@@ -43,11 +43,14 @@ pub enum Key {
     Record,
     /// `K:data`: the data a guarded write (`exec`) changes.
     Data,
+    /// `K:upgrader`: the id of the upgradable reader; it counts only while that id is a
+    /// member of the readers' set (`lua/upgradable.lua`).
+    Upgrader,
 }
 
 impl Key {
     /// Every key, in the order the differential test reads them.
-    pub const ALL: [Key; 8] = [
+    pub const ALL: [Key; 9] = [
         Key::Lock,
         Key::Intent,
         Key::Fence,
@@ -56,6 +59,7 @@ impl Key {
         Key::QueueDeadline,
         Key::Record,
         Key::Data,
+        Key::Upgrader,
     ];
 
     /// The key's suffix after the lock key (`""` for the lock key itself).
@@ -69,6 +73,7 @@ impl Key {
             Key::QueueDeadline => ":queue-deadline",
             Key::Record => ":leader",
             Key::Data => ":data",
+            Key::Upgrader => ":upgrader",
         }
     }
 }
@@ -374,6 +379,17 @@ impl Store {
             self.keys.remove(&k);
         }
         Ok(i64::from(removed))
+    }
+
+    /// `SCARD`: the members of the set at `k` (0 when absent).
+    pub fn scard(&self, k: Key) -> Result<i64, WrongType> {
+        match self.keys.get(&k) {
+            None => Ok(0),
+            Some(Entry {
+                val: Val::Set(s), ..
+            }) => Ok(s.len() as i64),
+            Some(_) => Err(WrongType),
+        }
     }
 
     /// `SISMEMBER`.

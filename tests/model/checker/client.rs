@@ -12,6 +12,24 @@ pub enum Mode {
     Read,
     /// A semaphore permit (semaphore.lua).
     Permit,
+    /// An upgradable read lock (upgradable.lua): a reader, and the one reader of the key
+    /// that may upgrade (upgrade.lua) to the write lock.
+    Upgradable,
+    /// Held only: an upgradable reader whose `upgrade()` waits for the other readers to
+    /// leave (its "wait" attempt was blocked, and set the intent if none was set).
+    Upgrading,
+}
+
+impl Mode {
+    /// A reader of the lock key's set: plain, upgradable or upgrading.
+    pub fn reads(self) -> bool {
+        matches!(self, Mode::Read | Mode::Upgradable | Mode::Upgrading)
+    }
+
+    /// An upgradable reader (waiting to upgrade or not).
+    pub fn upgradable(self) -> bool {
+        matches!(self, Mode::Upgradable | Mode::Upgrading)
+    }
 }
 
 /// Which package the client runs.

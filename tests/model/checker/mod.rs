@@ -142,6 +142,15 @@ pub enum Action {
     Proclaim(usize),
     /// A writer downgrades (downgrade.lua).
     Downgrade(usize),
+    /// An upgradable reader upgrades (upgrade.lua, "wait": `upgrade()`; "try":
+    /// `try_upgrade()`). Offered to a fired guard too: a request sent before its token
+    /// fired may run after.
+    Upgrade {
+        client: usize,
+        wait: bool,
+    },
+    /// An upgradable reader becomes a plain reader (upgrade.lua, "plain").
+    Plain(usize),
     /// One tick passes; tokens whose deadline passed fire.
     Tick,
     /// One tick passes on the server's clock only (drift within the margin).
@@ -200,6 +209,23 @@ impl Model for Protocol {
                         if *mode == Mode::Write && rust && spec.modes.contains(&Mode::Read) {
                             out.push(Action::Downgrade(i));
                         }
+                        if *mode == Mode::Upgradable {
+                            out.push(Action::Plain(i));
+                        }
+                    }
+                    // `upgrade()` attempts again while it waits; `try_upgrade()` is
+                    // made by a guard that does not wait yet.
+                    if mode.upgradable() {
+                        out.push(Action::Upgrade {
+                            client: i,
+                            wait: true,
+                        });
+                    }
+                    if *mode == Mode::Upgradable {
+                        out.push(Action::Upgrade {
+                            client: i,
+                            wait: false,
+                        });
                     }
                     // A guarded write or a record may be sent before the token fires
                     // and run after: offered to fired guards too.

@@ -35,11 +35,20 @@ impl Seen {
     pub const STALE_LEADER: u8 = 32;
     /// exec.lua ran the commands of a guard older than the last writer's.
     pub const STALE_EXEC_RAN: u8 = 64;
+    /// A writer was granted between an upgradable read and its upgrade: while an
+    /// unfired upgradable guard held, or (seen at the upgrade) after the read's token.
+    pub const WRITER_BETWEEN: u8 = 128;
 
     /// Reached: exec.lua refused a guard.
     pub const EXEC_REFUSED: u8 = 1;
     /// Reached: leader.lua named a leader.
     pub const LEADER_READ: u8 = 2;
+    /// Reached: an upgradable read became the write lock.
+    pub const UPGRADED: u8 = 4;
+    /// Reached: an upgradable reader was refused while another held.
+    pub const UPGRADER_KEPT_OUT: u8 = 8;
+    /// Reached: a writer was refused while an upgradable reader held.
+    pub const WRITER_KEPT_OUT: u8 = 16;
 }
 
 /// Records what a grant to client `i` (`mode`, `id`, `token`; 0 for Go) breaks, given
@@ -66,15 +75,30 @@ pub fn granted(
             s.seen.last_writer = token;
         }
     }
-    let new_reader = mode == Mode::Read && before.sismember(Key::Lock, id) != Ok(true);
+    if mode == Mode::Write
+        && s.clients
+            .iter()
+            .enumerate()
+            .any(|(u, p)| u != i && p.live().is_some_and(|(m, _)| m.upgradable()))
+    {
+        s.seen.violated |= Seen::WRITER_BETWEEN;
+    }
+    let new_reader = matches!(mode, Mode::Read | Mode::Upgradable)
+        && before.sismember(Key::Lock, id) != Ok(true);
     for (w, phase) in s.clients.iter().enumerate() {
-        let Phase::Waiting {
-            mode: Mode::Write,
-            id: wid,
-            ..
-        } = *phase
-        else {
-            continue;
+        // A waiting writer, or an upgradable reader whose `upgrade()` waits.
+        let wid = match *phase {
+            Phase::Waiting {
+                mode: Mode::Write,
+                id,
+                ..
+            }
+            | Phase::Holding {
+                mode: Mode::Upgrading,
+                id,
+                ..
+            } => id,
+            _ => continue,
         };
         let intent = match c.clients[w].package {
             Package::Rust => Text::Id(wid),
@@ -138,7 +162,7 @@ fn live(m: &Protocol, s: &State) -> Vec<(Package, Mode, Id)> {
 fn exclusion(m: &Protocol, s: &State) -> bool {
     let live = live(m, s);
     let writers = live.iter().filter(|g| g.1 == Mode::Write).count();
-    let readers = live.iter().filter(|g| g.1 == Mode::Read).count();
+    let readers = live.iter().filter(|g| g.1.reads()).count();
     let permits = live.iter().filter(|g| g.1 == Mode::Permit).count() as i64;
     (writers == 0 || (writers == 1 && readers == 0)) && permits <= m.config.permits
 }
@@ -152,7 +176,26 @@ fn held(m: &Protocol, s: &State) -> bool {
             Mode::Write => s.store.get_is(Key::Lock, &Text::Id(id)),
             Mode::Read => s.store.sismember(Key::Lock, id) == Ok(true),
             Mode::Permit => exec::holds(&s.store, id),
+            Mode::Upgradable | Mode::Upgrading => {
+                s.store.sismember(Key::Lock, id) == Ok(true)
+                    && s.store.get_is(Key::Upgrader, &Text::Id(id))
+            }
         })
+}
+
+/// At most one unfired upgradable guard; it is the upgrader (`held` says its id is
+/// the upgrader key's).
+fn one_upgrader(m: &Protocol, s: &State) -> bool {
+    live(m, s).iter().filter(|g| g.1.upgradable()).count() <= 1
+}
+
+/// An upgradable reader's `upgrade()` waits with its intent set while another reader
+/// holds.
+fn upgrade_waits_with_intent(_: &Protocol, s: &State) -> bool {
+    s.clients.iter().any(|p| {
+        matches!(*p, Phase::Holding { mode: Mode::Upgrading, id, fired: false, .. }
+            if s.store.get_is(Key::Intent, &Text::Id(id)))
+    }) && s.store.scard(Key::Lock).is_ok_and(|n| n > 1)
 }
 
 /// Every key the scripts wrote has a TTL.
@@ -202,6 +245,8 @@ pub mod names {
     pub const RECORD: &str = "a record is written only by the lock's writer";
     pub const LEADER: &str = "the leader an observer reads is the holder, with its current term";
     pub const STALE_EXEC: &str = "no guard older than the last writer's runs an exec";
+    pub const ONE_UPGRADER: &str = "at most one unfired upgradable reader";
+    pub const WRITER_BETWEEN: &str = "no writer between an upgradable read and its upgrade";
 }
 
 /// The properties of `m`'s configuration: every `always`, and the `sometimes` that show
@@ -233,6 +278,10 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
         }),
         Property::always(names::STALE_EXEC, |_, s: &State| {
             not_violated(Seen::STALE_EXEC_RAN)(s)
+        }),
+        Property::always(names::ONE_UPGRADER, one_upgrader),
+        Property::always(names::WRITER_BETWEEN, |_, s: &State| {
+            not_violated(Seen::WRITER_BETWEEN)(s)
         }),
     ];
     if modes(Mode::Write) {
@@ -289,6 +338,33 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
         all.push(Property::sometimes("a waiter is queued", |_, s: &State| {
             s.store.exists(Key::Queue)
         }));
+    }
+    if modes(Mode::Upgradable) {
+        all.push(Property::sometimes(
+            "an upgradable reader holds beside a plain reader",
+            |_, s: &State| {
+                holding(s, Mode::Read) > 0
+                    && (holding(s, Mode::Upgradable) + holding(s, Mode::Upgrading)) > 0
+            },
+        ));
+        all.push(Property::sometimes(
+            "an upgrade waits with its intent set beside a reader",
+            upgrade_waits_with_intent,
+        ));
+        all.push(Property::sometimes(
+            "an upgradable read is upgraded",
+            |_, s: &State| s.seen.reached & Seen::UPGRADED != 0,
+        ));
+        all.push(Property::sometimes(
+            "a second upgradable reader is kept out",
+            |_, s: &State| s.seen.reached & Seen::UPGRADER_KEPT_OUT != 0,
+        ));
+        if modes(Mode::Write) {
+            all.push(Property::sometimes(
+                "a writer is kept out by an upgradable reader",
+                |_, s: &State| s.seen.reached & Seen::WRITER_KEPT_OUT != 0,
+            ));
+        }
     }
     all
 }

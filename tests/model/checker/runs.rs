@@ -26,6 +26,7 @@ fn go(modes: &[Mode]) -> ClientSpec {
 }
 
 const RW: &[Mode] = &[Mode::Write, Mode::Read];
+const UP: &[Mode] = &[Mode::Upgradable];
 
 /// The defaults: a TTL of 3 ticks, a margin of 1, the fence kept 6 ticks, 5 ticks to
 /// pass, writers set their intent.
@@ -163,6 +164,27 @@ fn guarded_writes_and_election_records() {
     holds("2 rust writers, exec and proclaim", c, 12);
 }
 
+/// Two upgradable readers beside a client that reads or writes: every step of an
+/// upgradable reader (a take, waiting or single; an upgrade, waiting or single; back to
+/// a plain reader; renewals and releases).
+fn upgradable_config() -> Config {
+    let mut c = config(vec![rust(UP), rust(UP), rust(RW)]);
+    c.tries = true;
+    c
+}
+
+#[test]
+fn upgradable_reads_and_their_upgrades() {
+    holds(
+        "2 upgradable + 1 rust",
+        upgradable_config(),
+        UPGRADABLE_DEPTH,
+    );
+}
+
+/// The depth of [`upgradable_reads_and_their_upgrades`].
+const UPGRADABLE_DEPTH: usize = 10;
+
 /// Two of the configurations to a depth of `MODEL_DEPTH` (default 15), for a change to
 /// the scripts: `MODEL_DEPTH=15 cargo test --release --test model deeper -- --ignored
 /// --nocapture`.
@@ -291,7 +313,9 @@ fn each_seeded_bug_of_the_model_breaks_its_property() {
             rust(&[Mode::Read]),
         ])
     };
-    let runs: [(Bug, Config, &'static str); 12] = [
+    // Upgradable readers only: the intent is an upgrader's.
+    let upgraders = || config(vec![rust(UP), rust(&[Mode::Read]), rust(&[Mode::Read])]);
+    let runs: [(Bug, Config, &'static str); 16] = [
         (Bug::RlockIgnoresIntent, intent(), names::INTENT),
         (Bug::LockIgnoresQueue, fair(), names::FAIR),
         (Bug::LockWithoutTtl, writers(), names::TTL),
@@ -304,6 +328,22 @@ fn each_seeded_bug_of_the_model_breaks_its_property() {
         (Bug::ExecRunsWhenRefusing, exec(), names::EXEC),
         (Bug::ProclaimUnchecked, exec(), names::RECORD),
         (Bug::LeaderNamesRecord, exec(), names::LEADER),
+        (Bug::RlockIgnoresIntent, upgraders(), names::INTENT),
+        (
+            Bug::UpgradableIgnoresUpgrader,
+            upgradable_config(),
+            names::ONE_UPGRADER,
+        ),
+        (
+            Bug::UpgradableIgnoresIntent,
+            upgradable_config(),
+            names::INTENT,
+        ),
+        (
+            Bug::UpgradeTakesAFreeLock,
+            config(vec![rust(UP), rust(&[Mode::Write])]),
+            names::WRITER_BETWEEN,
+        ),
     ];
     for (bug, mut c, property) in runs {
         c.bug = Some(bug);

@@ -7,8 +7,10 @@ use super::properties::{self, Seen};
 use super::{fresh_id, Action, Config, State};
 use crate::scripts::exec::Command;
 use crate::scripts::lock::Take;
+use crate::scripts::refresh::Hint;
 use crate::scripts::shared::{CLOCK_TOKENS, MAX_TOKEN};
 use crate::scripts::unlock::{Extra, Kind};
+use crate::scripts::upgrade::Op;
 use crate::scripts::{self, go, Reply};
 use crate::store::{Id, Key, Member, Text};
 
@@ -35,7 +37,7 @@ pub fn apply(c: &Config, s: &mut State, action: &Action) {
             if let Phase::Holding { mode, id, .. } = s.clients[i] {
                 match c.clients[i].package {
                     Package::Rust => {
-                        scripts::unlock::unlock(&mut s.store, id, kind(mode), Extra::None);
+                        scripts::unlock::unlock(&mut s.store, id, kind(mode), released(mode));
                     }
                     Package::Go => {
                         go::unlock(&mut s.store, id);
@@ -47,6 +49,8 @@ pub fn apply(c: &Config, s: &mut State, action: &Action) {
         Action::Exec(i) => exec(s, i),
         Action::Proclaim(i) => proclaim(c, s, i),
         Action::Downgrade(i) => downgrade(c, s, i),
+        Action::Upgrade { client, wait } => upgrade(c, s, client, wait),
+        Action::Plain(i) => plain(c, s, i),
         Action::Tick => {
             s.store.advance(1);
             s.time_left -= 1;
@@ -83,6 +87,17 @@ fn kind(mode: Mode) -> Kind {
         Mode::Write => Kind::Writer,
         Mode::Read => Kind::Reader,
         Mode::Permit => Kind::Permit,
+        Mode::Upgradable | Mode::Upgrading => Kind::Upgradable,
+    }
+}
+
+/// The optional keys a holder's release passes: an upgradable reader's "u" release
+/// passes the intent (which its `upgrade()` may have set) and the upgrader key.
+fn released(mode: Mode) -> Extra {
+    if mode.upgradable() {
+        Extra::Intent
+    } else {
+        Extra::None
     }
 }
 
@@ -144,9 +159,24 @@ fn take(c: &Config, s: &mut State, i: usize, mode: Mode, attempt: Attempt) {
             scripts::rlock::rlock(&mut s.store, t, counting)
         }
         (_, Mode::Permit) => scripts::semaphore::semaphore(&mut s.store, t, c.permits),
+        (Package::Rust, Mode::Upgradable | Mode::Upgrading) => {
+            scripts::upgradable::upgradable(&mut s.store, t)
+        }
         (Package::Go, Mode::Write) => go::write(&mut s.store, id, ttl, true),
-        (Package::Go, Mode::Read) => go::read(&mut s.store, id, ttl),
+        (Package::Go, _) => go::read(&mut s.store, id, ttl),
     };
+    if matches!(reply, Reply::Blocked { .. }) {
+        let upgradable_holds = s
+            .clients
+            .iter()
+            .any(|p| p.live().is_some_and(|(m, _)| m.upgradable()));
+        if upgradable_holds && mode == Mode::Upgradable {
+            s.seen.reached |= Seen::UPGRADER_KEPT_OUT;
+        }
+        if upgradable_holds && mode == Mode::Write {
+            s.seen.reached |= Seen::WRITER_KEPT_OUT;
+        }
+    }
     let token = match reply {
         Reply::Token { token, .. } => Some(token),
         Reply::Nil => Some(0),
@@ -282,12 +312,14 @@ fn give_up(c: &Config, s: &mut State, i: usize) {
     if c.clients[i].package == Package::Rust {
         let extra = if c.fair {
             Extra::Queue
-        } else if mode == Mode::Write && c.intent {
+        } else if (mode == Mode::Write && c.intent) || mode.upgradable() {
             Extra::Intent
         } else {
             Extra::None
         };
-        if extra != Extra::None || late {
+        // An upgradable read sets no intent: it releases only a grant that came late.
+        let sets = extra != Extra::None && !mode.upgradable();
+        if sets || late {
             scripts::unlock::unlock(&mut s.store, id, kind(mode), extra);
         }
     }
@@ -307,8 +339,13 @@ fn renew(c: &Config, s: &mut State, i: usize) {
     else {
         return;
     };
+    let hint = match *mode {
+        Mode::Write => Hint::Writer,
+        m if m.upgradable() => Hint::Upgradable,
+        _ => Hint::Reader,
+    };
     let reply = match c.clients[i].package {
-        Package::Rust => scripts::refresh::renew(&mut s.store, &[(*id, *mode == Mode::Write)], ttl),
+        Package::Rust => scripts::refresh::renew(&mut s.store, &[(*id, hint)], ttl),
         Package::Go => go::refresh(&mut s.store, *id, ttl),
     };
     let held = matches!(reply, Reply::Int(1)) || reply == Reply::Renewed(vec![1]);
@@ -338,6 +375,76 @@ fn downgrade(c: &Config, s: &mut State, i: usize) {
             *deadline = (*deadline).max(now + c.ttl - c.margin);
         }
         _ => *fired = true,
+    }
+}
+
+/// upgrade.lua, "wait" or "try": upgraded, the guard writes with the new token and a
+/// deadline from this request; blocked, it stays the upgradable reader ("wait": waiting
+/// to upgrade, its intent set unless another was); not the upgrader (0), its token
+/// fires. An upgrade must come with no writer's grant after the read's.
+fn upgrade(c: &Config, s: &mut State, i: usize, wait: bool) {
+    let Phase::Holding {
+        mode, id, token, ..
+    } = s.clients[i]
+    else {
+        return;
+    };
+    let before = s.store.clone();
+    let t = Take {
+        id,
+        ttl: c.ttl,
+        retention: c.retention,
+        floor: false,
+        fair: None,
+    };
+    let op = if wait { Op::Wait } else { Op::Try };
+    match scripts::upgrade::upgrade(&mut s.store, t, op) {
+        Reply::Token { token: write, .. } => {
+            if s.seen.last_writer > token {
+                s.seen.violated |= Seen::WRITER_BETWEEN;
+            }
+            s.seen.reached |= Seen::UPGRADED;
+            properties::granted(c, s, &before, i, Mode::Write, id, write, false);
+            s.clients[i] = Phase::Holding {
+                mode: Mode::Write,
+                id,
+                token: write,
+                deadline: s.client_now() + c.ttl - c.margin,
+                fired: false,
+            };
+        }
+        Reply::Blocked { .. } => {
+            if let Phase::Holding { mode: m, .. } = &mut s.clients[i] {
+                *m = if wait { Mode::Upgrading } else { mode };
+            }
+        }
+        _ => {
+            if let Phase::Holding { fired, .. } = &mut s.clients[i] {
+                *fired = true;
+            }
+        }
+    }
+}
+
+/// upgrade.lua, "plain": the guard reads on as a plain reader (its deadline as it was).
+fn plain(c: &Config, s: &mut State, i: usize) {
+    let Phase::Holding { id, .. } = s.clients[i] else {
+        return;
+    };
+    let t = Take {
+        id,
+        ttl: c.ttl,
+        retention: c.retention,
+        floor: false,
+        fair: None,
+    };
+    let reply = scripts::upgrade::upgrade(&mut s.store, t, Op::Plain);
+    if let Phase::Holding { mode, fired, .. } = &mut s.clients[i] {
+        if reply == Reply::Int(1) {
+            *mode = Mode::Read;
+        } else {
+            *fired = true;
+        }
     }
 }
 

@@ -5,11 +5,12 @@ use proptest::prelude::*;
 
 use crate::scripts::exec::Command;
 use crate::scripts::lock::Take;
+use crate::scripts::refresh::Hint;
 use crate::scripts::shared::MAX_TOKEN;
 use crate::scripts::unlock::{Extra, Kind};
 use crate::scripts::{
     downgrade, election, exec, force, go, inspect, lock, quorum, refresh, rlock, semaphore, unlock,
-    Reply,
+    upgradable, upgrade, Reply,
 };
 use crate::store::{Entry, Id, Key, Store, Text, Val};
 
@@ -52,12 +53,18 @@ pub enum Op {
     RLock { take: Take, counting: bool },
     /// semaphore.lua with `permits`.
     Semaphore { take: Take, permits: i64 },
-    /// unlock.lua.
+    /// unlock.lua (a [`Kind::Upgradable`] release with [`Extra::Intent`], as the crate
+    /// sends it: KEYS lock, intent, upgrader).
     Unlock { id: Id, kind: Kind, extra: Extra },
+    /// upgradable.lua (`take.fair` is `None`).
+    Upgradable { take: Take },
+    /// upgrade.lua with ARGV[4] `op` (`take.fair` is `None`).
+    Upgrade { take: Take, op: upgrade::Op },
     /// refresh.lua.
     Refresh { id: Id, ttl: i64 },
-    /// renew.lua with the lock key once per `(id, writer hint)`.
-    Renew { ids: Vec<(Id, bool)>, ttl: i64 },
+    /// renew.lua with the lock key once per `(id, hint)` (and the upgrader key once per
+    /// `u` after them).
+    Renew { ids: Vec<(Id, Hint)>, ttl: i64 },
     /// exec.lua with `commands` on [`Key::Data`].
     Exec { id: Id, commands: Vec<Command> },
     /// force_unlock.lua.
@@ -150,7 +157,12 @@ fn take(fair: bool) -> impl Strategy<Value = Take> {
 }
 
 fn kind() -> impl Strategy<Value = Kind> {
-    prop_oneof![Just(Kind::Writer), Just(Kind::Reader), Just(Kind::Permit)]
+    prop_oneof![
+        Just(Kind::Writer),
+        Just(Kind::Reader),
+        Just(Kind::Permit),
+        Just(Kind::Upgradable)
+    ]
 }
 
 fn extra() -> impl Strategy<Value = Extra> {
@@ -167,6 +179,7 @@ fn any_key() -> impl Strategy<Value = Key> {
         4 => Just(Key::Lock),
         2 => Just(Key::Intent),
         2 => Just(Key::Fence),
+        1 => Just(Key::Upgrader),
         1 => prop::sample::select(Key::ALL.to_vec()),
     ]
 }
@@ -192,7 +205,36 @@ fn semaphore_op(fair: bool) -> impl Strategy<Value = Op> {
 }
 
 fn unlock_op(kind: BoxedStrategy<Kind>) -> impl Strategy<Value = Op> {
-    (id(), kind, extra()).prop_map(|(id, kind, extra)| Op::Unlock { id, kind, extra })
+    (id(), kind, extra()).prop_map(|(id, kind, extra)| Op::Unlock {
+        id,
+        kind,
+        // The crate sends an upgradable reader's release with the intent and the
+        // upgrader key, never the queue.
+        extra: if kind == Kind::Upgradable {
+            Extra::Intent
+        } else {
+            extra
+        },
+    })
+}
+
+/// upgradable.lua: never fair (the crate refuses upgradable reads on fair mutexes).
+fn upgradable_op() -> impl Strategy<Value = Op> {
+    take(false).prop_map(|take| Op::Upgradable {
+        take: Take { fair: None, ..take },
+    })
+}
+
+fn upgrade_op() -> impl Strategy<Value = Op> {
+    let op = prop_oneof![
+        3 => Just(upgrade::Op::Wait),
+        2 => Just(upgrade::Op::Try),
+        2 => Just(upgrade::Op::Plain),
+    ];
+    (take(false), op).prop_map(|(take, op)| Op::Upgrade {
+        take: Take { fair: None, ..take },
+        op,
+    })
 }
 
 fn refresh_op() -> impl Strategy<Value = Op> {
@@ -200,7 +242,12 @@ fn refresh_op() -> impl Strategy<Value = Op> {
 }
 
 fn renew_op() -> impl Strategy<Value = Op> {
-    (prop::collection::vec((id(), any::<bool>()), 1..=3), ttl())
+    let hint = prop_oneof![
+        2 => Just(Hint::Writer),
+        2 => Just(Hint::Reader),
+        1 => Just(Hint::Upgradable),
+    ];
+    (prop::collection::vec((id(), hint), 1..=3), ttl())
         .prop_map(|(ids, ttl)| Op::Renew { ids, ttl })
 }
 
@@ -235,7 +282,12 @@ fn lock_step(fair: bool) -> impl Strategy<Value = Op> {
     prop_oneof![
         12 => lock_op(fair),
         10 => rlock_op(fair),
-        10 => unlock_op(prop_oneof![Just(Kind::Writer), Just(Kind::Reader)].boxed()),
+        10 => unlock_op(
+            prop_oneof![3 => Just(Kind::Writer), 3 => Just(Kind::Reader), 2 => Just(Kind::Upgradable)]
+                .boxed()
+        ),
+        6 => upgradable_op(),
+        6 => upgrade_op(),
         4 => refresh_op(),
         3 => renew_op(),
         4 => exec_op(),
@@ -304,8 +356,21 @@ impl Op {
             Op::Lock { .. } => "Lock",
             Op::RLock { .. } => "RLock",
             Op::Semaphore { .. } => "Semaphore",
+            Op::Unlock {
+                kind: Kind::Upgradable,
+                ..
+            } => "UnlockUpgradable",
             Op::Unlock { .. } => "Unlock",
+            Op::Upgradable { .. } => "Upgradable",
+            Op::Upgrade { op, .. } => match op {
+                upgrade::Op::Wait => "UpgradeWait",
+                upgrade::Op::Try => "UpgradeTry",
+                upgrade::Op::Plain => "UpgradePlain",
+            },
             Op::Refresh { .. } => "Refresh",
+            Op::Renew { ids, .. } if ids.iter().any(|&(_, h)| h == Hint::Upgradable) => {
+                "RenewUpgradable"
+            }
             Op::Renew { .. } => "Renew",
             Op::Exec { .. } => "Exec",
             Op::ForceUnlock => "ForceUnlock",
@@ -335,6 +400,8 @@ impl Op {
             Op::RLock { take, counting } => rlock::rlock(s, *take, *counting),
             Op::Semaphore { take, permits } => semaphore::semaphore(s, *take, *permits),
             Op::Unlock { id, kind, extra } => unlock::unlock(s, *id, *kind, *extra),
+            Op::Upgradable { take } => upgradable::upgradable(s, *take),
+            Op::Upgrade { take, op } => upgrade::upgrade(s, *take, *op),
             Op::Refresh { id, ttl } => refresh::refresh(s, *id, *ttl),
             Op::Renew { ids, ttl } => refresh::renew(s, ids, *ttl),
             Op::Exec { id, commands } => exec::exec(s, *id, commands),

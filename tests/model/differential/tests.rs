@@ -53,6 +53,19 @@ const REACHED: &[&str] = &[
     "GoRead: ScriptError",
     "GoRefresh: Int(1)",
     "GoUnlock: Int(1)",
+    "Upgradable: Token",
+    "Upgradable: Blocked",
+    "Upgradable: WrongType(Upgrader, hash)",
+    "UpgradeWait: Token",
+    "UpgradeWait: Blocked",
+    "UpgradeWait: Int(0)",
+    "UpgradeTry: Token",
+    "UpgradeTry: Blocked",
+    "UpgradePlain: Int(1)",
+    "UpgradePlain: Int(0)",
+    "UnlockUpgradable: Int(2)",
+    "UnlockUpgradable: Int(3)",
+    "RenewUpgradable: Renewed(1)",
 ];
 
 /// Sequences per thread of [`model_and_server_agree`].

@@ -13,7 +13,9 @@ use super::scripts::Scripts;
 use crate::scripts::exec::Command;
 use crate::scripts::inspect::Inspection;
 use crate::scripts::lock::Take;
-use crate::scripts::unlock::Extra;
+use crate::scripts::refresh::Hint;
+use crate::scripts::unlock::{Extra, Kind};
+use crate::scripts::upgrade;
 use crate::scripts::{Refusal, Reply};
 use crate::store::{id_text, Key, Member, Text};
 
@@ -63,7 +65,7 @@ pub struct Loaded {
 }
 
 /// The crate's scripts a differential run calls.
-const CRATE_SCRIPTS: [&str; 14] = [
+const CRATE_SCRIPTS: [&str; 16] = [
     "lock.lua",
     "rlock.lua",
     "semaphore.lua",
@@ -78,6 +80,8 @@ const CRATE_SCRIPTS: [&str; 14] = [
     "downgrade.lua",
     "fence.lua",
     "retake.lua",
+    "upgradable.lua",
+    "upgrade.lua",
 ];
 
 impl Loaded {
@@ -123,7 +127,8 @@ impl Loaded {
 /// How a script's raw reply reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
-    /// lock.lua, rlock.lua, semaphore.lua: a token, or -1 - wait.
+    /// lock.lua, rlock.lua, semaphore.lua, upgradable.lua, upgrade.lua: a token, or
+    /// -1 - wait (or upgrade.lua's 0).
     Take,
     /// An integer.
     Int,
@@ -232,7 +237,9 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
             if *extra != Extra::None {
                 keys.push(k(Key::Intent));
             }
-            if *extra == Extra::Queue {
+            if *kind == Kind::Upgradable {
+                keys.push(k(Key::Upgrader));
+            } else if *extra == Extra::Queue {
                 keys.push(k(Key::Queue));
                 keys.push(k(Key::QueueDeadline));
             }
@@ -246,12 +253,53 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
             vec![id_text(*id), ms(*ttl)],
             Shape::Int,
         ),
+        Op::Upgradable { take } => (
+            "upgradable.lua",
+            vec![
+                k(Key::Lock),
+                k(Key::Intent),
+                k(Key::Fence),
+                k(Key::Upgrader),
+            ],
+            vec![
+                id_text(take.id),
+                ms(take.ttl),
+                ms(take.retention),
+                flag(take.floor),
+            ],
+            Shape::Take,
+        ),
+        Op::Upgrade { take, op } => (
+            "upgrade.lua",
+            vec![
+                k(Key::Lock),
+                k(Key::Intent),
+                k(Key::Fence),
+                k(Key::Upgrader),
+            ],
+            vec![
+                id_text(take.id),
+                ms(take.ttl),
+                ms(take.retention),
+                op.arg().to_owned(),
+                n.channel(),
+                "0".to_owned(),
+                flag(take.floor),
+            ],
+            if *op == upgrade::Op::Plain {
+                Shape::Int
+            } else {
+                Shape::Take
+            },
+        ),
         Op::Renew { ids, ttl } => {
-            let keys = vec![k(Key::Lock); ids.len()];
-            let writers: String = ids
-                .iter()
-                .map(|&(_, w)| if w { 'w' } else { 'r' })
-                .collect();
+            let mut keys = vec![k(Key::Lock); ids.len()];
+            for &(_, hint) in ids {
+                if hint == Hint::Upgradable {
+                    keys.push(k(Key::Upgrader));
+                }
+            }
+            let writers: String = ids.iter().map(|&(_, h)| h.letter()).collect();
             let mut args = vec![ms(*ttl), writers];
             args.extend(ids.iter().map(|&(id, _)| id_text(id)));
             ("renew.lua", keys, args, Shape::Renew)
@@ -453,6 +501,8 @@ pub fn reply(n: &Names, shape: Shape, v: &Value) -> Result<Reply, String> {
             clock: false,
         }),
         (Shape::Take, Value::Int(t)) if *t < 0 => Some(Reply::Blocked { wait: -1 - t }),
+        // upgrade.lua: not the upgradable reader.
+        (Shape::Take, Value::Int(0)) => Some(Reply::Int(0)),
         (Shape::Int | Shape::Go, Value::Int(t)) => Some(Reply::Int(*t)),
         (Shape::Go, Value::Nil) => Some(Reply::Nil),
         (Shape::Renew, Value::Array(items)) if !items.is_empty() => {

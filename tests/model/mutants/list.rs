@@ -337,10 +337,35 @@ pub const MUTATIONS: &[Mutation] = &[
     m(
         "unlock_last_reader_inverted",
         "unlock.lua",
-        "freed = redis.call('EXISTS', KEYS[1]) == 0",
-        "freed = redis.call('EXISTS', KEYS[1]) == 1",
+        "freed = redis.call('SCARD', KEYS[1]) <= 1",
+        "freed = redis.call('SCARD', KEYS[1]) > 1",
         "a condition inverted: a reader's release publishes while readers remain, and \
-         not when the last one goes",
+         not when the last one or two go",
+    ),
+    m(
+        "unlock_one_reader_left_unpublished",
+        "unlock.lua",
+        "freed = redis.call('SCARD', KEYS[1]) <= 1",
+        "freed = redis.call('SCARD', KEYS[1]) == 0",
+        "the release before upgradable reads: a reader that leaves one reader behind does \
+         not publish, so an upgradable reader waiting for it to go is not woken",
+    ),
+    m(
+        "unlock_upgrader_of_another_deleted",
+        "unlock.lua",
+        "if ARGV[3] == 'u' and redis.pcall('GET', KEYS[3]) == ARGV[1] then",
+        "if ARGV[3] == 'u' and redis.pcall('GET', KEYS[3]) then",
+        "an id check removed: an upgradable reader's release deletes the upgrader key of \
+         another (a later upgradable reader's), letting a second one in beside it",
+    ),
+    m(
+        "unlock_upgrader_kept",
+        "unlock.lua",
+        "if ARGV[3] == 'u' and",
+        "if ARGV[3] == 'U' and",
+        "an upgradable reader's release keeps its upgrader key: nobody is told, and it \
+         outlives the reader (ignored once the id has left the set, but it blocks the id's \
+         resent take and is left for its TTL)",
     ),
     // refresh.lua
     m(
@@ -392,8 +417,8 @@ pub const MUTATIONS: &[Mutation] = &[
     m(
         "renew_ids_shifted",
         "renew.lua",
-        "renew(key, ARGV[i + 2],",
-        "renew(key, ARGV[i + 1],",
+        "renew(KEYS[i], ARGV[i + 2],",
+        "renew(KEYS[i], ARGV[i + 1],",
         "an index off by one: each key is renewed for the id of the one before it (the \
          first for ARGV[2], the kinds)",
     ),
@@ -404,6 +429,156 @@ pub const MUTATIONS: &[Mutation] = &[
         "held = tonumber(deadline) > now - ttl",
         "a deadline compared with the wrong time: a permit that ran out less than a TTL \
          ago is revived",
+    ),
+    m(
+        "renew_upgrader_not_extended",
+        "renew.lua",
+        "redis.call('PEXPIRE', upgrader, ttl)",
+        "redis.call('PEXPIRE', upgrader, ttl / 2)",
+        "an upgradable reader's renewal gives its upgrader key half the TTL: it expires \
+         while the reader holds, and a second upgradable reader gets in",
+    ),
+    m(
+        "renew_upgrader_of_another_extended",
+        "renew.lua",
+        "if replies[i] == 1 and redis.pcall('GET', upgrader) == ARGV[i + 2] then",
+        "if replies[i] == 1 then",
+        "an id check removed: a reader renewed as `u` extends the upgrader key of another \
+         upgradable reader",
+    ),
+    m(
+        "renew_upgrader_unheld_extended",
+        "renew.lua",
+        "if replies[i] == 1 and redis.pcall",
+        "if replies[i] == 0 and redis.pcall",
+        "a condition inverted: the upgrader key is extended only when its reader no longer \
+         holds the lock key",
+    ),
+    // upgradable.lua
+    m(
+        "upgradable_upgrader_ignored",
+        "upgradable.lua",
+        "if upgrader ~= nil and upgrader ~= ARGV[1] and pttl ~= -2",
+        "if false and upgrader ~= ARGV[1] and pttl ~= -2",
+        "the upgrader check removed: a second upgradable reader gets in beside one that \
+         still reads",
+    ),
+    m(
+        "upgradable_stale_upgrader_blocks",
+        "upgradable.lua",
+        "\n    and redis.call('SISMEMBER', KEYS[1], upgrader) == 1 then",
+        " then",
+        "a departed upgrader's key (its id no longer a reader) keeps new upgradable \
+         readers out until it expires",
+    ),
+    m(
+        "upgradable_intent_ignored",
+        "upgradable.lua",
+        "    if intent then\n        return -1 - intent_pttl",
+        "    if false then\n        return -1 - intent_pttl",
+        "the intent ignored: a new upgradable reader gets in past a waiting writer",
+    ),
+    m(
+        "upgradable_intent_blocks_members",
+        "upgradable.lua",
+        "if member == 0 then",
+        "if true then",
+        "a resent take (the id already a reader) is refused by an intent set since",
+    ),
+    m(
+        "upgradable_upgrader_without_ttl",
+        "upgradable.lua",
+        "redis.call('SET', KEYS[4], ARGV[1], 'PX', ttl)",
+        "redis.call('SET', KEYS[4], ARGV[1])",
+        "the upgrader key without a TTL: it never expires",
+    ),
+    m(
+        "upgradable_token_not_incremented",
+        "upgradable.lua",
+        "at_least_the_clock(last + 1, ARGV[4] == '1')",
+        "at_least_the_clock(last, ARGV[4] == '1')",
+        "the last token minted again",
+    ),
+    m(
+        "upgradable_shortens_readers",
+        "upgradable.lua",
+        "pttl_at_least(KEYS[1], ttl, pttl)",
+        "redis.call('PEXPIRE', KEYS[1], ttl)",
+        "the readers' set's TTL set, not raised: a reader with a longer TTL loses the \
+         lock early",
+    ),
+    // upgrade.lua
+    m(
+        "upgrade_other_readers_ignored",
+        "upgrade.lua",
+        "if resent or redis.call('SCARD', KEYS[1]) == 1 then",
+        "if true then",
+        "the other readers ignored: the upgrade takes the write lock beside them",
+    ),
+    m(
+        "upgrade_upgrader_check_removed",
+        "upgrade.lua",
+        "if not resent and upgrader ~= ARGV[1] then",
+        "if false then",
+        "the upgrader check removed: a plain reader (or a departed upgrader) upgrades",
+    ),
+    m(
+        "upgrade_resent_refused",
+        "upgrade.lua",
+        "local resent = holder == ARGV[1]",
+        "local resent = false",
+        "a resent upgrade (the key already this id's string) is refused as not held",
+    ),
+    m(
+        "upgrade_intent_of_another_deleted",
+        "upgrade.lua",
+        "    if intent == ARGV[1] then\n        redis.call('DEL', KEYS[2])",
+        "    if intent then\n        redis.call('DEL', KEYS[2])",
+        "an upgrade deletes a waiting writer's intent, letting new readers past it once \
+         the upgraded writer leaves",
+    ),
+    m(
+        "upgrade_wait_overwrites_intent",
+        "upgrade.lua",
+        "    if intent == nil then\n        redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)",
+        "    if intent ~= ARGV[1] then\n        redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)",
+        "a waiting upgrade overwrites a waiting writer's intent with its own",
+    ),
+    m(
+        "upgrade_try_sets_intent",
+        "upgrade.lua",
+        "if op == 'wait' then",
+        "if op ~= 'plain' then",
+        "a single attempt (try_upgrade) sets the intent",
+    ),
+    m(
+        "upgrade_plain_keeps_upgrader",
+        "upgrade.lua",
+        "        redis.call('DEL', KEYS[4])\n        publish(",
+        "        publish(",
+        "back to a plain reader, the id stays the upgrader: no other upgradable reader \
+         gets in",
+    ),
+    m(
+        "upgrade_upgrader_kept",
+        "upgrade.lua",
+        "    if upgrader == ARGV[1] then\n        redis.call('DEL', KEYS[4])\n    end\n    if intent",
+        "    if intent",
+        "the upgraded writer keeps the upgrader key",
+    ),
+    m(
+        "upgrade_writer_without_ttl",
+        "upgrade.lua",
+        "redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)",
+        "redis.call('SET', KEYS[1], ARGV[1])",
+        "the upgraded writer's key without a TTL",
+    ),
+    m(
+        "upgrade_token_not_incremented",
+        "upgrade.lua",
+        "at_least_the_clock(last + 1, ARGV[7] == '1')",
+        "at_least_the_clock(last, ARGV[7] == '1')",
+        "the upgraded writer's token is the last one again",
     ),
     // semaphore.lua
     m(

@@ -20,6 +20,8 @@ pub mod rlock;
 pub mod semaphore;
 pub mod shared;
 pub mod unlock;
+pub mod upgradable;
+pub mod upgrade;
 
 use crate::store::Key;
 

@@ -9,26 +9,58 @@ pub fn refresh(s: &mut Store, id: Id, ttl: i64) -> Reply {
     Reply::Int(typed(s, id, ttl))
 }
 
-/// renew.lua over the lock key named once per `(id, writer)`: `writer` is ARGV[2]'s
-/// `w` for that key (its string is read with GET first).
-pub fn renew(s: &mut Store, ids: &[(Id, bool)], ttl: i64) -> Reply {
+/// A lock key's character in renew.lua's ARGV[2]: what the id is likely to hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Hint {
+    /// `w`: a writer's string (read with GET first).
+    Writer,
+    /// `r` (anything but `w` or `u`): read by TYPE.
+    Reader,
+    /// `u`: an upgradable reader; its upgrader key (`K:upgrader`, after the lock keys in
+    /// KEYS) is extended with it.
+    Upgradable,
+}
+
+impl Hint {
+    /// The character.
+    pub fn letter(self) -> char {
+        match self {
+            Hint::Writer => 'w',
+            Hint::Reader => 'r',
+            Hint::Upgradable => 'u',
+        }
+    }
+}
+
+/// renew.lua over the lock key named once per `(id, hint)`.
+pub fn renew(s: &mut Store, ids: &[(Id, Hint)], ttl: i64) -> Reply {
     let replies = ids
         .iter()
-        .map(|&(id, writer)| {
-            if writer {
-                match s.get(Key::Lock) {
-                    Ok(Some(t)) if *t == Text::Id(id) => {
-                        s.pexpire(Key::Lock, ttl);
-                        return 1;
-                    }
-                    Ok(_) => return 0,
-                    Err(_) => {}
-                }
+        .map(|&(id, hint)| {
+            let reply = renew_one(s, id, hint == Hint::Writer, ttl);
+            // Its upgrader key lives as long as its hold.
+            if hint == Hint::Upgradable && reply == 1 && s.get_is(Key::Upgrader, &Text::Id(id)) {
+                s.pexpire(Key::Upgrader, ttl);
             }
-            typed(s, id, ttl)
+            reply
         })
         .collect();
     Reply::Renewed(replies)
+}
+
+/// renew.lua's `renew(key, id, writer)`.
+fn renew_one(s: &mut Store, id: Id, writer: bool, ttl: i64) -> i64 {
+    if writer {
+        match s.get(Key::Lock) {
+            Ok(Some(t)) if *t == Text::Id(id) => {
+                s.pexpire(Key::Lock, ttl);
+                return 1;
+            }
+            Ok(_) => return 0,
+            Err(_) => {}
+        }
+    }
+    typed(s, id, ttl)
 }
 
 /// The refresh of one id, by the lock key's TYPE.

@@ -14,6 +14,10 @@ pub enum Kind {
     Reader,
     /// "p": a permit's id.
     Permit,
+    /// "u": an upgradable reader's id, removed as a reader's; KEYS[3] is then the
+    /// upgrader key (the crate passes KEYS[2], the intent, with it: [`Extra::Intent`]),
+    /// deleted when it holds the id.
+    Upgradable,
 }
 
 impl Kind {
@@ -23,12 +27,14 @@ impl Kind {
             Kind::Writer => b'w',
             Kind::Reader => b'r',
             Kind::Permit => b'p',
+            Kind::Upgradable => b'u',
         }
     }
 }
 
 /// Which optional keys the call passes: KEYS[2] (the intent), and KEYS[3], KEYS[4]
-/// (the fair queue; the intent is passed with them).
+/// (the fair queue; the intent is passed with them). [`Kind::Upgradable`] passes
+/// KEYS[3], the upgrader key, with [`Extra::Intent`] (and never the queue).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Extra {
     /// KEYS[1] only (a holder's release).
@@ -63,10 +69,15 @@ pub fn unlock(s: &mut Store, id: Id, kind: Kind, extra: Extra) -> Reply {
                 freed = true;
             }
         }
-        Kind::Reader => {
+        Kind::Reader | Kind::Upgradable => {
+            // One reader left may be an upgradable reader waiting for the others.
             if s.srem(Key::Lock, id) == Ok(1) {
                 released = 1;
-                freed = !s.exists(Key::Lock);
+                freed = s.scard(Key::Lock).is_ok_and(|n| n <= 1);
+            }
+            if kind == Kind::Upgradable && s.get_is(Key::Upgrader, &me) {
+                s.del(Key::Upgrader);
+                freed = true;
             }
         }
     }
