@@ -185,7 +185,8 @@ fn upgradable_reads_and_their_upgrades() {
 /// The depth of [`upgradable_reads_and_their_upgrades`].
 const UPGRADABLE_DEPTH: usize = 10;
 
-/// Two of the configurations to a depth of `MODEL_DEPTH` (default 15), for a change to
+/// Three of the configurations to a depth of `MODEL_DEPTH` (default 15; the upgradable
+/// readers with late replies three less), for a change to
 /// the scripts: `MODEL_DEPTH=15 cargo test --release --test model deeper -- --ignored
 /// --nocapture`.
 #[test]
@@ -199,6 +200,14 @@ fn deeper() {
     let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
     c.fair = true;
     holds("3 rust, fair", c, depth);
+    // Late replies of upgradable reads: three steps less, for a run of about a minute.
+    let mut c = upgradable_config();
+    c.late = true;
+    holds(
+        "2 upgradable + 1 rust, late replies",
+        c,
+        depth.saturating_sub(3),
+    );
 }
 
 #[test]

@@ -179,7 +179,7 @@ fn any_key() -> impl Strategy<Value = Key> {
         4 => Just(Key::Lock),
         2 => Just(Key::Intent),
         2 => Just(Key::Fence),
-        1 => Just(Key::Upgrader),
+        2 => Just(Key::Upgrader),
         1 => prop::sample::select(Key::ALL.to_vec()),
     ]
 }
@@ -278,16 +278,12 @@ fn hostile_op() -> impl Strategy<Value = Op> {
 }
 
 /// A step of a sequence on a lock (and an election, and Go's clients): no semaphore.
-fn lock_step(fair: bool) -> impl Strategy<Value = Op> {
-    prop_oneof![
+/// Upgradable readers only when not fair: the crate refuses them on a fair mutex.
+fn lock_step(fair: bool) -> BoxedStrategy<Op> {
+    let steps = prop_oneof![
         12 => lock_op(fair),
         10 => rlock_op(fair),
-        10 => unlock_op(
-            prop_oneof![3 => Just(Kind::Writer), 3 => Just(Kind::Reader), 2 => Just(Kind::Upgradable)]
-                .boxed()
-        ),
-        6 => upgradable_op(),
-        6 => upgrade_op(),
+        10 => unlock_op(prop_oneof![Just(Kind::Writer), Just(Kind::Reader)].boxed()),
         4 => refresh_op(),
         3 => renew_op(),
         4 => exec_op(),
@@ -308,7 +304,17 @@ fn lock_step(fair: bool) -> impl Strategy<Value = Op> {
         10 => advance_op(),
         1 => Just(Op::Restart),
         2 => hostile_op(),
+    ];
+    if fair {
+        return steps.boxed();
+    }
+    prop_oneof![
+        81 => steps,
+        8 => upgradable_op(),
+        10 => upgrade_op(),
+        3 => unlock_op(Just(Kind::Upgradable).boxed()),
     ]
+    .boxed()
 }
 
 /// A step of a sequence on a semaphore.

@@ -35,10 +35,10 @@ const ALL_BUDGET: u32 = 10_000;
 
 /// The mutations `seeded_bugs_sample` runs: a fixed list, one in each of the shared
 /// files and in each kind of script (a lock, a reader, a release, a permit, a guarded
-/// write, quorum mode), each caught within a few hundred sequences by the full run, so
+/// write, quorum mode, an upgrade), each caught within a few hundred sequences by the full run, so
 /// that CI says the differential test still reaches each. Fixed, not rotating: a
 /// failure names the same mutation on every rerun.
-const SAMPLE: [&str; 10] = [
+const SAMPLE: [&str; 11] = [
     "base_publish_fails",
     "shared_queue_ticket_not_incremented",
     "lock_token_not_incremented",
@@ -49,6 +49,7 @@ const SAMPLE: [&str; 10] = [
     "retake_granted_ignored",
     "force_unlock_fence_not_raised",
     "inspect_fence_pttl_of_lock",
+    "upgrade_other_readers_ignored",
 ];
 
 /// The `*.lua` files of `lua/`, by name.

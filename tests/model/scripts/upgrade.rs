@@ -98,3 +98,56 @@ fn run(s: &mut Store, t: Take, op: Op) -> Result<Reply, Refusal> {
     }
     Ok(blocked(pttl))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripts::refresh::{renew, Hint};
+    use crate::scripts::{rlock, upgradable};
+
+    fn take(id: u8) -> Take {
+        Take {
+            id,
+            ttl: 3000,
+            retention: 10_000,
+            floor: false,
+            fair: None,
+        }
+    }
+
+    /// A known limit of the protocol, not a property: a reader that leaves without
+    /// releasing (a crash, a partition) stays a member of the readers' set until the
+    /// set expires, and the upgradable reader's own renewals keep the set alive, so a
+    /// waiting upgrade never finishes while it renews (a waiting writer is not held up
+    /// so: nobody renews the set once the live readers have left). Its `upgrade()`
+    /// waits until it gives up; releasing the upgradable read frees the key.
+    #[test]
+    fn a_departed_readers_id_keeps_an_upgrade_waiting_while_the_upgrader_renews() {
+        let mut s = Store::at(1_000_000_000_000);
+        assert!(matches!(
+            rlock::rlock(&mut s, take(1), false),
+            Reply::Token { .. }
+        ));
+        assert!(matches!(
+            upgradable::upgradable(&mut s, take(2)),
+            Reply::Token { .. }
+        ));
+        // Reader 1 is gone; the upgradable reader renews every TTL/3 for ten TTLs.
+        for _ in 0..30 {
+            s.advance(1000);
+            assert_eq!(
+                renew(&mut s, &[(2, Hint::Upgradable)], 3000),
+                Reply::Renewed(vec![1])
+            );
+            assert!(matches!(
+                upgrade(&mut s, take(2), Op::Wait),
+                Reply::Blocked { .. }
+            ));
+        }
+        assert_eq!(s.scard(Key::Lock), Ok(2));
+        // Without its renewals the set (and the departed id) goes within a TTL; the
+        // upgradable read goes with it.
+        s.advance(3000);
+        assert_eq!(upgrade(&mut s, take(2), Op::Wait), Reply::Int(0));
+    }
+}
