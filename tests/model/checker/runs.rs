@@ -185,7 +185,7 @@ fn upgradable_reads_and_their_upgrades() {
 /// The depth of [`upgradable_reads_and_their_upgrades`].
 const UPGRADABLE_DEPTH: usize = 10;
 
-/// Three of the configurations to a depth of `MODEL_DEPTH` (default 15; the upgradable
+/// Four of the configurations to a depth of `MODEL_DEPTH` (default 15; the upgradable
 /// readers with late replies three less), for a change to
 /// the scripts: `MODEL_DEPTH=15 cargo test --release --test model deeper -- --ignored
 /// --nocapture`.
@@ -200,6 +200,14 @@ fn deeper() {
     let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
     c.fair = true;
     holds("3 rust, fair", c, depth);
+    // Go's readers and writers beside upgradable readers (one also reads plainly).
+    let mut c = config(vec![
+        rust(UP),
+        rust(&[Mode::Upgradable, Mode::Read]),
+        go(RW),
+    ]);
+    c.tries = true;
+    holds("2 upgradable + 1 go, try and wait", c, depth);
     // Late replies of upgradable reads: three steps less, for a run of about a minute.
     let mut c = upgradable_config();
     c.late = true;

@@ -165,7 +165,8 @@ fn take(c: &Config, s: &mut State, i: usize, mode: Mode, attempt: Attempt) {
         (Package::Go, Mode::Write) => go::write(&mut s.store, id, ttl, true),
         (Package::Go, _) => go::read(&mut s.store, id, ttl),
     };
-    if matches!(reply, Reply::Blocked { .. }) {
+    // Blocked (Go's blocked write replies the PTTL).
+    if matches!(reply, Reply::Blocked { .. } | Reply::Int(_)) {
         let upgradable_holds = s
             .clients
             .iter()
