@@ -1,8 +1,10 @@
 //! A shared-read/exclusive-write cache: readers share the lock, a writer with lock intent
 //! gets in without being starved and writes the entry through `WriteGuard::exec` (only while
 //! the lock is still its own), a stale writer's write is refused, a guard's cancellation
-//! token stops work the moment its lock is lost, and a fair semaphore lets at most two cache rebuilds
-//! run at once across processes, in the order they asked.
+//! token stops work the moment its lock is lost, a stale entry is rebuilt once through
+//! `upgradable_read` (read, find it stale, upgrade with no writer in between), and a fair
+//! semaphore lets at most two cache rebuilds run at once across processes, in the order
+//! they asked.
 //!
 //! Run with `cargo run --example cache`. With `REDIS_URL` unset it starts a throwaway
 //! `redis-server` (`$REDIS_SERVER`, else the one on PATH); with it set, it uses that
@@ -94,6 +96,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     stale_writer_is_refused(&mx, conn.clone(), started).await?;
     stop_work_on_lost_lock(&mx, conn.clone(), started).await?;
+    rebuild_once_through_upgradable_reads(&mx, conn.clone(), started).await?;
     rebuilds_two_at_a_time(&client, started).await?;
     println!("{:>5} ms  done", ms(started));
     Ok(())
@@ -161,6 +164,58 @@ async fn stop_work_on_lost_lock(
         ms(started),
         guard.cancel_reason()
     );
+    Ok(())
+}
+
+/// Three tasks find the entry gone at once. Each reads it under an upgradable read
+/// (plain readers could share the lock meanwhile); at most one holds such a read at a
+/// time, so the first finds it stale, upgrades (no writer can come between its read and
+/// its write) and rebuilds it, and the others find it fresh: one rebuild, not three.
+async fn rebuild_once_through_upgradable_reads(
+    mx: &RwMutex<MultiplexedConnection>,
+    mut conn: MultiplexedConnection,
+    started: Instant,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    const ENTRY: &str = "redismutex-example-data:entry";
+    const REBUILDS: &str = "redismutex-example-data:entry:rebuilds";
+    conn.del::<_, ()>(&[ENTRY, REBUILDS]).await?;
+    let mut tasks = Vec::new();
+    for n in 1..=3 {
+        let mx = mx.clone();
+        tasks.push(tokio::spawn(async move {
+            let entry = mx.upgradable_read().key("entry").await?;
+            let mut get = redis::pipe();
+            get.get(ENTRY);
+            let (cached,): (Option<String>,) = entry.exec(&get).await?;
+            if cached.is_some() {
+                println!("{:>5} ms  task {n} finds the entry fresh", ms(started));
+                return entry.unlock().await.map(|_| ());
+            }
+            let entry = entry.upgrade().await?;
+            let mut rebuild = redis::pipe();
+            rebuild
+                .set(ENTRY, "rebuilt")
+                .ignore()
+                .incr(REBUILDS, 1)
+                .ignore();
+            let () = entry.exec(&rebuild).await?;
+            println!(
+                "{:>5} ms  task {n} found it stale, upgraded and rebuilt it (token {})",
+                ms(started),
+                entry.fencing_token()
+            );
+            entry.unlock().await.map(|_| ())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let rebuilds: i64 = conn.get(REBUILDS).await?;
+    println!(
+        "{:>5} ms  the entry was rebuilt {rebuilds} time(s)",
+        ms(started)
+    );
+    assert_eq!(rebuilds, 1, "an entry was rebuilt twice");
     Ok(())
 }
 

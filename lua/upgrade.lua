@@ -20,7 +20,8 @@
 --
 -- Sent after base.lua and shared.lua, as one script.
 --
--- Replies, for "wait" and "try":
+-- Replies:
+-- for "wait" and "try":
 --   token (integer > 0)       upgraded: KEYS[1] is now a string holding ARGV[1] with PX
 --                             ARGV[2]; KEYS[4] is deleted, and KEYS[2] if it held ARGV[1];
 --                             the token is minted as lock.lua mints it, larger than every
@@ -32,14 +33,16 @@
 --                             with PX ARGV[2] if it was absent or already ARGV[1]; another
 --                             waiting writer's intent is left as it is (it keeps new
 --                             readers out all the same).
---   0                         ARGV[1] is not the upgradable reader of KEYS[1]: not a
---                             member of it, or KEYS[4] does not hold ARGV[1]. Nothing was
---                             changed.
--- Replies, for "plain":
+--   0                         ARGV[1] does not hold KEYS[1]: not a member of it (nor, for
+--                             a resent upgrade, its string). Nothing was changed.
+--   {"reader"}                ARGV[1] is a member of KEYS[1] but KEYS[4] does not hold it:
+--                             a reader, no longer the upgradable one (its upgrader key was
+--                             lost, and another may have taken it). Nothing was changed.
+-- for "plain":
 --   1  ARGV[1] is a member of KEYS[1]: KEYS[4] was deleted if it held ARGV[1] (and
 --      ARGV[1] published on ARGV[5], so that a waiting upgradable reader may go in).
 --   0  ARGV[1] is not a member of KEYS[1]; nothing was changed.
--- And for every operation:
+-- and for every operation:
 --   {"wrongtype", key, type}  key holds a type this protocol does not use; nothing changed.
 --   {"noexpiry", key}         key exists with no TTL; nothing was changed.
 --
@@ -83,7 +86,7 @@ if op == 'plain' then
     return 1
 end
 if not resent and upgrader ~= ARGV[1] then
-    return 0
+    return {'reader'}
 end
 
 -- The intent and the fence, checked before the first write.

@@ -118,7 +118,7 @@ pub use builder::Builder;
 pub use election::{Campaign, Election, Leadership, TryCampaign};
 pub use engine::Deployment;
 pub use error::{Error, Refusal};
-pub use guard::{Guard, Permit, ReadGuard, WriteGuard};
+pub use guard::{Guard, Permit, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use leader::Leader;
 pub use lock_state::{LockState, QueueEntry};
 pub use mode::Mode;

@@ -22,6 +22,9 @@ pub(crate) enum Kind {
     Read,
     /// One permit of a semaphore that admits this many holders (`lua/semaphore.lua`).
     Permit(u32),
+    /// A shared lock that at most one reader holds at a time and that can become the
+    /// write lock (`lua/upgradable.lua`, `lua/upgrade.lua`).
+    Upgradable,
 }
 
 impl Kind {
@@ -31,6 +34,7 @@ impl Kind {
             Kind::Write => "write",
             Kind::Read => "read",
             Kind::Permit(_) => "permit",
+            Kind::Upgradable => "upgradable",
         }
     }
 
@@ -38,7 +42,7 @@ impl Kind {
     /// waiters wakes it: a permit is woken as a writer is, one per release.
     pub(crate) fn mode(self) -> Mode {
         match self {
-            Kind::Read => Mode::Read,
+            Kind::Read | Kind::Upgradable => Mode::Read,
             Kind::Write | Kind::Permit(_) => Mode::Write,
         }
     }

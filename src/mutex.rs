@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::engine::{Deployment, Shared};
 use crate::error::Error;
-use crate::guard::{ReadGuard, WriteGuard};
+use crate::guard::{ReadGuard, UpgradableReadGuard, WriteGuard};
 use crate::lock_state::LockState;
 use crate::mode::Kind;
 use crate::notify::Notifier;
@@ -117,6 +117,30 @@ impl<C> RwMutex<C> {
     /// safety are on [`Acquire`].
     pub fn read(&self) -> Acquire<C, ReadGuard> {
         Acquire::new(self.request(Kind::Read))
+    }
+
+    /// Waits for an upgradable read lock: await the returned [`Acquire`] for an
+    /// [`UpgradableReadGuard`], a shared lock that
+    /// [`upgrade`](UpgradableReadGuard::upgrade) turns into the exclusive one with no
+    /// writer in between (parking_lot's `upgradable_read`). Plain readers share the lock
+    /// with it; a writer, a writer waiting with its intent set, and another upgradable
+    /// reader keep it out. How it waits, its errors and its cancel safety are on
+    /// [`Acquire`]; it is never nested on a [reentrant](crate::Builder::reentrant) mutex.
+    ///
+    /// Refused with [`Error::InvalidOptions`](crate::Error::InvalidOptions) when awaited
+    /// on a [fair](crate::Builder::fair) mutex or over a [`Quorum`](crate::Quorum), before
+    /// anything is sent (the [reentrancy guide](crate::guide::reentrancy) says why).
+    pub fn upgradable_read(&self) -> Acquire<C, UpgradableReadGuard> {
+        Acquire::new(self.request(Kind::Upgradable))
+    }
+
+    /// Makes one attempt at an upgradable read lock; awaiting the returned
+    /// [`TryAcquire`] gives `Ok(Some(UpgradableReadGuard))`, or `Ok(None)` when a writer
+    /// holds the lock or waits for it with its intent set, or another upgradable reader
+    /// holds it. Refused as [`upgradable_read`](Self::upgradable_read) is. Errors and
+    /// cancel safety are on [`TryAcquire`].
+    pub fn try_upgradable_read(&self) -> TryAcquire<C, UpgradableReadGuard> {
+        TryAcquire::new(self.request(Kind::Upgradable))
     }
 
     /// Makes one attempt at the exclusive (write) lock; awaiting the returned

@@ -17,14 +17,16 @@ use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::protocol::acks::{Acked, Acks};
-use crate::protocol::calls::{self, AttemptKind, Call, Holder, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{
+    self, AttemptKind, Call, Holder, Leftovers, Renewal, Retake, UpgradeOp,
+};
 use crate::protocol::command_keys::CommandKeys;
 use crate::protocol::exec::{Access, Executed, Guarded};
 use crate::protocol::force;
 use crate::protocol::inspect::{self, Form};
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::{self, LeaderRead};
-use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::protocol::replies::{Attempt, Downgraded, Unlocked, Upgraded};
 use crate::protocol::slot::hash_tag;
 use crate::protocol::topology::Topology;
 
@@ -182,6 +184,14 @@ where
 
     async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
         calls::downgrade(&mut self.conn.clone(), call, self.topology).await
+    }
+
+    async fn upgrade(&self, call: &Call, op: UpgradeOp) -> Result<Upgraded, Error> {
+        calls::upgrade(&mut self.conn.clone(), call, self.topology, op).await
+    }
+
+    async fn plain(&self, call: &Call) -> Result<bool, Error> {
+        calls::plain(&mut self.conn.clone(), call, self.topology).await
     }
 
     /// One `force_unlock.lua`; never waits for replicas (the release of a lock is not

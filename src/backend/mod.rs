@@ -56,12 +56,12 @@ pub use quorum::Quorum;
 use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake, UpgradeOp};
 use crate::protocol::exec::{Access, Executed};
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::LeaderRead;
-use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::protocol::replies::{Attempt, Downgraded, Unlocked, Upgraded};
 
 /// What one batch of renewals found ([`Backend::renew`]).
 #[derive(Debug)]
@@ -152,6 +152,20 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Turns the id's write lock into a read lock in one step.
     fn downgrade(&self, call: &Call) -> impl Future<Output = Result<Downgraded, Error>> + Send;
+
+    /// Turns the id's upgradable read lock into the write lock in one step once no
+    /// other reader is left (`lua/upgrade.lua`, [`UpgradeOp::Wait`] or
+    /// [`UpgradeOp::Try`]); a backend that cannot ([`Majority`]) refuses with
+    /// [`Error::InvalidOptions`] before sending anything.
+    fn upgrade(
+        &self,
+        call: &Call,
+        op: UpgradeOp,
+    ) -> impl Future<Output = Result<Upgraded, Error>> + Send;
+
+    /// The id's upgradable read lock becomes a plain read lock (`lua/upgrade.lua`,
+    /// [`UpgradeOp::Plain`]): true when the id is still one of the readers.
+    fn plain(&self, call: &Call) -> impl Future<Output = Result<bool, Error>> + Send;
 
     /// Removes every holder of `call`'s lock key, whoever they are, in one step
     /// (`lua/force_unlock.lua`), keeping the fence key, the lock intent and the fair

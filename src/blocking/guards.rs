@@ -1,5 +1,6 @@
 //! The blocking guards: [`WriteGuard`], [`ReadGuard`] and [`Permit`], each an async guard
-//! of the crate with its handle's [`Background`], whose thread refreshes it.
+//! of the crate with its handle's [`Background`], whose thread refreshes it (the
+//! upgradable reader's is in `upgradable.rs`).
 
 use std::fmt;
 use std::sync::Arc;
@@ -157,6 +158,8 @@ impl Permit {
 
     blocking_guard_methods!("permit", "Permit", "crate::Permit");
 }
+
+pub(super) use blocking_guard_methods;
 
 impl fmt::Debug for WriteGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

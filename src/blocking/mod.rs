@@ -79,8 +79,10 @@ mod builder;
 mod guards;
 mod mutex;
 mod semaphore;
+mod upgradable;
 
 pub use builder::Builder;
 pub use guards::{Permit, ReadGuard, WriteGuard};
 pub use mutex::RwMutex;
 pub use semaphore::Semaphore;
+pub use upgradable::UpgradableReadGuard;

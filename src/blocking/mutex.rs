@@ -9,6 +9,7 @@ use redis::aio::ConnectionManager;
 use super::background::Background;
 use super::builder::Builder;
 use super::guards::{ReadGuard, WriteGuard};
+use super::upgradable::UpgradableReadGuard;
 use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::settings::Product;
@@ -115,6 +116,44 @@ impl RwMutex {
     pub fn try_read(&self, key: &str) -> Result<Option<ReadGuard>, Error> {
         let attempt = self.mutex.try_read().key(key);
         self.background.try_acquire(attempt, ReadGuard::new)
+    }
+
+    /// Waits for an upgradable read lock on `key`, with no time limit; see
+    /// [`RwMutex::upgradable_read`](crate::RwMutex::upgradable_read).
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write); [`Error::InvalidOptions`] on a fair mutex.
+    pub fn upgradable_read(&self, key: &str) -> Result<UpgradableReadGuard, Error> {
+        let request = self.mutex.upgradable_read().key(key);
+        self.background.acquire(request, UpgradableReadGuard::new)
+    }
+
+    /// Waits at most `timeout` for an upgradable read lock on `key`.
+    ///
+    /// # Errors
+    ///
+    /// As [`write_timeout`](Self::write_timeout); [`Error::InvalidOptions`] on a fair
+    /// mutex.
+    pub fn upgradable_read_timeout(
+        &self,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<UpgradableReadGuard, Error> {
+        let request = self.mutex.upgradable_read().key(key).timeout(timeout);
+        self.background.acquire(request, UpgradableReadGuard::new)
+    }
+
+    /// Makes one attempt at an upgradable read lock on `key`: `Ok(None)` when a writer
+    /// holds it or waits with its intent set, or another upgradable reader holds it.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_read`](Self::try_read); [`Error::InvalidOptions`] on a fair mutex.
+    pub fn try_upgradable_read(&self, key: &str) -> Result<Option<UpgradableReadGuard>, Error> {
+        let attempt = self.mutex.try_upgradable_read().key(key);
+        self.background
+            .try_acquire(attempt, UpgradableReadGuard::new)
     }
 
     /// Reads who holds the lock at `key`, who waits and its last fencing token, as one

@@ -16,7 +16,8 @@ pub(super) mod sealed {
 }
 
 /// What every guard of the crate shares: a [`WriteGuard`](crate::WriteGuard), a
-/// [`ReadGuard`](crate::ReadGuard) and a semaphore's [`Permit`](crate::Permit).
+/// [`ReadGuard`](crate::ReadGuard), an [`UpgradableReadGuard`](crate::UpgradableReadGuard)
+/// and a semaphore's [`Permit`](crate::Permit).
 ///
 /// Each of them has all these methods of its own, so code that holds one kind needs no
 /// import. The trait is for code generic over the kind: a worker that runs its section

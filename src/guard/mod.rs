@@ -1,5 +1,6 @@
 //! The guards: a held exclusive lock ([`WriteGuard`]), a held shared lock
-//! ([`ReadGuard`]), a semaphore's [`Permit`], and the [`Guard`] trait they share. Each
+//! ([`ReadGuard`]), one that can become exclusive ([`UpgradableReadGuard`]), a
+//! semaphore's [`Permit`], and the [`Guard`] trait they share. Each
 //! wraps one [`AnyGuard`]: an acquisition the engine returned (or, for a nested guard of a
 //! reentrant mutex, another guard's), which the lease layer keeps alive.
 
@@ -14,6 +15,8 @@ mod read;
 mod release;
 #[cfg(test)]
 mod sizes;
+mod upgradable;
+mod upgrade;
 mod write;
 
 pub(crate) use any::AnyGuard;
@@ -22,4 +25,5 @@ pub use common::Guard;
 pub use permit::Permit;
 pub(crate) use proclaim::Proclaimer;
 pub use read::ReadGuard;
+pub use upgradable::UpgradableReadGuard;
 pub use write::WriteGuard;

@@ -9,7 +9,10 @@ use redis::{Pipeline, Value};
 
 use crate::error::Error;
 use crate::mode::Mode;
+use crate::notify::waiter::Waiter;
+use crate::protocol::calls::UpgradeOp;
 use crate::protocol::exec::Access;
+use crate::protocol::replies::Upgraded;
 
 /// The boxed future of a call through [`AnyLease`].
 pub(crate) type LeaseFuture<'a> = Pin<Box<dyn Future<Output = Result<bool, Error>> + Send + 'a>>;
@@ -18,6 +21,11 @@ pub(crate) type LeaseFuture<'a> = Pin<Box<dyn Future<Output = Result<bool, Error
 /// was not held (nothing ran).
 pub(crate) type ExecFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Option<Vec<Value>>, Error>> + Send + 'a>>;
+
+/// The boxed future of [`AnyLease::upgrade`]: what one `upgrade.lua` call found, or
+/// `None` when none was sent (the release has begun, or the reader went plain).
+pub(crate) type UpgradeFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<Upgraded>, Error>> + Send + 'a>>;
 
 /// A held lease of any backend, so that a guard is one type whatever the connection.
 pub(crate) trait AnyLease: Send + Sync {
@@ -32,6 +40,15 @@ pub(crate) trait AnyLease: Send + Sync {
     fn release(&self) -> LeaseFuture<'_>;
     /// [`Lease::downgrade`](super::Lease::downgrade).
     fn downgrade(&self) -> LeaseFuture<'_>;
+    /// One upgrade of an upgradable reader ([`Lease::upgrade`](super::Lease::upgrade)).
+    fn upgrade(&self, op: UpgradeOp) -> UpgradeFuture<'_>;
+    /// An upgradable reader stays a plain reader ([`Lease::plain`](super::Lease::plain)).
+    fn plain(&self) -> LeaseFuture<'_>;
+    /// A place at the front of this process's queue of waiters on the lock, when the
+    /// mutex has a notifier: an upgrade waiting for the other readers to leave.
+    fn wait_first(&self) -> Option<Waiter>;
+    /// The lock's TTL.
+    fn ttl(&self) -> Duration;
     /// Runs `pipe` only while the lock is held ([`Lease::exec`](super::Lease::exec)); a
     /// lock found not held is lost: its token fires with `CancelReason::Lost`.
     fn exec<'a>(&'a self, pipe: &'a Pipeline, access: Access) -> ExecFuture<'a>;

@@ -9,6 +9,7 @@ mod downgrade_state;
 pub(crate) mod liveness;
 pub(crate) mod refresher;
 pub(crate) mod registry;
+mod upgrade_state;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,14 +18,15 @@ use redis::{Pipeline, Value};
 
 pub(crate) use any::AnyLease;
 pub(crate) use downgrade_state::DowngradeState;
+pub(crate) use upgrade_state::UpgradeState;
 
 use self::liveness::Liveness;
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::mode::{Kind, Mode};
-use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake, UpgradeOp};
 use crate::protocol::exec::{Access, Executed};
-use crate::protocol::replies::Attempt;
+use crate::protocol::replies::{Attempt, Upgraded};
 
 /// The keys, id, kind and TTL of one lock (or permit), with the backend that reaches it.
 #[derive(Debug)]
@@ -36,6 +38,9 @@ pub(crate) struct Lease<B> {
     /// `downgrade_state` says which form the release must remove.
     pub(crate) kind: Kind,
     pub(crate) downgrade_state: DowngradeState,
+    /// For [`Kind::Upgradable`]: whether the id is still the upgradable reader, a plain
+    /// reader, or the writer after an upgrade (whose downgrade `downgrade_state` follows).
+    pub(crate) upgrade_state: UpgradeState,
 }
 
 impl<B> Lease<B> {
@@ -46,6 +51,7 @@ impl<B> Lease<B> {
             call,
             kind,
             downgrade_state: DowngradeState::default(),
+            upgrade_state: UpgradeState::default(),
         }
     }
 
@@ -80,6 +86,22 @@ impl<B> Lease<B> {
             (_, Mode::Read) => Holder::Reader,
         }
     }
+
+    /// The mode the lease took the lock in, or [`Mode::Write`] once an upgradable
+    /// reader's upgrade succeeded: what a downgrade turns into a reader.
+    pub(crate) fn acquired_mode(&self) -> Mode {
+        if self.upgrade_state.upgraded() {
+            Mode::Write
+        } else {
+            self.kind.mode()
+        }
+    }
+
+    /// The mode the lock is held in now: [`acquired_mode`](Self::acquired_mode), or
+    /// [`Mode::Read`] after a downgrade.
+    pub(crate) fn mode(&self) -> Mode {
+        self.downgrade_state.mode(self.acquired_mode())
+    }
 }
 
 impl<B: Backend> Lease<B> {
@@ -97,7 +119,9 @@ impl<B: Backend> Lease<B> {
         // The form first: a downgrade that begins after this read fires it, and one that
         // began before shows as in flight below.
         let form = self.backend.retakes().then(|| self.call.node_order.form());
-        let settled = self.downgrade_state.settled(self.kind.mode());
+        let upgradable = self.kind == Kind::Upgradable;
+        let acquired = self.acquired_mode();
+        let settled = self.downgrade_state.settled(acquired);
         let retake = match (self.kind, settled, form) {
             (_, _, None) | (Kind::Permit(_), _, _) | (_, None, _) => None,
             (_, Some(mode), Some(form)) => Some(Retake {
@@ -110,7 +134,8 @@ impl<B: Backend> Lease<B> {
         };
         Renewal {
             call: &self.call,
-            writer: self.kind == Kind::Write && settled == Some(Mode::Write),
+            writer: acquired == Mode::Write && settled == Some(Mode::Write),
+            upgradable: upgradable && self.upgrade_state.renews_upgrader(),
             retake,
         }
     }
@@ -128,6 +153,38 @@ impl<B: Backend> Lease<B> {
             self.released_here();
         }
         Ok(downgraded.held)
+    }
+
+    /// One upgrade of this upgradable reader's lock into the write lock (`op` says
+    /// whether it sets the lock intent while others read): what it found, or `None`
+    /// when nothing was sent (the release has begun, or the id went plain). A reply
+    /// that does not come leaves the upgrade in flight: renewals and the release then
+    /// take the id in either form.
+    pub(crate) async fn upgrade(&self, op: UpgradeOp) -> Result<Option<Upgraded>, Error> {
+        if !self.upgrade_state.sending() {
+            return Ok(None);
+        }
+        let reply = self.backend.upgrade(&self.call, op).await;
+        match &reply {
+            Ok(found) => self
+                .upgrade_state
+                .answered(matches!(found, Upgraded::Write(_))),
+            Err(err) if err.changed_nothing() => self.upgrade_state.answered(false),
+            Err(_) => {}
+        }
+        reply.map(Some)
+    }
+
+    /// This upgradable reader gives up the right to upgrade and stays a plain reader;
+    /// waiters here and elsewhere are told (another upgradable reader may go in). False
+    /// when the id is no longer one of the readers.
+    pub(crate) async fn plain(&self) -> Result<bool, Error> {
+        let reader = self.backend.plain(&self.call).await?;
+        if reader {
+            self.upgrade_state.plain();
+            self.released_here();
+        }
+        Ok(reader)
     }
 
     /// Runs `pipe`'s commands only while this id holds the lock, in one step with that
@@ -160,11 +217,10 @@ impl<B: Backend> Lease<B> {
     /// Waits at most one TTL for the reply ([`Error::Timeout`] after that): by then
     /// anything this id could have left in Redis has expired, since refresh has stopped.
     pub(crate) async fn release(&self, leftovers: Leftovers) -> Result<bool, Error> {
-        let modes = self.downgrade_state.releasing(self.kind.mode());
+        let holders = self.releasing();
         let unlock = async {
             let (mut held, mut published) = (false, false);
-            for &mode in modes {
-                let holder = self.holder_as(mode);
+            for &holder in holders {
                 let found = self.backend.release(&self.call, holder, leftovers).await?;
                 held = found.held;
                 published |= found.published;
@@ -181,6 +237,25 @@ impl<B: Backend> Lease<B> {
             self.released_here();
         }
         Ok(held)
+    }
+
+    /// The release begins: the forms to remove the id as, in order (the release stops
+    /// at the first that finds it). An upgradable reader's are its upgrade state's, and
+    /// once upgraded its downgrade state's, as a writer's are.
+    fn releasing(&self) -> &'static [Holder] {
+        let acquired = match self.kind {
+            Kind::Permit(_) => return &[Holder::Permit],
+            Kind::Upgradable => match self.upgrade_state.releasing() {
+                Some(holders) => return holders,
+                None => Mode::Write,
+            },
+            kind => kind.mode(),
+        };
+        match self.downgrade_state.releasing(acquired) {
+            [Mode::Write] => &[Holder::Writer],
+            [Mode::Write, Mode::Read] => &[Holder::Writer, Holder::Reader],
+            _ => &[Holder::Reader],
+        }
     }
 
     /// This process published a release of the lock: its own waiters are woken now.

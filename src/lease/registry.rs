@@ -154,6 +154,21 @@ mod tests {
         fn downgrade(&self) -> crate::lease::any::LeaseFuture<'_> {
             Box::pin(async { Ok(true) })
         }
+        fn upgrade(
+            &self,
+            _: crate::protocol::calls::UpgradeOp,
+        ) -> crate::lease::any::UpgradeFuture<'_> {
+            Box::pin(async { Ok(None) })
+        }
+        fn plain(&self) -> crate::lease::any::LeaseFuture<'_> {
+            Box::pin(async { Ok(true) })
+        }
+        fn wait_first(&self) -> Option<crate::notify::waiter::Waiter> {
+            None
+        }
+        fn ttl(&self) -> Duration {
+            Duration::from_secs(60)
+        }
         fn exec<'a>(
             &'a self,
             _: &'a redis::Pipeline,

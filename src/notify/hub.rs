@@ -263,6 +263,18 @@ impl Hub {
     /// waits on it yet. Must be called within a Tokio runtime: it starts the connection
     /// task if needed.
     pub(crate) fn join(self: &Arc<Self>, keys: &Keys, mode: Mode) -> Waiter {
+        self.enter(keys, Some(mode))
+    }
+
+    /// As [`join`](Self::join), at the front of this process's queue on the lock: an
+    /// upgradable reader waiting for the other readers to leave, woken by the next
+    /// release whoever else waits here.
+    pub(crate) fn join_first(self: &Arc<Self>, keys: &Keys) -> Waiter {
+        self.enter(keys, None)
+    }
+
+    /// Queues a waiter in `mode` at the back, or (`None`) at the front as a writer.
+    fn enter(self: &Arc<Self>, keys: &Keys, mode: Option<Mode>) -> Waiter {
         let mut state = lock(&self.state);
         if state.tasks.is_empty() || state.tasks.iter().any(JoinHandle::is_finished) {
             // First use, or the runtime that ran the tasks has shut down.
@@ -280,7 +292,10 @@ impl Hub {
                 self.changed();
                 Channel::new(self.nodes.len())
             });
-        let slot = entry.waiters.join(mode);
+        let slot = match mode {
+            Some(mode) => entry.waiters.join(mode),
+            None => entry.waiters.join_first(),
+        };
         let subscribed = entry.subscribed.subscribe();
         drop(state);
         Waiter::new(Arc::<Self>::clone(self), keys.clone(), slot, subscribed)

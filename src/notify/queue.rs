@@ -88,6 +88,15 @@ impl Queue {
         slot
     }
 
+    /// Queues a waiter at the front, woken by the next release before anyone else: an
+    /// upgradable reader waiting to upgrade, whom no other waiter can go before anyway
+    /// (it holds a read lock, and keeps new readers out).
+    pub(super) fn join_first(&mut self) -> Arc<Slot> {
+        let slot = Arc::new(Slot::new(Mode::Write));
+        self.waiters.push_front(Arc::clone(&slot));
+        slot
+    }
+
     /// Whether nobody waits.
     pub(super) fn is_empty(&self) -> bool {
         self.waiters.is_empty()

@@ -43,10 +43,11 @@ pub(crate) const CLOCK_JUMPS: &str = "redismutex_server_clock_jumps_total";
 pub(crate) const NODE_ERRORS: &str = "redismutex_node_errors_total";
 
 /// The `kind` label values, by [`index`].
-const KINDS: [&str; 3] = [
+const KINDS: [&str; 4] = [
     Kind::Write.label(),
     Kind::Read.label(),
     Kind::Permit(1).label(),
+    Kind::Upgradable.label(),
 ];
 /// The `outcome` label values of [`ACQUIRE_DURATION`], by [`Outcome`] index.
 const OUTCOMES: [Outcome; 5] = [
@@ -333,6 +334,7 @@ fn index(kind: Kind) -> usize {
         Kind::Write => 0,
         Kind::Read => 1,
         Kind::Permit(_) => 2,
+        Kind::Upgradable => 3,
     }
 }
 

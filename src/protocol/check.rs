@@ -2,7 +2,7 @@
 //! string on any server and names no other lock's keys ([`check_key`]), and on Redis
 //! Cluster one whose keys share a slot ([`check_slot`]).
 
-use super::keys::{DEADLINE_SUFFIX, FENCE_SUFFIX, INTENT_SUFFIX, QUEUE_SUFFIX};
+use super::keys::{DEADLINE_SUFFIX, FENCE_SUFFIX, INTENT_SUFFIX, QUEUE_SUFFIX, UPGRADER_SUFFIX};
 use super::slot::hash_tag;
 use crate::error::{Error, Preview};
 
@@ -32,11 +32,17 @@ pub(crate) fn check_slot(lock: &str) -> Result<(), Error> {
 }
 
 /// Checks a lock key (`<name>` or `<name>:<key>`) before anything is sent: it must fit
-/// in [`MAX_KEY_BYTES`], and must not end like the intent, fence or queue keys of another
-/// lock (`:lock-intent`, `:fence`, `:queue`, `:queue-deadline`), which it would collide
-/// with.
+/// in [`MAX_KEY_BYTES`], and must not end like the intent, fence, queue or upgrader keys
+/// of another lock (`:lock-intent`, `:fence`, `:queue`, `:queue-deadline`, `:upgrader`),
+/// which it would collide with.
 pub(crate) fn check_key(key: &str) -> Result<(), Error> {
-    let reserved = [INTENT_SUFFIX, FENCE_SUFFIX, QUEUE_SUFFIX, DEADLINE_SUFFIX];
+    let reserved = [
+        INTENT_SUFFIX,
+        FENCE_SUFFIX,
+        QUEUE_SUFFIX,
+        DEADLINE_SUFFIX,
+        UPGRADER_SUFFIX,
+    ];
     if let Some(suffix) = reserved.into_iter().find(|suffix| {
         key.strip_suffix(suffix)
             .is_some_and(|rest| rest.ends_with(':'))
@@ -76,6 +82,7 @@ mod tests {
             ":fence",
             "a:queue",
             "a:queue-deadline",
+            "a:upgrader",
         ] {
             assert!(check_key(reserved).is_err(), "{reserved}");
         }
@@ -85,6 +92,7 @@ mod tests {
             "a-fence",
             "lock-intent",
             "a:lock-intents",
+            "upgrader",
         ] {
             assert!(check_key(fine).is_ok(), "{fine}");
         }

@@ -155,16 +155,23 @@ impl Keys {
         self.name(GRANTED_SUFFIX)
     }
 
+    /// The upgrader key, `<lock key>:upgrader`: the id of the lock's upgradable reader,
+    /// which counts only while that id is one of the readers (`lua/upgradable.lua`).
+    pub(crate) fn upgrader(&self) -> Name<'_> {
+        self.name(UPGRADER_SUFFIX)
+    }
+
     /// The release channel: `<lock key>:released`.
     pub(crate) fn channel(&self) -> Name<'_> {
         self.name(CHANNEL_SUFFIX)
     }
 
     /// Whether `name` is one of the lock's own keys: the lock key, its intent, its fence,
-    /// its granted key, or its fair queue's two keys (whether or not the lock is fair).
+    /// its granted key, its upgrader key, or its fair queue's two keys (whether or not
+    /// the lock is fair).
     pub(crate) fn is_own(&self, name: &[u8]) -> bool {
         name == self.lock.as_bytes()
-            || [GRANTED_SUFFIX]
+            || [GRANTED_SUFFIX, UPGRADER_SUFFIX]
                 .iter()
                 .chain(&SUFFIXES)
                 .any(|own| *own != CHANNEL_SUFFIX && self.name(own).is(name))
@@ -245,6 +252,8 @@ pub(crate) const INTENT_SUFFIX: &str = "lock-intent";
 pub(crate) const FENCE_SUFFIX: &str = "fence";
 /// What follows `<lock key>:` in the granted key ([`Keys::granted`]).
 pub(crate) const GRANTED_SUFFIX: &str = "fence-granted";
+/// What follows `<lock key>:` in the upgrader key ([`Keys::upgrader`]).
+pub(crate) const UPGRADER_SUFFIX: &str = "upgrader";
 /// What follows `<lock key>:` in the fair queue's key.
 pub(crate) const QUEUE_SUFFIX: &str = "queue";
 /// What follows `<lock key>:` in the key of the fair queue's deadlines.

@@ -21,7 +21,7 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 14] = [
+pub(crate) const SCRIPT_FILES: [&str; 16] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
@@ -36,6 +36,8 @@ pub(crate) const SCRIPT_FILES: [&str; 14] = [
     "retake.lua",
     "proclaim.lua",
     "leader.lua",
+    "upgradable.lua",
+    "upgrade.lua",
 ];
 /// The functions every script uses (the server clock, raising a PTTL, publishing by
 /// `SPUBLISH` or `PUBLISH`); sent before each script, as one script. Small, since every
@@ -45,12 +47,14 @@ const BASE_FILE: &str = "base.lua";
 /// lock intent, the fair queue); sent after [`BASE_FILE`] before each of [`WITH_SHARED`].
 const SHARED_FILE: &str = "shared.lua";
 /// The scripts sent with [`SHARED_FILE`].
-const WITH_SHARED: [&str; 5] = [
+const WITH_SHARED: [&str; 7] = [
     "lock.lua",
     "rlock.lua",
     "semaphore.lua",
     "fence.lua",
     "retake.lua",
+    "upgradable.lua",
+    "upgrade.lua",
 ];
 
 /// One script: its body and the SHA1 `EVALSHA` names it by.
@@ -138,10 +142,12 @@ pub(crate) struct Scripts {
     pub(crate) retake: Lua,
     pub(crate) proclaim: Lua,
     pub(crate) leader: Lua,
+    pub(crate) upgradable: Lua,
+    pub(crate) upgrade: Lua,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake, proclaim, leader] =
+    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake, proclaim, leader, upgradable, upgrade] =
         SCRIPT_FILES.map(load);
     Scripts {
         lock,
@@ -158,6 +164,8 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         retake,
         proclaim,
         leader,
+        upgradable,
+        upgrade,
     }
 });
 
@@ -223,6 +231,8 @@ mod tests {
             &SCRIPTS.retake,
             &SCRIPTS.proclaim,
             &SCRIPTS.leader,
+            &SCRIPTS.upgradable,
+            &SCRIPTS.upgrade,
         ] {
             assert_eq!(script.sha.len(), 40);
         }

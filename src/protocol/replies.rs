@@ -69,6 +69,41 @@ impl Downgraded {
     }
 }
 
+/// The reply to one `upgrade.lua` call that upgrades ("wait" or "try").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Upgraded {
+    /// The id now holds the lock as its writer, with this fencing token.
+    Write(u64),
+    /// Other readers still hold the lock; the PTTL of the readers' set.
+    Blocked(Duration),
+    /// The id does not hold the lock (any more): nothing was changed.
+    NotHeld,
+    /// The id is one of the readers, but not the upgradable one (its upgrader key was
+    /// lost, and another took it): nothing was changed.
+    Reader,
+}
+
+impl Upgraded {
+    /// The reply of `upgrade.lua` for `key`: a token, `-1 - pttl`, `0`, or a refusal.
+    pub(crate) fn parse(reply: Value, key: &str) -> Result<Self, Error> {
+        if reply == Value::Int(0) {
+            return Ok(Self::NotHeld);
+        }
+        if let Value::Array(items) = &reply {
+            if let [Value::BulkString(only)] = items.as_slice() {
+                if only.as_slice() == b"reader" {
+                    return Ok(Self::Reader);
+                }
+            }
+        }
+        match parse_attempt(reply, key)? {
+            Attempt::Acquired(token) => Ok(Self::Write(token)),
+            Attempt::Blocked(pttl) => Ok(Self::Blocked(pttl)),
+            other => Err(unexpected(&Value::SimpleString(format!("{other:?}")), key)),
+        }
+    }
+}
+
 /// An error for a reply no script of this crate gives.
 pub(crate) fn unexpected(reply: &Value, key: &str) -> Error {
     let err = RedisError::from((

@@ -1,6 +1,7 @@
-//! What awaiting a request gives: a [`WriteGuard`], a [`ReadGuard`] or a [`Permit`].
+//! What awaiting a request gives: a [`WriteGuard`], a [`ReadGuard`], an
+//! [`UpgradableReadGuard`] or a [`Permit`].
 
-use crate::guard::{AnyGuard, Permit, ReadGuard, WriteGuard};
+use crate::guard::{AnyGuard, Permit, ReadGuard, UpgradableReadGuard, WriteGuard};
 
 mod sealed {
     /// Only this crate's guards are granted.
@@ -12,9 +13,9 @@ mod sealed {
 }
 
 /// What awaiting an [`Acquire`](crate::Acquire) or a [`TryAcquire`](crate::TryAcquire)
-/// gives: a [`WriteGuard`] or a [`ReadGuard`] from a [`RwMutex`](crate::RwMutex), or a
-/// [`Permit`] from a [`Semaphore`](crate::Semaphore). Sealed: implemented by these three
-/// only; each request's type names the one it gives.
+/// gives: a [`WriteGuard`], a [`ReadGuard`] or an [`UpgradableReadGuard`] from a
+/// [`RwMutex`](crate::RwMutex), or a [`Permit`] from a [`Semaphore`](crate::Semaphore).
+/// Sealed: implemented by these four only; each request's type names the one it gives.
 pub trait Granted: sealed::Sealed + Send + 'static {
     /// Wraps the guard of what the engine acquired.
     #[doc(hidden)]
@@ -25,6 +26,14 @@ pub trait Granted: sealed::Sealed + Send + 'static {
 impl sealed::Sealed for WriteGuard {}
 impl sealed::Sealed for ReadGuard {}
 impl sealed::Sealed for Permit {}
+impl sealed::Sealed for UpgradableReadGuard {}
+
+impl Granted for UpgradableReadGuard {
+    #[expect(private_interfaces, reason = "sealed: only this crate can call it")]
+    fn from_any(guard: AnyGuard, _: sealed::Token) -> Self {
+        UpgradableReadGuard::new(guard)
+    }
+}
 
 impl Granted for WriteGuard {
     #[expect(private_interfaces, reason = "sealed: only this crate can call it")]

@@ -85,7 +85,9 @@ impl<C> Request<C> {
         );
         let timed = self.shared.meters.request(self.kind, patience.waits());
         let mut unfinished = Unfinished(Some(&span));
-        let result = if self.shared.settings.product.reentrant() {
+        // An upgradable read is never nested: it is a lock of its own.
+        let nests = self.kind != Kind::Upgradable;
+        let result = if nests && self.shared.settings.product.reentrant() {
             let run = reentrant::run(self, patience, &span);
             run.instrument(span.clone()).await
         } else {
@@ -119,6 +121,9 @@ impl<C> Request<C> {
         let shared = &*self.shared;
         let settings = &shared.settings;
         shared.check_settings()?;
+        if self.kind == Kind::Upgradable {
+            settings.check_upgradable()?;
+        }
         if self
             .parent
             .as_ref()

@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use self::cleanup::Cleanup;
 use self::interrupt::Interrupt;
-use self::step::{decide, pause, Context, Next, Reply, BACKOFF_MAX, BACKOFF_MIN};
+use self::step::{decide, Context, Next, Reply};
+pub(crate) use self::step::{pause, BACKOFF_MAX, BACKOFF_MIN};
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::lease::Lease;
@@ -32,7 +33,7 @@ use crate::spawner::Spawner;
 /// How long a waiter waits for its channel's subscription before its first attempt
 /// under it (a healthy server confirms within a round trip, or a few for a first
 /// connection); past this it polls until the subscription is confirmed.
-const SUBSCRIBE_WAIT: Duration = Duration::from_millis(100);
+pub(crate) const SUBSCRIBE_WAIT: Duration = Duration::from_millis(100);
 
 /// Whether a request waits for the lock.
 #[derive(Debug, Clone, Copy)]
@@ -152,7 +153,12 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             set_intent: lease.kind == Kind::Write
                 && request.settings.product.lock_intent()
                 && waits,
-            wake_as: if fair { Mode::Read } else { lease.kind.mode() },
+            // An upgradable reader goes in one at a time: woken as a writer is.
+            wake_as: match lease.kind {
+                _ if fair => Mode::Read,
+                Kind::Upgradable => Mode::Write,
+                kind => kind.mode(),
+            },
         }
     }
 
@@ -232,6 +238,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             },
             Kind::Read => AttemptKind::Read { fence_checked },
             Kind::Permit(permits) => AttemptKind::Permit(permits),
+            Kind::Upgradable => AttemptKind::Upgradable,
         };
         self.sent = Instant::now();
         self.cleanup.left_behind.sending(self.set_intent && !fast);

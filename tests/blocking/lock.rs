@@ -1,5 +1,6 @@
 //! The blocking mutex from plain threads: waiting woken by the release, timeouts, shared
-//! readers, refresh past the TTL, drop releasing at once, guarded pipelines, downgrade.
+//! readers, refresh past the TTL, drop releasing at once, guarded pipelines, downgrade,
+//! upgradable reads.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -219,4 +220,34 @@ fn a_lost_lock_fires_the_cancellation_token_and_exec_is_refused() {
     ));
     assert!(!exists(&mut conn, "data"));
     assert!(!guard.unlock().unwrap(), "it had been lost");
+}
+
+#[test]
+fn an_upgradable_reader_shares_with_readers_and_upgrades_once_they_leave() {
+    let server = RedisServer::start();
+    let mx = mutex(&server, "cache", Duration::from_secs(4));
+    let upgradable = mx.upgradable_read("users").unwrap();
+    let reader = mx.try_read("users").unwrap().expect("a reader shares it");
+    assert!(mx.try_write("users").unwrap().is_none());
+    assert!(mx.try_upgradable_read("users").unwrap().is_none());
+    let upgradable = match upgradable.try_upgrade().unwrap() {
+        Ok(_) => panic!("upgraded beside a reader"),
+        Err(upgradable) => upgradable,
+    };
+    let token = upgradable.fencing_token();
+    // The reader leaves from another thread while the upgrade waits.
+    let leaving = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        reader.unlock()
+    });
+    let writer = upgradable.upgrade().unwrap();
+    assert!(leaving.join().unwrap().unwrap());
+    assert!(writer.fencing_token() > token);
+    assert!(mx.try_read("users").unwrap().is_none());
+    let reader = writer.downgrade().unwrap();
+    assert!(reader.unlock().unwrap());
+    let upgradable = mx.upgradable_read("users").unwrap();
+    let reader = upgradable.downgrade().unwrap();
+    assert!(mx.try_upgradable_read("users").unwrap().is_some());
+    drop(reader);
 }

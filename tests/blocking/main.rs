@@ -31,4 +31,5 @@ fn the_blocking_types_are_send_and_sync() {
     send_sync::<redismutex::blocking::WriteGuard>();
     send_sync::<redismutex::blocking::ReadGuard>();
     send_sync::<redismutex::blocking::Permit>();
+    send_sync::<redismutex::blocking::UpgradableReadGuard>();
 }

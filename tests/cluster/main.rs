@@ -13,3 +13,4 @@ mod failover;
 mod harness;
 mod lock;
 mod primitives;
+mod upgradable;

@@ -23,4 +23,6 @@ mod release;
 mod resilience;
 mod semaphore;
 mod send_sync;
+mod upgradable;
+mod upgradable_races;
 mod waiting;

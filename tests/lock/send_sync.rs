@@ -6,7 +6,7 @@ use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redismutex::{
     Acquire, AcquireFuture, Builder, Campaign, CancelReason, Election, Error, Guard, Leader,
     Leadership, Mode, Notifier, Permit, Quorum, ReadGuard, Refusal, RwMutex, Semaphore, TryAcquire,
-    TryAcquireFuture, TryCampaign, WriteGuard,
+    TryAcquireFuture, TryCampaign, UpgradableReadGuard, WriteGuard,
 };
 
 fn send_sync<T: Send + Sync>() {}
@@ -14,7 +14,7 @@ fn send<T: Send>(_: &T) {}
 fn static_lifetime<T: 'static>(_: &T) {}
 
 /// Every [`Guard`] is `Send + Sync + 'static` by the trait's bounds; this checks that the
-/// three kinds implement it.
+/// four kinds implement it.
 fn guard<G: Guard>() {
     send_sync::<G>();
 }
@@ -26,6 +26,9 @@ fn public_types_are_send_and_sync() {
     guard::<WriteGuard>();
     guard::<ReadGuard>();
     guard::<Permit>();
+    guard::<UpgradableReadGuard>();
+    send_sync::<Acquire<MultiplexedConnection, UpgradableReadGuard>>();
+    send_sync::<TryAcquire<ConnectionManager, UpgradableReadGuard>>();
     send_sync::<Error>();
     send_sync::<Mode>();
     send_sync::<CancelReason>();

@@ -68,9 +68,11 @@ async fn each_request_is_timed_under_its_kind_and_outcome_and_never_labelled_wit
     write.unlock().await.unwrap();
     let read = mx.read().key("a").await.unwrap();
     let permit = sem.acquire().await.unwrap();
+    let upgradable = mx.upgradable_read().key("a").await.unwrap();
     assert_eq!(recorded.gauge(HELD, &[("kind", "read")]), 1.0);
     assert_eq!(recorded.gauge(HELD, &[("kind", "permit")]), 1.0);
-    drop((read, permit));
+    assert_eq!(recorded.gauge(HELD, &[("kind", "upgradable")]), 1.0);
+    drop((read, permit, upgradable));
 
     for (kind, outcome, count) in [
         ("write", "acquired", 1),
@@ -80,6 +82,7 @@ async fn each_request_is_timed_under_its_kind_and_outcome_and_never_labelled_wit
         ("read", "error", 1),
         ("read", "acquired", 1),
         ("permit", "acquired", 1),
+        ("upgradable", "acquired", 1),
     ] {
         let samples = recorded.histogram(ACQUIRE, &[("kind", kind), ("outcome", outcome)]);
         assert_eq!(samples.len(), count, "{kind} {outcome}: {samples:?}");

@@ -8,6 +8,7 @@ use redis::Value;
 
 pub(super) const ID_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 pub(super) const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const ID_C: &str = "cccccccccccccccccccccccccccccccc";
 /// The fence retention the scripts are called with: a day.
 pub(super) const FENCE_MS: u64 = 86_400_000;
 
@@ -258,6 +259,7 @@ async fn unlock_removes_only_its_own_id_and_clears_only_its_own_intent() {
 
     rlock(&conn, ID_A, 5000).await;
     rlock(&conn, ID_B, 5000).await;
+    rlock(&conn, ID_C, 5000).await;
     assert_eq!(
         unlock(&conn, ID_A, false).await,
         0,
@@ -266,7 +268,12 @@ async fn unlock_removes_only_its_own_id_and_clears_only_its_own_intent() {
     assert_eq!(
         unlock_as(&conn, ID_A, false, "r").await,
         1,
-        "another reader remains: no message"
+        "two other readers remain: no message"
+    );
+    assert_eq!(
+        unlock_as(&conn, ID_C, false, "r").await,
+        3,
+        "one reader is left (an upgrade may wait for it): published"
     );
     assert_eq!(unlock_as(&conn, ID_B, false, "r").await, 3);
     assert!(!raw::exists(&conn, "k").await);
@@ -365,7 +372,11 @@ async fn downgrade_turns_only_its_own_writers_key_into_a_readers_set() {
         0,
         "no writer's id any more"
     );
-    assert_eq!(unlock_as(&conn, ID_A, false, "r").await, 1);
+    assert_eq!(
+        unlock_as(&conn, ID_A, false, "r").await,
+        3,
+        "one reader left: published"
+    );
     assert_eq!(
         downgrade(&conn, ID_A, 5000).await,
         0,

@@ -13,3 +13,4 @@ mod lock;
 mod node_faults;
 mod options;
 mod top_up;
+mod upgradable;

@@ -12,3 +12,4 @@ mod failovers;
 mod harness;
 mod replicas;
 mod sentinel;
+mod upgradable;

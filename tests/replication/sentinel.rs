@@ -16,7 +16,7 @@ use redismutex::{Error, Notifier, RwMutex, SentinelConnection};
 
 /// A mutex named `name` over `SentinelConnection` with `ttl`, acknowledged by a replica
 /// and woken by release notifications through the Sentinels.
-fn acked_and_notified(
+pub(crate) fn acked_and_notified(
     deployment: &Sentinels,
     name: &str,
     ttl: Duration,

@@ -206,7 +206,8 @@ where
     let other = match holder {
         Holder::Writer => Holder::Reader,
         Holder::Reader => Holder::Writer,
-        Holder::Permit => return Ok(first),
+        // Quorum mode refuses upgradable reads, so none is released here.
+        Holder::Permit | Holder::Upgradable => return Ok(first),
     };
     if first.held {
         return Ok(first);

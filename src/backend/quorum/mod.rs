@@ -28,14 +28,18 @@ use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::observe::Meters;
-use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake};
+use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake, UpgradeOp};
 use crate::protocol::exec::{Access, Executed};
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::LeaderRead;
-use crate::protocol::replies::{Attempt, Downgraded, Unlocked};
+use crate::protocol::replies::{Attempt, Downgraded, Unlocked, Upgraded};
 use crate::protocol::topology::Topology;
 use crate::spawner::Spawner;
+
+/// Why a quorum refuses an upgrade: the requests for upgradable reads are refused before
+/// (`Settings::check_upgradable`), so only a bug reaches it.
+const UPGRADABLE_REFUSED: &str = "quorum mode takes no upgradable reads";
 
 /// Each node's call is bounded by this fraction of the TTL: a frozen node then costs an
 /// acquire at most a tenth of the TTL, and leaves it most of its validity. The Redis
@@ -265,6 +269,16 @@ where
 
     async fn downgrade(&self, call: &Call) -> Result<Downgraded, Error> {
         self.downgrade_all(call).await
+    }
+
+    /// Refused: quorum mode takes no upgradable reads (the request is refused first).
+    async fn upgrade(&self, _call: &Call, _op: UpgradeOp) -> Result<Upgraded, Error> {
+        Err(Error::InvalidOptions(UPGRADABLE_REFUSED.to_owned()))
+    }
+
+    /// Refused, as `upgrade`.
+    async fn plain(&self, _call: &Call) -> Result<bool, Error> {
+        Err(Error::InvalidOptions(UPGRADABLE_REFUSED.to_owned()))
     }
 
     async fn force_unlock(&self, call: &Call) -> Result<Unlocked, Error> {

@@ -11,12 +11,13 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use super::Core;
 use crate::backend::Backend;
 use crate::error::{chain, Error};
-use crate::lease::any::{AnyLease, ExecFuture, LeaseFuture};
+use crate::lease::any::{AnyLease, ExecFuture, LeaseFuture, UpgradeFuture};
 use crate::lease::liveness::Liveness;
 use crate::lease::Lease;
 use crate::mode::Mode;
+use crate::notify::waiter::Waiter;
 use crate::observe::Exec;
-use crate::protocol::calls::Leftovers;
+use crate::protocol::calls::{Leftovers, UpgradeOp};
 use crate::protocol::exec::Access;
 use crate::reason::CancelReason;
 use crate::util;
@@ -171,7 +172,7 @@ impl<B: Backend> AnyLease for KeptLock<B> {
     }
 
     fn mode(&self) -> Mode {
-        self.lease.downgrade_state.mode(self.lease.kind.mode())
+        self.lease.mode()
     }
 
     fn validity(&self) -> Duration {
@@ -184,6 +185,23 @@ impl<B: Backend> AnyLease for KeptLock<B> {
 
     fn downgrade(&self) -> LeaseFuture<'_> {
         Box::pin(self.lease.downgrade())
+    }
+
+    fn upgrade(&self, op: UpgradeOp) -> UpgradeFuture<'_> {
+        Box::pin(self.lease.upgrade(op))
+    }
+
+    fn plain(&self) -> LeaseFuture<'_> {
+        Box::pin(self.lease.plain())
+    }
+
+    fn wait_first(&self) -> Option<Waiter> {
+        let hub = self.lease.backend.hub()?;
+        Some(hub.join_first(&self.lease.call.keys))
+    }
+
+    fn ttl(&self) -> Duration {
+        self.lease.ttl()
     }
 
     fn exec<'a>(&'a self, pipe: &'a Pipeline, access: Access) -> ExecFuture<'a> {

@@ -98,6 +98,18 @@ impl Backend for Scripted {
         Ok(Downgraded::from_reply(3))
     }
 
+    async fn upgrade(
+        &self,
+        _: &Call,
+        _: crate::protocol::calls::UpgradeOp,
+    ) -> Result<crate::protocol::replies::Upgraded, Error> {
+        Ok(crate::protocol::replies::Upgraded::NotHeld)
+    }
+
+    async fn plain(&self, _: &Call) -> Result<bool, Error> {
+        Ok(true)
+    }
+
     async fn inspect(
         &self,
         _: &crate::protocol::keys::Keys,

@@ -1,11 +1,11 @@
 //! The acquire calls: one attempt of each kind (`lock.lua`, `rlock.lua`, `semaphore.lua`,
-//! or the write fast path), and the raise of a quorum node's fence counter to the token
+//! `upgradable.lua`, or the write fast path), and the raise of a quorum node's fence counter to the token
 //! an acquisition won (`fence.lua`).
 
 use redis::aio::ConnectionLike;
 
 use super::fast::fast_lock;
-use super::{flag, AttemptKind, Call};
+use super::{flag, upgrader_args, AttemptKind, Call};
 use crate::error::Error;
 use crate::protocol::lua::SCRIPTS;
 use crate::protocol::replies::{unexpected, Attempt};
@@ -24,7 +24,29 @@ pub(crate) async fn attempt<C: ConnectionLike>(
         AttemptKind::Write { set_intent } => lock(conn, call, topology, set_intent).await,
         AttemptKind::Read { fence_checked } => rlock(conn, call, topology, fence_checked).await,
         AttemptKind::Permit(permits) => semaphore(conn, call, topology, permits).await,
+        AttemptKind::Upgradable => upgradable(conn, call, topology).await,
     }
+}
+
+/// Runs `upgradable.lua`: add the call's id to the readers of the lock as its upgradable
+/// reader (the upgrader key holds it) and mint a fencing token (floored at the server
+/// clock on a cluster). Never fair: fair mutexes refuse upgradable reads.
+async fn upgradable<C: ConnectionLike>(
+    conn: &mut C,
+    call: &Call,
+    topology: Topology,
+) -> Result<Attempt, Error> {
+    let keys = &call.keys;
+    SCRIPTS
+        .upgradable
+        .attempt(conn, keys, 4, |cmd| {
+            upgrader_args(cmd, call);
+            // Sent only when set: at most 10 arguments before authentication, as lock.lua.
+            if topology.clock_floor() {
+                cmd.arg(flag(true));
+            }
+        })
+        .await
 }
 
 /// Runs `lock.lua`: take the write lock under the call's id and mint a fencing token

@@ -50,14 +50,23 @@ pub(crate) async fn renew<C: ConnectionLike>(
     let key = first.call.keys.lock();
     let writers: String = batch
         .iter()
-        .map(|item| if item.writer { 'w' } else { '-' })
+        .map(|item| match (item.writer, item.upgradable) {
+            (true, _) => 'w',
+            (false, true) => 'u',
+            (false, false) => '-',
+        })
         .collect();
+    let upgraders = writers.matches('u').count();
     let mut held: Vec<i64> = SCRIPTS
         .renew
         // Sized for one key: a batch's command grows as it is filled.
-        .run(conn, &first.call.keys, batch.len(), |cmd| {
+        .run(conn, &first.call.keys, batch.len() + upgraders, |cmd| {
             for item in batch {
                 cmd.arg(item.call.keys.lock());
+            }
+            // Each upgradable reader's upgrader key, after the lock keys, in order.
+            for item in batch.iter().filter(|item| item.upgradable && !item.writer) {
+                cmd.arg(item.call.keys.upgrader());
             }
             cmd.arg(first.call.ttl_ms).arg(&writers);
             for item in batch {

@@ -15,7 +15,7 @@ use redis::Cmd;
 
 pub(crate) use self::acquire::{attempt, raise_fence};
 pub(crate) use self::keep::{refresh, renew, retake, Renewed};
-pub(crate) use self::release::{downgrade, unlock};
+pub(crate) use self::release::{downgrade, plain, unlock, upgrade};
 use super::id::Id;
 use super::keys::Keys;
 pub(crate) use super::node_order::NodeOrder;
@@ -122,6 +122,9 @@ pub(crate) enum AttemptKind {
     Read { fence_checked: bool },
     /// `semaphore.lua`, admitting this many holders.
     Permit(u32),
+    /// `upgradable.lua`: a read lock that at most one reader holds at a time and that
+    /// `upgrade.lua` can turn into the write lock.
+    Upgradable,
 }
 
 /// What an id holds at a lock key, as `unlock.lua` and `retake.lua` take it.
@@ -133,15 +136,20 @@ pub(crate) enum Holder {
     Reader,
     /// A permit's id, in the sorted set at the semaphore key.
     Permit,
+    /// An upgradable reader's id, in the set at the lock key and at its upgrader key
+    /// (`unlock.lua` removes both; never taken back by `retake.lua`, as quorum mode
+    /// refuses upgradable reads).
+    Upgradable,
 }
 
 impl Holder {
-    /// The script argument: `"w"`, `"r"` or `"p"`.
+    /// The script argument: `"w"`, `"r"`, `"p"` or `"u"`.
     fn arg(self) -> &'static str {
         match self {
             Holder::Writer => "w",
             Holder::Reader => "r",
             Holder::Permit => "p",
+            Holder::Upgradable => "u",
         }
     }
 }
@@ -152,6 +160,7 @@ impl From<AttemptKind> for Holder {
         match kind {
             AttemptKind::Read { .. } => Holder::Reader,
             AttemptKind::Permit(_) => Holder::Permit,
+            AttemptKind::Upgradable => Holder::Upgradable,
             AttemptKind::FastWrite | AttemptKind::Write { .. } => Holder::Writer,
         }
     }
@@ -189,8 +198,33 @@ pub(crate) struct Renewal<'a> {
     /// The id holds the lock as a writer (as far as the lease knows): `renew.lua` reads
     /// the key with `GET` first.
     pub(crate) writer: bool,
+    /// The id is the lock's upgradable reader (or its upgrade may be in flight):
+    /// `renew.lua` renews its upgrader key with it.
+    pub(crate) upgradable: bool,
     /// How a backend over several nodes may take the lock back on a node that lost it.
     pub(crate) retake: Option<Retake>,
+}
+
+/// What an `upgrade.lua` call asks of an upgradable reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UpgradeOp {
+    /// Upgrade, keeping new readers out with the lock intent while others still read.
+    Wait,
+    /// Upgrade only if no other reader is left; set nothing otherwise.
+    Try,
+    /// Give up the right to upgrade: stay a plain reader.
+    Plain,
+}
+
+impl UpgradeOp {
+    /// The script argument: `"wait"`, `"try"` or `"plain"`.
+    fn arg(self) -> &'static str {
+        match self {
+            UpgradeOp::Wait => "wait",
+            UpgradeOp::Try => "try",
+            UpgradeOp::Plain => "plain",
+        }
+    }
 }
 
 /// What a release removes besides the id at the lock key: what an acquire that did not
@@ -209,6 +243,19 @@ impl Leftovers {
         intent: false,
         queue_place: false,
     };
+}
+
+/// Adds what `upgradable.lua` and `upgrade.lua` both start with: the lock, intent, fence
+/// and upgrader keys, then the id, the TTL and the fence retention.
+fn upgrader_args(cmd: &mut Cmd, call: &Call) {
+    let keys = &call.keys;
+    cmd.arg(keys.lock())
+        .arg(keys.intent())
+        .arg(keys.fence())
+        .arg(keys.upgrader())
+        .arg(call.id)
+        .arg(call.ttl_ms)
+        .arg(call.fence_ms);
 }
 
 /// A script's flag argument: `"1"` when `on`, else `"0"`.
@@ -256,12 +303,20 @@ mod tests {
                 Holder::Reader,
             ),
             (AttemptKind::Permit(3), Holder::Permit),
+            (AttemptKind::Upgradable, Holder::Upgradable),
         ] {
             assert_eq!(Holder::from(kind), holder, "{kind:?}");
         }
-        // `unlock.lua` and `retake.lua` read "w", "r" and "p".
-        let args = [Holder::Writer, Holder::Reader, Holder::Permit].map(Holder::arg);
-        assert_eq!(args, ["w", "r", "p"]);
+        // `unlock.lua` and `retake.lua` read "w", "r" and "p"; `unlock.lua` "u" too.
+        let holders = [
+            Holder::Writer,
+            Holder::Reader,
+            Holder::Permit,
+            Holder::Upgradable,
+        ];
+        assert_eq!(holders.map(Holder::arg), ["w", "r", "p", "u"]);
+        let ops = [UpgradeOp::Wait, UpgradeOp::Try, UpgradeOp::Plain];
+        assert_eq!(ops.map(UpgradeOp::arg), ["wait", "try", "plain"]);
     }
 
     #[tokio::test]

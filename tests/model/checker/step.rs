@@ -381,7 +381,8 @@ fn downgrade(c: &Config, s: &mut State, i: usize) {
 
 /// upgrade.lua, "wait" or "try": upgraded, the guard writes with the new token and a
 /// deadline from this request; blocked, it stays the upgradable reader ("wait": waiting
-/// to upgrade, its intent set unless another was); not the upgrader (0), its token
+/// to upgrade, its intent set unless another was); not held (0), or a reader no longer
+/// the upgradable one (`{"reader"}`, whose guard the crate then releases), its token
 /// fires. An upgrade must come with no writer's grant after the read's.
 fn upgrade(c: &Config, s: &mut State, i: usize, wait: bool) {
     let Phase::Holding {

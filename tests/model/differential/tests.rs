@@ -59,6 +59,7 @@ const REACHED: &[&str] = &[
     "UpgradeWait: Token",
     "UpgradeWait: Blocked",
     "UpgradeWait: Int(0)",
+    "UpgradeWait: Refused(Reader)",
     "UpgradeTry: Token",
     "UpgradeTry: Blocked",
     "UpgradePlain: Int(1)",

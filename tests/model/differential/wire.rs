@@ -465,7 +465,8 @@ fn int(v: &Value) -> Option<i64> {
     }
 }
 
-/// A refusal table (`{"wrongtype", key, type}`, `{"noexpiry", key}`, `{"unchecked"}`).
+/// A refusal table (`{"wrongtype", key, type}`, `{"noexpiry", key}`, `{"unchecked"}`,
+/// `{"reader"}`).
 fn refusal(n: &Names, items: &[Value]) -> Option<Refusal> {
     let words: Option<Vec<String>> = items.iter().map(text).collect();
     let words = words?;
@@ -477,6 +478,7 @@ fn refusal(n: &Names, items: &[Value]) -> Option<Refusal> {
         }),
         "noexpiry" if words.len() == 2 => Some(Refusal::NoExpiry { key: key(1)? }),
         "unchecked" if words.len() == 1 => Some(Refusal::Unchecked),
+        "reader" if words.len() == 1 => Some(Refusal::Reader),
         _ => None,
     }
 }

@@ -523,6 +523,14 @@ pub const MUTATIONS: &[Mutation] = &[
         "the upgrader check removed: a plain reader (or a departed upgrader) upgrades",
     ),
     m(
+        "upgrade_reader_reply_as_not_held",
+        "upgrade.lua",
+        "    return {'reader'}",
+        "    return 0",
+        "a reader that is no longer the upgradable one is told it holds nothing, so the \
+         crate takes its lock as lost and never releases its id",
+    ),
+    m(
         "upgrade_resent_refused",
         "upgrade.lua",
         "local resent = holder == ARGV[1]",

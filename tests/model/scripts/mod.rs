@@ -35,6 +35,8 @@ pub enum Refusal {
     NoExpiry { key: Key },
     /// `{"unchecked"}` (rlock.lua's counting path).
     Unchecked,
+    /// `{"reader"}` (upgrade.lua): a reader, but not the upgradable one.
+    Reader,
 }
 
 impl Refusal {

@@ -70,7 +70,8 @@ fn run(s: &mut Store, t: Take, op: Op) -> Result<Reply, Refusal> {
         return Ok(Reply::Int(1));
     }
     if !resent && !ours {
-        return Ok(Reply::Int(0));
+        // A reader, no longer the upgradable one: `{"reader"}`.
+        return Err(Refusal::Reader);
     }
     let (intent, _) = lock_intent(s, Key::Intent)?;
     let last = fence_last(s, Key::Fence)?;
