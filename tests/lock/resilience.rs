@@ -12,11 +12,14 @@ use redismutex::{CancelReason, Error, RwMutex};
 async fn locks_work_across_script_flush() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let mx = common::mutex(&conn, "sf", Duration::from_millis(400));
+    // A TTL of 1 s: renewals every 500 ms, each with 490 ms to spare on a loaded machine.
+    let mx = common::mutex(&conn, "sf", Duration::from_millis(1_000));
 
     let held = mx.write().await.unwrap();
+    let refreshes = held.refreshes();
     raw::cmd::<()>(&conn, "SCRIPT", &["FLUSH"]).await;
-    tokio::time::sleep(Duration::from_millis(1000)).await; // refreshes after the flush
+    tokio::time::sleep(Duration::from_millis(1_600)).await; // refreshes after the flush
+    assert!(held.refreshes() >= refreshes + 2, "no refresh after the flush");
     assert!(!held.is_cancelled(), "{:?}", held.cancel_reason());
     raw::cmd::<()>(&conn, "SCRIPT", &["FLUSH"]).await;
     assert!(held.unlock().await.unwrap());
