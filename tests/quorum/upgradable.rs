@@ -22,6 +22,19 @@ async fn scripts_run(conns: &[MultiplexedConnection]) -> Vec<u64> {
     counts
 }
 
+/// [`scripts_run`] once two readings 200 ms apart agree: no call is still running.
+async fn settled(conns: &[MultiplexedConnection]) -> Vec<u64> {
+    let mut last = scripts_run(conns).await;
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = scripts_run(conns).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
 #[tokio::test]
 async fn upgradable_reads_are_refused_on_a_quorum_before_anything_is_sent() {
     let nodes = Nodes::start(3);
@@ -36,7 +49,8 @@ async fn upgradable_reads_are_refused_on_a_quorum_before_anything_is_sent() {
     // A reentrant mutex's write guard held by this task: the upgradable read still does
     // not nest in it.
     let held = reentrant.write().key("held").await.unwrap();
-    let before = scripts_run(&conns).await;
+    // The acquire returned on a majority; the last node's calls may still be running.
+    let before = settled(&conns).await;
 
     for mx in [&plain, &reentrant] {
         let refused = at_once(mx.upgradable_read().key("doc")).await;
