@@ -19,7 +19,10 @@ async fn locks_work_across_script_flush() {
     let refreshes = held.refreshes();
     raw::cmd::<()>(&conn, "SCRIPT", &["FLUSH"]).await;
     tokio::time::sleep(Duration::from_millis(1_600)).await; // refreshes after the flush
-    assert!(held.refreshes() >= refreshes + 2, "no refresh after the flush");
+    assert!(
+        held.refreshes() >= refreshes + 2,
+        "no refresh after the flush"
+    );
     assert!(!held.is_cancelled(), "{:?}", held.cancel_reason());
     raw::cmd::<()>(&conn, "SCRIPT", &["FLUSH"]).await;
     assert!(held.unlock().await.unwrap());
