@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::Error;
 use crate::lease::acquisition::Acquisition;
 use crate::lease::liveness::Liveness;
 use crate::lease::registry::Registration;
@@ -130,6 +131,23 @@ impl AnyGuard {
 
     pub(crate) fn refreshes(&self) -> u64 {
         self.liveness.renewals()
+    }
+
+    /// [`Error::NotHeld`] naming this guard's key.
+    pub(super) fn not_held(&self) -> Error {
+        Error::NotHeld {
+            key: self.key().to_owned(),
+        }
+    }
+
+    /// The lock was found not held by `what`: the token fires with
+    /// [`CancelReason::Lost`] (unless its end was already claimed), and the error says so.
+    pub(super) fn lost(&self, what: &str) -> Error {
+        if self.liveness.claim_end() {
+            tracing::warn!(key = %self.key(), id = %self.id(), "lock lost: {what} found it no longer held");
+            self.liveness.cancel(CancelReason::Lost);
+        }
+        self.not_held()
     }
 
     /// The fields every guard's `Debug` shows, under the guard's type name `name`.

@@ -5,7 +5,6 @@ use tokio::time::Instant;
 use super::any::AnyGuard;
 use crate::error::Error;
 use crate::mode::Mode;
-use crate::reason::CancelReason;
 
 impl AnyGuard {
     /// Turns this write lock into a read lock held by the same id, in one step
@@ -20,11 +19,8 @@ impl AnyGuard {
             self.mode = Mode::Read;
             return Ok(self);
         }
-        let not_held = |guard: &Self| Error::NotHeld {
-            key: guard.key().to_owned(),
-        };
         if self.liveness.fire_if_expired() {
-            return Err(not_held(&self));
+            return Err(self.not_held());
         }
         let sent = Instant::now();
         let downgrade = self.lease.downgrade();
@@ -34,15 +30,11 @@ impl AnyGuard {
         };
         if !downgraded? {
             // Not ours any more (or, if the release has begun, the token has fired).
-            if self.liveness.claim_end() {
-                tracing::warn!(key = %self.key(), id = %self.id(), "lock lost: downgrade found it no longer held");
-                self.liveness.cancel(CancelReason::Lost);
-            }
-            return Err(not_held(&self));
+            return Err(self.lost("downgrade"));
         }
         if self.liveness.fire_if_expired() {
             // Fired meanwhile: the refresher releases the reader's id.
-            return Err(not_held(&self));
+            return Err(self.not_held());
         }
         self.liveness.extend(sent + self.lease.validity());
         self.mode = Mode::Read;

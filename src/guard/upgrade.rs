@@ -9,7 +9,6 @@ use crate::mode::Mode;
 use crate::notify::waiter::Waiter;
 use crate::protocol::calls::UpgradeOp;
 use crate::protocol::replies::Upgraded;
-use crate::reason::CancelReason;
 use crate::wait::{pause, BACKOFF_MAX, BACKOFF_MIN, SUBSCRIBE_WAIT};
 
 impl AnyGuard {
@@ -103,22 +102,5 @@ impl AnyGuard {
         }
         // "plain" leaves the readers' PTTL as it was: the last renewal's deadline stands.
         Ok(self)
-    }
-
-    /// [`Error::NotHeld`] naming this guard's key.
-    fn not_held(&self) -> Error {
-        Error::NotHeld {
-            key: self.key().to_owned(),
-        }
-    }
-
-    /// The lock was found not held by `what`: the token fires with
-    /// [`CancelReason::Lost`] (unless its end was already claimed), and the error says so.
-    fn lost(&self, what: &str) -> Error {
-        if self.liveness.claim_end() {
-            tracing::warn!(key = %self.key(), id = %self.id(), "lock lost: {what} found it no longer held");
-            self.liveness.cancel(CancelReason::Lost);
-        }
-        self.not_held()
     }
 }
