@@ -13,7 +13,7 @@ pub const BASE: &str = "base.lua";
 /// The file sent between [`BASE`] and each of [`WITH_SHARED`].
 pub const SHARED: &str = "shared.lua";
 /// The scripts sent after [`SHARED`] too (`WITH_SHARED` in `src/protocol/lua.rs`).
-pub const WITH_SHARED: [&str; 7] = [
+pub const WITH_SHARED: [&str; 8] = [
     "lock.lua",
     "rlock.lua",
     "semaphore.lua",
@@ -21,6 +21,7 @@ pub const WITH_SHARED: [&str; 7] = [
     "retake.lua",
     "upgradable.lua",
     "upgrade.lua",
+    "lock_all.lua",
 ];
 
 /// The text of `lua/<name>`, read from the crate's directory.

@@ -43,4 +43,11 @@ pub enum Bug {
     /// upgrade.lua takes a free lock (the key gone) as a resent upgrade, whoever came
     /// between.
     UpgradeTakesAFreeLock,
+    /// lock_all.lua checks and takes the first key of a set only.
+    LockAllChecksFirstOnly,
+    /// lock_all.lua lets a set read a key that a writer holds.
+    LockAllIgnoresReadHolder,
+    /// lock_all.lua keeps (or sets) a set's intents when another waiter's intent blocks
+    /// one of its read keys.
+    LockAllKeepsIntentWhenBlockedByIntent,
 }

@@ -1,6 +1,7 @@
 //! The protocol, modelled and checked (`docs/model.md`).
 //!
-//! - `store`: one server's keyspace for one lock key, on an abstract clock.
+//! - `store`: one server's keyspace for one lock key (and a second lock key's lock,
+//!   intent and fence, for the sets of `lock_all.lua`), on an abstract clock.
 //! - `scripts`: each script of `lua/` (and the Go package's four) as one atomic step on
 //!   it, with exactly the script's decisions.
 //! - `checker`: clients of every kind taking those steps, time passing, pauses and faults;

@@ -1,7 +1,8 @@
 //! One server's keyspace as the model sees it: the keys of one lock (or semaphore, or
-//! election) key, each with its value and its expiry on the abstract clock, and the
-//! Redis commands the scripts run on them, with Redis's own semantics (a key whose
-//! expiry is not after the clock is gone; a command on the wrong type fails).
+//! election) key and the lock, intent and fence keys of a second lock key (lock 1, for
+//! the sets of `lock_all.lua`), each with its value and its expiry on the abstract
+//! clock, and the Redis commands the scripts run on them, with Redis's own semantics (a
+//! key whose expiry is not after the clock is gone; a command on the wrong type fails).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +25,9 @@ pub fn id_of(text: &str) -> Option<Id> {
         .and_then(|n| Id::try_from(n).ok())
 }
 
-/// The keys of one lock key `K`, by their role (the differential test names them).
+/// The keys of one lock key `K`, by their role (the differential test names them), and
+/// the lock, intent and fence keys of a second lock key `K:b` of the same mutex (lock 1;
+/// `K` is lock 0), which `lock_all.lua` takes together with `K`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Key {
     /// `K`: a writer's string, a readers' set, or a semaphore's sorted set.
@@ -46,11 +49,17 @@ pub enum Key {
     /// `K:upgrader`: the id of the upgradable reader; it counts only while that id is a
     /// member of the readers' set (`lua/upgradable.lua`).
     Upgrader,
+    /// `K:b`: lock 1's lock key, as [`Key::Lock`].
+    Lock1,
+    /// `K:b:lock-intent`: lock 1's intent, as [`Key::Intent`].
+    Intent1,
+    /// `K:b:fence`: lock 1's fence, as [`Key::Fence`].
+    Fence1,
 }
 
 impl Key {
     /// Every key, in the order the differential test reads them.
-    pub const ALL: [Key; 9] = [
+    pub const ALL: [Key; 12] = [
         Key::Lock,
         Key::Intent,
         Key::Fence,
@@ -60,7 +69,28 @@ impl Key {
         Key::Record,
         Key::Data,
         Key::Upgrader,
+        Key::Lock1,
+        Key::Intent1,
+        Key::Fence1,
     ];
+
+    /// The key that plays this key's role for lock `l` (0 or 1): lock 1's lock, intent
+    /// and fence keys for lock 0's and back; every other key is lock 0's alone, and
+    /// stays.
+    pub fn on(self, l: usize) -> Key {
+        if l == 0 {
+            return self;
+        }
+        match self {
+            Key::Lock => Key::Lock1,
+            Key::Intent => Key::Intent1,
+            Key::Fence => Key::Fence1,
+            Key::Lock1 => Key::Lock,
+            Key::Intent1 => Key::Intent,
+            Key::Fence1 => Key::Fence,
+            other => other,
+        }
+    }
 
     /// The key's suffix after the lock key (`""` for the lock key itself).
     pub fn suffix(self) -> &'static str {
@@ -74,6 +104,9 @@ impl Key {
             Key::Record => ":leader",
             Key::Data => ":data",
             Key::Upgrader => ":upgrader",
+            Key::Lock1 => ":b",
+            Key::Intent1 => ":b:lock-intent",
+            Key::Fence1 => ":b:fence",
         }
     }
 }
@@ -258,6 +291,36 @@ impl Store {
     pub fn expire(&mut self) {
         let now = self.now;
         self.keys.retain(|_, e| e.expires.is_none_or(|at| at > now));
+    }
+
+    /// Runs `f` (a script of one lock key) on lock `l`'s keys: for lock 1, with lock 1's
+    /// lock, intent and fence keys in lock 0's places and back after ([`Key::on`]), so
+    /// that what `f` reads and writes as `Key::Lock`, `Key::Intent` and `Key::Fence` is
+    /// lock 1's (a refusal in its reply names them as lock 0's). Only for scripts that
+    /// touch no other key (lock.lua and rlock.lua not fair, unlock.lua's "w" and "r",
+    /// renew.lua's `w` and `r`, exec.lua's check): lock 1 has no queue, upgrader or
+    /// data of its own.
+    pub fn on_lock<R>(&mut self, l: usize, f: impl FnOnce(&mut Store) -> R) -> R {
+        if l == 0 {
+            return f(self);
+        }
+        self.swap_locks();
+        let reply = f(self);
+        self.swap_locks();
+        reply
+    }
+
+    /// Lock 0's lock, intent and fence keys and lock 1's change places.
+    fn swap_locks(&mut self) {
+        for k in [Key::Lock, Key::Intent, Key::Fence] {
+            let (a, b) = (self.keys.remove(&k), self.keys.remove(&k.on(1)));
+            if let Some(a) = a {
+                self.keys.insert(k.on(1), a);
+            }
+            if let Some(b) = b {
+                self.keys.insert(k, b);
+            }
+        }
     }
 
     /// Whether the seeded bug `bug` is on.

@@ -18,6 +18,9 @@ pub enum Mode {
     /// Held only: an upgradable reader whose `upgrade()` waits for the other readers to
     /// leave (its "wait" attempt was blocked, and set the intent if none was set).
     Upgrading,
+    /// A set (`lock_all.lua`, Rust only): both locks, lock 0's keys first, each written
+    /// when its bit of `writes` is set (bit `l` for lock `l`), else read.
+    Set { writes: u8 },
 }
 
 impl Mode {
@@ -29,6 +32,19 @@ impl Mode {
     /// An upgradable reader (waiting to upgrade or not).
     pub fn upgradable(self) -> bool {
         matches!(self, Mode::Upgradable | Mode::Upgrading)
+    }
+
+    /// What a client of lock `lock` (`ClientSpec::lock`; a set has both) taking this
+    /// mode is to lock `l`: `Some(true)` its writer, `Some(false)` one of its readers,
+    /// `None` neither (another lock, or a permit).
+    pub fn on(self, lock: usize, l: usize) -> Option<bool> {
+        match self {
+            Mode::Set { writes } => Some(writes & (1 << l) != 0),
+            _ if lock != l => None,
+            Mode::Write => Some(true),
+            Mode::Permit => None,
+            _ => Some(false),
+        }
     }
 }
 

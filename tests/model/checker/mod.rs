@@ -25,6 +25,10 @@ pub const START: i64 = 1_000_000_000_000;
 pub struct ClientSpec {
     pub package: Package,
     pub modes: Vec<Mode>,
+    /// The lock (0 or 1: `Key::on`) its single-key steps take; a set ([`Mode::Set`])
+    /// takes both. Lock 1 has no queue, upgrader or data: its clients read and write
+    /// only, not fair, not by the fast path.
+    pub lock: usize,
 }
 
 /// A configuration of the model: who takes part, the TTL and margins, what may happen.
@@ -203,6 +207,16 @@ impl Model for Protocol {
                     out.push(Action::GiveUp(i));
                 }
                 Phase::Minting { .. } => out.push(Action::Mint(i)),
+                Phase::Holding {
+                    mode: Mode::Set { .. },
+                    fired,
+                    ..
+                } => {
+                    if !fired {
+                        out.push(Action::Renew(i));
+                    }
+                    out.push(Action::Release(i));
+                }
                 Phase::Holding { mode, fired, .. } => {
                     if !fired {
                         out.push(Action::Renew(i));

@@ -6,38 +6,45 @@
 use stateright::Property;
 
 use super::client::{Mode, Package, Phase, Place};
+use super::step::{at_key, set_keys};
 use super::{Config, Protocol, State};
 use crate::scripts::exec;
+use crate::scripts::lock_all::{self, SetKey, TakeAll};
+use crate::scripts::Reply;
 use crate::store::{Id, Key, Store, Text};
 
-/// What the run has seen: the largest token granted so far and the last writer's, the
-/// history properties it broke (bits), and what it reached that a state does not show.
+/// What the run has seen: the largest token granted so far on each lock and the last
+/// writer's of lock 0, the history properties it broke (bits), and what it reached that
+/// a state does not show.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Seen {
-    pub last_token: u64,
+    pub last_token: [u64; 2],
     pub last_writer: u64,
-    pub violated: u8,
+    pub violated: u16,
     pub reached: u8,
 }
 
 impl Seen {
     /// A token was granted that is not larger than every earlier one.
-    pub const TOKEN_NOT_LARGER: u8 = 1;
+    pub const TOKEN_NOT_LARGER: u16 = 1;
     /// A new reader got in while a waiting writer's intent was on the server.
-    pub const OVERTAKEN: u8 = 2;
+    pub const OVERTAKEN: u16 = 2;
     /// Fair mode: a grant went past an earlier waiter that it had to wait for.
-    pub const OUT_OF_ORDER: u8 = 4;
+    pub const OUT_OF_ORDER: u16 = 4;
     /// exec.lua refused (not held) and yet changed the data.
-    pub const REFUSED_EXEC_RAN: u8 = 8;
+    pub const REFUSED_EXEC_RAN: u16 = 8;
     /// proclaim.lua wrote a record for an id that did not hold the lock as the writer.
-    pub const RECORD_WITHOUT_LOCK: u8 = 16;
+    pub const RECORD_WITHOUT_LOCK: u16 = 16;
     /// leader.lua named as the leader an id whose record is not of its current term.
-    pub const STALE_LEADER: u8 = 32;
+    pub const STALE_LEADER: u16 = 32;
     /// exec.lua ran the commands of a guard older than the last writer's.
-    pub const STALE_EXEC_RAN: u8 = 64;
+    pub const STALE_EXEC_RAN: u16 = 64;
     /// A writer was granted between an upgradable read and its upgrade: while an
     /// unfired upgradable guard held, or (seen at the upgrade) after the read's token.
-    pub const WRITER_BETWEEN: u8 = 128;
+    pub const WRITER_BETWEEN: u16 = 128;
+    /// A set's attempt left its id at some keys of the set and not at others: granted,
+    /// it is not at every key as its mode says; blocked, it is at a key it was not at.
+    pub const PARTIAL_SET: u16 = 256;
 
     /// Reached: exec.lua refused a guard.
     pub const EXEC_REFUSED: u8 = 1;
@@ -49,6 +56,8 @@ impl Seen {
     pub const UPGRADER_KEPT_OUT: u8 = 8;
     /// Reached: a writer was refused while an upgradable reader held.
     pub const WRITER_KEPT_OUT: u8 = 16;
+    /// Reached: a set's attempt was blocked and left its intent on a write key.
+    pub const SET_INTENT: u8 = 32;
 }
 
 /// Records what a grant to client `i` (`mode`, `id`, `token`; 0 for Go) breaks, given
@@ -66,16 +75,53 @@ pub fn granted(
     token: u64,
     resent: bool,
 ) {
+    let l = c.clients[i].lock;
+    token_granted(s, i, l, mode == Mode::Write, token);
+    let new_reader = matches!(mode, Mode::Read | Mode::Upgradable)
+        && before.sismember(Key::Lock.on(l), id) != Ok(true);
+    if new_reader {
+        reader_granted(c, s, before, i, l);
+    }
+    if c.fair && !resent && out_of_order(c, s, before, i, mode) {
+        s.seen.violated |= Seen::OUT_OF_ORDER;
+    }
+}
+
+/// Records what a set's grant to client `i` (`keys`, `id`, a token per key) breaks, as
+/// [`granted`] does for each key.
+#[allow(clippy::too_many_arguments)]
+pub fn granted_set(
+    c: &Config,
+    s: &mut State,
+    before: &Store,
+    i: usize,
+    keys: &[SetKey],
+    id: Id,
+    tokens: &[u64],
+) {
+    for (k, &token) in keys.iter().zip(tokens) {
+        token_granted(s, i, k.lock, k.write, token);
+        if !k.write && before.sismember(Key::Lock.on(k.lock), id) != Ok(true) {
+            reader_granted(c, s, before, i, k.lock);
+        }
+    }
+}
+
+/// A token (0 for Go: none) granted to client `i` on lock `l`, as its writer when
+/// `write`.
+fn token_granted(s: &mut State, i: usize, l: usize, write: bool, token: u64) {
     if token > 0 {
-        if token <= s.seen.last_token {
+        if token <= s.seen.last_token[l] {
             s.seen.violated |= Seen::TOKEN_NOT_LARGER;
         }
-        s.seen.last_token = token;
-        if mode == Mode::Write {
+        s.seen.last_token[l] = token;
+        if write && l == 0 {
             s.seen.last_writer = token;
         }
     }
-    if mode == Mode::Write
+    // Upgradable readers are lock 0's.
+    if write
+        && l == 0
         && s.clients
             .iter()
             .enumerate()
@@ -83,33 +129,30 @@ pub fn granted(
     {
         s.seen.violated |= Seen::WRITER_BETWEEN;
     }
-    let new_reader = matches!(mode, Mode::Read | Mode::Upgradable)
-        && before.sismember(Key::Lock, id) != Ok(true);
+}
+
+/// Client `i` became a new reader of lock `l`: no waiting writer's intent (another
+/// client's) may have been on the server.
+fn reader_granted(c: &Config, s: &mut State, before: &Store, i: usize, l: usize) {
     for (w, phase) in s.clients.iter().enumerate() {
-        // A waiting writer, or an upgradable reader whose `upgrade()` waits.
+        // A waiting writer of lock `l` (a set that writes it too), or an upgradable
+        // reader whose `upgrade()` waits.
         let wid = match *phase {
-            Phase::Waiting {
-                mode: Mode::Write,
-                id,
-                ..
-            }
-            | Phase::Holding {
+            Phase::Waiting { mode, id, .. } if mode.on(c.clients[w].lock, l) == Some(true) => id,
+            Phase::Holding {
                 mode: Mode::Upgrading,
                 id,
                 ..
-            } => id,
+            } if l == 0 => id,
             _ => continue,
         };
         let intent = match c.clients[w].package {
             Package::Rust => Text::Id(wid),
             Package::Go => Text::Int(1),
         };
-        if w != i && new_reader && before.get_is(Key::Intent, &intent) {
+        if w != i && before.get_is(Key::Intent.on(l), &intent) {
             s.seen.violated |= Seen::OVERTAKEN;
         }
-    }
-    if c.fair && !resent && out_of_order(c, s, before, i, mode) {
-        s.seen.violated |= Seen::OUT_OF_ORDER;
     }
 }
 
@@ -145,36 +188,48 @@ fn out_of_order(c: &Config, s: &State, before: &Store, i: usize, mode: Mode) -> 
     }
 }
 
-/// The guards whose token has not fired: (package, mode, id).
-fn live(m: &Protocol, s: &State) -> Vec<(Package, Mode, Id)> {
+/// The guards whose token has not fired: (package, mode, id, lock).
+fn live(m: &Protocol, s: &State) -> Vec<(Package, Mode, Id, usize)> {
     s.clients
         .iter()
         .enumerate()
         .filter_map(|(i, p)| {
+            let spec = &m.config.clients[i];
             p.live()
-                .map(|(mode, id)| (m.config.clients[i].package, mode, id))
+                .map(|(mode, id)| (spec.package, mode, id, spec.lock))
         })
         .collect()
 }
 
-/// No two writers, and no writer beside a reader, while both guards are unfired; no more
-/// permits than the semaphore has.
+/// On each lock: no two writers, and no writer beside a reader, while both guards are
+/// unfired (a set's guard counts on each of its keys); no more permits than the
+/// semaphore has.
 fn exclusion(m: &Protocol, s: &State) -> bool {
     let live = live(m, s);
-    let writers = live.iter().filter(|g| g.1 == Mode::Write).count();
-    let readers = live.iter().filter(|g| g.1.reads()).count();
     let permits = live.iter().filter(|g| g.1 == Mode::Permit).count() as i64;
-    (writers == 0 || (writers == 1 && readers == 0)) && permits <= m.config.permits
+    let each_lock = (0..2).all(|l| {
+        let on = |write| {
+            live.iter()
+                .filter(|g| g.1.on(g.3, l) == Some(write))
+                .count()
+        };
+        let (writers, readers) = (on(true), on(false));
+        writers == 0 || (writers == 1 && readers == 0)
+    });
+    each_lock && permits <= m.config.permits
 }
 
-/// A guard whose token has not fired is held on the server.
+/// A guard whose token has not fired is held on the server (a set's: every key).
 fn held(m: &Protocol, s: &State) -> bool {
     live(m, s)
         .into_iter()
         .filter(|g| g.0 == Package::Rust)
-        .all(|(_, mode, id)| match mode {
-            Mode::Write => s.store.get_is(Key::Lock, &Text::Id(id)),
-            Mode::Read => s.store.sismember(Key::Lock, id) == Ok(true),
+        .all(|(_, mode, id, l)| match mode {
+            Mode::Write => s.store.get_is(Key::Lock.on(l), &Text::Id(id)),
+            Mode::Read => s.store.sismember(Key::Lock.on(l), id) == Ok(true),
+            Mode::Set { .. } => set_keys(mode)
+                .into_iter()
+                .all(|k| at_key(&s.store, k, id, false)),
             Mode::Permit => exec::holds(&s.store, id),
             Mode::Upgradable | Mode::Upgrading => {
                 s.store.sismember(Key::Lock, id) == Ok(true)
@@ -198,12 +253,100 @@ fn upgrade_waits_with_intent(_: &Protocol, s: &State) -> bool {
     }) && s.store.scard(Key::Lock).is_ok_and(|n| n > 1)
 }
 
+/// The sets that wait: (mode, id).
+fn waiting_sets(s: &State) -> Vec<(Mode, Id)> {
+    s.clients
+        .iter()
+        .filter_map(|p| match *p {
+            Phase::Waiting {
+                mode: mode @ Mode::Set { .. },
+                id,
+                ..
+            } => Some((mode, id)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether nothing but the intents of `sets` keeps them out: no key of either is held
+/// as it would block (a write key by anyone, a read key by a writer), and every intent
+/// on a read key of either is one of theirs.
+fn only_their_intents(s: &State, sets: [(Mode, Id); 2]) -> bool {
+    let theirs = |t: &Text| sets.iter().any(|&(_, id)| *t == Text::Id(id));
+    sets.iter().all(|&(mode, _)| {
+        set_keys(mode).into_iter().all(|k| {
+            let kind = s.store.type_of(Key::Lock.on(k.lock));
+            let free = if k.write {
+                kind == "none"
+            } else {
+                kind != "string"
+            };
+            let intent = s.store.get(Key::Intent.on(k.lock));
+            let intent_ok =
+                k.write || matches!(intent, Ok(None)) || matches!(intent, Ok(Some(t)) if theirs(t));
+            free && intent_ok
+        })
+    })
+}
+
+/// Whether the intent of set `a` is on a key that set `b` reads.
+fn intent_blocks_set(s: &State, a: (Mode, Id), b: (Mode, Id)) -> bool {
+    set_keys(b.0)
+        .into_iter()
+        .any(|k| !k.write && s.store.get_is(Key::Intent.on(k.lock), &Text::Id(a.1)))
+}
+
+/// No two sets keep each other out with their intents: where two sets wait and nothing
+/// but their intents keeps them out, their attempts in turn (the first's, the
+/// second's, the first's again, each with the configured intent) grant one of them.
+fn sets_make_way(m: &Protocol, s: &State) -> bool {
+    let c = &m.config;
+    let waiting = waiting_sets(s);
+    for &a in &waiting {
+        for &b in &waiting {
+            if a.1 == b.1 || !only_their_intents(s, [a, b]) {
+                continue;
+            }
+            let mut store = s.store.clone();
+            let mut attempt = |(mode, id): (Mode, Id)| {
+                let t = TakeAll {
+                    id,
+                    ttl: c.ttl,
+                    retention: c.retention,
+                    keys: set_keys(mode),
+                    intent: c.intent,
+                    floor: false,
+                };
+                matches!(lock_all::lock_all(&mut store, &t), Reply::Tokens(_))
+            };
+            if ![a, b, a].into_iter().any(&mut attempt) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Two sets wait, each with its intent on a key the other reads, and nothing else keeps
+/// them out: the state [`sets_make_way`] is about.
+fn sets_block_each_other(_: &Protocol, s: &State) -> bool {
+    let waiting = waiting_sets(s);
+    waiting.iter().any(|&a| {
+        waiting.iter().any(|&b| {
+            a.1 != b.1
+                && only_their_intents(s, [a, b])
+                && intent_blocks_set(s, a, b)
+                && intent_blocks_set(s, b, a)
+        })
+    })
+}
+
 /// Every key the scripts wrote has a TTL.
 fn every_key_expires(_: &Protocol, s: &State) -> bool {
     s.store.keys.values().all(|e| e.expires.is_some())
 }
 
-fn not_violated(bit: u8) -> impl Fn(&State) -> bool {
+fn not_violated(bit: u16) -> impl Fn(&State) -> bool {
     move |s| s.seen.violated & bit == 0
 }
 
@@ -247,6 +390,8 @@ pub mod names {
     pub const STALE_EXEC: &str = "no guard older than the last writer's runs an exec";
     pub const ONE_UPGRADER: &str = "at most one unfired upgradable reader";
     pub const WRITER_BETWEEN: &str = "no writer between an upgradable read and its upgrade";
+    pub const ALL_OR_NOTHING: &str = "a set's attempt takes every key of the set or none";
+    pub const SETS_MAKE_WAY: &str = "no two sets keep each other out with their intents";
 }
 
 /// The properties of `m`'s configuration: every `always`, and the `sometimes` that show
@@ -283,7 +428,37 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
         Property::always(names::WRITER_BETWEEN, |_, s: &State| {
             not_violated(Seen::WRITER_BETWEEN)(s)
         }),
+        Property::always(names::ALL_OR_NOTHING, |_, s: &State| {
+            not_violated(Seen::PARTIAL_SET)(s)
+        }),
+        Property::always(names::SETS_MAKE_WAY, sets_make_way),
     ];
+    let sets = c
+        .clients
+        .iter()
+        .filter(|s| s.modes.iter().any(|m| matches!(m, Mode::Set { .. })))
+        .count();
+    if sets > 0 {
+        all.push(Property::sometimes("a set holds", |_, s: &State| {
+            s.clients
+                .iter()
+                .any(|p| matches!(p.live(), Some((Mode::Set { .. }, _))))
+        }));
+        if c.intent {
+            all.push(Property::sometimes(
+                "a set waits with its intent set",
+                |_, s: &State| s.seen.reached & Seen::SET_INTENT != 0,
+            ));
+        }
+    }
+    // Two sets can set intents that block each other's reads only while a third party
+    // holds keys of both: with three sets (one of them that holder).
+    if sets >= 3 && c.intent {
+        all.push(Property::sometimes(
+            "two sets wait with intents that block each other's reads",
+            sets_block_each_other,
+        ));
+    }
     if modes(Mode::Write) {
         all.push(Property::sometimes("a writer holds", |_, s: &State| {
             holding(s, Mode::Write) > 0

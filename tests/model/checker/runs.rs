@@ -15,6 +15,7 @@ fn rust(modes: &[Mode]) -> ClientSpec {
     ClientSpec {
         package: Package::Rust,
         modes: modes.to_vec(),
+        lock: 0,
     }
 }
 
@@ -22,7 +23,21 @@ fn go(modes: &[Mode]) -> ClientSpec {
     ClientSpec {
         package: Package::Go,
         modes: modes.to_vec(),
+        lock: 0,
     }
+}
+
+/// A Rust client of lock 1.
+fn rust_of_lock1(modes: &[Mode]) -> ClientSpec {
+    ClientSpec {
+        lock: 1,
+        ..rust(modes)
+    }
+}
+
+/// A Rust client taking a set: both locks, writing those whose bit of `writes` is set.
+fn set(writes: u8) -> ClientSpec {
+    rust(&[Mode::Set { writes }])
 }
 
 const RW: &[Mode] = &[Mode::Write, Mode::Read];
@@ -185,10 +200,41 @@ fn upgradable_reads_and_their_upgrades() {
 /// The depth of [`upgradable_reads_and_their_upgrades`].
 const UPGRADABLE_DEPTH: usize = 10;
 
-/// Four of the configurations to a depth of `MODEL_DEPTH` (default 15; the upgradable
-/// readers with late replies three less), for a change to
-/// the scripts: `MODEL_DEPTH=15 cargo test --release --test model deeper -- --ignored
-/// --nocapture`.
+/// Sets (`lock_all.lua`) on two locks: one writing lock 0 and reading lock 1, one the
+/// other way round, and one writing both (the holder that lets the first two wait with
+/// intents that block each other's reads); waiting with intent, single attempts,
+/// giving up, renewals, releases.
+fn sets_config() -> Config {
+    let mut c = config(vec![set(0b01), set(0b10), set(0b11)]);
+    c.tries = true;
+    c
+}
+
+/// A set beside single-key clients of either lock, each reading or writing.
+fn sets_and_singles_config() -> Config {
+    let mut c = config(vec![set(0b01), rust(RW), rust_of_lock1(RW)]);
+    c.tries = true;
+    c
+}
+
+/// The depths of [`sets_on_two_locks`].
+const SETS_DEPTH: usize = 14;
+const SETS_AND_SINGLES_DEPTH: usize = 11;
+
+#[test]
+fn sets_on_two_locks() {
+    holds("3 sets on 2 locks", sets_config(), SETS_DEPTH);
+    holds(
+        "1 set + 1 rust client of each lock",
+        sets_and_singles_config(),
+        SETS_AND_SINGLES_DEPTH,
+    );
+}
+
+/// Six of the configurations to a depth of `MODEL_DEPTH` (default 15; the upgradable
+/// readers with late replies three less, a set beside single-key clients two less), for
+/// a change to the scripts: `MODEL_DEPTH=15 cargo test --release --test model deeper --
+/// --ignored --nocapture`.
 #[test]
 #[ignore]
 fn deeper() {
@@ -215,6 +261,13 @@ fn deeper() {
         "2 upgradable + 1 rust, late replies",
         c,
         depth.saturating_sub(3),
+    );
+    // Sets: three of them to the depth, one beside single-key clients two steps less.
+    holds("3 sets on 2 locks", sets_config(), depth);
+    holds(
+        "1 set + 1 rust client of each lock",
+        sets_and_singles_config(),
+        depth.saturating_sub(2),
     );
 }
 
@@ -332,7 +385,7 @@ fn each_seeded_bug_of_the_model_breaks_its_property() {
     };
     // Upgradable readers only: the intent is an upgrader's.
     let upgraders = || config(vec![rust(UP), rust(&[Mode::Read]), rust(&[Mode::Read])]);
-    let runs: [(Bug, Config, &'static str); 16] = [
+    let runs: [(Bug, Config, &'static str); 19] = [
         (Bug::RlockIgnoresIntent, intent(), names::INTENT),
         (Bug::LockIgnoresQueue, fair(), names::FAIR),
         (Bug::LockWithoutTtl, writers(), names::TTL),
@@ -360,6 +413,21 @@ fn each_seeded_bug_of_the_model_breaks_its_property() {
             Bug::UpgradeTakesAFreeLock,
             config(vec![rust(UP), rust(&[Mode::Write])]),
             names::WRITER_BETWEEN,
+        ),
+        (
+            Bug::LockAllChecksFirstOnly,
+            sets_config(),
+            names::ALL_OR_NOTHING,
+        ),
+        (
+            Bug::LockAllIgnoresReadHolder,
+            sets_and_singles_config(),
+            names::EXCLUSION,
+        ),
+        (
+            Bug::LockAllKeepsIntentWhenBlockedByIntent,
+            sets_config(),
+            names::SETS_MAKE_WAY,
         ),
     ];
     for (bug, mut c, property) in runs {

@@ -7,12 +7,13 @@ use super::properties::{self, Seen};
 use super::{fresh_id, Action, Config, State};
 use crate::scripts::exec::Command;
 use crate::scripts::lock::Take;
+use crate::scripts::lock_all::{self, SetKey, TakeAll};
 use crate::scripts::refresh::Hint;
 use crate::scripts::shared::{CLOCK_TOKENS, MAX_TOKEN};
 use crate::scripts::unlock::{Extra, Kind};
 use crate::scripts::upgrade::Op;
 use crate::scripts::{self, go, Reply};
-use crate::store::{Id, Key, Member, Text};
+use crate::store::{Id, Key, Member, Store, Text};
 
 /// Applies `action` to `s`.
 pub fn apply(c: &Config, s: &mut State, action: &Action) {
@@ -35,12 +36,24 @@ pub fn apply(c: &Config, s: &mut State, action: &Action) {
         Action::Renew(i) => renew(c, s, i),
         Action::Release(i) => {
             if let Phase::Holding { mode, id, .. } = s.clients[i] {
+                let l = c.clients[i].lock;
                 match c.clients[i].package {
+                    // A set's keys one by one (pipelined: no step comes between here).
+                    Package::Rust if matches!(mode, Mode::Set { .. }) => {
+                        for k in set_keys(mode) {
+                            let kind = if k.write { Kind::Writer } else { Kind::Reader };
+                            s.store.on_lock(k.lock, |st| {
+                                scripts::unlock::unlock(st, id, kind, Extra::None)
+                            });
+                        }
+                    }
                     Package::Rust => {
-                        scripts::unlock::unlock(&mut s.store, id, kind(mode), released(mode));
+                        s.store.on_lock(l, |st| {
+                            scripts::unlock::unlock(st, id, kind(mode), released(mode))
+                        });
                     }
                     Package::Go => {
-                        go::unlock(&mut s.store, id);
+                        s.store.on_lock(l, |st| go::unlock(st, id));
                     }
                 }
                 s.clients[i] = Phase::Idle;
@@ -88,6 +101,37 @@ fn kind(mode: Mode) -> Kind {
         Mode::Read => Kind::Reader,
         Mode::Permit => Kind::Permit,
         Mode::Upgradable | Mode::Upgrading => Kind::Upgradable,
+        // A set releases each key as its mode says (`set_keys`).
+        Mode::Set { .. } => Kind::Writer,
+    }
+}
+
+/// The keys of a set ([`Mode::Set`]): lock 0, then lock 1, each as `writes` says. (Any
+/// other mode: none.)
+pub fn set_keys(mode: Mode) -> Vec<SetKey> {
+    let Mode::Set { writes } = mode else {
+        return Vec::new();
+    };
+    (0..2)
+        .map(|lock| SetKey {
+            lock,
+            write: writes & (1 << lock) != 0,
+        })
+        .collect()
+}
+
+/// Whether `id` is at lock `k.lock`'s key as `k` says (the writer's string, or a member
+/// of the readers' set); `either`: as either.
+pub fn at_key(st: &Store, k: SetKey, id: Id, either: bool) -> bool {
+    let lock = Key::Lock.on(k.lock);
+    let writer = st.get_is(lock, &Text::Id(id));
+    let reader = st.sismember(lock, id) == Ok(true);
+    if either {
+        writer || reader
+    } else if k.write {
+        writer
+    } else {
+        reader
     }
 }
 
@@ -141,8 +185,12 @@ impl Attempt {
 }
 
 fn take(c: &Config, s: &mut State, i: usize, mode: Mode, attempt: Attempt) {
+    if let Mode::Set { .. } = mode {
+        return take_set(c, s, i, mode, attempt);
+    }
     let id = s.clients[i].id().unwrap_or_else(|| fresh_id(s));
     let before = s.store.clone();
+    let l = c.clients[i].lock;
     let waits = matches!(attempt, Attempt::Wait { .. });
     let t = Take {
         id,
@@ -152,19 +200,21 @@ fn take(c: &Config, s: &mut State, i: usize, mode: Mode, attempt: Attempt) {
         fair: c.fair.then_some(waits),
     };
     let ttl = ttl_of(c, i);
-    let reply = match (c.clients[i].package, mode) {
-        (Package::Rust, Mode::Write) => scripts::lock::lock(&mut s.store, t, c.intent && waits),
+    let package = c.clients[i].package;
+    let reply = s.store.on_lock(l, |st| match (package, mode) {
+        (Package::Rust, Mode::Write) => scripts::lock::lock(st, t, c.intent && waits),
         (Package::Rust, Mode::Read) => {
             let counting = matches!(attempt, Attempt::Wait { counting: true, .. });
-            scripts::rlock::rlock(&mut s.store, t, counting)
+            scripts::rlock::rlock(st, t, counting)
         }
-        (_, Mode::Permit) => scripts::semaphore::semaphore(&mut s.store, t, c.permits),
+        (_, Mode::Permit) => scripts::semaphore::semaphore(st, t, c.permits),
         (Package::Rust, Mode::Upgradable | Mode::Upgrading) => {
-            scripts::upgradable::upgradable(&mut s.store, t)
+            scripts::upgradable::upgradable(st, t)
         }
-        (Package::Go, Mode::Write) => go::write(&mut s.store, id, ttl, true),
-        (Package::Go, _) => go::read(&mut s.store, id, ttl),
-    };
+        (Package::Go, Mode::Write) => go::write(st, id, ttl, true),
+        (Package::Go, _) => go::read(st, id, ttl),
+        (Package::Rust, Mode::Set { .. }) => unreachable!("a set: take_set"),
+    });
     // Blocked (Go's blocked write replies the PTTL).
     if matches!(reply, Reply::Blocked { .. } | Reply::Int(_)) {
         let upgradable_holds = s
@@ -227,6 +277,57 @@ fn take(c: &Config, s: &mut State, i: usize, mode: Mode, attempt: Attempt) {
             late,
             place,
         }
+    } else {
+        Phase::Idle
+    };
+}
+
+/// A set's attempt (lock_all.lua; `lock_all()` waiting with the configured intent, or
+/// `try_lock_all()` with none): granted, it holds every key; blocked, it waits (or, a
+/// single attempt, goes back to idle). Either way the set's id must be at every key of
+/// the set, as its mode says, or at none that it was not at before (all or nothing).
+fn take_set(c: &Config, s: &mut State, i: usize, mode: Mode, attempt: Attempt) {
+    let id = s.clients[i].id().unwrap_or_else(|| fresh_id(s));
+    let before = s.store.clone();
+    let waits = matches!(attempt, Attempt::Wait { .. });
+    let t = TakeAll {
+        id,
+        ttl: c.ttl,
+        retention: c.retention,
+        keys: set_keys(mode),
+        intent: c.intent && waits,
+        floor: false,
+    };
+    let reply = lock_all::lock_all(&mut s.store, &t);
+    if let Reply::Tokens(tokens) = &reply {
+        if !t.keys.iter().all(|&k| at_key(&s.store, k, id, false)) {
+            s.seen.violated |= Seen::PARTIAL_SET;
+        }
+        let tokens: Vec<u64> = tokens.iter().map(|&(token, _)| token).collect();
+        properties::granted_set(c, s, &before, i, &t.keys, id, &tokens);
+        s.clients[i] = Phase::Holding {
+            mode,
+            id,
+            token: 0,
+            deadline: s.client_now() + c.ttl - c.margin,
+            fired: false,
+        };
+        return;
+    }
+    let taken = |k: &SetKey| at_key(&s.store, *k, id, true) && !at_key(&before, *k, id, true);
+    if t.keys.iter().any(taken) {
+        s.seen.violated |= Seen::PARTIAL_SET;
+    }
+    if let Reply::BlockedAt { .. } = reply {
+        if t.keys
+            .iter()
+            .any(|k| k.write && s.store.get_is(Key::Intent.on(k.lock), &Text::Id(id)))
+        {
+            s.seen.reached |= Seen::SET_INTENT;
+        }
+    }
+    s.clients[i] = if waits {
+        Phase::waiting(mode, id)
     } else {
         Phase::Idle
     };
@@ -310,6 +411,19 @@ fn give_up(c: &Config, s: &mut State, i: usize) {
     let Phase::Waiting { mode, id, late, .. } = s.clients[i] else {
         return;
     };
+    if let Mode::Set { .. } = mode {
+        // The intent each write key may hold, by unlock.lua "w" with the intent.
+        if c.intent {
+            for k in set_keys(mode).into_iter().filter(|k| k.write) {
+                s.store.on_lock(k.lock, |st| {
+                    scripts::unlock::unlock(st, id, Kind::Writer, Extra::Intent)
+                });
+            }
+        }
+        s.clients[i] = Phase::Idle;
+        return;
+    }
+    let l = c.clients[i].lock;
     if c.clients[i].package == Package::Rust {
         let extra = if c.fair {
             Extra::Queue
@@ -321,7 +435,8 @@ fn give_up(c: &Config, s: &mut State, i: usize) {
         // An upgradable read sets no intent: it releases only a grant that came late.
         let sets = extra != Extra::None && !mode.upgradable();
         if sets || late {
-            scripts::unlock::unlock(&mut s.store, id, kind(mode), extra);
+            s.store
+                .on_lock(l, |st| scripts::unlock::unlock(st, id, kind(mode), extra));
         }
     }
     s.clients[i] = Phase::Idle;
@@ -330,6 +445,8 @@ fn give_up(c: &Config, s: &mut State, i: usize) {
 fn renew(c: &Config, s: &mut State, i: usize) {
     let ttl = ttl_of(c, i);
     let now = s.client_now();
+    let l = c.clients[i].lock;
+    let package = c.clients[i].package;
     let Phase::Holding {
         mode,
         id,
@@ -340,16 +457,31 @@ fn renew(c: &Config, s: &mut State, i: usize) {
     else {
         return;
     };
-    let hint = match *mode {
-        Mode::Write => Hint::Writer,
+    let hint = |write: bool, mode: Mode| match mode {
+        _ if write => Hint::Writer,
         m if m.upgradable() => Hint::Upgradable,
         _ => Hint::Reader,
     };
-    let reply = match c.clients[i].package {
-        Package::Rust => scripts::refresh::renew(&mut s.store, &[(*id, hint)], ttl),
-        Package::Go => go::refresh(&mut s.store, *id, ttl),
+    // A set's keys are renewed together (the refresher batches them, one renew.lua):
+    // held while every key is.
+    let held = if let Mode::Set { .. } = *mode {
+        let replies: Vec<Reply> = set_keys(*mode)
+            .into_iter()
+            .map(|k| {
+                s.store.on_lock(k.lock, |st| {
+                    scripts::refresh::renew(st, &[(*id, hint(k.write, *mode))], ttl)
+                })
+            })
+            .collect();
+        replies.iter().all(|r| *r == Reply::Renewed(vec![1]))
+    } else {
+        let hint = hint(*mode == Mode::Write, *mode);
+        let reply = s.store.on_lock(l, |st| match package {
+            Package::Rust => scripts::refresh::renew(st, &[(*id, hint)], ttl),
+            Package::Go => go::refresh(st, *id, ttl),
+        });
+        matches!(reply, Reply::Int(1)) || reply == Reply::Renewed(vec![1])
     };
-    let held = matches!(reply, Reply::Int(1)) || reply == Reply::Renewed(vec![1]);
     if held {
         *deadline = now + ttl - c.margin;
     } else {
@@ -480,9 +612,9 @@ fn exec(s: &mut State, i: usize) {
         return;
     };
     let data = s.store.keys.get(&Key::Data).cloned();
-    let reply = scripts::exec::exec(&mut s.store, id, &[Command::Incr]);
+    let reply = scripts::exec::exec(&mut s.store, id, &[0], &[Command::Incr]);
     match reply {
-        Reply::NotHeld => {
+        Reply::NotHeld(_) => {
             s.seen.reached |= Seen::EXEC_REFUSED;
             if s.store.keys.get(&Key::Data) != data.as_ref() {
                 s.seen.violated |= Seen::REFUSED_EXEC_RAN;

@@ -59,6 +59,20 @@ pub fn replies(model: &Reply, server: &Reply, w: Window, timed: bool) -> bool {
             }
         }
         (Reply::Blocked { wait: m }, Reply::Blocked { wait: s }) => w.shorter(*m, *s),
+        (Reply::Tokens(m), Reply::Tokens(s)) => {
+            let span = (w.after_us - w.before_us).max(0) as u64;
+            m.len() == s.len()
+                && m.iter().zip(s).all(|(&(m, clock), &(s, _))| {
+                    if clock {
+                        (m..=m + span).contains(&s)
+                    } else {
+                        m == s
+                    }
+                })
+        }
+        (Reply::BlockedAt { index: m, wait: mw }, Reply::BlockedAt { index: s, wait: sw }) => {
+            m == s && w.shorter(*mw, *sw)
+        }
         (Reply::Int(m), Reply::Int(s)) if timed => w.shorter(*m, *s),
         (
             Reply::Leader {

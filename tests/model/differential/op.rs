@@ -5,12 +5,13 @@ use proptest::prelude::*;
 
 use crate::scripts::exec::Command;
 use crate::scripts::lock::Take;
+use crate::scripts::lock_all::{SetKey, TakeAll};
 use crate::scripts::refresh::Hint;
 use crate::scripts::shared::MAX_TOKEN;
 use crate::scripts::unlock::{Extra, Kind};
 use crate::scripts::{
-    downgrade, election, exec, force, go, inspect, lock, quorum, refresh, rlock, semaphore, unlock,
-    upgradable, upgrade, Reply,
+    downgrade, election, exec, force, go, inspect, lock, lock_all, quorum, refresh, rlock,
+    semaphore, unlock, upgradable, upgrade, Reply,
 };
 use crate::store::{Entry, Id, Key, Store, Text, Val};
 
@@ -65,8 +66,19 @@ pub enum Op {
     /// renew.lua with the lock key once per `(id, hint)` (and the upgrader key once per
     /// `u` after them).
     Renew { ids: Vec<(Id, Hint)>, ttl: i64 },
-    /// exec.lua with `commands` on [`Key::Data`].
-    Exec { id: Id, commands: Vec<Command> },
+    /// exec.lua with the lock keys of `locks` (0 or 1: [`Key::on`]) and `commands` on
+    /// [`Key::Data`].
+    Exec {
+        id: Id,
+        locks: Vec<usize>,
+        commands: Vec<Command>,
+    },
+    /// lock_all.lua.
+    LockAll { take: TakeAll },
+    /// A step of one lock key (lock.lua or rlock.lua not fair, unlock.lua's "w" or "r"
+    /// with or without the intent, renew.lua with `w` and `r`) on lock 1's keys
+    /// (`Store::on_lock`), so that single lockers meet the sets of `LockAll`.
+    OnLock1(Box<Op>),
     /// force_unlock.lua.
     ForceUnlock,
     /// leader.lua.
@@ -180,12 +192,13 @@ fn any_key() -> impl Strategy<Value = Key> {
         2 => Just(Key::Intent),
         2 => Just(Key::Fence),
         2 => Just(Key::Upgrader),
+        2 => prop::sample::select(vec![Key::Lock1, Key::Intent1, Key::Fence1]),
         1 => prop::sample::select(Key::ALL.to_vec()),
     ]
 }
 
 fn fence_key() -> impl Strategy<Value = Key> {
-    prop_oneof![Just(Key::Fence), Just(Key::Granted)]
+    prop_oneof![2 => Just(Key::Fence), 2 => Just(Key::Granted), 1 => Just(Key::Fence1)]
 }
 
 fn lock_op(fair: bool) -> impl Strategy<Value = Op> {
@@ -251,10 +264,92 @@ fn renew_op() -> impl Strategy<Value = Op> {
         .prop_map(|(ids, ttl)| Op::Renew { ids, ttl })
 }
 
+/// The lock keys of a set or an `exec`: lock 0, lock 1, or both in either order.
+fn locks() -> impl Strategy<Value = Vec<usize>> {
+    prop_oneof![
+        6 => Just(vec![0]),
+        1 => Just(vec![1]),
+        2 => Just(vec![0, 1]),
+        2 => Just(vec![1, 0]),
+    ]
+}
+
 fn exec_op() -> impl Strategy<Value = Op> {
     let command = prop_oneof![3 => Just(Command::Incr), 1 => Just(Command::Fail)];
-    (id(), prop::collection::vec(command, 0..=2))
-        .prop_map(|(id, commands)| Op::Exec { id, commands })
+    (id(), locks(), prop::collection::vec(command, 0..=2)).prop_map(|(id, locks, commands)| {
+        Op::Exec {
+            id,
+            locks,
+            commands,
+        }
+    })
+}
+
+/// lock_all.lua: a set of one or both locks, in either order, each read or written.
+fn lock_all_op() -> impl Strategy<Value = Op> {
+    let set = prop_oneof![
+        1 => Just(vec![0]),
+        1 => Just(vec![1]),
+        3 => Just(vec![0, 1]),
+        3 => Just(vec![1, 0]),
+    ];
+    let modes = prop::collection::vec(prop_oneof![3 => Just(true), 2 => Just(false)], 2);
+    (
+        (id(), ttl(), retention()),
+        set,
+        modes,
+        prop_oneof![2 => Just(true), 1 => Just(false)],
+        any::<bool>(),
+    )
+        .prop_map(
+            |((id, ttl, retention), set, modes, intent, floor)| Op::LockAll {
+                take: TakeAll {
+                    id,
+                    ttl,
+                    retention,
+                    keys: set
+                        .into_iter()
+                        .zip(modes)
+                        .map(|(lock, write)| SetKey { lock, write })
+                        .collect(),
+                    intent,
+                    floor,
+                },
+            },
+        )
+}
+
+/// A step of one lock key on lock 1 ([`Op::OnLock1`]).
+fn on_lock1_op() -> impl Strategy<Value = Op> {
+    let unlock = (
+        id(),
+        prop_oneof![Just(Kind::Writer), Just(Kind::Reader)],
+        prop_oneof![Just(Extra::None), Just(Extra::Intent)],
+    )
+        .prop_map(|(id, kind, extra)| Op::Unlock { id, kind, extra });
+    let hint = prop_oneof![Just(Hint::Writer), Just(Hint::Reader)];
+    let renew = (prop::collection::vec((id(), hint), 1..=2), ttl())
+        .prop_map(|(ids, ttl)| Op::Renew { ids, ttl });
+    let step = prop_oneof![
+        4 => lock_op(false),
+        3 => rlock_op(false),
+        3 => unlock,
+        1 => renew,
+    ];
+    step.prop_map(|op| {
+        let op = match op {
+            Op::Lock { take, intent } => Op::Lock {
+                take: Take { fair: None, ..take },
+                intent,
+            },
+            Op::RLock { take, counting } => Op::RLock {
+                take: Take { fair: None, ..take },
+                counting,
+            },
+            other => other,
+        };
+        Op::OnLock1(Box::new(op))
+    })
 }
 
 fn advance_op() -> impl Strategy<Value = Op> {
@@ -313,6 +408,8 @@ fn lock_step(fair: bool) -> BoxedStrategy<Op> {
         8 => upgradable_op(),
         10 => upgrade_op(),
         3 => unlock_op(Just(Kind::Upgradable).boxed()),
+        10 => lock_all_op(),
+        10 => on_lock1_op(),
     ]
     .boxed()
 }
@@ -378,7 +475,15 @@ impl Op {
                 "RenewUpgradable"
             }
             Op::Renew { .. } => "Renew",
+            Op::Exec { locks, .. } if locks.len() > 1 => "ExecAll",
             Op::Exec { .. } => "Exec",
+            Op::LockAll { .. } => "LockAll",
+            Op::OnLock1(op) => match **op {
+                Op::Lock { .. } => "Lock@1",
+                Op::RLock { .. } => "RLock@1",
+                Op::Unlock { .. } => "Unlock@1",
+                _ => "Renew@1",
+            },
             Op::ForceUnlock => "ForceUnlock",
             Op::Leader => "Leader",
             Op::Inspect { .. } => "Inspect",
@@ -410,7 +515,13 @@ impl Op {
             Op::Upgrade { take, op } => upgrade::upgrade(s, *take, *op),
             Op::Refresh { id, ttl } => refresh::refresh(s, *id, *ttl),
             Op::Renew { ids, ttl } => refresh::renew(s, ids, *ttl),
-            Op::Exec { id, commands } => exec::exec(s, *id, commands),
+            Op::Exec {
+                id,
+                locks,
+                commands,
+            } => exec::exec(s, *id, locks, commands),
+            Op::LockAll { take } => lock_all::lock_all(s, take),
+            Op::OnLock1(op) => return s.on_lock(1, |s| op.on_model(s)),
             Op::ForceUnlock => force::force_unlock(s),
             Op::Leader => election::leader(s),
             Op::Inspect { semaphore } => inspect::inspect(s, *semaphore),

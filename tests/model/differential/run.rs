@@ -41,6 +41,8 @@ pub fn outcome(op: &Op, reply: &Reply) -> String {
         }
         Reply::Renewed(r) => format!("Renewed({})", r.iter().sum::<i64>()),
         Reply::Ran(r) => format!("Ran({})", r.len()),
+        Reply::Tokens(t) => format!("Tokens({})", t.len()),
+        Reply::BlockedAt { index, .. } => format!("BlockedAt({index})"),
         Reply::Leader { holder, record, .. } => {
             format!("Leader({}, {})", holder.is_some(), record.is_some())
         }
@@ -82,7 +84,7 @@ pub fn sequence(
     seen: &mut BTreeMap<String, u64>,
 ) -> Result<Ran, Failure> {
     let lock = fresh_lock_key();
-    let names = Names { lock: &lock };
+    let names = Names::of_lock(&lock);
     let dump_cmd = scripts.call("dump", &names.all(), &[]);
     let mut model: Store =
         dump::parse(&names, &query(conn, &dump_cmd)?).map_err(Failure::Differ)?;
@@ -136,7 +138,13 @@ fn steps(
         }
         let mut diffs = Vec::new();
         if let Some(expected) = &mut expected {
-            let got = wire::reply(names, shape, reply).map_err(at)?;
+            // A step on lock 1's keys reads its refusals' keys as lock 0's, as the model
+            // names them (`Store::on_lock`).
+            let step_names = match op {
+                Op::OnLock1(_) => names.on_lock(1),
+                _ => *names,
+            };
+            let got = wire::reply(&step_names, shape, reply).map_err(at)?;
             // A token floored at the clock: the server read its clock later than the
             // model. Within the window, the model takes the step again at the server's
             // reading, so that what it stores (the fence) must match exactly.
@@ -152,6 +160,25 @@ fn steps(
                     *model = before.clone();
                     model.set_clock_us(*s as i64);
                     *expected = op.on_model(model).expect("a script's step");
+                }
+            }
+            // lock_all.lua reads the clock once per key: where it floored a token at its
+            // clock, within the window, the model takes that reading as its own, so the
+            // fence key it stores must be the token it replied.
+            if let (Op::LockAll { take }, Reply::Tokens(m), Reply::Tokens(s)) =
+                (op, &mut *expected, &got)
+            {
+                if m.len() == s.len()
+                    && compare::replies(&Reply::Tokens(m.clone()), &got, window, false)
+                {
+                    for ((key, (m, clock)), (s, _)) in take.keys.iter().zip(m.iter_mut()).zip(s) {
+                        if *clock && *m < *s {
+                            *m = *s;
+                            let fence = crate::store::Key::Fence.on(key.lock);
+                            let px = model.pttl(fence);
+                            model.set(fence, crate::store::Text::Int(*s), Some(px));
+                        }
+                    }
                 }
             }
             let timed = matches!(op, Op::GoWrite { .. } | Op::GoRead { .. });

@@ -13,6 +13,7 @@ use super::scripts::Scripts;
 use crate::scripts::exec::Command;
 use crate::scripts::inspect::Inspection;
 use crate::scripts::lock::Take;
+use crate::scripts::lock_all;
 use crate::scripts::refresh::Hint;
 use crate::scripts::unlock::{Extra, Kind};
 use crate::scripts::upgrade;
@@ -65,7 +66,7 @@ pub struct Loaded {
 }
 
 /// The crate's scripts a differential run calls.
-const CRATE_SCRIPTS: [&str; 16] = [
+const CRATE_SCRIPTS: [&str; 17] = [
     "lock.lua",
     "rlock.lua",
     "semaphore.lua",
@@ -82,6 +83,7 @@ const CRATE_SCRIPTS: [&str; 16] = [
     "retake.lua",
     "upgradable.lua",
     "upgrade.lua",
+    "lock_all.lua",
 ];
 
 impl Loaded {
@@ -136,6 +138,8 @@ pub enum Shape {
     Renew,
     /// exec.lua.
     Exec,
+    /// lock_all.lua: tokens, or `{"blocked", i, pttl}`.
+    Tokens,
     /// leader.lua.
     Leader,
     /// inspect.lua.
@@ -146,20 +150,36 @@ pub enum Shape {
     None,
 }
 
-/// The keys of lock key `lock`.
+/// The keys of lock key `lock` (and of its lock 1); `on`: which lock's keys stand in
+/// lock 0's places ([`Key::on`]: 1 for an [`Op::OnLock1`]'s step).
+#[derive(Clone, Copy)]
 pub struct Names<'a> {
     pub lock: &'a str,
+    pub on: usize,
 }
 
-impl Names<'_> {
+impl<'a> Names<'a> {
+    /// The keys of lock key `lock`.
+    pub fn of_lock(lock: &'a str) -> Names<'a> {
+        Names { lock, on: 0 }
+    }
+
+    /// These names with lock `l`'s keys in lock 0's places.
+    pub fn on_lock(self, l: usize) -> Names<'a> {
+        Names { on: l, ..self }
+    }
+
     pub fn key(&self, k: Key) -> String {
-        format!("{}{}", self.lock, k.suffix())
+        format!("{}{}", self.lock, k.on(self.on).suffix())
     }
 
     /// The [`Key`] named `name`, if it is one of this lock key's.
     pub fn of(&self, name: &str) -> Option<Key> {
         let suffix = name.strip_prefix(self.lock)?;
-        Key::ALL.into_iter().find(|k| k.suffix() == suffix)
+        Key::ALL
+            .into_iter()
+            .find(|k| k.suffix() == suffix)
+            .map(|k| k.on(self.on))
     }
 
     pub fn all(&self) -> Vec<String> {
@@ -304,9 +324,13 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
             args.extend(ids.iter().map(|&(id, _)| id_text(id)));
             ("renew.lua", keys, args, Shape::Renew)
         }
-        Op::Exec { id, commands } => {
-            let mut keys = vec![k(Key::Lock)];
-            let mut args = vec![id_text(*id)];
+        Op::Exec {
+            id,
+            locks,
+            commands,
+        } => {
+            let mut keys: Vec<String> = locks.iter().map(|&l| k(Key::Lock.on(l))).collect();
+            let mut args = vec![id_text(*id), locks.len().to_string()];
             for command in commands {
                 keys.push(k(Key::Data));
                 match command {
@@ -316,6 +340,28 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
             }
             ("exec.lua", keys, args, Shape::Exec)
         }
+        Op::LockAll { take } => {
+            let mut keys = Vec::new();
+            for key in &take.keys {
+                let (lock, intent, fence) = lock_all::keys(key.lock);
+                keys.extend([k(lock), k(intent), k(fence)]);
+            }
+            let modes: String = take
+                .keys
+                .iter()
+                .map(|key| if key.write { 'w' } else { 'r' })
+                .collect();
+            let args = vec![
+                id_text(take.id),
+                ms(take.ttl),
+                ms(take.retention),
+                modes,
+                flag(take.intent),
+                flag(take.floor),
+            ];
+            ("lock_all.lua", keys, args, Shape::Tokens)
+        }
+        Op::OnLock1(op) => return command(scripts, &n.on_lock(1), op, token),
         Op::ForceUnlock => (
             "force_unlock.lua",
             vec![k(Key::Lock), k(Key::Fence), k(Key::Granted)],
@@ -511,13 +557,26 @@ pub fn reply(n: &Names, shape: Shape, v: &Value) -> Result<Reply, String> {
             ints(&items[..items.len() - 1]).map(Reply::Renewed)
         }
         (Shape::Exec, Value::Array(items)) => match items.first().and_then(int) {
-            Some(0) if items.len() == 1 => Some(Reply::NotHeld),
+            Some(0) if items.len() == 2 => int(&items[1]).map(|i| Reply::NotHeld(i as usize)),
             Some(1) => ints(&items[1..]).map(Reply::Ran),
             Some(2) if items.len() == 3 => int(&items[1]).map(|i| Reply::Failed {
                 command: i as usize,
             }),
             _ => None,
         },
+        (Shape::Tokens, Value::Array(items)) if !items.is_empty() => {
+            let blocked = text(&items[0]).is_some_and(|w| w == "blocked");
+            match (blocked, ints(&items[1..])) {
+                (true, Some(rest)) if rest.len() == 2 && rest[0] > 0 => Some(Reply::BlockedAt {
+                    index: rest[0] as usize,
+                    wait: rest[1],
+                }),
+                (false, Some(_)) => ints(items)
+                    .filter(|t| t.iter().all(|&t| t > 0))
+                    .map(|t| Reply::Tokens(t.into_iter().map(|t| (t as u64, false)).collect())),
+                _ => None,
+            }
+        }
         (Shape::Leader, Value::Array(items)) if items.len() == 3 => {
             let opt = |v: &Value| text(v).map(|s| (!s.is_empty()).then(|| Text::parse(&s)));
             match (opt(&items[0]), int(&items[1]), opt(&items[2])) {

@@ -233,6 +233,101 @@ pub const MUTATIONS: &[Mutation] = &[
         "a queue leave skipped: the writer that got the lock stays queued, ahead of \
          everyone",
     ),
+    // lock_all.lua
+    m(
+        "lock_all_first_key_only",
+        "lock_all.lua",
+        "local n = #KEYS / 3",
+        "local n = 1",
+        "a set checks and takes its first key only: the others are left to whoever \
+         comes, and the guard believes it holds them",
+    ),
+    m(
+        "lock_all_read_holder_ignored",
+        "lock_all.lua",
+        "holder_blocks = true",
+        "holder_blocks = false",
+        "a read key held by a writer does not block: the SADD on the writer's string \
+         fails mid-way, after the keys before it were written",
+    ),
+    m(
+        "lock_all_read_intent_ignored",
+        "lock_all.lua",
+        "intent_blocks = intent ~= nil and intent ~= id",
+        "intent_blocks = false",
+        "a set reads past a waiting writer's intent: the writer the intent protects can \
+         wait for ever behind sets that read",
+    ),
+    m(
+        "lock_all_keeps_intent_when_blocked_by_intent",
+        "lock_all.lua",
+        "local keep = ARGV[5] == '1' and not by_intent",
+        "local keep = ARGV[5] == '1'",
+        "a set that another waiter's intent blocks keeps (or sets) its own intents: two \
+         sets that each write a key the other reads keep each other out for ever",
+    ),
+    m(
+        "lock_all_own_intent_kept_on_success",
+        "lock_all.lua",
+        "        if intents[i] == id then\n            redis.call('DEL', intent_key)\n        end\n",
+        "",
+        "a set that is granted leaves its intent on its write keys: readers stay out of \
+         a key that nobody waits for, until the intent expires",
+    ),
+    m(
+        "lock_all_token_not_incremented",
+        "lock_all.lua",
+        "at_least_the_clock(lasts[i] + 1, floor)",
+        "at_least_the_clock(lasts[i], floor)",
+        "a key's token is the last one again: two holders of one key share a token",
+    ),
+    m(
+        "lock_all_clock_floor_skipped",
+        "lock_all.lua",
+        "tokens[i] = at_least_the_clock(lasts[i] + 1, floor)",
+        "tokens[i] = lasts[i] + 1",
+        "tokens not floored at the clock: a fence counter that expired restarts at 1, \
+         below the tokens granted before it",
+    ),
+    m(
+        "lock_all_blocked_index_first",
+        "lock_all.lua",
+        "blocked_at = i\n",
+        "blocked_at = 1\n",
+        "the blocking key misnamed: the set waits for a release of the wrong key",
+    ),
+    m(
+        "lock_all_blocked_wait_of_lock",
+        "lock_all.lua",
+        "blocked_pttl = holder_blocks and pttl or intent_pttl",
+        "blocked_pttl = pttl",
+        "a set blocked by an intent waits the lock key's PTTL (-2 when free) instead of \
+         the intent's",
+    ),
+    m(
+        "lock_all_intent_not_renewed",
+        "lock_all.lua",
+        "            elseif keep and intent == id then\n                redis.call('PEXPIRE', intent_key, ttl)\n",
+        "            elseif keep and intent == id then\n",
+        "a waiting set's intent is not renewed by its next attempt: it lapses while the \
+         set still waits, and readers pass it",
+    ),
+    m(
+        "lock_all_read_ttl_not_raised",
+        "lock_all.lua",
+        "pttl_at_least(lock, ttl, pttls[i])",
+        "pttl_at_least(lock, 0, pttls[i])",
+        "a set's read key is not given its TTL: a new readers' set is deleted at once \
+         (PEXPIRE 0), an existing one keeps a PTTL that may end before the set's guard",
+    ),
+    m(
+        "lock_all_resent_write_blocked",
+        "lock_all.lua",
+        "(lock_type == 'string' and redis.call('GET', lock) ~= id)",
+        "lock_type == 'string'",
+        "a resent request (its write key already holds its id) blocks on itself until \
+         the key expires",
+    ),
     // rlock.lua
     m(
         "rlock_intent_ignored",
@@ -638,23 +733,23 @@ pub const MUTATIONS: &[Mutation] = &[
     m(
         "exec_writer_check_loosened",
         "exec.lua",
-        "local held = value == id",
-        "local held = value ~= false",
+        "return value == id",
+        "return value ~= false",
         "exec's held check loosened: any writer's lock counts as held, so a pipeline runs \
          under another's lock",
     ),
     m(
         "exec_reader_check_loosened",
         "exec.lua",
-        "held = redis.call('SISMEMBER', KEYS[1], id) == 1",
-        "held = redis.call('SCARD', KEYS[1]) > 0",
+        "return redis.call('SISMEMBER', lock, id) == 1",
+        "return redis.call('SCARD', lock) > 0",
         "exec's held check loosened: any readers' set counts as held by every id",
     ),
     m(
         "exec_permit_deadline_ignored",
         "exec.lua",
-        "held = deadline ~= false and tonumber(deadline) > now_ms()",
-        "held = deadline ~= false",
+        "return deadline ~= false and tonumber(deadline) > now_ms()",
+        "return deadline ~= false",
         "exec's held check loosened: a permit whose deadline has passed still runs the \
          pipeline",
     ),
@@ -665,6 +760,30 @@ pub const MUTATIONS: &[Mutation] = &[
         "replies[command] = reply",
         "an index off by one: each command's reply overwrites the one before (the first \
          the status)",
+    ),
+    m(
+        "exec_first_lock_only",
+        "exec.lua",
+        "for i = 1, m do",
+        "for i = 1, 1 do",
+        "a set's exec checks its first key only: the pipeline runs while another key of \
+         the set is lost",
+    ),
+    m(
+        "exec_not_held_index_first",
+        "exec.lua",
+        "return {0, i}",
+        "return {0, 1}",
+        "the key not held misnamed: the guard blames (and cancels for) the wrong key of \
+         its set",
+    ),
+    m(
+        "exec_command_keys_after_one_lock",
+        "exec.lua",
+        "local key_at, arg_at, command = m + 1, 3, 0",
+        "local key_at, arg_at, command = 2, 3, 0",
+        "the commands' keys read from KEYS[2] on, as before several lock keys: a set's \
+         pipeline runs its commands on its own lock keys",
     ),
     // force_unlock.lua
     m(

@@ -1,4 +1,4 @@
-//! `lua/exec.lua`: run a pipeline's commands only while the id holds the lock.
+//! `lua/exec.lua`: run a pipeline's commands only while the id holds every lock named.
 
 use super::Reply;
 use crate::bugs::Bug;
@@ -26,13 +26,16 @@ pub fn holds(s: &Store, id: Id) -> bool {
     }
 }
 
-/// exec.lua with `commands`.
-pub fn exec(s: &mut Store, id: Id, commands: &[Command]) -> Reply {
-    if !holds(s, id) && !s.has(Bug::ExecUnchecked) {
-        if s.has(Bug::ExecRunsWhenRefusing) {
-            let _ = s.incr(Key::Data);
+/// exec.lua with the lock keys of `locks` (KEYS[1..m], each lock 0 or 1: [`Key::on`];
+/// ARGV[2] is m) and `commands`.
+pub fn exec(s: &mut Store, id: Id, locks: &[usize], commands: &[Command]) -> Reply {
+    for (i, &l) in locks.iter().enumerate() {
+        if !s.on_lock(l, |s| holds(s, id)) && !s.has(Bug::ExecUnchecked) {
+            if s.has(Bug::ExecRunsWhenRefusing) {
+                let _ = s.incr(Key::Data);
+            }
+            return Reply::NotHeld(i + 1);
         }
-        return Reply::NotHeld;
     }
     let mut replies = Vec::new();
     for (i, command) in commands.iter().enumerate() {

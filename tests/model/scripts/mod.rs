@@ -14,6 +14,7 @@ pub mod force;
 pub mod go;
 pub mod inspect;
 pub mod lock;
+pub mod lock_all;
 pub mod quorum;
 pub mod refresh;
 pub mod rlock;
@@ -57,6 +58,12 @@ pub enum Reply {
     Token { token: u64, clock: bool },
     /// `-1 - wait`: blocked, with `wait` ms (a PTTL, or a time until a deadline).
     Blocked { wait: i64 },
+    /// lock_all.lua: `{t1, ..., tn}`, each token and whether the script read the clock
+    /// to floor it (as [`Reply::Token`]'s `clock`).
+    Tokens(Vec<(u64, bool)>),
+    /// lock_all.lua: `{"blocked", i, pttl}`: key `index` (1-based) is the first that
+    /// blocks, for `wait` ms.
+    BlockedAt { index: usize, wait: i64 },
     /// Any other integer reply, exact.
     Int(i64),
     /// renew.lua: one integer per key (the server clock after them is not compared).
@@ -65,8 +72,8 @@ pub enum Reply {
     Refused(Refusal),
     /// exec.lua: `{1, r1, ..., rn}` (every command ran; each reply an integer here).
     Ran(Vec<i64>),
-    /// exec.lua: `{0}`: not held, nothing ran.
-    NotHeld,
+    /// exec.lua: `{0, i}`: the i-th lock key (1-based) is not held, nothing ran.
+    NotHeld(usize),
     /// exec.lua: `{2, i, err}`: the i-th command failed (1-based).
     Failed { command: usize },
     /// leader.lua: `{holder, pttl, record}` (`None` for "").
