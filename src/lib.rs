@@ -118,7 +118,7 @@ pub use builder::Builder;
 pub use election::{Campaign, Election, Leadership, TryCampaign};
 pub use engine::Deployment;
 pub use error::{Error, Refusal};
-pub use guard::{Guard, Permit, ReadGuard, UpgradableReadGuard, WriteGuard};
+pub use guard::{Guard, MultiGuard, Permit, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use leader::Leader;
 pub use lock_state::{LockState, QueueEntry};
 pub use mode::Mode;
@@ -128,7 +128,10 @@ pub use notify::Notifier;
 pub use observe::describe as describe_metrics;
 pub use protocol::check::MAX_KEY_BYTES;
 pub use reason::CancelReason;
-pub use request::{Acquire, AcquireFuture, Granted, TryAcquire, TryAcquireFuture};
+pub use request::{
+    Acquire, AcquireFuture, Granted, LockAll, LockAllFuture, TryAcquire, TryAcquireFuture,
+    TryLockAll, TryLockAllFuture, MAX_SET_KEYS,
+};
 pub use semaphore::Semaphore;
 #[cfg(feature = "sentinel")]
 pub use sentinel::SentinelConnection;

@@ -11,7 +11,7 @@ use crate::lock_state::LockState;
 use crate::mode::Kind;
 use crate::notify::Notifier;
 use crate::protocol::inspect::Form;
-use crate::request::{Acquire, Request, TryAcquire};
+use crate::request::{Acquire, LockAll, Request, TryAcquire, TryLockAll};
 
 /// A distributed read-write mutex on one Redis server, or on a Redis Cluster (feature
 /// `cluster`): many readers or one writer per lock key, across processes and machines.
@@ -141,6 +141,38 @@ impl<C> RwMutex<C> {
     /// cancel safety are on [`TryAcquire`].
     pub fn try_upgradable_read(&self) -> TryAcquire<C, UpgradableReadGuard> {
         TryAcquire::new(self.request(Kind::Upgradable))
+    }
+
+    /// Waits for read and write locks on several keys at once: name the keys on the
+    /// returned [`LockAll`] with [`write`](LockAll::write) and [`read`](LockAll::read),
+    /// then await it for a [`MultiGuard`](crate::MultiGuard) that holds every key, each with its own fencing
+    /// token. Every attempt takes the whole set in one step or nothing, so no caller
+    /// holds part of a set and no order of keys can deadlock. How it waits, its errors
+    /// and its cancel safety are on [`LockAll`]; the
+    /// [multiple keys guide](crate::guide::multiple_keys) shows its uses.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(mx: redismutex::RwMutex<redis::aio::MultiplexedConnection>)
+    /// # -> Result<(), redismutex::Error> {
+    /// let set = mx.lock_all().write(["acct:1", "acct:2"]).read(["rates"]).await?;
+    /// let token = set.fencing_token("acct:1"); // Some(..): that key's own token
+    /// # let _ = token;
+    /// set.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lock_all(&self) -> LockAll<C> {
+        LockAll::new(Arc::clone(&self.shared))
+    }
+
+    /// Makes one attempt at read and write locks on several keys at once; awaiting the
+    /// returned [`TryLockAll`] gives `Ok(Some(MultiGuard))`, or `Ok(None)` when others
+    /// hold a key of the set. Never sets the lock intent. Errors and cancel safety are on
+    /// [`TryLockAll`].
+    pub fn try_lock_all(&self) -> TryLockAll<C> {
+        TryLockAll::new(Arc::clone(&self.shared))
     }
 
     /// Makes one attempt at the exclusive (write) lock; awaiting the returned

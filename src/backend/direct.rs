@@ -18,7 +18,7 @@ use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::protocol::acks::{Acked, Acks};
 use crate::protocol::calls::{
-    self, AttemptKind, Call, Holder, Leftovers, Renewal, Retake, UpgradeOp,
+    self, AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart, UpgradeOp,
 };
 use crate::protocol::command_keys::CommandKeys;
 use crate::protocol::exec::{Access, Executed, Guarded};
@@ -26,7 +26,7 @@ use crate::protocol::force;
 use crate::protocol::inspect::{self, Form};
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::{self, LeaderRead};
-use crate::protocol::replies::{Attempt, Downgraded, Unlocked, Upgraded};
+use crate::protocol::replies::{Attempt, Downgraded, SetAttempt, Unlocked, Upgraded};
 use crate::protocol::slot::hash_tag;
 use crate::protocol::topology::Topology;
 
@@ -127,6 +127,25 @@ where
         Ok(attempt)
     }
 
+    async fn attempt_set(
+        &self,
+        parts: &[SetPart<'_>],
+        set_intent: bool,
+    ) -> Result<SetAttempt, Error> {
+        let topology = self.topology;
+        let Some(acks) = self.acks else {
+            let mut conn = self.conn.clone();
+            return calls::lock_all(&mut conn, parts, topology, set_intent).await;
+        };
+        let mut conn = Acked::new(self.conn.clone(), acks);
+        let attempt = calls::lock_all(&mut conn, parts, topology, set_intent).await?;
+        if let (SetAttempt::Acquired(_), Some(first)) = (&attempt, parts.first()) {
+            // Not acknowledged: the engine releases the set, or attempts again.
+            conn.acknowledged(first.call.keys.lock())?;
+        }
+        Ok(attempt)
+    }
+
     async fn refresh(&self, call: &Call, _retake: Option<Retake>) -> Result<bool, Error> {
         let Some(acks) = self.acks else {
             return calls::refresh(&mut self.conn.clone(), call).await;
@@ -203,16 +222,23 @@ where
     /// Finds the keys of `pipe`'s commands (on a cluster, all in the lock key's slot, or
     /// nothing is sent), then one `exec.lua`; with replica acknowledgement, its `WAIT` in
     /// the same request.
-    async fn exec(&self, call: &Call, pipe: &Pipeline, access: Access) -> Result<Executed, Error> {
+    async fn exec(
+        &self,
+        call: &Call,
+        also: &[Keys],
+        pipe: &Pipeline,
+        access: Access,
+    ) -> Result<Executed, Error> {
         let mut conn = self.conn.clone();
         let sharded = self.topology.sharded();
         let keys = &self.command_keys;
-        let guarded = Guarded::new(&mut conn, keys, &call.keys, pipe, sharded, access).await?;
+        let locks: Vec<&Keys> = std::iter::once(&call.keys).chain(also).collect();
+        let guarded = Guarded::new(&mut conn, keys, &locks, pipe, sharded, access).await?;
         let Some(acks) = self.acks else {
-            return guarded.run(&mut conn, call).await;
+            return guarded.run(&mut conn, call, also).await;
         };
         let mut conn = Acked::new(conn, acks);
-        let executed = guarded.run(&mut conn, call).await?;
+        let executed = guarded.run(&mut conn, call, also).await?;
         if let Executed::Ran(_) = &executed {
             conn.acknowledged(call.keys.lock())?;
         }

@@ -56,12 +56,14 @@ pub use quorum::Quorum;
 use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
-use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake, UpgradeOp};
+use crate::protocol::calls::{
+    AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart, UpgradeOp,
+};
 use crate::protocol::exec::{Access, Executed};
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::LeaderRead;
-use crate::protocol::replies::{Attempt, Downgraded, Unlocked, Upgraded};
+use crate::protocol::replies::{Attempt, Downgraded, SetAttempt, Unlocked, Upgraded};
 
 /// What one batch of renewals found ([`Backend::renew`]).
 #[derive(Debug)]
@@ -94,6 +96,15 @@ pub(crate) trait Backend: Send + Sync + 'static {
         call: &Call,
         kind: AttemptKind,
     ) -> impl Future<Output = Result<Attempt, Error>> + Send;
+
+    /// One attempt of a set: every key of `parts` taken under their shared id, each in its
+    /// mode, or none (`lua/lock_all.lua`); when a holder blocks, the lock intent is set on
+    /// the write keys when `set_intent`. `parts` is not empty.
+    fn attempt_set(
+        &self,
+        parts: &[SetPart<'_>],
+        set_intent: bool,
+    ) -> impl Future<Output = Result<SetAttempt, Error>> + Send;
 
     /// Extends the lock's TTL; `Ok(false)` when the id no longer holds it. A backend over
     /// several nodes may take the lock back on a node that lost it, as `retake` says.
@@ -131,13 +142,15 @@ pub(crate) trait Backend: Send + Sync + 'static {
         leftovers: Leftovers,
     ) -> impl Future<Output = Result<Unlocked, Error>> + Send;
 
-    /// Runs `pipe`'s commands only while `call`'s id holds the lock, in one atomic step
-    /// with that check (`lua/exec.lua`): `Executed::NotHeld` when it did not hold it (and
-    /// nothing ran). With [`Access::Read`], a pipeline with a command the server flags
-    /// `write` is refused before it is sent.
+    /// Runs `pipe`'s commands only while `call`'s id holds the lock and every lock of
+    /// `also` (the other keys of a set, held under the same id), in one atomic step with
+    /// that check (`lua/exec.lua`): `Executed::NotHeld(i)` when it did not hold the `i`-th
+    /// of them, `call`'s first (and nothing ran). With [`Access::Read`], a pipeline with a
+    /// command the server flags `write` is refused before it is sent.
     fn exec(
         &self,
         call: &Call,
+        also: &[Keys],
         pipe: &Pipeline,
         access: Access,
     ) -> impl Future<Output = Result<Executed, Error>> + Send;

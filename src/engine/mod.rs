@@ -7,6 +7,8 @@
 //!   the wait ([`wait::run`](crate::wait::run)), and the lock handed to the refresher,
 //!   which keeps it; what it gives is an [`Acquisition`], which the layer above wraps in a
 //!   guard (the engine never makes one);
+//! - [`Engine::acquire_set`] (`acquire_set.rs`): the same for a set of locks taken all
+//!   at once ([`wait::set`](crate::wait::set)), one acquisition per key;
 //! - [`Engine::inspect`] (`inspect.rs`), [`Engine::force_unlock`] (`force.rs`) and
 //!   [`Engine::leader`] (`leader.rs`): one backend call each.
 //!
@@ -15,6 +17,7 @@
 //! `docs/architecture.md` lists the steps for adding an operation.
 
 mod acquire;
+mod acquire_set;
 mod deployment;
 mod force;
 mod inspect;
@@ -25,6 +28,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub(crate) use acquire::CheckedRequest;
+pub(crate) use acquire_set::CheckedSet;
 pub use deployment::Deployment;
 pub(crate) use shared::Shared;
 
@@ -47,6 +51,11 @@ pub(crate) trait Engine: Send + Sync {
     /// has the refresher keep it. `Ok(None)` only with
     /// [`Patience::Once`](crate::wait::Patience::Once), when others hold the lock.
     fn acquire<'a>(&'a self, request: CheckedRequest<'a>) -> Pending<'a, Option<Acquisition>>;
+    /// Takes every key of the set `request` asks for under its fresh id, all or none,
+    /// through the backend, and has the refresher keep each: one acquisition per key, in
+    /// the set's order. `Ok(None)` only with
+    /// [`Patience::Once`](crate::wait::Patience::Once), when others hold a key.
+    fn acquire_set<'a>(&'a self, request: CheckedSet<'a>) -> Pending<'a, Option<Vec<Acquisition>>>;
     /// Reads the state of the lock at `keys` ([`Backend::inspect`]).
     fn inspect<'a>(&'a self, keys: &'a Keys, form: Form) -> Pending<'a, LockState>;
     /// Removes every holder of `call`'s lock and wakes this process's waiters on it:
@@ -71,6 +80,10 @@ impl<B: Backend> BackendEngine<B> {
 impl<B: Backend> Engine for BackendEngine<B> {
     fn acquire<'a>(&'a self, request: CheckedRequest<'a>) -> Pending<'a, Option<Acquisition>> {
         Box::pin(acquire::on(&self.refresher, request))
+    }
+
+    fn acquire_set<'a>(&'a self, request: CheckedSet<'a>) -> Pending<'a, Option<Vec<Acquisition>>> {
+        Box::pin(acquire_set::on(&self.refresher, request))
     }
 
     fn inspect<'a>(&'a self, keys: &'a Keys, form: Form) -> Pending<'a, LockState> {

@@ -11,7 +11,8 @@ use crate::error::Error;
 use crate::mode::Mode;
 use crate::notify::waiter::Waiter;
 use crate::protocol::calls::UpgradeOp;
-use crate::protocol::exec::Access;
+use crate::protocol::exec::{Access, Executed};
+use crate::protocol::keys::Keys;
 use crate::protocol::replies::Upgraded;
 
 /// The boxed future of a call through [`AnyLease`].
@@ -21,6 +22,11 @@ pub(crate) type LeaseFuture<'a> = Pin<Box<dyn Future<Output = Result<bool, Error
 /// was not held (nothing ran).
 pub(crate) type ExecFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Option<Vec<Value>>, Error>> + Send + 'a>>;
+
+/// The boxed future of [`AnyLease::exec_set`]: the commands' replies, or which lock was
+/// not held (nothing ran then).
+pub(crate) type ExecSetFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Executed, Error>> + Send + 'a>>;
 
 /// The boxed future of [`AnyLease::upgrade`]: what one `upgrade.lua` call found, or
 /// `None` when none was sent (the release has begun, or the reader went plain).
@@ -52,6 +58,19 @@ pub(crate) trait AnyLease: Send + Sync {
     /// Runs `pipe` only while the lock is held ([`Lease::exec`](super::Lease::exec)); a
     /// lock found not held is lost: its token fires with `CancelReason::Lost`.
     fn exec<'a>(&'a self, pipe: &'a Pipeline, access: Access) -> ExecFuture<'a>;
+    /// Runs `pipe` only while this lock and every lock of `also` (the other keys of its
+    /// set, under the same id) are held ([`Lease::exec_set`](super::Lease::exec_set));
+    /// marks nothing lost: the caller knows which lock the reply names.
+    fn exec_set<'a>(
+        &'a self,
+        also: &'a [Keys],
+        pipe: &'a Pipeline,
+        access: Access,
+    ) -> ExecSetFuture<'a>;
+    /// A call found the lock not held (`what`, say `exec` of a set naming this key): it is
+    /// lost, so its end is claimed with nothing to send, its token fires with
+    /// `CancelReason::Lost` (unless it had fired), and a later `unlock` reports `false`.
+    fn found_lost(&self, what: &str);
     /// Writes an election's record while the lock is held as its writer
     /// ([`Lease::proclaim`](super::Lease::proclaim)); a lock found not held is lost, as
     /// by `exec`.

@@ -26,6 +26,7 @@ use crate::error::Error;
 use crate::mode::{Kind, Mode};
 use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake, UpgradeOp};
 use crate::protocol::exec::{Access, Executed};
+use crate::protocol::keys::Keys;
 use crate::protocol::replies::{Attempt, Upgraded};
 
 /// The keys, id, kind and TTL of one lock (or permit), with the backend that reaches it.
@@ -195,10 +196,24 @@ impl<B: Backend> Lease<B> {
         pipe: &Pipeline,
         access: Access,
     ) -> Result<Option<Vec<Value>>, Error> {
-        Ok(match self.backend.exec(&self.call, pipe, access).await? {
-            Executed::Ran(replies) => Some(replies),
-            Executed::NotHeld => None,
-        })
+        Ok(
+            match self.backend.exec(&self.call, &[], pipe, access).await? {
+                Executed::Ran(replies) => Some(replies),
+                Executed::NotHeld(_) => None,
+            },
+        )
+    }
+
+    /// Runs `pipe`'s commands only while this id holds this lock and every lock of `also`
+    /// (the other keys of its set), in one step with that check: their replies, or which
+    /// lock was not held (nothing ran then).
+    pub(crate) async fn exec_set(
+        &self,
+        also: &[Keys],
+        pipe: &Pipeline,
+        access: Access,
+    ) -> Result<Executed, Error> {
+        self.backend.exec(&self.call, also, pipe, access).await
     }
 
     /// Writes an election's `record` beside the lock key only

@@ -176,6 +176,15 @@ mod tests {
         ) -> crate::lease::any::ExecFuture<'a> {
             Box::pin(async { Ok(None) })
         }
+        fn exec_set<'a>(
+            &'a self,
+            _: &'a [crate::protocol::keys::Keys],
+            _: &'a redis::Pipeline,
+            _: crate::protocol::exec::Access,
+        ) -> crate::lease::any::ExecSetFuture<'a> {
+            Box::pin(async { Ok(crate::protocol::exec::Executed::NotHeld(0)) })
+        }
+        fn found_lost(&self, _: &str) {}
         fn proclaim<'a>(&'a self, _: &'a str) -> crate::lease::any::LeaseFuture<'a> {
             Box::pin(async { Ok(false) })
         }

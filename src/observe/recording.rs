@@ -42,13 +42,19 @@ pub(crate) const CLOCK_JUMPS: &str = "redismutex_server_clock_jumps_total";
 /// or got no answer within the per-node bound; `node` is its index in the quorum.
 pub(crate) const NODE_ERRORS: &str = "redismutex_node_errors_total";
 
-/// The `kind` label values, by [`index`].
-const KINDS: [&str; 4] = [
+/// The `kind` label values, by [`index`]; the last, [`SET`], a set of locks
+/// (`lock_all`), whose keys are each counted as held under their own kind.
+const KINDS: [&str; 5] = [
     Kind::Write.label(),
     Kind::Read.label(),
     Kind::Permit(1).label(),
     Kind::Upgradable.label(),
+    SET_LABEL,
 ];
+/// The `kind` label of a set request ([`Meters::request_set`]).
+const SET_LABEL: &str = "set";
+/// The index of [`SET_LABEL`] in [`KINDS`].
+const SET: usize = 4;
 /// The `outcome` label values of [`ACQUIRE_DURATION`], by [`Outcome`] index.
 const OUTCOMES: [Outcome; 5] = [
     Outcome::Acquired,
@@ -177,7 +183,17 @@ impl Meters {
     /// Starts timing a request of `kind`; a request that `waits` counts in
     /// `redismutex_waiting` until it ends.
     pub(crate) fn request(&self, kind: Kind, waits: bool) -> Timed {
-        let kind = index(kind);
+        self.timed(index(kind), waits)
+    }
+
+    /// Starts timing a set request (`lock_all`, `kind` label `set`), as
+    /// [`request`](Self::request) does.
+    pub(crate) fn request_set(&self, waits: bool) -> Timed {
+        self.timed(SET, waits)
+    }
+
+    /// Starts timing a request whose `kind` label is `KINDS[kind]`.
+    fn timed(&self, kind: usize, waits: bool) -> Timed {
         if waits {
             gauge(&self.0.waiting[kind], 1.0);
         }

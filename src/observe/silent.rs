@@ -17,6 +17,10 @@ impl Meters {
         Timed {}
     }
 
+    pub(crate) fn request_set(&self, _waits: bool) -> Timed {
+        Timed {}
+    }
+
     pub(crate) fn held(&self, _kind: Kind) -> HeldMetric {
         HeldMetric {}
     }

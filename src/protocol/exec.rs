@@ -1,6 +1,6 @@
 //! A guarded pipeline: the commands of a redis-rs [`Pipeline`] sent as one `exec.lua`,
-//! which runs them only while the lock's id still holds the lock, and their replies
-//! read back as the pipeline itself would read them.
+//! which runs them only while the lock's id still holds the lock (every lock of a set),
+//! and their replies read back as the pipeline itself would read them.
 
 use std::future::Future as _;
 
@@ -26,8 +26,9 @@ pub(crate) const MAX_COMMAND_ARGS: usize = 7_000;
 pub(crate) enum Executed {
     /// The id held the lock: every command ran; their replies, in order.
     Ran(Vec<Value>),
-    /// The id did not hold the lock: nothing ran.
-    NotHeld,
+    /// The id did not hold the lock at this index of the locks guarding the pipeline (0
+    /// for a single lock): nothing ran.
+    NotHeld(usize),
 }
 
 /// A pipeline's commands, checked and with their keys found, ready to be sent.
@@ -38,9 +39,10 @@ pub(crate) struct Guarded<'p> {
 }
 
 impl<'p> Guarded<'p> {
-    /// `pipe`'s commands for the lock of `keys`: their keys found by `command_keys` (which
-    /// may ask the server on `conn`), none of them one of the lock's own keys, and all in
-    /// the lock key's slot when `sharded` (a Redis Cluster). Nothing runs yet.
+    /// `pipe`'s commands guarded by the locks of `locks` (one, or a set's; not empty):
+    /// their keys found by `command_keys` (which may ask the server on `conn`), none of
+    /// them one of the locks' own keys, and all in the first lock key's slot when
+    /// `sharded` (a Redis Cluster). Nothing runs yet.
     ///
     /// [`Error::InvalidPipeline`] for a command that is empty, has a cursor argument,
     /// has more than [`MAX_COMMAND_ARGS`] arguments, is unknown to the server or cannot
@@ -49,12 +51,12 @@ impl<'p> Guarded<'p> {
     pub(crate) async fn new<C: ConnectionLike>(
         conn: &mut C,
         command_keys: &CommandKeys,
-        keys: &Keys,
+        locks: &[&Keys],
         pipe: &'p Pipeline,
         sharded: bool,
         access: Access,
     ) -> Result<Self, Error> {
-        let lock = keys.lock();
+        let lock = locks.first().map_or("", |keys| keys.lock());
         let commands = pipe
             .cmd_iter()
             .enumerate()
@@ -67,7 +69,7 @@ impl<'p> Guarded<'p> {
             commands,
             positions,
         };
-        guarded.check_keys(keys, sharded)?;
+        guarded.check_keys(locks, sharded)?;
         Ok(guarded)
     }
 
@@ -79,13 +81,13 @@ impl<'p> Guarded<'p> {
             .flat_map(|(args, at)| at.iter().map(|&at| args[at]))
     }
 
-    /// Refuses a key that is one of the lock's own, or (when `sharded`) that is not in the
-    /// lock key's slot.
-    fn check_keys(&self, keys: &Keys, sharded: bool) -> Result<(), Error> {
-        let lock = keys.lock();
+    /// Refuses a key that is one of the locks' own, or (when `sharded`) that is not in
+    /// the first lock key's slot.
+    fn check_keys(&self, locks: &[&Keys], sharded: bool) -> Result<(), Error> {
+        let lock = locks.first().map_or("", |keys| keys.lock());
         let lock_slot = slot(lock.as_bytes());
         for key in self.keys() {
-            if keys.is_own(key) {
+            if locks.iter().any(|keys| keys.is_own(key)) {
                 return Err(Error::InvalidPipeline {
                     key: lock.to_owned(),
                     reason: format!(
@@ -104,9 +106,9 @@ impl<'p> Guarded<'p> {
         Ok(())
     }
 
-    /// How many keys the script is sent: the lock key and every command's.
-    fn numkeys(&self) -> usize {
-        1 + self.positions.iter().map(Vec::len).sum::<usize>()
+    /// How many keys the script is sent: the `locks` lock keys and every command's.
+    fn numkeys(&self, locks: usize) -> usize {
+        locks + self.positions.iter().map(Vec::len).sum::<usize>()
     }
 
     /// Each command's shape, as `exec.lua` reads it: `k` for a key, `a` for another
@@ -125,22 +127,28 @@ impl<'p> Guarded<'p> {
             .collect()
     }
 
-    /// Sends the commands as one `exec.lua` for `call`'s lock.
+    /// Sends the commands as one `exec.lua`, guarded by `call`'s lock and every lock of
+    /// `also` (the other keys of a set, held under the same id).
     pub(crate) async fn run<C: ConnectionLike>(
         &self,
         conn: &mut C,
         call: &Call,
+        also: &[Keys],
     ) -> Result<Executed, Error> {
         let lock = call.keys.lock();
         let shapes = self.shapes();
+        let locks = 1 + also.len();
         let reply: Value = SCRIPTS
             .exec
-            .run(conn, &call.keys, self.numkeys(), |cmd| {
+            .run(conn, &call.keys, self.numkeys(locks), |cmd| {
                 cmd.arg(lock);
+                for keys in also {
+                    cmd.arg(keys.lock());
+                }
                 for key in self.keys() {
                     cmd.arg(key);
                 }
-                cmd.arg(call.id);
+                cmd.arg(call.id).arg(locks);
                 for ((args, keys), shape) in self.commands.iter().zip(&self.positions).zip(&shapes)
                 {
                     cmd.arg(shape);
@@ -156,7 +164,7 @@ impl<'p> Guarded<'p> {
             })
             .await
             .map_err(|err| Error::redis(lock, err))?;
-        read_reply(reply, lock)
+        read_reply(reply, lock, locks)
     }
 }
 
@@ -187,14 +195,19 @@ fn arguments<'p>(cmd: &'p Cmd, at: usize, lock: &str) -> Result<Arguments<'p>, E
     }
 }
 
-/// `exec.lua`'s reply: see its header.
-fn read_reply(reply: Value, lock: &str) -> Result<Executed, Error> {
+/// `exec.lua`'s reply for `locks` lock keys, the first `lock`: see its header.
+fn read_reply(reply: Value, lock: &str, locks: usize) -> Result<Executed, Error> {
     let Value::Array(items) = reply else {
         return Err(super::replies::unexpected(&reply, lock));
     };
     match items.first() {
         Some(Value::Int(1)) => Ok(Executed::Ran(items.into_iter().skip(1).collect())),
-        Some(Value::Int(0)) if items.len() == 1 => Ok(Executed::NotHeld),
+        Some(Value::Int(0)) => match items.as_slice() {
+            [_, Value::Int(at)] if (1..=locks as i64).contains(at) => {
+                Ok(Executed::NotHeld(at.unsigned_abs() as usize - 1))
+            }
+            _ => Err(super::replies::unexpected(&Value::Array(items), lock)),
+        },
         Some(Value::Int(2)) if items.len() == 3 => {
             let (Value::Int(failed), Value::BulkString(text)) = (&items[1], &items[2]) else {
                 return Err(super::replies::unexpected(&Value::Array(items), lock));
@@ -350,13 +363,16 @@ mod tests {
             Value::Int(3),
             Value::BulkString(b"WRONGTYPE Operation against a key".to_vec()),
         ]);
-        let Err(Error::CommandFailed { key, ran, source }) = read_reply(reply, "k") else {
+        let Err(Error::CommandFailed { key, ran, source }) = read_reply(reply, "k", 1) else {
             panic!("not a failed command");
         };
         assert_eq!((key.as_str(), ran), ("k", 2));
         assert_eq!(source.code(), Some("WRONGTYPE"));
-        let not_held = read_reply(Value::Array(vec![Value::Int(0)]), "k").unwrap();
-        assert!(matches!(not_held, Executed::NotHeld));
-        assert!(read_reply(Value::Int(0), "k").is_err());
+        let not_held = |at| read_reply(Value::Array(vec![Value::Int(0), Value::Int(at)]), "k", 2);
+        assert!(matches!(not_held(1).unwrap(), Executed::NotHeld(0)));
+        assert!(matches!(not_held(2).unwrap(), Executed::NotHeld(1)));
+        assert!(not_held(3).is_err() && not_held(0).is_err());
+        assert!(read_reply(Value::Array(vec![Value::Int(0)]), "k", 1).is_err());
+        assert!(read_reply(Value::Int(0), "k", 1).is_err());
     }
 }

@@ -21,7 +21,7 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 16] = [
+pub(crate) const SCRIPT_FILES: [&str; 17] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
@@ -38,6 +38,7 @@ pub(crate) const SCRIPT_FILES: [&str; 16] = [
     "leader.lua",
     "upgradable.lua",
     "upgrade.lua",
+    "lock_all.lua",
 ];
 /// The functions every script uses (the server clock, raising a PTTL, publishing by
 /// `SPUBLISH` or `PUBLISH`); sent before each script, as one script. Small, since every
@@ -47,7 +48,7 @@ const BASE_FILE: &str = "base.lua";
 /// lock intent, the fair queue); sent after [`BASE_FILE`] before each of [`WITH_SHARED`].
 const SHARED_FILE: &str = "shared.lua";
 /// The scripts sent with [`SHARED_FILE`].
-const WITH_SHARED: [&str; 7] = [
+const WITH_SHARED: [&str; 8] = [
     "lock.lua",
     "rlock.lua",
     "semaphore.lua",
@@ -55,6 +56,7 @@ const WITH_SHARED: [&str; 7] = [
     "retake.lua",
     "upgradable.lua",
     "upgrade.lua",
+    "lock_all.lua",
 ];
 
 /// One script: its body and the SHA1 `EVALSHA` names it by.
@@ -144,10 +146,11 @@ pub(crate) struct Scripts {
     pub(crate) leader: Lua,
     pub(crate) upgradable: Lua,
     pub(crate) upgrade: Lua,
+    pub(crate) lock_all: Lua,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake, proclaim, leader, upgradable, upgrade] =
+    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake, proclaim, leader, upgradable, upgrade, lock_all] =
         SCRIPT_FILES.map(load);
     Scripts {
         lock,
@@ -166,6 +169,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         leader,
         upgradable,
         upgrade,
+        lock_all,
     }
 });
 
@@ -233,6 +237,7 @@ mod tests {
             &SCRIPTS.leader,
             &SCRIPTS.upgradable,
             &SCRIPTS.upgrade,
+            &SCRIPTS.lock_all,
         ] {
             assert_eq!(script.sha.len(), 40);
         }
@@ -242,7 +247,7 @@ mod tests {
                 code.starts_with(&format!("-- {name}:")),
                 "{name} lacks its header"
             );
-            assert!(code.contains("KEYS[1]") && code.contains("Replies:"));
+            assert!(code.contains("KEYS[1") && code.contains("Replies:"));
             // The server clock is read in base.lua only.
             assert!(!code.contains("'TIME'"), "{name} reads TIME itself");
             // Only the scripts sent after shared.lua use its functions.

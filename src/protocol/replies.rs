@@ -104,6 +104,55 @@ impl Upgraded {
     }
 }
 
+/// The reply to one attempt of `lock_all.lua` when its keys are usable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SetAttempt {
+    /// Every key of the set is held under our id: one fencing token per key, in the
+    /// set's order.
+    Acquired(Vec<u64>),
+    /// Nothing was taken: the key at this index (0-based, in the set's order) is the first
+    /// that others hold (or, for a read key, that another waiter's intent keeps readers
+    /// out of); the PTTL of what blocks it.
+    Blocked { at: usize, pttl: Duration },
+}
+
+impl SetAttempt {
+    /// The reply of `lock_all.lua` for a set of `n` keys, the first of which is `key`:
+    /// `n` tokens, `{"blocked", i, pttl}`, or a refusal (see the script's header).
+    pub(crate) fn parse(reply: Value, n: usize, key: &str) -> Result<Self, Error> {
+        let Value::Array(items) = &reply else {
+            return Err(unexpected(&reply, key));
+        };
+        if let [Value::BulkString(word), Value::Int(at), Value::Int(pttl)] = items.as_slice() {
+            if word.as_slice() == b"blocked" {
+                let at = usize::try_from(*at).ok().and_then(|at| at.checked_sub(1));
+                let pttl = u64::try_from(*pttl).ok();
+                return match (at, pttl) {
+                    (Some(at), Some(pttl)) if at < n => Ok(Self::Blocked {
+                        at,
+                        pttl: Duration::from_millis(pttl),
+                    }),
+                    _ => Err(unexpected(&reply, key)),
+                };
+            }
+        }
+        if let Some(err) = refusal(items) {
+            return Err(err);
+        }
+        let tokens: Option<Vec<u64>> = items
+            .iter()
+            .map(|item| match item {
+                Value::Int(token) if *token > 0 => Some(token.unsigned_abs()),
+                _ => None,
+            })
+            .collect();
+        match tokens {
+            Some(tokens) if tokens.len() == n => Ok(Self::Acquired(tokens)),
+            _ => Err(unexpected(&reply, key)),
+        }
+    }
+}
+
 /// An error for a reply no script of this crate gives.
 pub(crate) fn unexpected(reply: &Value, key: &str) -> Error {
     let err = RedisError::from((
@@ -199,6 +248,49 @@ mod tests {
             Value::Array(vec![bulk("wrongtype"), bulk("k")]),
         ] {
             match parse(bad) {
+                Err(Error::Redis { key, .. }) => assert_eq!(key, "k"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn set_replies_parse_into_tokens_a_blocking_key_and_typed_errors() {
+        let parse = |reply, n| SetAttempt::parse(reply, n, "k");
+        assert_eq!(
+            parse(Value::Array(vec![Value::Int(7), Value::Int(9)]), 2).unwrap(),
+            SetAttempt::Acquired(vec![7, 9])
+        );
+        let blocked = Value::Array(vec![bulk("blocked"), Value::Int(2), Value::Int(1500)]);
+        assert_eq!(
+            parse(blocked, 2).unwrap(),
+            SetAttempt::Blocked {
+                at: 1,
+                pttl: Duration::from_millis(1500)
+            }
+        );
+        match parse(Value::Array(vec![bulk("noexpiry"), bulk("k2")]), 2) {
+            Err(Error::NoExpiry { key }) => assert_eq!(key, "k2"),
+            other => panic!("{other:?}"),
+        }
+        for (bad, n) in [
+            (Value::Int(7), 1),
+            (Value::Array(vec![Value::Int(7)]), 2),
+            (Value::Array(vec![Value::Int(7), Value::Int(0)]), 2),
+            (
+                Value::Array(vec![bulk("blocked"), Value::Int(3), Value::Int(1)]),
+                2,
+            ),
+            (
+                Value::Array(vec![bulk("blocked"), Value::Int(0), Value::Int(1)]),
+                2,
+            ),
+            (
+                Value::Array(vec![bulk("blocked"), Value::Int(1), Value::Int(-1)]),
+                2,
+            ),
+        ] {
+            match parse(bad, n) {
                 Err(Error::Redis { key, .. }) => assert_eq!(key, "k"),
                 other => panic!("{other:?}"),
             }

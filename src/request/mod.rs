@@ -7,7 +7,9 @@
 
 mod acquire;
 mod granted;
+mod lock_all;
 mod reentrant;
+mod set;
 mod try_acquire;
 
 use std::fmt;
@@ -21,6 +23,8 @@ use tracing::{Instrument, Span};
 
 pub use self::acquire::Acquire;
 pub use self::granted::Granted;
+pub use self::lock_all::{LockAll, LockAllFuture, TryLockAll, TryLockAllFuture};
+pub use self::set::MAX_SET_KEYS;
 pub use self::try_acquire::TryAcquire;
 use crate::engine::{CheckedRequest, Shared};
 use crate::error::Error;

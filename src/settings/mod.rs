@@ -257,6 +257,23 @@ impl Settings {
         )))
     }
 
+    /// Refuses a set of locks (`lock_all`) on a fair mutex, with
+    /// [`Error::InvalidOptions`].
+    pub(crate) fn check_set(&self) -> Result<(), Error> {
+        if !self.fair {
+            return Ok(());
+        }
+        Err(Error::InvalidOptions(format!(
+            "{} {} takes no sets of locks (lock_all), since it is fair: each key's queue \
+             serves its waiters in arrival order, and a set that waits in several queues \
+             at once would hold its place at the head of one while waiting behind others \
+             at another, so two sets could each wait for the other (see the guide \
+             redismutex::guide::multiple_keys)",
+            self.what(),
+            Preview(&self.name),
+        )))
+    }
+
     /// A cluster mutex needs a cluster notifier (sharded pub/sub), a single-server mutex a
     /// single-server one, and a quorum's mutex one made by `Notifier::quorum` for as many
     /// nodes: each listens where the others' releases are not sent.

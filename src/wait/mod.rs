@@ -6,6 +6,7 @@
 
 mod cleanup;
 mod interrupt;
+pub(crate) mod set;
 mod step;
 
 use std::sync::Arc;

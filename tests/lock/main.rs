@@ -23,6 +23,7 @@ mod release;
 mod resilience;
 mod semaphore;
 mod send_sync;
+mod sets;
 mod upgradable;
 mod upgradable_races;
 mod waiting;

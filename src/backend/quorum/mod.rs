@@ -28,12 +28,14 @@ use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::observe::Meters;
-use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Renewal, Retake, UpgradeOp};
+use crate::protocol::calls::{
+    AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart, UpgradeOp,
+};
 use crate::protocol::exec::{Access, Executed};
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::LeaderRead;
-use crate::protocol::replies::{Attempt, Downgraded, Unlocked, Upgraded};
+use crate::protocol::replies::{Attempt, Downgraded, SetAttempt, Unlocked, Upgraded};
 use crate::protocol::topology::Topology;
 use crate::spawner::Spawner;
 
@@ -237,6 +239,18 @@ where
         self.attempt_all(call, kind).await
     }
 
+    async fn attempt_set(
+        &self,
+        parts: &[SetPart<'_>],
+        _set_intent: bool,
+    ) -> Result<SetAttempt, Error> {
+        let key = parts.first().map_or("", |part| part.call.keys.lock());
+        Err(Error::InvalidOptions(format!(
+            "lock_all on lock key {}: not yet offered over a quorum",
+            crate::error::Preview(key)
+        )))
+    }
+
     async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {
         self.refresh_all(call, retake).await
     }
@@ -298,6 +312,7 @@ where
     async fn exec(
         &self,
         call: &Call,
+        _also: &[Keys],
         _pipe: &redis::Pipeline,
         _access: Access,
     ) -> Result<Executed, Error> {

@@ -11,14 +11,15 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use super::Core;
 use crate::backend::Backend;
 use crate::error::{chain, Error};
-use crate::lease::any::{AnyLease, ExecFuture, LeaseFuture, UpgradeFuture};
+use crate::lease::any::{AnyLease, ExecFuture, ExecSetFuture, LeaseFuture, UpgradeFuture};
 use crate::lease::liveness::Liveness;
 use crate::lease::Lease;
 use crate::mode::Mode;
 use crate::notify::waiter::Waiter;
 use crate::observe::Exec;
 use crate::protocol::calls::{Leftovers, UpgradeOp};
-use crate::protocol::exec::Access;
+use crate::protocol::exec::{Access, Executed};
+use crate::protocol::keys::Keys;
 use crate::reason::CancelReason;
 use crate::util;
 
@@ -220,6 +221,31 @@ impl<B: Backend> AnyLease for KeptLock<B> {
             }
             Ok(replies)
         })
+    }
+
+    fn exec_set<'a>(
+        &'a self,
+        also: &'a [Keys],
+        pipe: &'a Pipeline,
+        access: Access,
+    ) -> ExecSetFuture<'a> {
+        Box::pin(async move {
+            let executed = self.lease.exec_set(also, pipe, access).await;
+            self.core.meters.exec(match &executed {
+                Ok(Executed::Ran(_)) => Exec::Ran,
+                Ok(Executed::NotHeld(_)) => Exec::NotHeld,
+                Err(Error::CommandFailed { .. }) => Exec::Failed,
+                Err(_) => Exec::Error,
+            });
+            executed
+        })
+    }
+
+    fn found_lost(&self, what: &str) {
+        if !self.liveness.is_fired() {
+            tracing::warn!(key = %self.lease.key(), id = %self.lease.id(), "lock lost: {what} found it no longer held");
+            self.gone(CancelReason::Lost);
+        }
     }
 
     fn proclaim<'a>(&'a self, record: &'a str) -> LeaseFuture<'a> {

@@ -44,6 +44,19 @@ impl Backend for Scripted {
         Ok(Attempt::Acquired(1))
     }
 
+    async fn attempt_set(
+        &self,
+        parts: &[crate::protocol::calls::SetPart<'_>],
+        _: bool,
+    ) -> Result<crate::protocol::replies::SetAttempt, Error> {
+        Ok(crate::protocol::replies::SetAttempt::Acquired(vec![
+            1;
+            parts
+                .len(
+                )
+        ]))
+    }
+
     async fn refresh(&self, _: &Call, _: Option<Retake>) -> Result<bool, Error> {
         Ok(true)
     }
@@ -88,10 +101,11 @@ impl Backend for Scripted {
     async fn exec(
         &self,
         _: &Call,
+        _: &[crate::protocol::keys::Keys],
         _: &redis::Pipeline,
         _: crate::protocol::exec::Access,
     ) -> Result<crate::protocol::exec::Executed, Error> {
-        Ok(crate::protocol::exec::Executed::NotHeld)
+        Ok(crate::protocol::exec::Executed::NotHeld(0))
     }
 
     async fn downgrade(&self, _: &Call) -> Result<Downgraded, Error> {

@@ -8,6 +8,7 @@ mod acquire;
 mod fast;
 mod keep;
 mod release;
+mod set;
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use redis::Cmd;
 pub(crate) use self::acquire::{attempt, raise_fence};
 pub(crate) use self::keep::{refresh, renew, retake, Renewed};
 pub(crate) use self::release::{downgrade, plain, unlock, upgrade};
+pub(crate) use self::set::{lock_all, SetPart};
 use super::id::Id;
 use super::keys::Keys;
 pub(crate) use super::node_order::NodeOrder;
