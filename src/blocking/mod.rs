@@ -77,12 +77,14 @@
 mod background;
 mod builder;
 mod guards;
+mod multi;
 mod mutex;
 mod semaphore;
 mod upgradable;
 
 pub use builder::Builder;
 pub use guards::{Permit, ReadGuard, WriteGuard};
+pub use multi::MultiGuard;
 pub use mutex::RwMutex;
 pub use semaphore::Semaphore;
 pub use upgradable::UpgradableReadGuard;

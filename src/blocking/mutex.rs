@@ -9,6 +9,7 @@ use redis::aio::ConnectionManager;
 use super::background::Background;
 use super::builder::Builder;
 use super::guards::{ReadGuard, WriteGuard};
+use super::multi::MultiGuard;
 use super::upgradable::UpgradableReadGuard;
 use crate::error::Error;
 use crate::lock_state::LockState;
@@ -116,6 +117,61 @@ impl RwMutex {
     pub fn try_read(&self, key: &str) -> Result<Option<ReadGuard>, Error> {
         let attempt = self.mutex.try_read().key(key);
         self.background.try_acquire(attempt, ReadGuard::new)
+    }
+
+    /// Waits for write locks on the keys of `write` and read locks on those of `read`, all
+    /// taken in one step, with no time limit; see
+    /// [`RwMutex::lock_all`](crate::RwMutex::lock_all) and the
+    /// [multiple keys guide](crate::guide::multiple_keys).
+    ///
+    /// # Errors
+    ///
+    /// As [`LockAll`](crate::LockAll)'s, but never [`Error::Timeout`] nor
+    /// [`Error::Cancelled`]; and [`Error::InRuntime`] on a thread with a Tokio runtime
+    /// context, with nothing sent.
+    pub fn lock_all(&self, write: &[&str], read: &[&str]) -> Result<MultiGuard, Error> {
+        let request = self
+            .mutex
+            .lock_all()
+            .write(write.iter().copied())
+            .read(read.iter().copied());
+        self.background.acquire(request, MultiGuard::new)
+    }
+
+    /// Waits at most `timeout` for the set [`lock_all`](Self::lock_all) takes.
+    ///
+    /// # Errors
+    ///
+    /// As [`LockAll`](crate::LockAll)'s ([`Error::Timeout`] when `timeout` runs out
+    /// first), and [`Error::InRuntime`].
+    pub fn lock_all_timeout(
+        &self,
+        write: &[&str],
+        read: &[&str],
+        timeout: Duration,
+    ) -> Result<MultiGuard, Error> {
+        let request = self
+            .mutex
+            .lock_all()
+            .write(write.iter().copied())
+            .read(read.iter().copied())
+            .timeout(timeout);
+        self.background.acquire(request, MultiGuard::new)
+    }
+
+    /// Makes one attempt at the set [`lock_all`](Self::lock_all) takes: `Ok(None)` when
+    /// others hold a key of it.
+    ///
+    /// # Errors
+    ///
+    /// As [`TryLockAll`](crate::TryLockAll)'s, and [`Error::InRuntime`].
+    pub fn try_lock_all(&self, write: &[&str], read: &[&str]) -> Result<Option<MultiGuard>, Error> {
+        let attempt = self
+            .mutex
+            .try_lock_all()
+            .write(write.iter().copied())
+            .read(read.iter().copied());
+        self.background.try_acquire(attempt, MultiGuard::new)
     }
 
     /// Waits for an upgradable read lock on `key`, with no time limit; see

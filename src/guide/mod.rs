@@ -8,7 +8,8 @@
 //! | [`fencing`] | how to make the protected resource refuse a stale holder |
 //! | [`guarded_writes`] | how to write data in the lock's Redis only while the lock is still yours |
 //! | [`semaphore`] | how to let N holders in at once, and how to serve waiters in arrival order |
-//! | [`reentrancy`] | how a task takes a lock it already holds, and how a writer becomes a reader |
+//! | [`reentrancy`] | how a task takes a lock it already holds, how a writer becomes a reader, and a reader the writer |
+//! | [`multiple_keys`] | how to take read and write locks on several keys at once, all or none |
 //! | [`election`] | how to elect one leader among processes, fence its writes, and follow who leads |
 //! | [`cluster`] | how to run on a Redis Cluster |
 //! | [`quorum`] | how to hold a lock on a majority of independent masters (Redlock) |
@@ -69,6 +70,8 @@ pub mod semaphore {}
 
 #[doc = include_str!("reentrancy.md")]
 pub mod reentrancy {}
+#[doc = include_str!("multiple_keys.md")]
+pub mod multiple_keys {}
 #[doc = include_str!("election.md")]
 pub mod election {}
 

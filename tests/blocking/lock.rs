@@ -251,3 +251,35 @@ fn an_upgradable_reader_shares_with_readers_and_upgrades_once_they_leave() {
     assert!(mx.try_upgradable_read("users").unwrap().is_some());
     drop(reader);
 }
+
+#[test]
+fn a_set_is_taken_whole_from_a_plain_thread_and_released_by_drop() {
+    let server = RedisServer::start();
+    let mx = mutex(&server, "bank", Duration::from_secs(4));
+    let mut conn = raw(&server);
+    let held = mx.write("b").unwrap();
+    assert!(mx.try_lock_all(&["a", "b"], &["rates"]).unwrap().is_none());
+    assert!(!exists(&mut conn, "bank:a"), "a blocked set took a key");
+    let timed_out = mx.lock_all_timeout(&["a", "b"], &[], Duration::from_millis(200));
+    assert!(matches!(timed_out, Err(Error::Timeout)), "{timed_out:?}");
+    drop(held);
+    let set = mx.lock_all(&["a", "b"], &["rates"]).unwrap();
+    assert!(set.fencing_token("a").is_some() && set.fencing_token("rates").is_some());
+    assert_eq!(
+        set.lock_keys().collect::<Vec<_>>(),
+        ["bank:a", "bank:b", "bank:rates"]
+    );
+    let mut pipe = redis::pipe();
+    pipe.cmd("INCR").arg("data");
+    let (one,): (i64,) = set.exec(&pipe).unwrap();
+    assert_eq!(one, 1);
+    drop(set);
+    assert!(eventually(
+        || !exists(&mut conn, "bank:a") && !exists(&mut conn, "bank:rates")
+    ));
+    let set = mx
+        .try_lock_all(&["a"], &["b"])
+        .unwrap()
+        .expect("free after the drop");
+    assert!(set.unlock().unwrap());
+}

@@ -73,9 +73,17 @@ async fn each_request_is_timed_under_its_kind_and_outcome_and_never_labelled_wit
     assert_eq!(recorded.gauge(HELD, &[("kind", "permit")]), 1.0);
     assert_eq!(recorded.gauge(HELD, &[("kind", "upgradable")]), 1.0);
     drop((read, permit, upgradable));
+    // A set: timed under `set`; each key held under its own mode.
+    let blocker = mx.write().key("c").await.unwrap();
+    assert!(mx.try_lock_all().write(["b", "c"]).await.unwrap().is_none());
+    blocker.unlock().await.unwrap();
+    let set = mx.lock_all().write(["b", "c"]).read(["d"]).await.unwrap();
+    assert_eq!(recorded.gauge(HELD, &[("kind", "write")]), 2.0);
+    assert_eq!(recorded.gauge(HELD, &[("kind", "read")]), 1.0);
+    drop(set);
 
     for (kind, outcome, count) in [
-        ("write", "acquired", 1),
+        ("write", "acquired", 2),
         ("write", "busy", 1),
         ("write", "timeout", 1),
         ("read", "cancelled", 1),
@@ -83,6 +91,8 @@ async fn each_request_is_timed_under_its_kind_and_outcome_and_never_labelled_wit
         ("read", "acquired", 1),
         ("permit", "acquired", 1),
         ("upgradable", "acquired", 1),
+        ("set", "busy", 1),
+        ("set", "acquired", 1),
     ] {
         let samples = recorded.histogram(ACQUIRE, &[("kind", kind), ("outcome", outcome)]);
         assert_eq!(samples.len(), count, "{kind} {outcome}: {samples:?}");
@@ -96,7 +106,11 @@ async fn each_request_is_timed_under_its_kind_and_outcome_and_never_labelled_wit
         "waited its 50 ms timeout: {timeout:?} s"
     );
     let held = recorded.histogram(HELD_DURATION, &[("kind", "write")]);
-    assert_eq!(held.len(), 1, "one write lock ended");
+    assert_eq!(
+        held.len(),
+        4,
+        "four write locks ended: one alone, the blocker, the set's two"
+    );
     for (name, labels) in recorded.series() {
         assert!(name.starts_with("redismutex_"), "{name}");
         for (label, value) in &labels {
