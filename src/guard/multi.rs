@@ -68,8 +68,7 @@ impl MultiGuard {
         parent: Option<CancellationToken>,
     ) -> Self {
         let cause = Arc::new(OnceLock::new());
-        let mut also: Vec<Keys> = keys.iter().map(|(_, keys)| keys.clone()).collect();
-        also.remove(0);
+        let also: Vec<Keys> = keys.iter().skip(1).map(|(_, keys)| keys.clone()).collect();
         let parts: Vec<Part> = keys
             .into_iter()
             .zip(acquisitions)

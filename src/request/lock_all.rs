@@ -57,7 +57,8 @@ pub type TryLockAllFuture =
 ///   read and once to write: take such a key to write).
 /// - [`Error::CrossSlot`] before anything is sent, on a Redis Cluster (or with
 ///   [`Builder::hash_tag_keys`](crate::Builder::hash_tag_keys)), when the lock keys are
-///   not all in one slot: give them one hash tag (`"{acct}:1"`, `"{acct}:2"`).
+///   not all in one slot: give them one hash tag (`"{acct}:1"`, `"{acct}:2"`), or name
+///   the mutex with one (`"{bank}"`).
 /// - [`Error::InvalidOptions`] on a [fair](crate::Builder::fair) mutex (see the
 ///   [multiple keys guide](crate::guide::multiple_keys)), or over a
 ///   [`Quorum`](crate::Quorum).

@@ -592,6 +592,7 @@ async fn exec_incr(conn: &MultiplexedConnection, id: &str) -> Value {
         .key("k")
         .key("data")
         .arg(id)
+        .arg(1)
         .arg("ak")
         .arg("INCR")
         .invoke_async(&mut conn.clone())
@@ -603,7 +604,7 @@ async fn exec_incr(conn: &MultiplexedConnection, id: &str) -> Value {
 async fn exec_runs_its_commands_only_for_the_id_holding_the_lock_in_every_form() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let not_held = Value::Array(vec![Value::Int(0)]);
+    let not_held = Value::Array(vec![Value::Int(0), Value::Int(1)]);
     let ran = |n: i64| Value::Array(vec![Value::Int(1), Value::Int(n)]);
     // Free.
     assert_eq!(exec_incr(&conn, ID_A).await, not_held);
@@ -639,6 +640,7 @@ async fn exec_runs_its_commands_only_for_the_id_holding_the_lock_in_every_form()
         .key("data")
         .key("k:h")
         .arg(ID_A)
+        .arg(1)
         .arg("ak")
         .arg("INCR")
         .arg("ak")
@@ -657,6 +659,32 @@ async fn exec_runs_its_commands_only_for_the_id_holding_the_lock_in_every_form()
         "{items:?}"
     );
     assert_eq!(raw::get(&conn, "data").await.as_deref(), Some("4"));
+    // Two lock keys: both must be held; the reply names the first that is not.
+    raw::cmd::<i64>(&conn, "SADD", &["k2", ID_A]).await;
+    let both = |id: &'static str| {
+        let conn = conn.clone();
+        async move {
+            scripts::script("exec.lua")
+                .key("k")
+                .key("k2")
+                .key("data")
+                .arg(id)
+                .arg(2)
+                .arg("ak")
+                .arg("INCR")
+                .invoke_async::<Value>(&mut conn.clone())
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(both(ID_A).await, ran(5));
+    raw::cmd::<i64>(&conn, "SREM", &["k2", ID_A]).await;
+    assert_eq!(
+        both(ID_A).await,
+        Value::Array(vec![Value::Int(0), Value::Int(2)])
+    );
+    assert_eq!(both(ID_B).await, not_held);
+    assert_eq!(raw::get(&conn, "data").await.as_deref(), Some("5"));
 }
 
 /// `force_unlock.lua` on `key`, publishing `ID_B` on its release channel.
