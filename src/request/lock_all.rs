@@ -24,6 +24,34 @@ pub type LockAllFuture = Pin<Box<dyn Future<Output = Result<MultiGuard, Error>> 
 pub type TryLockAllFuture =
     Pin<Box<dyn Future<Output = Result<Option<MultiGuard>, Error>> + Send + 'static>>;
 
+/// The methods both set requests have, on their field `set`: the keys and the parent.
+macro_rules! set_methods {
+    () => {
+        /// Adds `keys` to the set, each to be taken as its writer: the lock key
+        /// `<name>:<key>`, as [`Acquire::key`](crate::Acquire::key) names it (an empty key
+        /// names the mutex itself).
+        pub fn write<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
+            self.set.add(keys, Mode::Write);
+            self
+        }
+
+        /// Adds `keys` to the set, each to be taken as one of its readers.
+        pub fn read<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
+            self.set.add(keys, Mode::Read);
+            self
+        }
+
+        /// Ties the wait and the set to `token`, as
+        /// [`Acquire::parent`](crate::Acquire::parent) does: cancelling it ends the wait
+        /// with [`Error::Cancelled`], or, once the set is held, cancels the guard, whose
+        /// keys are then released.
+        pub fn parent(mut self, token: CancellationToken) -> Self {
+            self.set.parent = Some(token);
+            self
+        }
+    };
+}
+
 /// A request to wait for read and write locks on several keys of one mutex, all at once,
 /// from [`RwMutex::lock_all`](crate::RwMutex::lock_all). Name the keys with
 /// [`write`](Self::write) and [`read`](Self::read), set options, then `.await` it for a
@@ -87,27 +115,7 @@ impl<C> LockAll<C> {
         }
     }
 
-    /// Adds `keys` to the set, each to be taken as its writer: the lock key
-    /// `<name>:<key>`, as [`Acquire::key`](crate::Acquire::key) names it (an empty key
-    /// names the mutex itself).
-    pub fn write<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
-        self.set.add(keys, Mode::Write);
-        self
-    }
-
-    /// Adds `keys` to the set, each to be taken as one of its readers.
-    pub fn read<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
-        self.set.add(keys, Mode::Read);
-        self
-    }
-
-    /// Ties the wait and the set to `token`, as [`Acquire::parent`](crate::Acquire::parent)
-    /// does: cancelling it ends the wait with [`Error::Cancelled`], or, once the set is
-    /// held, cancels the guard, whose keys are then released.
-    pub fn parent(mut self, token: CancellationToken) -> Self {
-        self.set.parent = Some(token);
-        self
-    }
+    set_methods!();
 
     /// Stops waiting after `timeout` with [`Error::Timeout`]. It bounds the wait only,
     /// never the hold.
@@ -145,23 +153,7 @@ impl<C> TryLockAll<C> {
         }
     }
 
-    /// Adds `keys` to the set, each to be taken as its writer; see [`LockAll::write`].
-    pub fn write<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
-        self.set.add(keys, Mode::Write);
-        self
-    }
-
-    /// Adds `keys` to the set, each to be taken as one of its readers.
-    pub fn read<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
-        self.set.add(keys, Mode::Read);
-        self
-    }
-
-    /// Ties the set to `token`; see [`LockAll::parent`].
-    pub fn parent(mut self, token: CancellationToken) -> Self {
-        self.set.parent = Some(token);
-        self
-    }
+    set_methods!();
 }
 
 impl<C: Send + Sync + 'static> IntoFuture for TryLockAll<C> {

@@ -46,6 +46,14 @@ pub(crate) enum Patience {
 }
 
 impl Patience {
+    /// When the wait's timeout, if any, runs out, counted from now.
+    pub(crate) fn deadline(self) -> Option<Instant> {
+        match self {
+            Self::Wait(Some(timeout)) => Instant::now().checked_add(timeout),
+            _ => None,
+        }
+    }
+
     /// Whether the request waits (`write`, `read`, `acquire`) rather than trying once.
     pub(crate) fn waits(self) -> bool {
         matches!(self, Self::Wait(_))
@@ -89,11 +97,7 @@ pub(crate) struct Taken<B> {
 pub(crate) async fn run<B: Backend>(
     request: LeaseRequest<'_, B>,
 ) -> Result<Option<Taken<B>>, Error> {
-    let deadline = match request.patience {
-        Patience::Wait(Some(timeout)) => Instant::now().checked_add(timeout),
-        _ => None,
-    };
-    let interrupt = Interrupt::new(request.parent, deadline);
+    let interrupt = Interrupt::new(request.parent, request.patience.deadline());
     let mut wait = Wait::new(&request);
     match interrupt.or(wait.run()).await {
         Ok(acquired) => Ok(acquired),

@@ -59,11 +59,7 @@ pub(crate) struct TakenSet<B> {
 pub(crate) async fn run<B: Backend>(
     request: SetRequest<'_, B>,
 ) -> Result<Option<TakenSet<B>>, Error> {
-    let deadline = match request.patience {
-        Patience::Wait(Some(timeout)) => Instant::now().checked_add(timeout),
-        _ => None,
-    };
-    let interrupt = Interrupt::new(request.parent, deadline);
+    let interrupt = Interrupt::new(request.parent, request.patience.deadline());
     let mut wait = SetWait::new(&request);
     match interrupt.or(wait.run()).await {
         Ok(taken) => Ok(taken),
