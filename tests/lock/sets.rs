@@ -62,6 +62,15 @@ async fn a_set_holds_each_key_as_a_single_lock_does_with_its_own_token() {
         ["acct:1", "acct:2", "rates"]
     );
 
+    // Inspection sees each key as a single lock's.
+    let state = mx.inspect("acct:2").await.unwrap();
+    assert_eq!(state.mode(), Some(Mode::Write));
+    assert_eq!(state.holders(), std::slice::from_ref(&id));
+    assert_eq!(state.last_fencing_token(), Some(token("acct:2")));
+    let state = mx.inspect("rates").await.unwrap();
+    assert_eq!(state.mode(), Some(Mode::Read));
+    assert_eq!(state.holders(), std::slice::from_ref(&id));
+
     // Single locks see every key: a reader shares the read key, nobody gets a write key.
     assert!(mx.try_write().key("acct:1").await.unwrap().is_none());
     assert!(mx.try_read().key("acct:2").await.unwrap().is_none());
