@@ -139,6 +139,9 @@ impl MultiGuard {
     ///
     /// Cancel safe: dropping the future has no effect on the locks.
     pub async fn cancelled(&self) {
+        if self.parts.is_empty() {
+            return self.token.cancelled().await;
+        }
         let keys = self
             .parts
             .iter()
@@ -332,6 +335,9 @@ fn watch(parts: &[Part], token: &CancellationToken, cause: &Arc<OnceLock<(usize,
             )
         })
         .collect();
+    if keys.is_empty() {
+        return;
+    }
     let (token, cause) = (token.clone(), Arc::clone(cause));
     tokio::spawn(async move {
         let fired = keys.iter().map(|(key, _)| Box::pin(key.cancelled()));
