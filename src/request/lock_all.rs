@@ -88,8 +88,10 @@ macro_rules! set_methods {
 ///   not all in one slot: give them one hash tag (`"{acct}:1"`, `"{acct}:2"`), or name
 ///   the mutex with one (`"{bank}"`).
 /// - [`Error::InvalidOptions`] on a [fair](crate::Builder::fair) mutex (see the
-///   [multiple keys guide](crate::guide::multiple_keys)), or over a
-///   [`Quorum`](crate::Quorum).
+///   [multiple keys guide](crate::guide::multiple_keys)).
+/// - Over a [`Quorum`](crate::Quorum), never [`Error::NoQuorum`]: a wait whose attempt
+///   reaches too few nodes polls on until its timeout ([`Error::Timeout`]); see the
+///   [quorum guide](crate::guide::quorum#sets-of-keys).
 /// - [`Error::WouldDeadlock`] at once on a [reentrant](crate::Builder::reentrant) mutex
 ///   whose task holds a key of the set as a writer, or as a reader when the set writes
 ///   it.
@@ -140,7 +142,10 @@ impl<C: Send + Sync + 'static> IntoFuture for LockAll<C> {
 /// `Ok(Some(MultiGuard))`, or `Ok(None)` when others hold a key of the set (or, for a
 /// read key, a writer waits with its intent set). It never sets the lock intent. Errors
 /// and cancel safety are [`LockAll`]'s, with no timeout; and [`Error::Timeout`] when the
-/// attempt gets no reply within the lock's validity.
+/// attempt gets no reply within the lock's validity. Over a [`Quorum`](crate::Quorum),
+/// [`Error::NoQuorum`] when fewer than a majority of the nodes answered within the
+/// per-node bound; `Ok(None)` only when a majority answered and a node among them found
+/// a key held.
 #[must_use = "a request does nothing until it is awaited"]
 pub struct TryLockAll<C> {
     set: KeySet<C>,

@@ -1,7 +1,7 @@
 //! Quorum mode (Redlock) over independent `redis-server` nodes that each test starts
 //! (`tests/common/quorum.rs`): the lock with every node up, the mutex's options, forced
-//! release, the Go key layout on each node, and nodes frozen, killed or
-//! taken over (in process). Leader election on a quorum is
+//! release, the Go key layout on each node, sets of keys (`lock_all`), and nodes frozen,
+//! killed or taken over (in process). Leader election on a quorum is
 //! `election::quorum`.
 
 #[path = "../common/mod.rs"]
@@ -12,5 +12,6 @@ mod go;
 mod lock;
 mod node_faults;
 mod options;
+mod sets;
 mod top_up;
 mod upgradable;

@@ -2,14 +2,16 @@
 //! of them holds it (the Redis distlock algorithm, "Redlock", redis.io "Distributed Locks
 //! with Redis"). [`Quorum`] is the user's list of nodes; [`Majority`] is the backend made
 //! of it, which sends every call to all nodes at once and counts the answers
-//! (`round.rs`): acquire in two rounds (`attempt.rs`), refresh, release and downgrade
-//! (`keep.rs`). Each node keeps the single-server key layout.
+//! (`round.rs`): acquire in two rounds (`attempt.rs`, and for a set of keys `set.rs`),
+//! refresh, release and downgrade (`keep.rs`). Each node keeps the single-server key
+//! layout.
 
 mod attempt;
 mod force;
 mod keep;
 mod leader;
 mod round;
+mod set;
 mod top_up;
 
 use std::fmt;
@@ -242,13 +244,9 @@ where
     async fn attempt_set(
         &self,
         parts: &[SetPart<'_>],
-        _set_intent: bool,
+        set_intent: bool,
     ) -> Result<SetAttempt, Error> {
-        let key = parts.first().map_or("", |part| part.call.keys.lock());
-        Err(Error::InvalidOptions(format!(
-            "lock_all on lock key {}: not yet offered over a quorum",
-            crate::error::Preview(key)
-        )))
+        self.attempt_set_all(parts, set_intent).await
     }
 
     async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {
