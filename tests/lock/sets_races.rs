@@ -96,7 +96,11 @@ struct Counts {
 async fn section(referee: &Referee, who: &str, held: &[(&str, Mode, u64)], counts: &Counts) {
     for &(key, mode, token) in held {
         let mode = if mode == Mode::Write { "w" } else { "r" };
-        if referee.enter(key, mode, who, token, now_us()).await.unwrap() {
+        if referee
+            .enter(key, mode, who, token, now_us())
+            .await
+            .unwrap()
+        {
             counts.clashes.fetch_add(1, Ordering::SeqCst);
         }
     }
@@ -313,7 +317,12 @@ async fn two_sets_writing_each_others_read_key_both_complete() {
         .unwrap();
     assert!(second_token > first_token, "a's tokens follow the order");
     assert_ne!(raw::get(&conn, "bank:a").await.as_deref(), Some(&*first_id));
-    for key in ["bank:a", "bank:b", "bank:a:lock-intent", "bank:b:lock-intent"] {
+    for key in [
+        "bank:a",
+        "bank:b",
+        "bank:a:lock-intent",
+        "bank:b:lock-intent",
+    ] {
         assert!(!raw::exists(&conn, key).await, "{key} left behind");
     }
 }
@@ -351,7 +360,10 @@ async fn a_set_blocked_by_another_waiters_intent_removes_its_own() {
     // of b, so it removes its intent on a.
     assert!(leaving_a.unlock().await.unwrap());
     let removed = eventually(|| async { !raw::exists(&conn, "bank:a:lock-intent").await }).await;
-    assert!(removed, "the set kept its intent while another's kept it out");
+    assert!(
+        removed,
+        "the set kept its intent while another's kept it out"
+    );
     assert!(!set.is_finished());
 
     assert!(holding_b.unlock().await.unwrap());
@@ -385,7 +397,10 @@ async fn a_waiting_set_is_woken_by_the_release_of_a_writer_of_its_second_key() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiting.is_finished(), "taken beside a writer");
     assert!(!raw::exists(&conn, "bank:a").await, "a was taken alone");
-    assert_eq!(raw::get(&conn, "bank:b").await.as_deref(), Some(writer.id()));
+    assert_eq!(
+        raw::get(&conn, "bank:b").await.as_deref(),
+        Some(writer.id())
+    );
 
     let released = Instant::now();
     assert!(writer.unlock().await.unwrap());
@@ -413,16 +428,19 @@ async fn a_set_is_renewed_on_every_key_in_one_batch() {
     let ttl = Duration::from_millis(400);
     let mx = notified(&server, ttl).await;
     let set = mx.lock_all().write(["a", "b"]).read(["c"]).await.unwrap();
-    let scripts = || async {
-        raw::calls(&conn, "evalsha").await.0 + raw::calls(&conn, "eval").await.0
-    };
+    let scripts =
+        || async { raw::calls(&conn, "evalsha").await.0 + raw::calls(&conn, "eval").await.0 };
     let (sent_before, renewed_before) = (scripts().await, set.refreshes());
 
     let until = Instant::now() + ttl * 6;
     let mut checks = 0;
     while Instant::now() < until {
         for key in ["bank:a", "bank:b"] {
-            assert_eq!(raw::get(&conn, key).await.as_deref(), Some(set.id()), "{key}");
+            assert_eq!(
+                raw::get(&conn, key).await.as_deref(),
+                Some(set.id()),
+                "{key}"
+            );
         }
         assert_eq!(raw::members(&conn, "bank:c").await, [set.id()]);
         for key in ["bank:a", "bank:b", "bank:c"] {
@@ -433,7 +451,10 @@ async fn a_set_is_renewed_on_every_key_in_one_batch() {
         checks += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (sent, renewed) = (scripts().await - sent_before, set.refreshes() - renewed_before);
+    let (sent, renewed) = (
+        scripts().await - sent_before,
+        set.refreshes() - renewed_before,
+    );
     println!("{checks} checks; {renewed} renewals, {sent} scripts sent");
     // Every 200 ms over 2.4 s: about 12.
     assert!(renewed >= 8, "renewed only {renewed} times");
@@ -476,7 +497,10 @@ async fn unlock_says_whether_every_key_was_held_and_a_key_taken_over_is_named() 
     })
     .await;
     assert!(released, "the keys still held were not released");
-    assert!(!set.unlock().await.unwrap(), "unlock said every key was held");
+    assert!(
+        !set.unlock().await.unwrap(),
+        "unlock said every key was held"
+    );
     assert_eq!(
         raw::get(&conn, "bank:b").await.as_deref(),
         Some("other"),
@@ -496,7 +520,11 @@ async fn two_keys_named_in_opposite_orders_by_many_waiting_sets_never_deadlock()
         let mx = notified(&server, Duration::from_secs(5)).await;
         let done = Arc::clone(&done);
         tasks.spawn(async move {
-            let keys = if task % 2 == 0 { ["a", "b"] } else { ["b", "a"] };
+            let keys = if task % 2 == 0 {
+                ["a", "b"]
+            } else {
+                ["b", "a"]
+            };
             for _ in 0..25 {
                 let set = mx.lock_all().write(keys).await.unwrap();
                 assert_eq!(set.keys().collect::<Vec<_>>(), keys);

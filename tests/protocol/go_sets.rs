@@ -109,10 +109,7 @@ async fn a_sets_write_key_keeps_go_readers_and_writers_out() {
         .await
         .expect("a Go reader got into a set's write key");
     assert!((1..=30_000).contains(&pttl), "the write key's PTTL: {pttl}");
-    assert!(go
-        .write("bank:a", &GoPeer::new_id(), false)
-        .await
-        .is_some());
+    assert!(go.write("bank:a", &GoPeer::new_id(), false).await.is_some());
     // A Go writer on the set's read key is kept out too, and leaves its intent there.
     assert!(go.write("bank:b", &GoPeer::new_id(), true).await.is_some());
     assert_eq!(
