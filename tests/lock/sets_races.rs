@@ -147,7 +147,7 @@ async fn contend(
                     writes.map(|(k, _)| *k).collect(),
                     reads.map(|(k, _)| *k).collect(),
                 );
-                let set = if task % 4 == 0 {
+                let set = if task.is_multiple_of(4) {
                     let waited = mx
                         .lock_all()
                         .write(writes)
