@@ -35,6 +35,16 @@
 //! `guard.exec` after its fenced write, or, when the section is abandoned, as a probe
 //! after its fenced probe. Not over a quorum, where `exec` is refused.
 //!
+//! Set mode (`tests/faults/long_run_sets.rs`): with `FW_SET` at 2 or more, each section
+//! takes a set of 2 to `FW_SET` distinct keys of its range (each read or written as
+//! `FW_READ_PCT` says, named in random order) with `RwMutex::lock_all`, in one step;
+//! the events are those of a section per key (an `ACQUIRED`, `CHECKED` or `ABANDONED`,
+//! `ENTERED`, `WROTE`/`READ`, `FENCED`, `FIRED` and `RELEASED` for each key, all with the
+//! set's id and each key's own token); the worker registers on the referee for every key
+//! before acting on any, and leaves them all after. The set's one token fires for every
+//! key at once (`FIRED` for each, with its reason). Not with `FW_EXEC`, `FW_HOLD_MS`,
+//! `FW_FAIR` or a quorum, where sets are refused.
+//!
 //! Cluster mode (`tests/faults/cluster.rs`, feature `cluster`): when `FW_CLUSTER` is
 //! `1`, `FW_LOCK_URL` lists the nodes of a Redis Cluster (seeds: any of them will do),
 //! and the mutex is made over a `ClusterConnection` (RESP3, for sharded release
@@ -80,6 +90,7 @@
 //! | `FW_ACQUIRE_TIMEOUT_MS` | `.timeout(..)` of each acquire | `3000` |
 //! | `FW_NOTIFY` | `1`: wait by release notifications (through the same proxy); `0`: poll | `1` |
 //! | `FW_FAIR` | `1` for fair mode (`Builder::fair`) | `0` |
+//! | `FW_SET` | set mode (see above) when 2 or more: each section takes 2 to this many keys with `lock_all`; 0 for single keys | `0` |
 //! | `FW_PERMITS` | if set: semaphore mode, permits of semaphore `FW_MUTEX` with this count, each held `FW_HOLD_MS` (default 60 s); the referee is not used; not in quorum mode | unset |
 //! | `FW_SENTINEL` | if set: Sentinel mode, the master name; `FW_LOCK_URL` lists the Sentinels (feature `sentinel`) | unset |
 //! | `FW_CLUSTER` | `1`: cluster mode; `FW_LOCK_URL` lists the cluster's nodes (feature `cluster`) | `0` |
@@ -149,8 +160,8 @@ use events::now_us;
 use rand::RngExt;
 use redis::aio::ConnectionManager;
 use redismutex::{
-    Deployment, Election, Error, Guard, Leadership, Mode, Notifier, Quorum, ReadGuard, RwMutex,
-    Semaphore, WriteGuard,
+    Deployment, Election, Error, Guard, Leadership, Mode, MultiGuard, Notifier, Quorum, ReadGuard,
+    RwMutex, Semaphore, WriteGuard,
 };
 use referee::Referee;
 use tokio::sync::oneshot;
@@ -189,6 +200,8 @@ struct Config {
     margin: Duration,
     /// `FW_EXEC`: writers also update a data counter on the lock server through `exec`.
     exec: bool,
+    /// `FW_SET`: the most keys a section's set takes (at least 2), or 0 for single keys.
+    set: u64,
 }
 
 struct Worker<C> {
@@ -231,6 +244,7 @@ impl Config {
             acquire_timeout: Duration::from_millis(num("FW_ACQUIRE_TIMEOUT_MS", 3000)),
             margin: Duration::from_millis(num("FW_MARGIN_MS", 0)),
             exec: var("FW_EXEC", "0") == "1",
+            set: num("FW_SET", 0),
         }
     }
 }
@@ -409,9 +423,19 @@ impl<C: Deployment> Worker<C> {
 impl<C: Send + Sync + 'static> Worker<C> {
     async fn run(&self) {
         let mut done = 0;
+        assert!(
+            self.config.set == 0 || (self.config.set >= 2 && !self.config.exec),
+            "FW_SET: 0, or at least 2 without FW_EXEC"
+        );
         while !self.stop.load(Ordering::SeqCst)
             && (self.config.sections == 0 || done < self.config.sections)
         {
+            if self.config.set >= 2 {
+                if self.take_set().await {
+                    done += 1;
+                }
+                continue;
+            }
             let (key, mode) = self.pick();
             let timeout = self.config.acquire_timeout;
             let ran = match mode {
@@ -522,6 +546,165 @@ impl<C: Send + Sync + 'static> Worker<C> {
             Ok(held) => event!("RELEASED", key, token, format!("held={held}")),
             Err(err) => event!("ERROR", format!("unlock {key}: {err}").replace('\n', " ")),
         }
+    }
+
+    /// Set mode: takes a set ([`pick_set`](Self::pick_set)) with `lock_all` and runs a
+    /// section under it; an error is printed, after which it pauses. Whether a section
+    /// ran.
+    async fn take_set(&self) -> bool {
+        let picked = self.pick_set();
+        let keys_of = |mode: Mode| {
+            (picked.iter())
+                .filter(move |(_, m)| *m == mode)
+                .map(|(key, _)| key.clone())
+                .collect::<Vec<_>>()
+        };
+        let acquire = (self.mx.lock_all())
+            .write(keys_of(Mode::Write))
+            .read(keys_of(Mode::Read))
+            .timeout(self.config.acquire_timeout);
+        match acquire.await {
+            Ok(set) => {
+                self.set_section(set).await;
+                true
+            }
+            Err(err) => {
+                let keys: Vec<&str> = picked.iter().map(|(key, _)| key.as_str()).collect();
+                let keys = keys.join(",");
+                event!("ERROR", format!("acquire {keys}: {err}").replace('\n', " "));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                false
+            }
+        }
+    }
+
+    /// 2 to `FW_SET` distinct keys of the worker's range (no more than it has), in random
+    /// order, each read or written as `FW_READ_PCT` says.
+    fn pick_set(&self) -> Vec<(String, Mode)> {
+        let mut rng = rand::rng();
+        let (first, keys) = (self.config.first_key, self.config.keys);
+        let most = self.config.set.min(keys).max(1);
+        let size = rng.random_range(most.min(2)..=most);
+        let mut picked: Vec<(String, Mode)> = Vec::new();
+        while (picked.len() as u64) < size {
+            let key = format!("k{}", rng.random_range(first..first + keys));
+            if picked.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            let read = rng.random_range(0..100) < self.config.read_pct;
+            picked.push((key, if read { Mode::Read } else { Mode::Write }));
+        }
+        picked
+    }
+
+    /// A section under `set`: as [`section`](Self::section) does for one guard, for every
+    /// key of the set, which all act together: checked together, registered on the
+    /// referee together before any acts, and left together.
+    async fn set_section(&self, set: MultiGuard) {
+        let held: Vec<(String, &'static str, u64)> = set
+            .keys()
+            .map(|key| {
+                let mode = match set.mode(key) {
+                    Some(Mode::Write) => "w",
+                    _ => "r",
+                };
+                (key.to_string(), mode, set.fencing_token(key).unwrap_or(0))
+            })
+            .collect();
+        let id = set.id().to_string();
+        for (key, mode, token) in &held {
+            event!("ACQUIRED", mode, key, token, id);
+        }
+        let set = Arc::new(set);
+        let (release, released) = oneshot::channel();
+        let watcher = tokio::spawn(watch_set(Arc::clone(&set), held.clone(), released));
+        let (min, max) = self.config.work;
+        let work = Duration::from_millis(rand::rng().random_range(min..=max.max(min)));
+        tokio::time::sleep(work).await;
+
+        let short = set
+            .valid_until()
+            .saturating_duration_since(tokio::time::Instant::now())
+            < self.config.margin;
+        if set.is_cancelled() || short {
+            let reason = set
+                .cancel_reason()
+                .map_or("margin".to_string(), |reason| format!("{reason:?}"));
+            for (key, _, token) in &held {
+                event!("ABANDONED", key, token, reason);
+                self.fenced(key, *token, &id, "probe").await;
+            }
+        } else {
+            for (key, _, token) in &held {
+                event!("CHECKED", key, token);
+            }
+            if let Err(err) = self.act_set(&set, &held, &id).await {
+                event!("ERROR", format!("referee: {err}"));
+            }
+        }
+
+        let _ = release.send(());
+        let fired = watcher.await.unwrap_or(true);
+        let set = match Arc::try_unwrap(set) {
+            Ok(set) => set,
+            Err(_) => {
+                event!("ERROR", "the watcher kept the set; dropped it");
+                return;
+            }
+        };
+        if !fired {
+            for (key, _, token) in &held {
+                event!("FIRED", key, token, "released");
+            }
+        }
+        match set.unlock().await {
+            Ok(all) => {
+                for (key, _, token) in &held {
+                    event!("RELEASED", key, token, format!("held={all}"));
+                }
+            }
+            Err(err) => event!("ERROR", format!("unlock set: {err}").replace('\n', " ")),
+        }
+    }
+
+    /// Registers on the referee for every key of the set (`held`: key, mode, token), then
+    /// writes (a non-atomic read-modify-write of each write key's counter, then its fenced
+    /// write) or reads each key, then leaves every key.
+    async fn act_set(
+        &self,
+        set: &MultiGuard,
+        held: &[(String, &'static str, u64)],
+        id: &str,
+    ) -> redis::RedisResult<()> {
+        let name = &self.config.name;
+        for (key, mode, token) in held {
+            let overlap = self
+                .referee
+                .enter(key, mode, name, *token, now_us())
+                .await?;
+            event!(
+                "ENTERED",
+                key,
+                token,
+                if overlap { "overlap" } else { "ok" }
+            );
+        }
+        for (key, mode, token) in held {
+            if *mode == "w" {
+                let value = self.referee.counter(key).await?;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                self.referee.commit(key, value + 1).await?;
+                event!("WROTE", key, token, left_us(set.valid_until()));
+                self.fenced(key, *token, id, "write").await;
+            } else {
+                self.referee.counter(key).await?;
+                event!("READ", key, token);
+            }
+        }
+        for (key, _, _) in held {
+            self.referee.leave(key, name).await?;
+        }
+        Ok(())
     }
 
     /// Registers with the referee, writes or reads, and leaves. A writer that read the
@@ -719,6 +902,28 @@ async fn watch(guard: Arc<impl Guard>, released: oneshot::Receiver<()>) -> bool 
                 .cancel_reason()
                 .map_or("unknown".to_string(), |reason| format!("{reason:?}"));
             event!("FIRED", guard.key(), guard.fencing_token(), reason);
+            true
+        }
+        _ = released => false,
+    }
+}
+
+/// Set mode: waits until `set`'s token fires (prints `FIRED` for every key of `held`,
+/// with the set's cancel reason, and returns true) or the section ends (false).
+async fn watch_set(
+    set: Arc<MultiGuard>,
+    held: Vec<(String, &'static str, u64)>,
+    released: oneshot::Receiver<()>,
+) -> bool {
+    tokio::select! {
+        biased;
+        () = set.cancellation_token().cancelled() => {
+            let reason = set
+                .cancel_reason()
+                .map_or("unknown".to_string(), |reason| format!("{reason:?}"));
+            for (key, _, token) in &held {
+                event!("FIRED", key, token, reason);
+            }
             true
         }
         _ = released => false,

@@ -13,4 +13,5 @@ mod failover;
 mod harness;
 mod lock;
 mod primitives;
+mod sets;
 mod upgradable;

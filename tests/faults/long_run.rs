@@ -55,7 +55,7 @@ use crate::harness::quorum_fleet::QuorumFleet;
 use crate::harness::report::{leads, Report};
 use crate::harness::server_fleet::ServerFleet;
 
-const TTL_MS: u64 = 1000;
+pub(super) const TTL_MS: u64 = 1000;
 const MUTEX: &str = "faults";
 /// The quick workers' keys, `k0` ..
 const KEYS: u64 = 32;
@@ -149,6 +149,7 @@ fn workers(exec: bool) -> Vec<Spec> {
         first_key: 0,
         exec,
         notify: true,
+        set: 0,
     };
     let slow = Spec {
         keys: SLOW_KEYS,
@@ -170,7 +171,7 @@ fn lock_keys(tagged: bool) -> Vec<String> {
 }
 
 /// Runs `fault` after a pause of `pace_ms` (uniform) until `secs` have passed.
-async fn for_secs<F: AsyncFnMut()>(secs: u64, pace_ms: (u64, u64), mut fault: F) {
+pub(super) async fn for_secs<F: AsyncFnMut()>(secs: u64, pace_ms: (u64, u64), mut fault: F) {
     let end_us = now_us() + secs * 1_000_000;
     while now_us() < end_us {
         let left = Duration::from_micros(end_us.saturating_sub(now_us()));
@@ -326,7 +327,7 @@ async fn sentinel(secs: u64) -> Row {
 }
 
 /// One deployment's run, checked.
-struct Row {
+pub(super) struct Row {
     label: &'static str,
     report: Report,
     faults: usize,
@@ -336,14 +337,14 @@ struct Row {
     guard_overlaps: Vec<String>,
     /// The server's clock was moved: overlaps are counted, and fencing must refuse what
     /// they would have broken.
-    clock_moved: bool,
+    pub(super) clock_moved: bool,
 }
 
 impl Row {
     /// The row of `report`, with the fire leads measured on the notes of `watch` (the
     /// watch, and the notes taken as faults froze the server) and the guard overlaps
     /// found in `log`.
-    async fn new(
+    pub(super) async fn new(
         label: &'static str,
         report: &mut Report,
         log: &Log,
@@ -392,7 +393,7 @@ impl Row {
     }
 
     /// The assertions of the module doc.
-    fn check(&self, secs: u64) {
+    pub(super) fn check(&self, secs: u64) {
         let (report, label) = (&self.report, self.label);
         let r = &report.referee;
         if self.clock_moved {
@@ -456,7 +457,7 @@ impl Row {
 }
 
 /// The rows as a Markdown table, with the run's length.
-fn table(rows: &[Row], secs: f64) -> String {
+pub(super) fn table(rows: &[Row], secs: f64) -> String {
     let mut out = format!("== long run, {secs:.0} s\n");
     out.push_str(
         "| deployment | s | sections (writer) | faults | overlaps | guard overlaps | lost updates \

@@ -20,6 +20,7 @@ mod exec;
 mod holders;
 mod leads;
 mod long_run;
+mod long_run_sets;
 mod netns;
 mod proxy;
 mod quorum;

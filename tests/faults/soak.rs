@@ -218,6 +218,7 @@ fn quick_and_slow() -> (Spec, Spec) {
         first_key: 0,
         exec: false,
         notify: true,
+        set: 0,
     };
     let slow = Spec {
         work_ms: (300, 1500),

@@ -24,6 +24,7 @@ mod resilience;
 mod semaphore;
 mod send_sync;
 mod sets;
+mod sets_races;
 mod upgradable;
 mod upgradable_races;
 mod waiting;

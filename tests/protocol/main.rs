@@ -8,6 +8,7 @@ mod common;
 mod bad_input;
 mod fencing;
 mod go_compat;
+mod go_sets;
 mod go_upgradable;
 mod hostile;
 mod leader_scripts;

@@ -12,4 +12,5 @@ mod failovers;
 mod harness;
 mod replicas;
 mod sentinel;
+mod sets;
 mod upgradable;

@@ -34,6 +34,9 @@ pub struct Spec {
     /// `FW_NOTIFY`: wait by release notifications; `false`: poll (every 50 ms at most),
     /// which also finds a lock key deleted without a release message.
     pub notify: bool,
+    /// `FW_SET`: each section takes a set of 2 to this many keys with `lock_all` (0:
+    /// single keys).
+    pub set: u64,
 }
 
 impl Default for Spec {
@@ -48,6 +51,7 @@ impl Default for Spec {
             first_key: 0,
             exec: false,
             notify: true,
+            set: 0,
         }
     }
 }
@@ -180,6 +184,7 @@ pub fn worker_command_in(
         .env("FW_FIRST_KEY", spec.first_key.to_string())
         .env("FW_EXEC", if spec.exec { "1" } else { "0" })
         .env("FW_NOTIFY", if spec.notify { "1" } else { "0" })
+        .env("FW_SET", spec.set.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

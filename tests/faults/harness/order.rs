@@ -112,23 +112,23 @@ struct Span<'a> {
     how: String,
 }
 
-/// Every guard's span: each worker runs one section at a time, so its next `FIRED`
-/// after an `ACQUIRED` ends that guard, unless the worker was SIGKILLed first. A
-/// guard with neither (the worker stopped) has no end and is left out.
+/// Every guard's span: each worker runs one section at a time (on one key, or on each
+/// key of a set), so its next `FIRED` on a key after an `ACQUIRED` of that key ends that
+/// guard, unless the worker was SIGKILLed first. A guard with neither (the worker
+/// stopped) has no end and is left out.
 fn spans<'a>(events: &'a [Event], faults: &[FaultRecord]) -> Vec<Span<'a>> {
-    let mut open: HashMap<&str, &Event> = HashMap::new();
+    let mut open: HashMap<(&str, &str), &Event> = HashMap::new();
     let mut ended: Vec<(&Event, Option<&Event>)> = Vec::new();
     for e in events {
         if e.is("ACQUIRED") {
-            if let Some(held) = open.insert(&e.worker, e) {
+            if let Some(held) = open.insert((&e.worker, e.key()), e) {
                 ended.push((held, None));
             }
         } else if e.is("FIRED") {
-            let same = open
-                .get(e.worker.as_str())
-                .is_some_and(|held| held.key() == e.key() && held.token() == e.token());
+            let at = (e.worker.as_str(), e.key());
+            let same = open.get(&at).is_some_and(|held| held.token() == e.token());
             if same {
-                let held = open.remove(e.worker.as_str()).expect("an open guard");
+                let held = open.remove(&at).expect("an open guard");
                 ended.push((held, Some(e)));
             }
         }
