@@ -68,7 +68,7 @@ macro_rules! set_methods {
 /// blocker's PTTL, at most half the TTL, passes), then attempts the whole set again;
 /// without one it polls with the same capped backoff.
 ///
-/// With [`Builder::lock_intent`](crate::Builder::lock_intent) (the default), a waiting
+/// With [`Builder::lock_intent`](crate::Builder::lock_intent) (off by default), a waiting
 /// set that a holder blocks sets the lock intent on each of its write keys, so new
 /// readers stay out of them, and renews it while it waits. A set that another waiter's
 /// intent keeps out of one of its read keys sets none, and removes those it set: so two
