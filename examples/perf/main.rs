@@ -94,6 +94,7 @@ mod idle_waiter;
 mod locking;
 mod proc;
 mod quorum;
+mod sets;
 mod silent_holder;
 mod table;
 mod throughput;
@@ -128,6 +129,10 @@ enum Mode {
     Throughput,
     /// Row 9 alone (`-- guards`).
     Guards,
+    /// Row 16 alone (`-- sets`).
+    Sets,
+    /// Row 17 alone (`-- set-limit [N ...]`).
+    SetLimit,
 }
 
 impl Mode {
@@ -140,6 +145,8 @@ impl Mode {
             Some("silent") => Ok(Self::Silent),
             Some("throughput") => Ok(Self::Throughput),
             Some("guards") => Ok(Self::Guards),
+            Some("sets") => Ok(Self::Sets),
+            Some("set-limit") => Ok(Self::SetLimit),
             Some(other) => Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -153,6 +160,8 @@ impl Mode {
             Self::Silent => " -- silent",
             Self::Throughput => " -- throughput",
             Self::Guards => " -- guards",
+            Self::Sets => " -- sets",
+            Self::SetLimit => " -- set-limit",
         }
     }
 }
@@ -171,7 +180,7 @@ fn main() -> std::process::ExitCode {
         let runtime = tokio::runtime::Runtime::new()?;
         if args.get(1).map(String::as_str) != Some(PEER_ARG) {
             let mode = Mode::parse(args.get(1).map(String::as_str))?;
-            return runtime.block_on(run(mode));
+            return runtime.block_on(run(mode, &args[args.len().min(2)..]));
         }
         let [role, a, b, c] = [2, 3, 4, 5].map(|i| args.get(i).cloned().unwrap_or_default());
         match role.as_str() {
@@ -189,8 +198,9 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Measures the rows of `mode` and prints them as one table.
-async fn run(mode: Mode) -> Result<()> {
+/// Measures the rows of `mode` and prints them as one table; `rest` is the command
+/// line after the mode (the set sizes of `-- set-limit`).
+async fn run(mode: Mode, rest: &[String]) -> Result<()> {
     let header = header::header();
     eprintln!("{header}");
     let mut rows = Vec::new();
@@ -224,6 +234,27 @@ async fn run(mode: Mode) -> Result<()> {
                 throughput::rows(&server).await,
             );
         }
+        Mode::Sets => {
+            let server = RedisServer::try_start()?;
+            push_rows(&mut rows, "16", "sets", sets::rows(&server).await);
+        }
+        Mode::SetLimit => {
+            let sizes = if rest.is_empty() {
+                sets::LIMIT_SIZES.to_vec()
+            } else {
+                rest.iter()
+                    .map(|n| {
+                        n.parse::<usize>()
+                            .map_err(|err| format!("size {n:?}: {err}"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            if sizes.contains(&0) {
+                return Err("a set has at least one key".into());
+            }
+            let made = sets::limit_rows(&sizes, &mut notes).await;
+            push_rows(&mut rows, "17", "one lock_all.lua for large sets", made);
+        }
     }
     table::print(&header, &rows, &notes, mode.args());
     Ok(())
@@ -235,6 +266,9 @@ async fn single_server_rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Res
     eprintln!("rows 1-5: throughput ...");
     let made = throughput::rows(&main_server).await;
     push_rows(rows, "1-5", "throughput", made);
+    eprintln!("row 16: sets ...");
+    let made = sets::rows(&main_server).await;
+    push_rows(rows, "16", "sets", made);
     eprintln!("row 6: hand-off across two processes ...");
     let made = handoff::row(&main_server).await.map(|row| vec![row]);
     push_rows(rows, "6", "hand-off across two processes", made);
