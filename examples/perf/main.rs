@@ -5,11 +5,16 @@
 //! from PATH on free loopback ports (a fresh one for each row that counts commands or
 //! memory, and three for the quorum rows 10–13) and re-executes itself as the second
 //! process of the cross-process hand-offs and for each idle-guard run. It takes about
-//! 2 minutes on 2 cores. Modes that run alone:
+//! 3 minutes on 2 cores. Modes that run alone:
 //! - `cargo run --release --example perf -- quorum`: rows 10–13 (about 30 s);
 //! - `cargo run --release --example perf -- silent`: row 8c (about 25 s);
 //! - `cargo run --release --example perf -- throughput`: rows 1–5 (about 25 s);
 //! - `cargo run --release --example perf -- guards`: row 9 (about a minute);
+//! - `cargo run --release --example perf -- sets`: row 16 (about 40 s);
+//! - `cargo run --release --example perf -- set-limit [N ...]`: row 17, one
+//!   `lua/lock_all.lua` call for sets of N keys (by default 100 to 100,000), sent by
+//!   redis-rs itself past `MAX_SET_KEYS`, on a server of its own (about 30 s; 400,000
+//!   keys take a minute more);
 //! - `cargo run --release --example perf -- million`: row 15, one child process holding
 //!   1,000,000 write guards with a TTL of 30 s on a server of its own, with no
 //!   `maxmemory` (the server needs about 350 MB, and the client about 1.5 GB at 1.4 KB a
@@ -25,9 +30,12 @@
 //! keys left once dropped, see `guards/`); 10–13 quorum mode (below); 14 heap
 //! allocations per cycle (`allocations.rs`; the runner's global allocator counts them,
 //! `benches/support/counting.rs`); 15 (`-- million`) as row 9
-//! for a million guards. The counting allocator is this program's for every row: its
-//! atomic additions on each allocation are paid by the library and the raw baselines
-//! alike.
+//! for a million guards; 16 sets of 1, 2, 8 and 32 keys by `lock_all`, beside the same
+//! keys one by one and a raw multi-key cycle (one all-or-none `SET PX` script, one
+//! compare-and-delete script over the keys); 17 (`-- set-limit`) how long one
+//! `lock_all.lua` holds the server for large sets. The counting allocator is this
+//! program's for every row: its atomic additions on each allocation are paid by the
+//! library and the raw baselines alike.
 //!
 //! Raw baselines:
 //! - a raw write cycle is `SET key id NX PX ttl`, then a compare-and-delete script sent
@@ -56,7 +64,7 @@
 //!
 //! One module a row or group of rows: `throughput/` (1–5), `handoff/` (6, and the waiting
 //! process of 6 and 12), `contention.rs` (7), `idle_waiter.rs` (8), `silent_holder.rs` (8c), `guards/` (9 and 15),
-//! `quorum/` (10–13), `allocations.rs` (14); beside them what rows share: `table.rs` (the
+//! `quorum/` (10–13), `allocations.rs` (14), `sets/` (16 and 17); beside them what rows share: `table.rs` (the
 //! rows and how figures are written), `header.rs`, `commands.rs` (`INFO commandstats`),
 //! `locking.rs` (the raw waits and releases, the library's checked unlock) and `proc.rs`.
 
@@ -117,7 +125,7 @@ const PEER_ARG: &str = "--peer";
 /// Which rows a run prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// Rows 1–14.
+    /// Rows 1–14 and 16.
     All,
     /// Rows 10–13 alone (`-- quorum`).
     Quorum,
@@ -260,7 +268,7 @@ async fn run(mode: Mode, rest: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Rows 1–9: one server.
+/// Rows 1–9 and 16: one server.
 async fn single_server_rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Result<()> {
     let main_server = RedisServer::try_start()?;
     eprintln!("rows 1-5: throughput ...");

@@ -84,6 +84,11 @@ pub(crate) async fn rows(sizes: &[usize], notes: &mut Vec<String>) -> Result<Vec
     lock_all.prepare_invoke().load_async(&mut conn).await?;
     unlock.prepare_invoke().load_async(&mut conn).await?;
     notes.push(crate_refusal(&conn).await);
+    let listed: Vec<String> = sizes.iter().map(usize::to_string).collect();
+    notes.push(format!(
+        "row 17: sizes {} (`-- set-limit N ...` measures others); TTL {TTL_MS} ms",
+        listed.join(" ")
+    ));
     let mut rows = Vec::new();
     for &n in sizes {
         eprintln!("row 17: lock_all.lua with {n} keys ...");
@@ -339,8 +344,8 @@ fn row(n: usize, runs: &[Run], refused: Option<String>) -> Row {
         .filter(|&held| held < n)
     {
         verdict.push(format!(
-            "the TTL ({TTL_MS} ms, counted from the script's start) ran out during the call: \
-             unlock found as few as {least} of {n} keys held"
+            "the TTL ({TTL_MS} ms) ran out before the release: unlock found as few as \
+             {least} of {n} keys held"
         ));
     }
     let verdict = if verdict.is_empty() {
