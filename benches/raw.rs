@@ -7,7 +7,8 @@
 //! `SET <key>:fence <largest token> PX` (decided at a majority), and the
 //! compare-and-delete script (waiting for every node). A fenced read floor is one
 //! script checking the intent, adding the reader and minting a token, then one removing
-//! it (and publishing when the set is empty).
+//! it (and publishing when the set is empty). A raw multi-key cycle is one all-or-none
+//! script setting every key `PX` and one compare-and-delete script over them all.
 
 use std::future::Future;
 use std::sync::LazyLock;
@@ -371,4 +372,46 @@ pub async fn raw_quorum_cycle<C: ConnectionLike + Clone>(
         released >= raw_majority(nodes.len()),
         "{key} was released on {released} nodes"
     );
+}
+
+/// Sets every `KEYS[i]` to `ARGV[1]` with `PX ARGV[2]` when none of them exists, all or
+/// none: the raw multi-key acquire (one script, as a multi-lock in one step takes its
+/// keys, with no fence or intent). Replies 1 when taken, 0 when any key exists.
+pub static ACQUIRE_ALL: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "for i=1,#KEYS do if redis.call('EXISTS',KEYS[i])==1 then return 0 end end \
+         for i=1,#KEYS do redis.call('SET',KEYS[i],ARGV[1],'PX',ARGV[2]) end return 1",
+    )
+});
+
+/// Deletes each `KEYS[i]` that holds `ARGV[1]`: the raw multi-key release. Replies the
+/// number of keys deleted.
+pub static RELEASE_ALL: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local n=0 for i=1,#KEYS do if redis.call('GET',KEYS[i])==ARGV[1] then \
+         n=n+redis.call('DEL',KEYS[i]) end end return n",
+    )
+});
+
+/// One raw multi-key write cycle on free `keys`: [`ACQUIRE_ALL`] with PX `ttl_ms`, then
+/// [`RELEASE_ALL`]: two round trips whatever the number of keys. `Ok(false)` when a key
+/// was taken or not every key was released.
+pub async fn raw_set_cycle(
+    conn: &mut impl ConnectionLike,
+    keys: &[String],
+    id: &str,
+    ttl_ms: u64,
+) -> RedisResult<bool> {
+    let mut acquire = ACQUIRE_ALL.prepare_invoke();
+    let mut release = RELEASE_ALL.prepare_invoke();
+    for key in keys {
+        acquire.key(key);
+        release.key(key);
+    }
+    let taken: i64 = acquire.arg(id).arg(ttl_ms).invoke_async(conn).await?;
+    if taken != 1 {
+        return Ok(false);
+    }
+    let released: usize = release.arg(id).invoke_async(conn).await?;
+    Ok(released == keys.len())
 }

@@ -5,11 +5,16 @@
 //! from PATH on free loopback ports (a fresh one for each row that counts commands or
 //! memory, and three for the quorum rows 10–13) and re-executes itself as the second
 //! process of the cross-process hand-offs and for each idle-guard run. It takes about
-//! 2 minutes on 2 cores. Modes that run alone:
+//! 3 minutes on 2 cores. Modes that run alone:
 //! - `cargo run --release --example perf -- quorum`: rows 10–13 (about 30 s);
 //! - `cargo run --release --example perf -- silent`: row 8c (about 25 s);
 //! - `cargo run --release --example perf -- throughput`: rows 1–5 (about 25 s);
 //! - `cargo run --release --example perf -- guards`: row 9 (about a minute);
+//! - `cargo run --release --example perf -- sets`: row 16 (about 40 s);
+//! - `cargo run --release --example perf -- set-limit [N ...]`: row 17, one
+//!   `lua/lock_all.lua` call for sets of N keys (by default 100 to 100,000), sent by
+//!   redis-rs itself past `MAX_SET_KEYS`, on a server of its own (about 30 s; 400,000
+//!   keys take a minute more);
 //! - `cargo run --release --example perf -- million`: row 15, one child process holding
 //!   1,000,000 write guards with a TTL of 30 s on a server of its own, with no
 //!   `maxmemory` (the server needs about 350 MB, and the client about 1.5 GB at 1.4 KB a
@@ -25,9 +30,12 @@
 //! keys left once dropped, see `guards/`); 10–13 quorum mode (below); 14 heap
 //! allocations per cycle (`allocations.rs`; the runner's global allocator counts them,
 //! `benches/support/counting.rs`); 15 (`-- million`) as row 9
-//! for a million guards. The counting allocator is this program's for every row: its
-//! atomic additions on each allocation are paid by the library and the raw baselines
-//! alike.
+//! for a million guards; 16 sets of 1, 2, 8 and 32 keys by `lock_all`, beside the same
+//! keys one by one and a raw multi-key cycle (one all-or-none `SET PX` script, one
+//! compare-and-delete script over the keys); 17 (`-- set-limit`) how long one
+//! `lock_all.lua` holds the server for large sets. The counting allocator is this
+//! program's for every row: its atomic additions on each allocation are paid by the
+//! library and the raw baselines alike.
 //!
 //! Raw baselines:
 //! - a raw write cycle is `SET key id NX PX ttl`, then a compare-and-delete script sent
@@ -56,7 +64,7 @@
 //!
 //! One module a row or group of rows: `throughput/` (1–5), `handoff/` (6, and the waiting
 //! process of 6 and 12), `contention.rs` (7), `idle_waiter.rs` (8), `silent_holder.rs` (8c), `guards/` (9 and 15),
-//! `quorum/` (10–13), `allocations.rs` (14); beside them what rows share: `table.rs` (the
+//! `quorum/` (10–13), `allocations.rs` (14), `sets/` (16 and 17); beside them what rows share: `table.rs` (the
 //! rows and how figures are written), `header.rs`, `commands.rs` (`INFO commandstats`),
 //! `locking.rs` (the raw waits and releases, the library's checked unlock) and `proc.rs`.
 
@@ -94,6 +102,7 @@ mod idle_waiter;
 mod locking;
 mod proc;
 mod quorum;
+mod sets;
 mod silent_holder;
 mod table;
 mod throughput;
@@ -116,7 +125,7 @@ const PEER_ARG: &str = "--peer";
 /// Which rows a run prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// Rows 1–14.
+    /// Rows 1–14 and 16.
     All,
     /// Rows 10–13 alone (`-- quorum`).
     Quorum,
@@ -128,6 +137,10 @@ enum Mode {
     Throughput,
     /// Row 9 alone (`-- guards`).
     Guards,
+    /// Row 16 alone (`-- sets`).
+    Sets,
+    /// Row 17 alone (`-- set-limit [N ...]`).
+    SetLimit,
 }
 
 impl Mode {
@@ -140,6 +153,8 @@ impl Mode {
             Some("silent") => Ok(Self::Silent),
             Some("throughput") => Ok(Self::Throughput),
             Some("guards") => Ok(Self::Guards),
+            Some("sets") => Ok(Self::Sets),
+            Some("set-limit") => Ok(Self::SetLimit),
             Some(other) => Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -153,6 +168,8 @@ impl Mode {
             Self::Silent => " -- silent",
             Self::Throughput => " -- throughput",
             Self::Guards => " -- guards",
+            Self::Sets => " -- sets",
+            Self::SetLimit => " -- set-limit",
         }
     }
 }
@@ -171,7 +188,7 @@ fn main() -> std::process::ExitCode {
         let runtime = tokio::runtime::Runtime::new()?;
         if args.get(1).map(String::as_str) != Some(PEER_ARG) {
             let mode = Mode::parse(args.get(1).map(String::as_str))?;
-            return runtime.block_on(run(mode));
+            return runtime.block_on(run(mode, &args[args.len().min(2)..]));
         }
         let [role, a, b, c] = [2, 3, 4, 5].map(|i| args.get(i).cloned().unwrap_or_default());
         match role.as_str() {
@@ -189,8 +206,9 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Measures the rows of `mode` and prints them as one table.
-async fn run(mode: Mode) -> Result<()> {
+/// Measures the rows of `mode` and prints them as one table; `rest` is the command
+/// line after the mode (the set sizes of `-- set-limit`).
+async fn run(mode: Mode, rest: &[String]) -> Result<()> {
     let header = header::header();
     eprintln!("{header}");
     let mut rows = Vec::new();
@@ -224,17 +242,41 @@ async fn run(mode: Mode) -> Result<()> {
                 throughput::rows(&server).await,
             );
         }
+        Mode::Sets => {
+            let server = RedisServer::try_start()?;
+            push_rows(&mut rows, "16", "sets", sets::rows(&server).await);
+        }
+        Mode::SetLimit => {
+            let sizes = if rest.is_empty() {
+                sets::LIMIT_SIZES.to_vec()
+            } else {
+                rest.iter()
+                    .map(|n| {
+                        n.parse::<usize>()
+                            .map_err(|err| format!("size {n:?}: {err}"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            if sizes.contains(&0) {
+                return Err("a set has at least one key".into());
+            }
+            let made = sets::limit_rows(&sizes, &mut notes).await;
+            push_rows(&mut rows, "17", "one lock_all.lua for large sets", made);
+        }
     }
     table::print(&header, &rows, &notes, mode.args());
     Ok(())
 }
 
-/// Rows 1–9: one server.
+/// Rows 1–9 and 16: one server.
 async fn single_server_rows(rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Result<()> {
     let main_server = RedisServer::try_start()?;
     eprintln!("rows 1-5: throughput ...");
     let made = throughput::rows(&main_server).await;
     push_rows(rows, "1-5", "throughput", made);
+    eprintln!("row 16: sets ...");
+    let made = sets::rows(&main_server).await;
+    push_rows(rows, "16", "sets", made);
     eprintln!("row 6: hand-off across two processes ...");
     let made = handoff::row(&main_server).await.map(|row| vec![row]);
     push_rows(rows, "6", "hand-off across two processes", made);

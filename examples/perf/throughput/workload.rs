@@ -8,8 +8,8 @@ use redismutex::{Quorum, RwMutex};
 use super::scripts::{lock_lua, unlock_lua};
 use crate::locking::{check_unlocked, raw_release};
 use crate::raw::{
-    raw_id, raw_majority, raw_quorum_acquire, raw_quorum_release, raw_set, read_floor_cycle,
-    RELEASE, RELEASE_PUBLISH,
+    raw_id, raw_majority, raw_quorum_acquire, raw_quorum_release, raw_set, raw_set_cycle,
+    read_floor_cycle, RELEASE, RELEASE_PUBLISH,
 };
 use crate::{Result, FENCE_MS, TTL_MS};
 
@@ -37,6 +37,21 @@ pub(crate) enum Workload {
     QuorumRaw,
     /// `write().await` + `unlock()` on the quorum mutex, each task on its own key.
     QuorumWrite,
+    /// `lock_all().write(keys).await` + `unlock()` on the task's `n` keys ([`set_keys`]).
+    Set(usize),
+    /// The same `n` keys taken one by one, `write().key(k).await` in order, then
+    /// unlocked one by one in the same order.
+    Sequential(usize),
+    /// The raw multi-key cycle on the task's `n` keys (`raw::raw_set_cycle`): one
+    /// all-or-none `SET PX` script, one compare-and-delete script over them all.
+    RawSet(usize),
+}
+
+/// The `n` keys of task `task` in the set workloads: `set:<n>:<task>:<i>`, the same for
+/// [`Workload::Set`] and [`Workload::Sequential`] (the raw cycle prefixes them with
+/// `perf-raw-`, outside the mutex's names).
+pub(crate) fn set_keys(n: usize, task: usize) -> Vec<String> {
+    (0..n).map(|i| format!("set:{n}:{task}:{i}")).collect()
 }
 
 /// What every task of a throughput phase shares.
@@ -79,6 +94,33 @@ impl Workload {
                 let quorum = bench.quorum.as_ref().ok_or("no quorum mutex")?;
                 let guard = quorum.write().key(task.to_string()).await?;
                 check_unlocked(guard).await
+            }
+            Self::Set(n) => {
+                let guard = bench.mx.lock_all().write(set_keys(n, task)).await?;
+                if !guard.unlock().await? {
+                    return Err("unlock found a key of the set gone".into());
+                }
+                Ok(())
+            }
+            Self::Sequential(n) => {
+                let mut guards = Vec::with_capacity(n);
+                for key in set_keys(n, task) {
+                    guards.push(bench.mx.write().key(key).await?);
+                }
+                for guard in guards {
+                    check_unlocked(guard).await?;
+                }
+                Ok(())
+            }
+            Self::RawSet(n) => {
+                let keys: Vec<String> = set_keys(n, task)
+                    .into_iter()
+                    .map(|key| format!("perf-raw-{key}"))
+                    .collect();
+                if !raw_set_cycle(conn, &keys, &id, TTL_MS).await? {
+                    return Err(format!("raw set of {n} keys: taken or not released").into());
+                }
+                Ok(())
             }
         }
     }
