@@ -64,7 +64,7 @@ const SLOW_KEYS: u64 = 8;
 
 /// `LONG_RUN_SECS`, 420 by default: seconds of work per deployment (six deployments:
 /// about 46 minutes on 2 cores, and more than a million sections, `docs/long-run.md`).
-fn secs_each() -> u64 {
+pub(super) fn secs_each() -> u64 {
     std::env::var("LONG_RUN_SECS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -32,7 +32,7 @@ use crate::harness::fault_checks::SERIAL;
 use crate::harness::fleet::{Fleet, Spec};
 use crate::harness::mixes::{between, clock_fault, single_fault, Roster};
 use crate::harness::server_fleet::ServerFleet;
-use crate::long_run::{for_secs, table, Row, TTL_MS};
+use crate::long_run::{for_secs, secs_each, table, Row, TTL_MS};
 
 /// The quick workers' keys, `k0` ..: few, so that sets meet often.
 const KEYS: u64 = 12;
@@ -40,14 +40,6 @@ const KEYS: u64 = 12;
 const SLOW_KEYS: u64 = 6;
 /// The most keys a set takes.
 const SET: u64 = 3;
-
-/// `LONG_RUN_SECS`, 420 by default: seconds of work per deployment.
-fn secs_each() -> u64 {
-    std::env::var("LONG_RUN_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(420)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "runs for 3 × LONG_RUN_SECS (default 420 s): cargo test --release --all-features --test faults long_run_sets::long_run_sets -- --ignored --nocapture --exact"]
