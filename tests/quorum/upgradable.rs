@@ -6,8 +6,9 @@
 //! release leaves nothing, also when the upgrade turned a minority of the nodes; an
 //! upgraded guard is renewed and downgrades; `downgrade` of the upgradable reader keeps a
 //! plain reader; a frozen minority node does not stop an upgrade; a node that lost the
-//! upgraded writer's key is taken back under the upgrade's token. Each test runs on 3 and
-//! on 5 nodes.
+//! upgraded writer's key is taken back under the upgrade's token; an upgrade that won
+//! beside a reader on a minority completes there once it leaves, or is released there
+//! with its intent. Each test runs on 3 and on 5 nodes.
 
 use std::time::Duration;
 
@@ -44,6 +45,7 @@ on_3_and_5_nodes!(
     downgrade_keeps_a_plain_reader_and_lets_the_next_upgradable_reader_in,
     a_frozen_minority_node_does_not_stop_an_upgrade,
     a_node_that_lost_the_upgraded_writers_key_is_taken_back,
+    an_upgrade_won_beside_a_reader_on_a_minority_completes_there_or_is_released_there,
 );
 
 /// A mutex named [`KEY`] over `quorum` with `ttl`, told of releases by every node.
@@ -475,4 +477,55 @@ async fn a_node_that_lost_the_upgraded_writers_key_is_taken_back(n: usize) {
     assert!(!writer.is_cancelled(), "{:?}", writer.cancel_reason());
     assert!(writer.unlock().await.unwrap());
     nothing_left(&conns).await;
+}
+
+async fn an_upgrade_won_beside_a_reader_on_a_minority_completes_there_or_is_released_there(
+    n: usize,
+) {
+    // Tops up back off to ttl/8 and stop at ttl/2: 1.25 s and 5 s.
+    const TOP_UP_TTL: Duration = Duration::from_secs(10);
+    let nodes = Nodes::start(n);
+    let conns = nodes.conns().await;
+    let mx = nodes.mutex(KEY, TOP_UP_TTL).await;
+    let (minority, majority) = (&conns[..nodes.minority()], &conns[nodes.minority()..]);
+
+    // Won on the majority; on the minority the other reader keeps it out, and the
+    // upgrade's intent keeps new readers out there.
+    for release_first in [false, true] {
+        let upgradable = mx.upgradable_read().await.unwrap();
+        someone_reads(minority).await;
+        let writer = at_once(upgradable.upgrade()).await.unwrap();
+        let id = writer.id().to_owned();
+        writer_everywhere(majority, KEY, &id).await;
+        for conn in minority {
+            let mut members = raw::members(conn, KEY).await;
+            members.sort();
+            let mut expected = vec![id.clone(), SOMEONE.to_owned()];
+            expected.sort();
+            assert_eq!(members, expected);
+            assert_eq!(raw::get(conn, INTENT).await.as_deref(), Some(id.as_str()));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if release_first {
+            // Released while the other reader is still there: the id and its intent go
+            // from the minority too.
+            assert!(writer.unlock().await.unwrap());
+            let released = tokio::time::timeout(Duration::from_millis(500), async {
+                while !only_someone_left(&conns).await {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await;
+            assert!(released.is_ok(), "the id or its intent is left");
+            assert_eq!(someone_leaves(minority).await, minority.len());
+        } else {
+            // The other reader leaves (no release published): the top-up upgrades the
+            // minority in the background.
+            assert_eq!(someone_leaves(minority).await, minority.len());
+            writer_everywhere(&conns, KEY, &id).await;
+            gone_everywhere(&conns, INTENT).await;
+            assert!(writer.unlock().await.unwrap());
+        }
+        nothing_left(&conns).await;
+    }
 }

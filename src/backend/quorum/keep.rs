@@ -214,9 +214,11 @@ where
 }
 
 /// Releases the id on one node as `holder`, and as the other of writer and reader when
-/// that finds nothing: an upgradable reader's as the writer (with its lock intent), as an
-/// upgrade that won no majority, or whose reply never came, may have left the id's string
-/// on the node.
+/// that finds nothing (a downgrade that did not reach every node leaves both forms); an
+/// upgradable reader's as the writer, as an upgrade that won no majority, or whose reply
+/// never came, may have left the id's string on the node; and a writer's as the
+/// upgradable reader (a reader, with its upgrader key and intent), as an upgrade that won
+/// may have left a node it kept out so.
 async fn release_node<C>(
     node: &Direct<C>,
     call: &Call,
@@ -227,17 +229,19 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     let first = node.release(call, holder, leftovers).await?;
+    // The intent the id set on a node goes too (only where it holds the id): an upgrade
+    // that waited sets it on the nodes other readers kept it out of.
+    let intent = Leftovers {
+        intent: true,
+        ..Leftovers::NONE
+    };
     let (other, leftovers) = match holder {
-        Holder::Writer => (Holder::Reader, Leftovers::NONE),
+        // As the upgradable reader, which removes a reader's id as a plain reader's and,
+        // where they hold the id, its upgrader key and intent: an upgrade that won may
+        // have left a node it kept out so (for any other writer it is a reader's release).
+        Holder::Writer => (Holder::Upgradable, Leftovers::NONE),
         Holder::Reader => (Holder::Writer, Leftovers::NONE),
-        // The intent an upgrade that waited set on a node goes with the string.
-        Holder::Upgradable => (
-            Holder::Writer,
-            Leftovers {
-                intent: true,
-                ..Leftovers::NONE
-            },
-        ),
+        Holder::Upgradable => (Holder::Writer, intent),
         Holder::Permit => return Ok(first),
     };
     if first.held {
