@@ -23,12 +23,12 @@ where
 {
     /// Refreshes the lock on every node, taking it back (as `retake` says) on a node that
     /// lost it; an `upgradable` reader's upgrader key is renewed with its hold on each
-    /// node where it still holds it (`renew.lua`). `Ok(true)` once a majority holds it; `Ok(false)` once a majority
-    /// definitely does not (the key is gone there and cannot be taken back, or is
-    /// someone else's), after queueing the id's release on every node (a lost guard
-    /// sends no release of its own, and the nodes that still hold the id would keep it
-    /// until its TTL); else [`Error::NoQuorum`], and the caller tries again until the
-    /// guard's deadline.
+    /// node where it still holds it (`renew.lua`). `Ok(true)` once a majority holds it;
+    /// `Ok(false)` once a majority definitely does not (the key is gone there and cannot
+    /// be taken back, or is someone else's), after queueing the id's release on every
+    /// node (a lost guard sends no release of its own, and the nodes that still hold the
+    /// id would keep it until its TTL); else [`Error::NoQuorum`], and the caller tries
+    /// again until the guard's deadline.
     pub(super) async fn refresh_all(
         &self,
         call: &Call,

@@ -121,6 +121,9 @@ where
     /// release); else [`Error::NoQuorum`].
     pub(super) async fn plain_all(&self, call: &Call) -> Result<bool, Error> {
         let shared = call.shared();
+        // The lease's form changes: the acquire's top-up, which would make a node's id the
+        // upgradable reader again, stops.
+        shared.node_order.change_form();
         let read = self
             .round(
                 &shared,
