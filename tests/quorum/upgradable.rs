@@ -67,10 +67,11 @@ async fn upgradable_everywhere(conns: &[MultiplexedConnection], id: &str) {
         conns,
         &format!("{id} is the upgradable reader"),
         |conn| async move {
-            raw::members(&conn, KEY)
-                .await
-                .iter()
-                .any(|member| member == id)
+            raw::key_type(&conn, KEY).await == "set"
+                && raw::members(&conn, KEY)
+                    .await
+                    .iter()
+                    .any(|member| member == id)
                 && raw::get(&conn, UPGRADER).await.as_deref() == Some(id)
         },
     )
@@ -83,6 +84,19 @@ async fn writer_everywhere(conns: &[MultiplexedConnection], key: &str, id: &str)
     on_every_node(conns, &format!("{key} = {id}"), |conn| async move {
         raw::key_type(&conn, key).await == "string"
             && raw::get(&conn, key).await.as_deref() == Some(id)
+    })
+    .await;
+}
+
+/// Every node holds `id` as one of the readers of [`KEY`] (the acquire returned once a
+/// majority did; the others follow).
+async fn reading_everywhere(conns: &[MultiplexedConnection], id: &str) {
+    on_every_node(conns, &format!("{id} reads"), |conn| async move {
+        raw::key_type(&conn, KEY).await == "set"
+            && raw::members(&conn, KEY)
+                .await
+                .iter()
+                .any(|member| member == id)
     })
     .await;
 }
@@ -195,6 +209,7 @@ async fn upgrade_waits_for_a_plain_reader_then_writes_with_a_larger_token_everyw
     let upgradable = mx.upgradable_read().await.unwrap();
     let read_token = upgradable.fencing_token();
     let reader = others.read().await.unwrap();
+    reading_everywhere(&conns, reader.id()).await;
     let reader_token = reader.fencing_token();
     let upgrading = tokio::spawn(upgradable.upgrade());
     // The upgrade sets the intent on every node: new readers and writers stay out.
@@ -280,6 +295,7 @@ async fn try_upgrade_beside_a_reader_gives_the_guard_back_and_its_release_leaves
     // A reader on every node: no node upgrades, and nothing is set.
     let upgradable = mx.upgradable_read().await.unwrap();
     let reader = others.read().await.unwrap();
+    reading_everywhere(&conns, reader.id()).await;
     let upgradable = match upgradable.try_upgrade().await.unwrap() {
         Ok(writer) => panic!("upgraded beside a reader: {writer:?}"),
         Err(upgradable) => upgradable,
@@ -453,18 +469,19 @@ async fn a_node_that_lost_the_upgraded_writers_key_is_taken_back(n: usize) {
     let mx = nodes.mutex(KEY, SHORT_TTL).await;
 
     let upgradable = mx.upgradable_read().await.unwrap();
-    // Node 0's counter far ahead: its token is the upgrade's, larger than the token the
-    // last node mints, whose granted token the second round then raises past its own.
-    let ahead = counter(&conns[0], FENCE).await.unwrap() + 1_000_000_000;
-    let _: () = raw::cmd(
-        &conns[0],
-        "SET",
-        &[FENCE, &ahead.to_string(), "PX", "600000"],
-    )
-    .await;
+    // A majority's counters far ahead: every majority that decides the upgrade has one of
+    // them, so its token is theirs, larger than the token the last node mints, whose
+    // granted token the second round then raises past its own.
+    // (After the acquire's calls have ended on every node.)
+    upgradable_everywhere(&conns, upgradable.id()).await;
+    raised_everywhere(&conns, GRANTED, upgradable.fencing_token()).await;
+    let ahead = largest_counter(&conns).await + 1_000_000_000;
+    for conn in &conns[..nodes.majority()] {
+        let _: () = raw::cmd(conn, "SET", &[FENCE, &ahead.to_string(), "PX", "600000"]).await;
+    }
     let writer = at_once(upgradable.upgrade()).await.unwrap();
     let token = writer.fencing_token();
-    assert_eq!(token, ahead + 1);
+    assert!(token > ahead, "{token} <= {ahead}");
     writer_everywhere(&conns, KEY, writer.id()).await;
     raised_everywhere(&conns, GRANTED, token).await;
 
