@@ -1,19 +1,18 @@
 //! An upgradable reader over a quorum: its upgrade into the writer, and its turn into a
 //! plain reader, each `upgrade.lua` sent to every node and counted.
 //!
-//! An upgrade is decided as an acquire is (`attempt.rs`): won once a majority of the
-//! nodes turned the readers' set into the id's string, each minting a token; then every
-//! node's fence counter is raised to the largest, and a majority confirms; a node that
-//! other readers kept out is upgraded in the background once they leave it (`top_up.rs`,
-//! [`Take::Upgrade`]). An upgrade
-//! that does not win gives nothing back: a node that did upgrade keeps the id as its
-//! writer's string, which keeps writers and new readers out of that node as the
-//! upgradable read did, and which the next upgrade finds done (`upgrade.lua` answers a
-//! resent upgrade with a new token). The id is then a reader on some nodes and the
-//! writer on others, and the lease copes with both forms: its renewals count a node
-//! holding the id's string as held (`renew.lua` finds the id in either form), and its
-//! release removes the id from each node as the upgradable reader and, where that finds
-//! nothing, as the writer (`keep.rs`).
+//! An upgrade is decided as an acquire is (`attempt.rs`): won once a majority of the nodes
+//! turned the readers' set into the id's string, each minting a token; then every node's
+//! fence counter is raised to the largest, and a majority confirms; a node that other
+//! readers kept out is upgraded in the background once they leave it (`top_up.rs`,
+//! [`Take::Upgrade`]). An upgrade that does not win gives nothing back: a node that did
+//! upgrade keeps the id as its writer's string, which keeps everyone else out of that node
+//! (the upgradable read kept writers out already), and which the next upgrade finds done
+//! (`upgrade.lua` answers a resent upgrade with a new token). The id is then a reader on
+//! some nodes and the writer on others, and the lease copes with both forms: its renewals
+//! count a node holding the id's string as held (`renew.lua` finds the id in either form),
+//! and its release removes the id from each node as the upgradable reader and, where that
+//! finds nothing, as the writer (`keep.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
