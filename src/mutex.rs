@@ -127,9 +127,13 @@ impl<C> RwMutex<C> {
     /// reader keep it out. How it waits, its errors and its cancel safety are on
     /// [`Acquire`]; it is never nested on a [reentrant](crate::Builder::reentrant) mutex.
     ///
-    /// Refused with [`Error::InvalidOptions`](crate::Error::InvalidOptions) when awaited
-    /// on a [fair](crate::Builder::fair) mutex or over a [`Quorum`](crate::Quorum), before
-    /// anything is sent (the [reentrancy guide](crate::guide::reentrancy) says why).
+    /// Offered on one server, a Redis Cluster, Sentinel and over a
+    /// [`Quorum`](crate::Quorum), where it is held on a majority of the nodes and its
+    /// upgrade is decided by a majority (the
+    /// [quorum guide](crate::guide::quorum#upgradable-reads) says how). Refused with
+    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions) when awaited on a
+    /// [fair](crate::Builder::fair) mutex, before anything is sent (the
+    /// [reentrancy guide](crate::guide::reentrancy) says why).
     pub fn upgradable_read(&self) -> Acquire<C, UpgradableReadGuard> {
         Acquire::new(self.request(Kind::Upgradable))
     }

@@ -123,10 +123,17 @@ impl<B: Backend> Lease<B> {
         let upgradable = self.kind == Kind::Upgradable;
         let acquired = self.acquired_mode();
         let settled = self.downgrade_state.settled(acquired);
+        // While the id is (or may still be) the upgradable reader, its holder says so: a
+        // quorum takes no node back for it (see `Holder::Upgradable`).
+        let upgrader = upgradable && self.upgrade_state.renews_upgrader();
         let retake = match (self.kind, settled, form) {
             (_, _, None) | (Kind::Permit(_), _, _) | (_, None, _) => None,
             (_, Some(mode), Some(form)) => Some(Retake {
-                holder: self.holder_as(mode),
+                holder: if upgrader {
+                    Holder::Upgradable
+                } else {
+                    self.holder_as(mode)
+                },
                 until: liveness.deadline(),
                 live: liveness.token().clone(),
                 fencing_token,
@@ -136,7 +143,7 @@ impl<B: Backend> Lease<B> {
         Renewal {
             call: &self.call,
             writer: acquired == Mode::Write && settled == Some(Mode::Write),
-            upgradable: upgradable && self.upgrade_state.renews_upgrader(),
+            upgradable: upgrader,
             retake,
         }
     }
@@ -256,11 +263,18 @@ impl<B: Backend> Lease<B> {
 
     /// The release begins: the forms to remove the id as, in order (the release stops
     /// at the first that finds it). An upgradable reader's are its upgrade state's, and
-    /// once upgraded its downgrade state's, as a writer's are.
+    /// once upgraded its downgrade state's, as a writer's are. On a backend over several
+    /// nodes (a quorum), an upgradable reader whose upgrade is unanswered is released as
+    /// the upgradable reader only: each node falls back to the writer's form where that
+    /// finds nothing, so one round removes the id in either form from every node (an
+    /// upgrade may have turned some nodes and not others).
     fn releasing(&self) -> &'static [Holder] {
         let acquired = match self.kind {
             Kind::Permit(_) => return &[Holder::Permit],
             Kind::Upgradable => match self.upgrade_state.releasing() {
+                Some([Holder::Writer, Holder::Upgradable]) if self.backend.retakes() => {
+                    return &[Holder::Upgradable]
+                }
                 Some(holders) => return holders,
                 None => Mode::Write,
             },

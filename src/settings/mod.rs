@@ -235,22 +235,16 @@ impl Settings {
     }
 
     /// Upgradable reads ([`RwMutex::upgradable_read`](crate::RwMutex::upgradable_read))
-    /// need one server or one Redis Cluster slot, and a mutex that is not fair: the
-    /// refusal names the option that stands in the way and why.
+    /// need a mutex that is not fair (on one server, a Redis Cluster, Sentinel or a
+    /// quorum): the refusal names the option that stands in the way and why.
     pub(crate) fn check_upgradable(&self) -> Result<(), Error> {
-        let refusal = if self.reach.quorum().is_some() {
-            "it is over a quorum, where they are not offered yet: an upgrade would have to \
-             turn the readers' sets of a majority of the nodes into its string, and give \
-             back what it turned on too few"
-        } else if self.fair {
-            "it is fair: its queue hands the lock out in arrival order, and an upgrade \
-             that waits for the readers present would have to go in ahead of the writers \
-             queued before it"
-        } else {
+        if !self.fair {
             return Ok(());
-        };
+        }
         Err(Error::InvalidOptions(format!(
-            "{} {} takes no upgradable reads, since {refusal} (see the guide \
+            "{} {} takes no upgradable reads, since it is fair: its queue hands the lock \
+             out in arrival order, and an upgrade that waits for the readers present would \
+             have to go in ahead of the writers queued before it (see the guide \
              redismutex::guide::reentrancy)",
             self.what(),
             Preview(&self.name),

@@ -268,7 +268,7 @@ async fn a_dropped_upgrade_releases_the_lock_and_its_intent() {
 }
 
 #[tokio::test]
-async fn fair_mutexes_and_quorums_refuse_it_before_sending_anything() {
+async fn fair_mutexes_refuse_it_before_sending_anything() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     let fair = RwMutex::builder(conn.clone(), KEY)

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::round::{no_quorum, Answer, Answers, Tally};
-use super::top_up::{raise_or_take, NodeStates, TopUp};
+use super::top_up::{raise_or_take, NodeStates, Take, TopUp};
 use super::Majority;
 use crate::backend::Backend;
 use crate::error::Error;
@@ -90,7 +90,10 @@ where
             .await;
         if Tally::of(&raised, |()| true).won() {
             let top_up = TopUp {
-                holder: kind.into(),
+                take: match kind {
+                    AttemptKind::Upgradable => Take::Upgradable,
+                    kind => Take::Back(kind.into()),
+                },
                 token,
                 until: Instant::now() + Duration::from_millis(call.ttl_ms) / 2,
                 form,

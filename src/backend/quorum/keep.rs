@@ -9,12 +9,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::round::{no_quorum, Answer, Tally};
-use super::top_up::{NodeStates, TopUp};
+use super::top_up::{NodeStates, Take, TopUp};
 use super::Majority;
 use crate::backend::direct::Direct;
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::protocol::calls::{Call, Holder, Leftovers, Retake};
+use crate::protocol::calls::{self, Call, Holder, Leftovers, Renewal, Retake};
 use crate::protocol::replies::{Downgraded, Unlocked};
 
 impl<C> Majority<C>
@@ -22,16 +22,18 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// Refreshes the lock on every node, taking it back (as `retake` says) on a node that
-    /// lost it. `Ok(true)` once a majority holds it; `Ok(false)` once a majority
-    /// definitely does not (the key is gone there and cannot be taken back, or is
-    /// someone else's), after queueing the id's release on every node (a lost guard
-    /// sends no release of its own, and the nodes that still hold the id would keep it
-    /// until its TTL); else [`Error::NoQuorum`], and the caller tries again until the
-    /// guard's deadline.
+    /// lost it; an `upgradable` reader's upgrader key is renewed with its hold on each
+    /// node where it still holds it (`renew.lua`). `Ok(true)` once a majority holds it;
+    /// `Ok(false)` once a majority definitely does not (the key is gone there and cannot
+    /// be taken back, or is someone else's), after queueing the id's release on every
+    /// node (a lost guard sends no release of its own, and the nodes that still hold the
+    /// id would keep it until its TTL); else [`Error::NoQuorum`], and the caller tries
+    /// again until the guard's deadline.
     pub(super) async fn refresh_all(
         &self,
         call: &Call,
         retake: Option<Retake>,
+        upgradable: bool,
     ) -> Result<bool, Error> {
         let shared = call.shared();
         let states = NodeStates::new(self.conns.len());
@@ -43,7 +45,7 @@ where
                     let (call, retake) = (Arc::clone(&shared), retake.clone());
                     let states = Arc::clone(&states);
                     Some(async move {
-                        let held = refresh_node(at, &node, &call, retake).await;
+                        let held = refresh_node(at, &node, &call, retake, upgradable).await;
                         states.record(at, held.as_ref().ok().copied());
                         held
                     })
@@ -56,7 +58,7 @@ where
             if let Some(retake) = retake {
                 let next_renewal = Instant::now() + Duration::from_millis(call.ttl_ms) / 2;
                 let top_up = TopUp {
-                    holder: retake.holder,
+                    take: Take::Back(retake.holder),
                     token: retake.fencing_token,
                     until: retake.until.min(next_renewal),
                     form: retake.form,
@@ -153,23 +155,43 @@ where
     }
 }
 
-/// Refreshes the lock on node `at`; if the id does not hold it there and `retake` allows
+/// Refreshes the lock on node `at` (an `upgradable` reader's upgrader key with it, when it
+/// holds that too); if the id does not hold it there and `retake` allows
 /// (the guard is still valid and its token has not fired), takes it back under the same
 /// id, as a writer or a reader, unless the node's fence counter is past the guard's
 /// fencing token (and past every token the node minted for the lease): a forced release
 /// raised it, or another holder took the lock there since, and the node counts as lost.
 /// The token is checked in the same poll that sends the script: a release, which fires
 /// the token first, is then either sent after it (and removes it) or seen here.
+///
+/// An upgradable reader ([`Holder::Upgradable`]) is never taken back: `retake.lua` would
+/// make it a plain reader there, without its upgrader key, and its upgrade would then be
+/// refused on that node. It holds the lock while a majority holds it; a node where an
+/// upgrade that did not win left the id's string counts as held (`renew.lua` finds the id
+/// in either form), so such a node never counts against the reader.
 async fn refresh_node<C>(
     at: usize,
     node: &Direct<C>,
     call: &Call,
     retake: Option<Retake>,
+    upgradable: bool,
 ) -> Result<bool, Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    if node.refresh(call, None).await? {
+    let held = if upgradable {
+        let renewal = Renewal {
+            call,
+            writer: false,
+            upgradable: true,
+            retake: None,
+        };
+        let renewed = calls::renew(&mut node.connection(), &[renewal]).await?;
+        renewed.held.first().copied().unwrap_or(false)
+    } else {
+        node.refresh(call, None).await?
+    };
+    if held {
         return Ok(true);
     }
     let (holder, token) = match retake {
@@ -192,7 +214,11 @@ where
 }
 
 /// Releases the id on one node as `holder`, and as the other of writer and reader when
-/// that finds nothing.
+/// that finds nothing (a downgrade that did not reach every node leaves both forms); an
+/// upgradable reader's as the writer, as an upgrade that won no majority, or whose reply
+/// never came, may have left the id's string on the node; and a writer's as the
+/// upgradable reader (a reader, with its upgrader key and intent), as an upgrade that won
+/// may have left a node it kept out so.
 async fn release_node<C>(
     node: &Direct<C>,
     call: &Call,
@@ -203,16 +229,25 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     let first = node.release(call, holder, leftovers).await?;
-    let other = match holder {
-        Holder::Writer => Holder::Reader,
-        Holder::Reader => Holder::Writer,
-        // Quorum mode refuses upgradable reads, so none is released here.
-        Holder::Permit | Holder::Upgradable => return Ok(first),
+    // The intent the id set on a node goes too (only where it holds the id): an upgrade
+    // that waited sets it on the nodes other readers kept it out of.
+    let intent = Leftovers {
+        intent: true,
+        ..Leftovers::NONE
+    };
+    let (other, leftovers) = match holder {
+        // As the upgradable reader, which removes a reader's id as a plain reader's and,
+        // where they hold the id, its upgrader key and intent: an upgrade that won may
+        // have left a node it kept out so (for any other writer it is a reader's release).
+        Holder::Writer => (Holder::Upgradable, Leftovers::NONE),
+        Holder::Reader => (Holder::Writer, Leftovers::NONE),
+        Holder::Upgradable => (Holder::Writer, intent),
+        Holder::Permit => return Ok(first),
     };
     if first.held {
         return Ok(first);
     }
-    let second = node.release(call, other, Leftovers::NONE).await?;
+    let second = node.release(call, other, leftovers).await?;
     Ok(Unlocked {
         held: second.held,
         published: first.published || second.published,

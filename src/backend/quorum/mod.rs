@@ -3,7 +3,8 @@
 //! with Redis"). [`Quorum`] is the user's list of nodes; [`Majority`] is the backend made
 //! of it, which sends every call to all nodes at once and counts the answers
 //! (`round.rs`): acquire in two rounds (`attempt.rs`, and for a set of keys `set.rs`),
-//! refresh, release and downgrade (`keep.rs`). Each node keeps the single-server key
+//! refresh, release and downgrade (`keep.rs`), an upgradable reader's upgrade and its
+//! turn into a plain reader (`upgrade.rs`). Each node keeps the single-server key
 //! layout.
 
 mod attempt;
@@ -13,6 +14,7 @@ mod leader;
 mod round;
 mod set;
 mod top_up;
+mod upgrade;
 
 use std::fmt;
 use std::future::Future;
@@ -40,10 +42,6 @@ use crate::protocol::leader::LeaderRead;
 use crate::protocol::replies::{Attempt, Downgraded, SetAttempt, Unlocked, Upgraded};
 use crate::protocol::topology::Topology;
 use crate::spawner::Spawner;
-
-/// Why a quorum refuses an upgrade: the requests for upgradable reads are refused before
-/// (`Settings::check_upgradable`), so only a bug reaches it.
-const UPGRADABLE_REFUSED: &str = "quorum mode takes no upgradable reads";
 
 /// Each node's call is bounded by this fraction of the TTL: a frozen node then costs an
 /// acquire at most a tenth of the TTL, and leaves it most of its validity. The Redis
@@ -250,7 +248,10 @@ where
     }
 
     async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {
-        self.refresh_all(call, retake).await
+        let upgradable = retake
+            .as_ref()
+            .is_some_and(|retake| retake.holder == Holder::Upgradable);
+        self.refresh_all(call, retake, upgradable).await
     }
 
     /// One quorum round per lease, all at once: each lease's refresh may retake nodes of
@@ -258,7 +259,7 @@ where
     async fn renew(&self, batch: &[Renewal<'_>]) -> Renewals {
         let rounds = batch
             .iter()
-            .map(|item| self.refresh_all(item.call, item.retake.clone()));
+            .map(|item| self.refresh_all(item.call, item.retake.clone(), item.upgradable));
         Renewals::of(futures_util::future::join_all(rounds).await)
     }
 
@@ -283,14 +284,12 @@ where
         self.downgrade_all(call).await
     }
 
-    /// Refused: quorum mode takes no upgradable reads (the request is refused first).
-    async fn upgrade(&self, _call: &Call, _op: UpgradeOp) -> Result<Upgraded, Error> {
-        Err(Error::InvalidOptions(UPGRADABLE_REFUSED.to_owned()))
+    async fn upgrade(&self, call: &Call, op: UpgradeOp) -> Result<Upgraded, Error> {
+        self.upgrade_all(call, op).await
     }
 
-    /// Refused, as `upgrade`.
-    async fn plain(&self, _call: &Call) -> Result<bool, Error> {
-        Err(Error::InvalidOptions(UPGRADABLE_REFUSED.to_owned()))
+    async fn plain(&self, call: &Call) -> Result<bool, Error> {
+        self.plain_all(call).await
     }
 
     async fn force_unlock(&self, call: &Call) -> Result<Unlocked, Error> {

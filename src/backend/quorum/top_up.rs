@@ -7,7 +7,9 @@
 //! distributed locking"). So an acquire's second round offers the lock to each node that
 //! refused it in the first because another request had it there, before raising its
 //! counter ([`raise_or_take`]); and each node still without it is tried again in the
-//! background (`retake.lua`, in the lease's turn on the node), a millisecond later and
+//! background (`retake.lua`, in the lease's turn on the node; an upgradable reader's
+//! acquire by `upgradable.lua` again, an upgrade that won by `upgrade.lua` again, see
+//! [`Take`]), a millisecond later and
 //! backing off while it refuses, until it holds the lock, or the next renewal is due, or
 //! the lease changes form (released, downgraded, lost, a failed attempt:
 //! [`NodeOrder::form`]), or the guard's token fires. A node that fails or gives no
@@ -25,8 +27,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::Majority;
 use crate::backend::direct::Direct;
+use crate::backend::Backend;
 use crate::error::Error;
-use crate::protocol::calls::{self, AttemptKind, Call, Holder};
+use crate::protocol::calls::{self, AttemptKind, Call, Holder, UpgradeOp};
+use crate::protocol::replies::{Attempt, Upgraded};
 use crate::spawner::Spawner;
 
 /// The first pause before a node is tried again: about the round trip in which another
@@ -82,13 +86,30 @@ impl NodeStates {
     }
 }
 
-/// How the nodes missing from a round are taken: as `holder`, with the guard's token (or a
-/// larger one the node minted for the lease), until `until`, while `form` (the lease's
-/// form when the round began) and `live` (the guard's token, once there is a guard) have
-/// not fired.
+/// What a top-up sends to a node missing from a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Take {
+    /// `retake.lua`, taking the lock back as this holder (a writer or a reader; nothing
+    /// for another holder, see [`takes_back`]).
+    Back(Holder),
+    /// `upgradable.lua`: an upgradable reader's acquire, sent again to a node that
+    /// refused it. Not `retake.lua`, which would make the id a plain reader there,
+    /// without its upgrader key; the script checks all an acquire checks, and mints a
+    /// token of its own.
+    Upgradable,
+    /// `upgrade.lua` "wait": an upgrade that won a majority, completed on a node where
+    /// other readers kept it out for a moment (and where it keeps new readers out with
+    /// the lock intent while they leave).
+    Upgrade,
+}
+
+/// How the nodes missing from a round are taken: as `take` says, with the guard's token
+/// (or a larger one the node minted for the lease), until `until`, while `form` (the
+/// lease's form when the round began) and `live` (the guard's token, once there is a
+/// guard) have not fired.
 #[derive(Debug, Clone)]
 pub(super) struct TopUp {
-    pub(super) holder: Holder,
+    pub(super) take: Take,
     pub(super) token: u64,
     pub(super) until: Instant,
     pub(super) form: CancellationToken,
@@ -112,11 +133,13 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// Tries, in a task per node, each node of `states` that refused the lock or had not
-    /// answered yet, as `top_up` says; a permit is not topped up (`retake.lua` takes no
-    /// permit back).
+    /// answered yet, as `top_up` says; a permit, and an upgradable reader in a renewal,
+    /// are not taken back ([`takes_back`]).
     pub(super) fn top_up(&self, call: &Arc<Call>, states: &Arc<NodeStates>, top_up: TopUp) {
-        if top_up.holder == Holder::Permit {
-            return;
+        if let Take::Back(holder) = top_up.take {
+            if !takes_back(holder) {
+                return;
+            }
         }
         let missing = states.missing();
         if missing.is_empty() {
@@ -179,7 +202,27 @@ where
     if states.state(at) != NOT_HELD || top_up.stopped() {
         return Ok(true);
     }
-    let taken = node.retake(at, call, top_up.holder, top_up.token).await?;
+    let taken = match top_up.take {
+        Take::Back(holder) => node.retake(at, call, holder, top_up.token).await?,
+        Take::Upgradable => match node.attempt(call, AttemptKind::Upgradable).await? {
+            Attempt::Acquired(token) => {
+                call.node_order.minted(at, token);
+                raised(node, call, top_up.token).await?
+            }
+            Attempt::Blocked(_) => false,
+            // Not a reply of `upgradable.lua`: not tried again.
+            _ => return Ok(true),
+        },
+        Take::Upgrade => match node.upgrade(call, UpgradeOp::Wait).await? {
+            Upgraded::Write(token) => {
+                call.node_order.minted(at, token);
+                raised(node, call, top_up.token).await?
+            }
+            Upgraded::Blocked(_) => false,
+            // No longer the upgradable reader there: nothing to complete.
+            Upgraded::NotHeld | Upgraded::Reader => return Ok(true),
+        },
+    };
     if taken {
         states.record(at, Some(true));
         tracing::debug!(key = %call.keys.lock(), id = %call.id, node = at,
@@ -188,11 +231,34 @@ where
     Ok(taken)
 }
 
+/// True once node `at`'s counter and granted token are raised to `token`, the guard's, as
+/// `retake.lua` raises them for the nodes it takes back (`fence.lua`): the node took the
+/// lock with a token of its own, which may be smaller.
+async fn raised<C>(node: &Direct<C>, call: &Call, token: u64) -> Result<bool, Error>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    calls::raise_fence(&mut node.connection(), call, token).await?;
+    Ok(true)
+}
+
+/// Whether `retake.lua` takes back what `holder` holds: a writer's string or a reader's
+/// set member. Not a permit (`retake.lua` takes none), nor an upgradable reader, which it
+/// would make a plain reader without its upgrader key (and so a reader whose upgrade that
+/// node refuses): an upgradable reader holds the nodes its own attempt took, and is held
+/// while a majority of them is (an acquire's top-up sends it `upgradable.lua` again,
+/// [`Take::Upgradable`]).
+pub(super) fn takes_back(holder: Holder) -> bool {
+    matches!(holder, Holder::Writer | Holder::Reader)
+}
+
 /// An acquire's second round on node `at`, which has its turn there: a node that did not
 /// take the lock in the first round because another request had it there (not one that
-/// failed or gave no answer) is offered it, as a writer or a reader, under the
-/// acquire's `token` (`retake.lua`, which also raises its counter and granted token);
-/// otherwise, or when that fails, the node's counter is raised to `token` (`fence.lua`).
+/// failed or gave no answer) is offered it, as a writer or a reader under the acquire's
+/// `token` (`retake.lua`, which also raises its counter and granted token), as an
+/// upgradable reader by its own script again (`upgradable.lua`, [`Take::Upgradable`]);
+/// otherwise, or when that fails, and after an upgradable reader's, the node's counter is
+/// raised to `token` (`fence.lua`).
 pub(super) async fn raise_or_take<C>(
     at: usize,
     node: &Direct<C>,
@@ -205,7 +271,12 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     let holder = Holder::from(kind);
-    if holder != Holder::Permit && states.state(at) == NOT_HELD {
+    if holder == Holder::Upgradable && states.state(at) == NOT_HELD {
+        if let Ok(Attempt::Acquired(minted)) = node.attempt(call, kind).await {
+            call.node_order.minted(at, minted);
+            states.record(at, Some(true));
+        }
+    } else if takes_back(holder) && states.state(at) == NOT_HELD {
         if let Ok(true) = node.retake(at, call, holder, token).await {
             states.record(at, Some(true));
             return Ok(());

@@ -139,8 +139,9 @@ pub(crate) enum Holder {
     /// A permit's id, in the sorted set at the semaphore key.
     Permit,
     /// An upgradable reader's id, in the set at the lock key and at its upgrader key
-    /// (`unlock.lua` removes both; never taken back by `retake.lua`, as quorum mode
-    /// refuses upgradable reads).
+    /// (`unlock.lua` removes both). Never taken back by `retake.lua`, which would make it
+    /// a plain reader on that node: over a quorum it is held while a majority of the
+    /// nodes its attempt took still hold it.
     Upgradable,
 }
 
@@ -175,8 +176,8 @@ impl From<AttemptKind> for Holder {
 #[derive(Debug, Clone)]
 pub(crate) struct Retake {
     /// What the id holds: `retake.lua` takes it back as the writer for
-    /// [`Holder::Writer`], as a reader for [`Holder::Reader`]; a permit is never taken
-    /// back.
+    /// [`Holder::Writer`], as a reader for [`Holder::Reader`]; a permit and an
+    /// upgradable reader ([`Holder::Upgradable`], while it is one) are never taken back.
     pub(crate) holder: Holder,
     /// The guard's validity deadline: no node is taken back from then on.
     pub(crate) until: tokio::time::Instant,
