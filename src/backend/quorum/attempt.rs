@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::round::{no_quorum, Answer, Answers, Tally};
+use super::round::{no_quorum, replies, Answer, Answers, Tally};
 use super::top_up::{raise_or_take, NodeStates, Take, TopUp};
 use super::Majority;
 use crate::backend::Backend;
@@ -151,25 +151,18 @@ fn acquired(attempt: &Attempt) -> bool {
 
 /// The largest token the nodes that took the lock minted.
 fn largest_token(taken: &Answers<Attempt>) -> u64 {
-    taken
-        .iter()
-        .flatten()
-        .filter_map(|answer| match answer {
-            Answer::Reply(Attempt::Acquired(token)) => Some(*token),
-            _ => None,
-        })
-        .max()
-        .unwrap_or_default()
+    let tokens = replies(taken, |attempt| match attempt {
+        Attempt::Acquired(token) => Some(*token),
+        _ => None,
+    });
+    tokens.max().unwrap_or_default()
 }
 
 /// The shortest PTTL among the nodes that found the lock held by others, if any did.
 fn shortest_block(taken: &Answers<Attempt>) -> Option<Duration> {
-    taken
-        .iter()
-        .flatten()
-        .filter_map(|answer| match answer {
-            Answer::Reply(Attempt::Blocked(pttl)) => Some(*pttl),
-            _ => None,
-        })
-        .min()
+    let blocks = replies(taken, |attempt| match attempt {
+        Attempt::Blocked(pttl) => Some(*pttl),
+        _ => None,
+    });
+    blocks.min()
 }

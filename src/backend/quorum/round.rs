@@ -28,6 +28,21 @@ pub(super) enum Answer<T> {
 /// the round was decided (it goes on to its end in the background), or that was skipped.
 pub(super) type Answers<T> = Vec<Option<Answer<T>>>;
 
+/// What `pick` finds in each reply of `answers` (the nodes that answered, in order):
+/// say the token of each node that took the lock.
+pub(super) fn replies<'a, T, U>(
+    answers: &'a Answers<T>,
+    pick: impl Fn(&'a T) -> Option<U> + 'a,
+) -> impl Iterator<Item = U> + 'a {
+    answers
+        .iter()
+        .flatten()
+        .filter_map(move |answer| match answer {
+            Answer::Reply(reply) => pick(reply),
+            _ => None,
+        })
+}
+
 /// Sends `each` to every node at once (but those for which it gives `None`), each call
 /// bounded by `bound`, and collects the answers until `done` says the round is decided,
 /// or every node has answered.

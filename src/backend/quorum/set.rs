@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use tokio::sync::OwnedMutexGuard;
 
-use super::round::{self, no_quorum, Answer, Answers, Tally};
+use super::round::{self, no_quorum, replies, Answer, Answers, Tally};
 use super::Majority;
 use crate::backend::direct::Direct;
 use crate::backend::Backend;
@@ -252,11 +252,13 @@ fn acquired(attempt: &SetAttempt) -> bool {
 /// For each of the `n` keys of a set, the largest token the nodes that took it minted.
 fn largest_tokens(taken: &Answers<SetAttempt>, n: usize) -> Vec<u64> {
     let mut largest = vec![0; n];
-    for answer in taken.iter().flatten() {
-        if let Answer::Reply(SetAttempt::Acquired(tokens)) = answer {
-            for (top, token) in largest.iter_mut().zip(tokens) {
-                *top = (*top).max(*token);
-            }
+    let acquired = replies(taken, |attempt| match attempt {
+        SetAttempt::Acquired(tokens) => Some(tokens),
+        SetAttempt::Blocked { .. } => None,
+    });
+    for tokens in acquired {
+        for (top, token) in largest.iter_mut().zip(tokens) {
+            *top = (*top).max(*token);
         }
     }
     largest
@@ -265,14 +267,11 @@ fn largest_tokens(taken: &Answers<SetAttempt>, n: usize) -> Vec<u64> {
 /// The shortest PTTL a node that found the set blocked reported, with the index of the
 /// key it blocked at, if any node did.
 fn shortest_block(taken: &Answers<SetAttempt>) -> Option<(usize, Duration)> {
-    taken
-        .iter()
-        .flatten()
-        .filter_map(|answer| match answer {
-            Answer::Reply(SetAttempt::Blocked { at, pttl }) => Some((*at, *pttl)),
-            _ => None,
-        })
-        .min_by_key(|(_, pttl)| *pttl)
+    let blocks = replies(taken, |attempt| match attempt {
+        SetAttempt::Blocked { at, pttl } => Some((*at, *pttl)),
+        SetAttempt::Acquired(_) => None,
+    });
+    blocks.min_by_key(|(_, pttl)| *pttl)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::round::{no_quorum, Answer, Answers, Tally};
+use super::round::{no_quorum, replies, Answer, Answers, Tally};
 use super::top_up::{NodeStates, Take, TopUp};
 use super::Majority;
 use crate::backend::Backend;
@@ -188,27 +188,20 @@ fn not_won(call: &Call, turned: Answers<Upgraded>, tally: Tally) -> Result<Upgra
 
 /// The largest token the nodes that upgraded minted.
 fn largest_token(turned: &Answers<Upgraded>) -> u64 {
-    turned
-        .iter()
-        .flatten()
-        .filter_map(|answer| match answer {
-            Answer::Reply(Upgraded::Write(token)) => Some(*token),
-            _ => None,
-        })
-        .max()
-        .unwrap_or_default()
+    let tokens = replies(turned, |upgraded| match upgraded {
+        Upgraded::Write(token) => Some(*token),
+        _ => None,
+    });
+    tokens.max().unwrap_or_default()
 }
 
 /// The shortest PTTL among the nodes where other readers kept the upgrade out.
 fn shortest_block(turned: &Answers<Upgraded>) -> Option<Duration> {
-    turned
-        .iter()
-        .flatten()
-        .filter_map(|answer| match answer {
-            Answer::Reply(Upgraded::Blocked(pttl)) => Some(*pttl),
-            _ => None,
-        })
-        .min()
+    let blocks = replies(turned, |upgraded| match upgraded {
+        Upgraded::Blocked(pttl) => Some(*pttl),
+        _ => None,
+    });
+    blocks.min()
 }
 
 #[cfg(test)]
