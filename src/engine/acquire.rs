@@ -7,7 +7,7 @@ use crate::backend::Backend;
 use crate::error::Error;
 use crate::lease::acquisition::Acquisition;
 use crate::lease::refresher::Refresher;
-use crate::lease::Lease;
+use crate::lease::HeldLease;
 use crate::mode::Kind;
 use crate::protocol::calls::{Call, NodeOrder, Queueing};
 use crate::protocol::fences::Fences;
@@ -56,7 +56,7 @@ pub(super) async fn on<B: Backend>(
         queue: Queueing::new(settings.fair, matches!(patience, Patience::Wait(_))),
         node_order: NodeOrder::default(),
     };
-    let lease = std::sync::Arc::new(Lease::new(
+    let lease = std::sync::Arc::new(HeldLease::new(
         std::sync::Arc::clone(refresher.backend()),
         call,
         kind,

@@ -9,7 +9,7 @@ use crate::backend::Backend;
 use crate::error::Error;
 use crate::lease::acquisition::Acquisition;
 use crate::lease::refresher::Refresher;
-use crate::lease::Lease;
+use crate::lease::HeldLease;
 use crate::mode::{Kind, Mode};
 use crate::protocol::calls::{Call, NodeOrder, Queueing};
 use crate::protocol::fences::Fences;
@@ -70,7 +70,7 @@ pub(super) async fn on<B: Backend>(
                 Mode::Write => Kind::Write,
                 Mode::Read => Kind::Read,
             };
-            Arc::new(Lease::new(Arc::clone(refresher.backend()), call, kind))
+            Arc::new(HeldLease::new(Arc::clone(refresher.backend()), call, kind))
         })
         .collect();
     let spawner = Spawner::current(settings.tracker.clone());

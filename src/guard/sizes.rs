@@ -1,6 +1,6 @@
 //! What a held guard costs in memory, held to the sizes of 2026-11-27: each idle guard is
 //! a [`AnyGuard`] (inside the guard the caller keeps) and three allocations the refresher shares with
-//! it (its [`Liveness`], its [`Lease`] and the [`KeptLock`] around them, each behind an
+//! it (its [`Liveness`], its [`HeldLease`] and the [`KeptLock`] around them, each behind an
 //! `Arc`: 16 bytes more, and the allocator's rounding), besides its key names. Row 9 of
 //! `cargo run --release --example perf -- guards` measures the whole (see
 //! `docs/performance.md`); a field added to any of these shows here first.
@@ -9,7 +9,7 @@ use super::AnyGuard;
 use crate::backend::Direct;
 use crate::lease::liveness::Liveness;
 use crate::lease::refresher::KeptLock;
-use crate::lease::Lease;
+use crate::lease::HeldLease;
 use crate::protocol::calls::Call;
 
 type Conn = redis::aio::MultiplexedConnection;
@@ -22,7 +22,7 @@ fn what_an_idle_guard_holds_stays_within_its_sizes() {
     let sizes = [
         ("AnyGuard", size_of::<AnyGuard>(), 72),
         ("Liveness", size_of::<Liveness>(), liveness),
-        ("Lease", size_of::<Lease<Direct<Conn>>>(), 120),
+        ("HeldLease", size_of::<HeldLease<Direct<Conn>>>(), 120),
         ("Call", size_of::<Call>(), 96),
         ("KeptLock", size_of::<KeptLock<Direct<Conn>>>(), 64),
     ];

@@ -40,26 +40,26 @@ pub(crate) trait AnyLease: Send + Sync {
     /// The mode the lock is held in now: the acquired one, or [`Mode::Read`] after a
     /// downgrade.
     fn mode(&self) -> Mode;
-    /// [`Lease::validity`](super::Lease::validity).
+    /// [`HeldLease::validity`](super::HeldLease::validity).
     fn validity(&self) -> Duration;
-    /// [`Lease::release`](super::Lease::release) of a held lock: nothing left over.
+    /// [`HeldLease::release`](super::HeldLease::release) of a held lock: nothing left over.
     fn release(&self) -> LeaseFuture<'_>;
-    /// [`Lease::downgrade`](super::Lease::downgrade).
+    /// [`HeldLease::downgrade`](super::HeldLease::downgrade).
     fn downgrade(&self) -> LeaseFuture<'_>;
-    /// One upgrade of an upgradable reader ([`Lease::upgrade`](super::Lease::upgrade)).
+    /// One upgrade of an upgradable reader ([`HeldLease::upgrade`](super::HeldLease::upgrade)).
     fn upgrade(&self, op: UpgradeOp) -> UpgradeFuture<'_>;
-    /// An upgradable reader stays a plain reader ([`Lease::plain`](super::Lease::plain)).
+    /// An upgradable reader stays a plain reader ([`HeldLease::plain`](super::HeldLease::plain)).
     fn plain(&self) -> LeaseFuture<'_>;
     /// A place at the front of this process's queue of waiters on the lock, when the
     /// mutex has a notifier: an upgrade waiting for the other readers to leave.
     fn wait_first(&self) -> Option<Waiter>;
     /// The lock's TTL.
     fn ttl(&self) -> Duration;
-    /// Runs `pipe` only while the lock is held ([`Lease::exec`](super::Lease::exec)); a
+    /// Runs `pipe` only while the lock is held ([`HeldLease::exec`](super::HeldLease::exec)); a
     /// lock found not held is lost: its token fires with `CancelReason::Lost`.
     fn exec<'a>(&'a self, pipe: &'a Pipeline, access: Access) -> ExecFuture<'a>;
     /// Runs `pipe` only while this lock and every lock of `also` (the other keys of its
-    /// set, under the same id) are held ([`Lease::exec_set`](super::Lease::exec_set));
+    /// set, under the same id) are held ([`HeldLease::exec_set`](super::HeldLease::exec_set));
     /// marks nothing lost: the caller knows which lock the reply names.
     fn exec_set<'a>(
         &'a self,
@@ -72,7 +72,7 @@ pub(crate) trait AnyLease: Send + Sync {
     /// `CancelReason::Lost` (unless it had fired), and a later `unlock` reports `false`.
     fn found_lost(&self, what: &str);
     /// Writes an election's record while the lock is held as its writer
-    /// ([`Lease::proclaim`](super::Lease::proclaim)); a lock found not held is lost, as
+    /// ([`HeldLease::proclaim`](super::HeldLease::proclaim)); a lock found not held is lost, as
     /// by `exec`.
     fn proclaim<'a>(&'a self, record: &'a str) -> LeaseFuture<'a>;
     /// The guard is dropped: if nobody has claimed the lock's end yet, claims it and has

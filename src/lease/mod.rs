@@ -31,7 +31,7 @@ use crate::protocol::replies::{Attempt, Upgraded};
 
 /// The keys, id, kind and TTL of one lock (or permit), with the backend that reaches it.
 #[derive(Debug)]
-pub(crate) struct Lease<B> {
+pub(crate) struct HeldLease<B> {
     pub(crate) backend: Arc<B>,
     /// What every script call of the lease sends.
     pub(crate) call: Call,
@@ -44,7 +44,7 @@ pub(crate) struct Lease<B> {
     pub(crate) upgrade_state: UpgradeState,
 }
 
-impl<B> Lease<B> {
+impl<B> HeldLease<B> {
     /// A lease of `kind` for `call`.
     pub(crate) fn new(backend: Arc<B>, call: Call, kind: Kind) -> Self {
         Self {
@@ -105,7 +105,7 @@ impl<B> Lease<B> {
     }
 }
 
-impl<B: Backend> Lease<B> {
+impl<B: Backend> HeldLease<B> {
     /// One acquire attempt under this lease's id.
     pub(crate) async fn attempt(&self, kind: AttemptKind) -> Result<Attempt, Error> {
         self.backend.attempt(&self.call, kind).await
@@ -302,7 +302,7 @@ mod tests {
     use crate::protocol::id::Id;
     use crate::protocol::keys::Keys;
 
-    fn lease(ttl_ms: u64) -> Lease<()> {
+    fn lease(ttl_ms: u64) -> HeldLease<()> {
         let call = Call {
             keys: Keys::new("k", false),
             id: Id::new(),
@@ -311,7 +311,7 @@ mod tests {
             queue: Queueing::Off,
             node_order: Default::default(),
         };
-        Lease::new(Arc::new(()), call, Kind::Write)
+        HeldLease::new(Arc::new(()), call, Kind::Write)
     }
 
     #[test]

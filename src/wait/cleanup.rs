@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::lease::Lease;
+use crate::lease::HeldLease;
 use crate::protocol::calls::Leftovers;
 use crate::spawner::Spawner;
 
@@ -101,7 +101,7 @@ impl LeftBehind {
 /// from a background task.
 #[derive(Debug)]
 pub(crate) struct Cleanup<B: Backend> {
-    lease: Arc<Lease<B>>,
+    lease: Arc<HeldLease<B>>,
     spawner: Spawner,
     pub(crate) left_behind: LeftBehind,
 }
@@ -109,7 +109,7 @@ pub(crate) struct Cleanup<B: Backend> {
 impl<B: Backend> Cleanup<B> {
     /// The clean-up of a request for `lease`; `queues` when it is a fair request that
     /// waits, whose attempts join the queue.
-    pub(crate) fn new(lease: Arc<Lease<B>>, spawner: Spawner, queues: bool) -> Self {
+    pub(crate) fn new(lease: Arc<HeldLease<B>>, spawner: Spawner, queues: bool) -> Self {
         Self {
             lease,
             spawner,

@@ -22,7 +22,7 @@ use self::step::{decide, Context, Next, Reply};
 pub(crate) use self::step::{pause, BACKOFF_MAX, BACKOFF_MIN};
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::lease::Lease;
+use crate::lease::HeldLease;
 use crate::mode::{Kind, Mode};
 use crate::notify::waiter::Waiter;
 use crate::protocol::calls::AttemptKind;
@@ -65,7 +65,7 @@ impl Patience {
 #[derive(Debug)]
 pub(crate) struct LeaseRequest<'a, B> {
     /// The lease to take: its keys, a fresh id, its kind, TTL and queueing.
-    pub(crate) lease: Arc<Lease<B>>,
+    pub(crate) lease: Arc<HeldLease<B>>,
     pub(crate) patience: Patience,
     /// Cancelling it ends the wait with [`Error::Cancelled`].
     pub(crate) parent: Option<&'a CancellationToken>,
@@ -81,7 +81,7 @@ pub(crate) struct LeaseRequest<'a, B> {
 /// A lock taken by a request sent at `sent`, with its fencing token.
 #[derive(Debug)]
 pub(crate) struct Taken<B> {
-    pub(crate) lease: Arc<Lease<B>>,
+    pub(crate) lease: Arc<HeldLease<B>>,
     pub(crate) sent: Instant,
     pub(crate) token: u64,
 }

@@ -15,7 +15,7 @@ use super::step::{pause, BACKOFF_MAX, BACKOFF_MIN};
 use super::{Patience, SUBSCRIBE_WAIT};
 use crate::backend::Backend;
 use crate::error::Error;
-use crate::lease::Lease;
+use crate::lease::HeldLease;
 use crate::mode::Mode;
 use crate::notify::waiter::Waiter;
 use crate::protocol::calls::SetPart;
@@ -28,7 +28,7 @@ use crate::spawner::Spawner;
 #[derive(Debug)]
 pub(crate) struct SetRequest<'a, B> {
     /// The leases to take, in the set's order; not empty.
-    pub(crate) leases: Vec<Arc<Lease<B>>>,
+    pub(crate) leases: Vec<Arc<HeldLease<B>>>,
     pub(crate) patience: Patience,
     /// Cancelling it ends the wait with [`Error::Cancelled`].
     pub(crate) parent: Option<&'a tokio_util::sync::CancellationToken>,
@@ -44,7 +44,7 @@ pub(crate) struct SetRequest<'a, B> {
 /// set's order.
 #[derive(Debug)]
 pub(crate) struct TakenSet<B> {
-    pub(crate) leases: Vec<Arc<Lease<B>>>,
+    pub(crate) leases: Vec<Arc<HeldLease<B>>>,
     pub(crate) sent: Instant,
     pub(crate) tokens: Vec<u64>,
 }

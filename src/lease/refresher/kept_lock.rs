@@ -13,7 +13,7 @@ use crate::backend::Backend;
 use crate::error::{chain, Error};
 use crate::lease::any::{AnyLease, ExecFuture, ExecSetFuture, LeaseFuture, UpgradeFuture};
 use crate::lease::liveness::Liveness;
-use crate::lease::Lease;
+use crate::lease::HeldLease;
 use crate::mode::Mode;
 use crate::notify::waiter::Waiter;
 use crate::observe::Exec;
@@ -27,7 +27,7 @@ use crate::util;
 /// lives; the refresher holds it weakly while it waits to renew it, and strongly while a
 /// renewal or its release is in flight.
 pub(crate) struct KeptLock<B: Backend> {
-    pub(crate) lease: Arc<Lease<B>>,
+    pub(crate) lease: Arc<HeldLease<B>>,
     pub(crate) liveness: Arc<Liveness>,
     /// The fencing token the acquire got: a quorum renewal takes the lock back only on a
     /// node whose fence counter is not past it.
@@ -54,7 +54,7 @@ impl<B: Backend> KeptLock<B> {
     /// The kept lock, acquired with `fencing_token`, whose token is watched from the start
     /// when `watch` (it has a parent).
     pub(super) fn new(
-        lease: Arc<Lease<B>>,
+        lease: Arc<HeldLease<B>>,
         liveness: Arc<Liveness>,
         fencing_token: u64,
         core: Arc<Core<B>>,

@@ -32,7 +32,7 @@ use tokio_util::task::TaskTracker;
 pub(crate) use kept_lock::KeptLock;
 
 use super::liveness::Liveness;
-use super::Lease;
+use super::HeldLease;
 use crate::backend::Backend;
 use crate::observe::Meters;
 use crate::util;
@@ -123,7 +123,7 @@ impl<B: Backend> Refresher<B> {
     /// validity. Must run inside a Tokio runtime, whose refresher task keeps it.
     pub(crate) fn keep(
         &self,
-        lease: Arc<Lease<B>>,
+        lease: Arc<HeldLease<B>>,
         sent: Instant,
         fencing_token: u64,
         parent: Option<CancellationToken>,
@@ -277,7 +277,7 @@ mod tests {
             let ttl = Duration::from_millis(ttl_ms);
             let timing = Timing::new(ttl);
             assert_eq!(timing.interval, ttl / 2);
-            // Lease::validity: the TTL minus 1% and 2 ms.
+            // HeldLease::validity: the TTL minus 1% and 2 ms.
             let validity = ttl - ttl / 100 - Duration::from_millis(2);
             let third_retry = timing.interval + timing.retry * 3;
             assert!(third_retry < validity, "{ttl:?}: {third_retry:?}");

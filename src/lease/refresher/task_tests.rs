@@ -11,7 +11,7 @@ use super::Refresher;
 use crate::backend::{Backend, ClockJump, Renewals};
 use crate::error::Error;
 use crate::lease::any::AnyLease;
-use crate::lease::Lease;
+use crate::lease::HeldLease;
 use crate::mode::Kind;
 use crate::notify::hub::Hub;
 use crate::protocol::calls::{AttemptKind, Call, Holder, Leftovers, Queueing, Renewal, Retake};
@@ -155,11 +155,11 @@ impl Backend for Scripted {
 
 const TTL: Duration = Duration::from_millis(400);
 
-fn lease(backend: &Arc<Scripted>) -> Arc<Lease<Scripted>> {
+fn lease(backend: &Arc<Scripted>) -> Arc<HeldLease<Scripted>> {
     lease_on(backend, "k")
 }
 
-fn lease_on(backend: &Arc<Scripted>, key: &str) -> Arc<Lease<Scripted>> {
+fn lease_on(backend: &Arc<Scripted>, key: &str) -> Arc<HeldLease<Scripted>> {
     let call = Call {
         keys: Keys::new(key, false),
         id: Id::new(),
@@ -168,7 +168,7 @@ fn lease_on(backend: &Arc<Scripted>, key: &str) -> Arc<Lease<Scripted>> {
         queue: Queueing::Off,
         node_order: Default::default(),
     };
-    Arc::new(Lease::new(Arc::clone(backend), call, Kind::Write))
+    Arc::new(HeldLease::new(Arc::clone(backend), call, Kind::Write))
 }
 
 #[tokio::test(start_paused = true)]
