@@ -95,6 +95,23 @@ pub enum Error {
         reason: String,
     },
 
+    /// A [`Lease`](crate::Lease) cannot be used: its text does not parse (another
+    /// format version, a bad id, mode, token or key, no key, too many, a key twice), or
+    /// it does not fit what it was given to (a read lease to
+    /// [`attach_write`](crate::RwMutex::attach_write), a set's lease to a single guard's
+    /// attach, a permit's lease to a mutex, a lock's lease to a semaphore). `key` is the
+    /// lock key at fault when one is; `reason` says what is wrong. Nothing was sent to
+    /// Redis.
+    #[error("{}", lease_message(key.as_deref(), reason))]
+    #[non_exhaustive]
+    InvalidLease {
+        /// The lock key at fault, when the fault is in one.
+        key: Option<String>,
+        /// What is wrong, for example "format version \"2\" is not known to this
+        /// release; it reads version 1".
+        reason: String,
+    },
+
     /// The mutex's options are not usable; the message says which and why.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
@@ -450,10 +467,19 @@ impl Error {
             | Self::NoQuorum { key, .. }
             | Self::NotReplicated { key, .. }
             | Self::NoPrimary { key, .. } => Some(key),
+            Self::InvalidLease { key, .. } => key.as_deref(),
             Self::Timeout | Self::Cancelled | Self::InvalidOptions(_) => None,
             #[cfg(feature = "blocking")]
             Self::InRuntime | Self::Background { .. } => None,
         }
+    }
+}
+
+/// The message of [`Error::InvalidLease`]: what is wrong, and the key when known.
+fn lease_message(key: Option<&str>, reason: &str) -> String {
+    match key {
+        Some(key) => format!("lease of lock key {} is invalid: {reason}", Preview(key)),
+        None => format!("lease is invalid: {reason}"),
     }
 }
 

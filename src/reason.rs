@@ -37,4 +37,9 @@ pub enum CancelReason {
     /// primary's clock is compared with the old one's, so a skew between the two hosts
     /// beyond the margin reads as a jump too.
     ClockJump,
+    /// The guard was detached ([`WriteGuard::detach`](crate::WriteGuard::detach) and the
+    /// other guards' `detach`): its hold left this guard as a [`Lease`](crate::Lease).
+    /// Nothing was released: the lock stays in Redis until its TTL runs out, or until the
+    /// lease is attached or released. Seen by clones of the token and by nested guards.
+    Detached,
 }

@@ -18,11 +18,13 @@ use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::protocol::acks::{Acked, Acks};
 use crate::protocol::calls::{
-    self, AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart, UpgradeOp,
+    self, AttachPart, Attached, AttemptKind, Call, Holder, Leftovers, Renewal, Retake,
+    SetPart, UpgradeOp,
 };
 use crate::protocol::command_keys::CommandKeys;
 use crate::protocol::exec::{Access, Executed, Guarded};
 use crate::protocol::force;
+use crate::protocol::id::Id;
 use crate::protocol::inspect::{self, Form};
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::{self, LeaderRead};
@@ -144,6 +146,20 @@ where
             conn.acknowledged(first.call.keys.lock())?;
         }
         Ok(attempt)
+    }
+
+    /// One `attach.lua`; with replica acknowledgement, its `WAIT` in the same request
+    /// ([`Error::NotReplicated`] when too few acknowledged a hold that moved).
+    async fn attach(&self, parts: &[AttachPart<'_>], old: &Id) -> Result<Attached, Error> {
+        let Some(acks) = self.acks else {
+            return calls::attach(&mut self.conn.clone(), parts, old).await;
+        };
+        let mut conn = Acked::new(self.conn.clone(), acks);
+        let attached = calls::attach(&mut conn, parts, old).await?;
+        if let (Attached::Moved, Some(first)) = (attached, parts.first()) {
+            conn.acknowledged(first.call.keys.lock())?;
+        }
+        Ok(attached)
     }
 
     async fn refresh(&self, call: &Call, _retake: Option<Retake>) -> Result<bool, Error> {

@@ -33,6 +33,8 @@
 //!   holds the lock; [`release`](Backend::release) and
 //!   [`downgrade`](Backend::downgrade) report in `held` whether the id held it, and in
 //!   `published` whether waiters on the release channel were told.
+//!   [`attach`](Backend::attach) moves a hold to a new id only where the old id holds
+//!   every key, and says which key it did not hold otherwise.
 //!   [`exec`](Backend::exec) runs a pipeline only while the id holds the lock, in one
 //!   atomic step with that check, or refuses it with a typed error before sending it.
 //!   [`inspect`](Backend::inspect) reads the state of a lock key in one step and writes
@@ -57,9 +59,11 @@ use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::protocol::calls::{
-    AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart, UpgradeOp,
+    AttachPart, Attached, AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart,
+    UpgradeOp,
 };
 use crate::protocol::exec::{Access, Executed};
+use crate::protocol::id::Id;
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::LeaderRead;
@@ -105,6 +109,19 @@ pub(crate) trait Backend: Send + Sync + 'static {
         parts: &[SetPart<'_>],
         set_intent: bool,
     ) -> impl Future<Output = Result<SetAttempt, Error>> + Send;
+
+    /// Moves the hold of `old` on every key of `parts` to their shared new id, renewed
+    /// with their TTL, in one step (`lua/attach.lua`), only when `old` holds every key
+    /// in its part's form: [`Attached::NotHeld`] names the first key it did not hold, and
+    /// nothing changed. On a backend over several nodes, `Moved` once a majority moved
+    /// the whole hold; else the nodes that moved are released under the new id, and the
+    /// answer is `NotHeld` when a majority did not hold it, or the error of a round that
+    /// reached no majority. `parts` is not empty.
+    fn attach(
+        &self,
+        parts: &[AttachPart<'_>],
+        old: &Id,
+    ) -> impl Future<Output = Result<Attached, Error>> + Send;
 
     /// Extends the lock's TTL; `Ok(false)` when the id no longer holds it. A backend over
     /// several nodes may take the lock back on a node that lost it, as `retake` says.

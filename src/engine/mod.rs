@@ -9,6 +9,10 @@
 //!   guard (the engine never makes one);
 //! - [`Engine::acquire_set`] (`acquire_set.rs`): the same for a set of locks taken all
 //!   at once ([`wait::set`](crate::wait::set)), one acquisition per key;
+//! - [`Engine::attach`] (`attach.rs`): a lease's hold moved to a fresh id in one backend
+//!   call and each of its locks handed to the refresher, one acquisition per key (never a
+//!   guard); [`Engine::release_lease`] and [`Engine::renew_lease`] (`by_lease.rs`): a
+//!   lease's hold released or renewed under its own id;
 //! - [`Engine::inspect`] (`inspect.rs`), [`Engine::force_unlock`] (`force.rs`) and
 //!   [`Engine::leader`] (`leader.rs`): one backend call each.
 //!
@@ -18,6 +22,8 @@
 
 mod acquire;
 mod acquire_set;
+mod attach;
+mod by_lease;
 mod deployment;
 mod force;
 mod inspect;
@@ -29,6 +35,8 @@ use std::pin::Pin;
 
 pub(crate) use acquire::CheckedRequest;
 pub(crate) use acquire_set::CheckedSet;
+pub(crate) use attach::{CheckedAttach, Fit};
+pub(crate) use by_lease::HoldKey;
 pub use deployment::Deployment;
 pub(crate) use shared::Shared;
 
@@ -56,6 +64,16 @@ pub(crate) trait Engine: Send + Sync {
     /// the set's order. `Ok(None)` only with
     /// [`Patience::Once`](crate::wait::Patience::Once), when others hold a key.
     fn acquire_set<'a>(&'a self, request: CheckedSet<'a>) -> Pending<'a, Option<Vec<Acquisition>>>;
+    /// Moves the hold `request` names to its fresh id ([`Backend::attach`]) and has the
+    /// refresher keep each of its locks from the attach's send time: one acquisition per
+    /// key, in the lease's order. [`Error::NotHeld`] when the old id no longer held a key.
+    fn attach<'a>(&'a self, request: CheckedAttach<'a>) -> Pending<'a, Vec<Acquisition>>;
+    /// Releases every key of `hold` under its own id ([`Backend::release`]): true when it
+    /// held every key.
+    fn release_lease(&self, hold: Vec<HoldKey>) -> Pending<'_, bool>;
+    /// Extends every key of `hold` under its own id ([`Backend::renew`]): true when it
+    /// held every key.
+    fn renew_lease(&self, hold: Vec<HoldKey>) -> Pending<'_, bool>;
     /// Reads the state of the lock at `keys` ([`Backend::inspect`]).
     fn inspect<'a>(&'a self, keys: &'a Keys, form: Form) -> Pending<'a, LockState>;
     /// Removes every holder of `call`'s lock and wakes this process's waiters on it:
@@ -84,6 +102,18 @@ impl<B: Backend> Engine for BackendEngine<B> {
 
     fn acquire_set<'a>(&'a self, request: CheckedSet<'a>) -> Pending<'a, Option<Vec<Acquisition>>> {
         Box::pin(acquire_set::on(&self.refresher, request))
+    }
+
+    fn attach<'a>(&'a self, request: CheckedAttach<'a>) -> Pending<'a, Vec<Acquisition>> {
+        Box::pin(attach::on(&self.refresher, request))
+    }
+
+    fn release_lease(&self, hold: Vec<HoldKey>) -> Pending<'_, bool> {
+        Box::pin(by_lease::release(&**self.refresher.backend(), hold))
+    }
+
+    fn renew_lease(&self, hold: Vec<HoldKey>) -> Pending<'_, bool> {
+        Box::pin(by_lease::renew(&**self.refresher.backend(), hold))
     }
 
     fn inspect<'a>(&'a self, keys: &'a Keys, form: Form) -> Pending<'a, LockState> {

@@ -10,7 +10,9 @@ use redis::{Pipeline, Value};
 use crate::error::Error;
 use crate::mode::Mode;
 use crate::notify::waiter::Waiter;
+use super::portable::Part;
 use crate::protocol::calls::UpgradeOp;
+use crate::protocol::id::Id;
 use crate::protocol::exec::{Access, Executed};
 use crate::protocol::keys::Keys;
 use crate::protocol::replies::Upgraded;
@@ -40,6 +42,8 @@ pub(crate) trait AnyLease: Send + Sync {
     /// The mode the lock is held in now: the acquired one, or [`Mode::Read`] after a
     /// downgrade.
     fn mode(&self) -> Mode;
+    /// This hold's part of a portable lease ([`HeldLease::portable`](super::HeldLease::portable)).
+    fn portable(&self, fencing_token: u64) -> (Id, Part);
     /// [`HeldLease::validity`](super::HeldLease::validity).
     fn validity(&self) -> Duration;
     /// [`HeldLease::release`](super::HeldLease::release) of a held lock: nothing left over.

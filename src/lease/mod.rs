@@ -1,12 +1,14 @@
 //! One lock's lease in Redis and what keeps it: its keys, id and timing, its downgrade
 //! state (in which form its id is after a downgrade), its liveness (deadline and cancel
-//! reason), the refresh task, and the reentrancy registry. It reaches Redis only through
+//! reason), the refresh task, the reentrancy registry, and a hold's portable form
+//! ([`Lease`], `portable.rs`). It reaches Redis only through
 //! a [`Backend`], and knows no guard, request or handle.
 
 pub(crate) mod acquisition;
 pub(crate) mod any;
 mod downgrade_state;
 pub(crate) mod liveness;
+pub(crate) mod portable;
 pub(crate) mod refresher;
 pub(crate) mod registry;
 mod upgrade_state;
@@ -17,6 +19,7 @@ use std::time::Duration;
 use redis::{Pipeline, Value};
 
 pub(crate) use any::AnyLease;
+pub use portable::Lease;
 pub(crate) use downgrade_state::DowngradeState;
 pub(crate) use upgrade_state::UpgradeState;
 
@@ -86,6 +89,17 @@ impl<B> HeldLease<B> {
             (_, Mode::Write) => Holder::Writer,
             (_, Mode::Read) => Holder::Reader,
         }
+    }
+
+    /// This hold's part of a portable [`Lease`], with `fencing_token`: its id and its
+    /// lock key, held in the form its mode says now.
+    pub(crate) fn portable(&self, fencing_token: u64) -> (crate::protocol::id::Id, portable::Part) {
+        let part = portable::Part {
+            key: self.key().to_owned(),
+            holder: self.holder_as(self.mode()),
+            fencing_token,
+        };
+        (self.call.id, part)
     }
 
     /// The mode the lease took the lock in, or [`Mode::Write`] once an upgradable

@@ -148,6 +148,17 @@ mod tests {
         fn validity(&self) -> Duration {
             Duration::from_secs(60)
         }
+        fn portable(
+            &self,
+            fencing_token: u64,
+        ) -> (crate::protocol::id::Id, crate::lease::portable::Part) {
+            let part = crate::lease::portable::Part {
+                key: "k".into(),
+                holder: crate::protocol::calls::Holder::Writer,
+                fencing_token,
+            };
+            (crate::protocol::id::Id::new(), part)
+        }
         fn release(&self) -> crate::lease::any::LeaseFuture<'_> {
             Box::pin(async { Ok(true) })
         }

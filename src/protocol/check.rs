@@ -13,6 +13,14 @@ use crate::error::{Error, Preview};
 /// request on a shared connection; it gets [`Error::InvalidKey`] before anything is sent.
 pub const MAX_KEY_BYTES: usize = 1024 * 1024 - 1 - DEADLINE_SUFFIX.len();
 
+/// The most keys one set ([`RwMutex::lock_all`](crate::RwMutex::lock_all)) may have.
+/// `lua/lock_all.lua` takes three Redis keys per lock key in one script, which blocks the
+/// server while it runs. No server refuses a larger set, so the bound is time: measured
+/// with `examples/perf` (`perf -- set-limit`, `docs/performance.md`, "Sets of keys"), a set
+/// of 1,000 keys took about 8 ms of server time and one of 10,000 about 100 ms, during
+/// which every other client waits. `tests/lock/sets.rs` takes a set of this size.
+pub const MAX_SET_KEYS: usize = 1_000;
+
 /// Checks that every key of the lock at `lock` hashes to one slot, as Redis Cluster
 /// requires of a script's keys: the lock key must carry a hash tag.
 pub(crate) fn check_slot(lock: &str) -> Result<(), Error> {

@@ -25,6 +25,16 @@ impl Id {
         Self(hex)
     }
 
+    /// The id written as `text`, when it is one: exactly 32 lowercase hex characters (a
+    /// lease's id, read back).
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        let bytes: [u8; ID_CHARS] = text.as_bytes().try_into().ok()?;
+        bytes
+            .iter()
+            .all(|byte| HEX.contains(byte))
+            .then_some(Self(bytes))
+    }
+
     /// The id as text: 32 lowercase hex characters.
     #[expect(
         clippy::expect_used,
@@ -69,6 +79,16 @@ mod tests {
     use redis::ToRedisArgs;
 
     use super::Id;
+
+    #[test]
+    fn an_id_parses_back_and_nothing_else_does() {
+        let id = Id::new();
+        assert_eq!(Id::parse(id.as_str()), Some(id));
+        let upper = id.as_str().to_uppercase();
+        for bad in ["", "0", &upper, &format!("{id}0"), &"g".repeat(32)] {
+            assert_eq!(Id::parse(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn ids_are_32_lowercase_hex_chars_and_differ() {

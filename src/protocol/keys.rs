@@ -111,6 +111,20 @@ impl Keys {
         })
     }
 
+    /// The keys of the lock whose lock key is `lock` (a lease's, which names the full
+    /// key), with its queue's keys when `fair`, once `check` has accepted it.
+    pub(crate) fn of_lock(
+        lock: &str,
+        fair: bool,
+        check: impl Fn(&str) -> Result<(), Error>,
+    ) -> Result<Self, Error> {
+        check(lock)?;
+        Ok(Self {
+            lock: Arc::from(lock),
+            fair,
+        })
+    }
+
     /// The name `<lock key>:<suffix>`.
     fn name(&self, suffix: &'static str) -> Name<'_> {
         Name {

@@ -19,13 +19,7 @@ use crate::protocol::keys::Keys;
 use crate::protocol::slot::slot;
 use crate::wait::Patience;
 
-/// The most keys one set ([`RwMutex::lock_all`](crate::RwMutex::lock_all)) may have.
-/// `lua/lock_all.lua` takes three Redis keys per lock key in one script, which blocks the
-/// server while it runs. No server refuses a larger set, so the bound is time: measured
-/// with `examples/perf` (`perf -- set-limit`, `docs/performance.md`, "Sets of keys"), a set
-/// of 1,000 keys took about 8 ms of server time and one of 10,000 about 100 ms, during
-/// which every other client waits. `tests/lock/sets.rs` takes a set of this size.
-pub const MAX_SET_KEYS: usize = 1_000;
+pub use crate::protocol::check::MAX_SET_KEYS;
 
 /// A set request's handle state, keys, modes and parent.
 pub(crate) struct KeySet<C> {

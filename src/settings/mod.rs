@@ -340,14 +340,25 @@ impl Settings {
     /// checked ([`check_key`], and [`check_slot`] on a cluster or with hash-tagged keys):
     /// [`Error::InvalidKey`] before anything is sent.
     pub(crate) fn keys_of(&self, key: Option<&str>, fair: bool) -> Result<Keys, Error> {
-        let one_slot = self.on_cluster() || self.hash_tag_keys;
         Keys::of_request(&self.name, key, self.hash_tag_keys, fair, |lock| {
-            check_key(lock)?;
-            if one_slot {
-                check_slot(lock)?;
-            }
-            Ok(())
+            self.check_lock_key(lock)
         })
+    }
+
+    /// The keys of the lock whose full lock key is `lock` (a lease's), checked as
+    /// [`keys_of`](Self::keys_of) checks a request's, with its queue's keys when the
+    /// handle is fair.
+    pub(crate) fn keys_of_lock(&self, lock: &str) -> Result<Keys, Error> {
+        Keys::of_lock(lock, self.fair, |lock| self.check_lock_key(lock))
+    }
+
+    /// [`check_key`], and [`check_slot`] on a cluster or with hash-tagged keys.
+    fn check_lock_key(&self, lock: &str) -> Result<(), Error> {
+        check_key(lock)?;
+        if self.on_cluster() || self.hash_tag_keys {
+            check_slot(lock)?;
+        }
+        Ok(())
     }
 }
 

@@ -4,9 +4,11 @@
 //! of it, which sends every call to all nodes at once and counts the answers
 //! (`round.rs`): acquire in two rounds (`attempt.rs`, and for a set of keys `set.rs`),
 //! refresh, release and downgrade (`keep.rs`), an upgradable reader's upgrade and its
-//! turn into a plain reader (`upgrade.rs`). Each node keeps the single-server key
+//! turn into a plain reader (`upgrade.rs`); a lease's hold moved to a new id
+//! (`attach.rs`). Each node keeps the single-server key
 //! layout.
 
+mod attach;
 mod attempt;
 mod force;
 mod keep;
@@ -33,9 +35,11 @@ use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::observe::Meters;
 use crate::protocol::calls::{
-    AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart, UpgradeOp,
+    AttachPart, Attached, AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart,
+    UpgradeOp,
 };
 use crate::protocol::exec::{Access, Executed};
+use crate::protocol::id::Id;
 use crate::protocol::inspect::Form;
 use crate::protocol::keys::Keys;
 use crate::protocol::leader::LeaderRead;
@@ -245,6 +249,10 @@ where
         set_intent: bool,
     ) -> Result<SetAttempt, Error> {
         self.attempt_set_all(parts, set_intent).await
+    }
+
+    async fn attach(&self, parts: &[AttachPart<'_>], old: &Id) -> Result<Attached, Error> {
+        self.attach_all(parts, old).await
     }
 
     async fn refresh(&self, call: &Call, retake: Option<Retake>) -> Result<bool, Error> {

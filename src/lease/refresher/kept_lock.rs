@@ -13,12 +13,14 @@ use crate::backend::Backend;
 use crate::error::{chain, Error};
 use crate::lease::any::{AnyLease, ExecFuture, ExecSetFuture, LeaseFuture, UpgradeFuture};
 use crate::lease::liveness::Liveness;
+use crate::lease::portable::Part;
 use crate::lease::HeldLease;
 use crate::mode::Mode;
 use crate::notify::waiter::Waiter;
 use crate::observe::Exec;
 use crate::protocol::calls::{Leftovers, UpgradeOp};
 use crate::protocol::exec::{Access, Executed};
+use crate::protocol::id::Id;
 use crate::protocol::keys::Keys;
 use crate::reason::CancelReason;
 use crate::util;
@@ -178,6 +180,10 @@ impl<B: Backend> AnyLease for KeptLock<B> {
 
     fn validity(&self) -> Duration {
         self.lease.validity()
+    }
+
+    fn portable(&self, fencing_token: u64) -> (Id, Part) {
+        self.lease.portable(fencing_token)
     }
 
     fn release(&self) -> LeaseFuture<'_> {

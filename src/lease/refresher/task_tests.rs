@@ -57,6 +57,14 @@ impl Backend for Scripted {
         ]))
     }
 
+    async fn attach(
+        &self,
+        _: &[crate::protocol::calls::AttachPart<'_>],
+        _: &Id,
+    ) -> Result<crate::protocol::calls::Attached, Error> {
+        Ok(crate::protocol::calls::Attached::Moved)
+    }
+
     async fn refresh(&self, _: &Call, _: Option<Retake>) -> Result<bool, Error> {
         Ok(true)
     }

@@ -2,9 +2,11 @@
 //! types its calls take; each sender sends one script (by `EVALSHA`, see
 //! [`lua`](super::lua)) with the arguments its header in `lua/` lists. The senders live
 //! by job, re-exported here: acquiring (`acquire.rs`, with the write fast path of
-//! `fast.rs`), keeping (`keep.rs`) and releasing (`release.rs`).
+//! `fast.rs`), attaching a lease's hold under a new id (`attach.rs`), keeping
+//! (`keep.rs`) and releasing (`release.rs`).
 
 mod acquire;
+mod attach;
 mod fast;
 mod keep;
 mod release;
@@ -15,6 +17,7 @@ use std::sync::Arc;
 use redis::Cmd;
 
 pub(crate) use self::acquire::{attempt, raise_fence};
+pub(crate) use self::attach::{attach, AttachPart, Attached};
 pub(crate) use self::keep::{refresh, renew, retake, Renewed};
 pub(crate) use self::release::{downgrade, plain, unlock, upgrade};
 pub(crate) use self::set::{lock_all, SetPart};
@@ -130,7 +133,7 @@ pub(crate) enum AttemptKind {
 }
 
 /// What an id holds at a lock key, as `unlock.lua` and `retake.lua` take it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Holder {
     /// A writer's id, the string at the lock key.
     Writer,
