@@ -21,7 +21,7 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 17] = [
+pub(crate) const SCRIPT_FILES: [&str; 18] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
@@ -39,6 +39,7 @@ pub(crate) const SCRIPT_FILES: [&str; 17] = [
     "upgradable.lua",
     "upgrade.lua",
     "lock_all.lua",
+    "attach.lua",
 ];
 /// The functions every script uses (the server clock, raising a PTTL, publishing by
 /// `SPUBLISH` or `PUBLISH`); sent before each script, as one script. Small, since every
@@ -147,10 +148,15 @@ pub(crate) struct Scripts {
     pub(crate) upgradable: Lua,
     pub(crate) upgrade: Lua,
     pub(crate) lock_all: Lua,
+    #[allow(
+        dead_code,
+        reason = "sent by the attach of a lease, src/protocol/calls/attach.rs"
+    )]
+    pub(crate) attach: Lua,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake, proclaim, leader, upgradable, upgrade, lock_all] =
+    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake, proclaim, leader, upgradable, upgrade, lock_all, attach] =
         SCRIPT_FILES.map(load);
     Scripts {
         lock,
@@ -170,6 +176,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         upgradable,
         upgrade,
         lock_all,
+        attach,
     }
 });
 
@@ -238,6 +245,7 @@ mod tests {
             &SCRIPTS.upgradable,
             &SCRIPTS.upgrade,
             &SCRIPTS.lock_all,
+            &SCRIPTS.attach,
         ] {
             assert_eq!(script.sha.len(), 40);
         }
