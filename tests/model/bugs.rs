@@ -50,4 +50,9 @@ pub enum Bug {
     /// lock_all.lua keeps (or sets) a set's intents when another waiter's intent blocks
     /// one of its read keys.
     LockAllKeepsIntentWhenBlockedByIntent,
+    /// attach.lua moves the hold without checking that the old id holds it.
+    AttachUnchecked,
+    /// attach.lua adds the new id to a readers' set or a semaphore without removing the
+    /// old one.
+    AttachKeepsOldId,
 }

@@ -55,11 +55,16 @@ pub enum Key {
     Intent1,
     /// `K:b:fence`: lock 1's fence, as [`Key::Fence`].
     Fence1,
+    /// `K:holders`: the holder descriptions of `K`, a hash whose fields are ids
+    /// ([`Val::Holders`]).
+    Holders,
+    /// `K:b:holders`: lock 1's, as [`Key::Holders`].
+    Holders1,
 }
 
 impl Key {
     /// Every key, in the order the differential test reads them.
-    pub const ALL: [Key; 12] = [
+    pub const ALL: [Key; 14] = [
         Key::Lock,
         Key::Intent,
         Key::Fence,
@@ -72,11 +77,13 @@ impl Key {
         Key::Lock1,
         Key::Intent1,
         Key::Fence1,
+        Key::Holders,
+        Key::Holders1,
     ];
 
-    /// The key that plays this key's role for lock `l` (0 or 1): lock 1's lock, intent
-    /// and fence keys for lock 0's and back; every other key is lock 0's alone, and
-    /// stays.
+    /// The key that plays this key's role for lock `l` (0 or 1): lock 1's lock, intent,
+    /// fence and holders keys for lock 0's and back; every other key is lock 0's alone,
+    /// and stays.
     pub fn on(self, l: usize) -> Key {
         if l == 0 {
             return self;
@@ -88,6 +95,8 @@ impl Key {
             Key::Lock1 => Key::Lock,
             Key::Intent1 => Key::Intent,
             Key::Fence1 => Key::Fence,
+            Key::Holders => Key::Holders1,
+            Key::Holders1 => Key::Holders,
             other => other,
         }
     }
@@ -107,6 +116,8 @@ impl Key {
             Key::Lock1 => ":b",
             Key::Intent1 => ":b:lock-intent",
             Key::Fence1 => ":b:fence",
+            Key::Holders => ":holders",
+            Key::Holders1 => ":b:holders",
         }
     }
 }
@@ -209,8 +220,11 @@ pub enum Val {
     Set(BTreeSet<Id>),
     /// `zset`: member → score (a deadline in ms, or an arrival ticket).
     ZSet(BTreeMap<Member, i64>),
-    /// `hash`: a type this protocol never writes (a hostile key).
+    /// `hash`: a type this protocol never writes (a hostile key), or a hash with a field
+    /// that is no id.
     Hash,
+    /// `hash` whose fields are all ids: holder descriptions (the values are not modelled).
+    Holders(BTreeSet<Id>),
 }
 
 impl Val {
@@ -220,7 +234,7 @@ impl Val {
             Val::Str(_) => "string",
             Val::Set(_) => "set",
             Val::ZSet(_) => "zset",
-            Val::Hash => "hash",
+            Val::Hash | Val::Holders(_) => "hash",
         }
     }
 }
@@ -296,7 +310,8 @@ impl Store {
     /// Runs `f` (a script of one lock key) on lock `l`'s keys: for lock 1, with lock 1's
     /// lock, intent and fence keys in lock 0's places and back after ([`Key::on`]), so
     /// that what `f` reads and writes as `Key::Lock`, `Key::Intent` and `Key::Fence` is
-    /// lock 1's (a refusal in its reply names them as lock 0's). Only for scripts that
+    /// lock 1's (a refusal in its reply names them as lock 0's), and so is
+    /// `Key::Holders`. Only for scripts that
     /// touch no other key (lock.lua and rlock.lua not fair, unlock.lua's "w" and "r",
     /// renew.lua's `w` and `r`, exec.lua's check): lock 1 has no queue, upgrader or
     /// data of its own.
@@ -312,7 +327,7 @@ impl Store {
 
     /// Lock 0's lock, intent and fence keys and lock 1's change places.
     fn swap_locks(&mut self) {
-        for k in [Key::Lock, Key::Intent, Key::Fence] {
+        for k in [Key::Lock, Key::Intent, Key::Fence, Key::Holders] {
             let (a, b) = (self.keys.remove(&k), self.keys.remove(&k.on(1)));
             if let Some(a) = a {
                 self.keys.insert(k.on(1), a);
@@ -532,6 +547,51 @@ impl Store {
                 expires,
             },
         );
+    }
+
+    /// `HDEL k id`: 1 removed; the hash goes with its last field. A hostile hash
+    /// ([`Val::Hash`]) has no id among its fields.
+    pub fn hdel(&mut self, k: Key, id: Id) -> Result<i64, WrongType> {
+        match self.keys.get_mut(&k) {
+            None | Some(Entry { val: Val::Hash, .. }) => Ok(0),
+            Some(Entry {
+                val: Val::Holders(ids),
+                ..
+            }) => {
+                let removed = ids.remove(&id);
+                if ids.is_empty() {
+                    self.keys.remove(&k);
+                }
+                Ok(i64::from(removed))
+            }
+            Some(_) => Err(WrongType),
+        }
+    }
+
+    /// `HSET k id text`: the hash is made with no TTL when absent; `Err` on another
+    /// type. A hostile hash ([`Val::Hash`]) stays one (a field that is no id is in it).
+    pub fn hset(&mut self, k: Key, id: Id) -> Result<(), WrongType> {
+        match self.keys.get_mut(&k) {
+            None => {
+                self.keys.insert(
+                    k,
+                    Entry {
+                        val: Val::Holders(BTreeSet::from([id])),
+                        expires: None,
+                    },
+                );
+                Ok(())
+            }
+            Some(Entry { val: Val::Hash, .. }) => Ok(()),
+            Some(Entry {
+                val: Val::Holders(ids),
+                ..
+            }) => {
+                ids.insert(id);
+                Ok(())
+            }
+            Some(_) => Err(WrongType),
+        }
     }
 
     /// `INCR`: the new value; `Err(())` on a value that is not an integer (Redis's ERR).

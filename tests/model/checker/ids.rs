@@ -14,7 +14,7 @@ fn store_ids(store: &Store, out: &mut Vec<Id>) {
     for e in store.keys.values() {
         match &e.val {
             Val::Str(Text::Id(id)) | Val::Str(Text::Record { id, .. }) => out.push(*id),
-            Val::Set(ids) => out.extend(ids.iter().copied()),
+            Val::Set(ids) | Val::Holders(ids) => out.extend(ids.iter().copied()),
             Val::ZSet(z) => out.extend(z.keys().map(|m| match *m {
                 Member::Id(id) | Member::Queued(_, id) => id,
             })),
@@ -61,7 +61,9 @@ fn rename_entry(e: &mut Entry, to: impl Fn(Id) -> Id) {
     match &mut e.val {
         Val::Str(Text::Id(id)) => *id = to(*id),
         Val::Str(Text::Record { id, .. }) => *id = to(*id),
-        Val::Set(ids) => *ids = ids.iter().map(|&id| to(id)).collect::<BTreeSet<_>>(),
+        Val::Set(ids) | Val::Holders(ids) => {
+            *ids = ids.iter().map(|&id| to(id)).collect::<BTreeSet<_>>();
+        }
         Val::ZSet(z) => {
             *z = z
                 .iter()

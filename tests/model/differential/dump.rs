@@ -10,7 +10,7 @@ use crate::store::{id_of, Entry, Key, Member, Store, Text, Val};
 
 /// KEYS: the keys of one lock key in [`Key::ALL`]'s order. Replies `{seconds,
 /// microseconds, {type, pttl, value, expiry} per key}`: TIME, then each key's TYPE,
-/// PTTL, value (GET, SMEMBERS, ZRANGE WITHSCORES; "" for none or a hash) and
+/// PTTL, value (GET, SMEMBERS, ZRANGE WITHSCORES, HKEYS; "" for none) and
 /// PEXPIRETIME (-3 on a server without it). PTTL is measured from the time Redis cached
 /// when the script began, which a busy machine can leave some ms behind TIME; so the
 /// expiry is taken from PEXPIRETIME where there is one.
@@ -26,6 +26,8 @@ for _, key in ipairs(KEYS) do
         value = redis.call('SMEMBERS', key)
     elseif key_type == 'zset' then
         value = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    elseif key_type == 'hash' then
+        value = redis.call('HKEYS', key)
     end
     -- PEXPIRETIME (Redis 7.0 on): the expiry itself, read off no clock; before 7.0 an
     -- error, and the expiry is TIME + PTTL.
@@ -95,7 +97,11 @@ pub fn parse(n: &Names, v: &Value) -> Result<Store, String> {
                 }
                 Val::ZSet(z)
             }
-            "hash" => Val::Hash,
+            // Holder descriptions when every field is an id; else a hostile hash.
+            "hash" => {
+                let ids: Option<BTreeSet<_>> = texts(value)?.iter().map(|f| id_of(f)).collect();
+                ids.map_or(Val::Hash, Val::Holders)
+            }
             other => return Err(format!("{}: type {other}", n.key(key))),
         };
         let expires = match *pttl {

@@ -3,6 +3,7 @@
 
 use proptest::prelude::*;
 
+use crate::scripts::attach::{Mode, Part};
 use crate::scripts::exec::Command;
 use crate::scripts::lock::Take;
 use crate::scripts::lock_all::{SetKey, TakeAll};
@@ -10,7 +11,7 @@ use crate::scripts::refresh::Hint;
 use crate::scripts::shared::MAX_TOKEN;
 use crate::scripts::unlock::{Extra, Kind};
 use crate::scripts::{
-    downgrade, election, exec, force, go, inspect, lock, lock_all, quorum, refresh, rlock,
+    attach, downgrade, election, exec, force, go, inspect, lock, lock_all, quorum, refresh, rlock,
     semaphore, unlock, upgradable, upgrade, Reply,
 };
 use crate::store::{Entry, Id, Key, Store, Text, Val};
@@ -75,6 +76,18 @@ pub enum Op {
     },
     /// lock_all.lua.
     LockAll { take: TakeAll },
+    /// attach.lua: the hold of `old` on the lock keys of `parts` (lock 0 or 1, [`Key::on`],
+    /// each in its mode) taken over by `new`, with the TTL `ttl`.
+    Attach {
+        old: Id,
+        new: Id,
+        ttl: i64,
+        parts: Vec<Part>,
+    },
+    /// A holder's description: `HSET` of `id`'s field in lock `lock`'s holders hash,
+    /// then its PX `px` (none when the key holds another type), as a describing handle
+    /// writes it.
+    Describe { id: Id, lock: usize, px: i64 },
     /// A step of one lock key (lock.lua or rlock.lua not fair, unlock.lua's "w" or "r"
     /// with or without the intent, renew.lua with `w` and `r`) on lock 1's keys
     /// (`Store::on_lock`), so that single lockers meet the sets of `LockAll`.
@@ -352,6 +365,46 @@ fn on_lock1_op() -> impl Strategy<Value = Op> {
     })
 }
 
+/// attach.lua on one lock key or both in either order, each in a mode of `modes`; the
+/// new id is any other, 4 (which no other step uses: a fresh id) most often.
+fn attach_op(modes: Vec<Mode>, locks: BoxedStrategy<Vec<usize>>) -> impl Strategy<Value = Op> {
+    let mode = prop::sample::select(modes);
+    (id(), 0..=4u8, ttl(), locks, prop::collection::vec(mode, 2)).prop_map(
+        |(old, new, ttl, locks, modes)| Op::Attach {
+            old,
+            new: if new == old { 4 } else { new },
+            ttl,
+            parts: locks.into_iter().zip(modes).collect(),
+        },
+    )
+}
+
+/// A lock's attach: its keys written or read, on lock 0, lock 1 or both.
+fn lock_attach_op() -> impl Strategy<Value = Op> {
+    attach_op(vec![Mode::Writer, Mode::Reader], locks().boxed())
+}
+
+/// A semaphore's attach: lock 0's permit.
+fn permit_attach_op() -> impl Strategy<Value = Op> {
+    attach_op(vec![Mode::Permit], Just(vec![0]).boxed())
+}
+
+/// Any attach: each key in any mode.
+fn any_attach_op() -> impl Strategy<Value = Op> {
+    attach_op(
+        vec![Mode::Writer, Mode::Reader, Mode::Permit],
+        locks().boxed(),
+    )
+}
+
+fn describe_op(locks: Vec<usize>) -> impl Strategy<Value = Op> {
+    (id(), prop::sample::select(locks), ttl()).prop_map(|(id, lock, px)| Op::Describe {
+        id,
+        lock,
+        px,
+    })
+}
+
 fn advance_op() -> impl Strategy<Value = Op> {
     (1..=12i64).prop_map(|n| Op::Advance { ms: n * 500 })
 }
@@ -394,6 +447,8 @@ fn lock_step(fair: bool) -> BoxedStrategy<Op> {
         ),
         2 => (id(), ttl(), any::<bool>()).prop_map(|(id, ttl, intent)| Op::GoWrite { id, ttl, intent }),
         2 => (id(), ttl()).prop_map(|(id, ttl)| Op::GoRead { id, ttl }),
+        5 => lock_attach_op(),
+        2 => describe_op(vec![0, 1]),
         1 => (id(), ttl()).prop_map(|(id, ttl)| Op::GoRefresh { id, ttl }),
         2 => id().prop_map(|id| Op::GoUnlock { id }),
         10 => advance_op(),
@@ -422,6 +477,8 @@ fn semaphore_step(fair: bool) -> impl Strategy<Value = Op> {
         6 => refresh_op(),
         5 => renew_op(),
         4 => exec_op(),
+        6 => permit_attach_op(),
+        2 => describe_op(vec![0]),
         2 => Just(Op::ForceUnlock),
         2 => Just(Op::Inspect { semaphore: true }),
         6 => short_advance_op(),
@@ -437,6 +494,7 @@ fn any_step() -> impl Strategy<Value = Op> {
         4 => lock_step(false),
         1 => semaphore_step(false),
         1 => unlock_op(kind().boxed()),
+        1 => any_attach_op(),
     ]
 }
 
@@ -478,6 +536,13 @@ impl Op {
             Op::Exec { locks, .. } if locks.len() > 1 => "ExecAll",
             Op::Exec { .. } => "Exec",
             Op::LockAll { .. } => "LockAll",
+            Op::Attach { parts, .. } => match parts[..] {
+                [(_, Mode::Writer)] => "AttachWrite",
+                [(_, Mode::Reader)] => "AttachRead",
+                [(_, Mode::Permit)] => "AttachPermit",
+                _ => "AttachAll",
+            },
+            Op::Describe { .. } => "Describe",
             Op::OnLock1(op) => match **op {
                 Op::Lock { .. } => "Lock@1",
                 Op::RLock { .. } => "RLock@1",
@@ -521,6 +586,19 @@ impl Op {
                 commands,
             } => exec::exec(s, *id, locks, commands),
             Op::LockAll { take } => lock_all::lock_all(s, take),
+            Op::Attach {
+                old,
+                new,
+                ttl,
+                parts,
+            } => attach::attach(s, *old, *new, *ttl, parts),
+            Op::Describe { id, lock, px } => {
+                let key = Key::Holders.on(*lock);
+                if s.hset(key, *id).is_ok() {
+                    s.pexpire(key, *px);
+                }
+                return None;
+            }
             Op::OnLock1(op) => return s.on_lock(1, |s| op.on_model(s)),
             Op::ForceUnlock => force::force_unlock(s),
             Op::Leader => election::leader(s),

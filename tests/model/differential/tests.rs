@@ -84,6 +84,15 @@ const REACHED: &[&str] = &[
     "UnlockUpgradable: Int(2)",
     "UnlockUpgradable: Int(3)",
     "RenewUpgradable: Renewed(1)",
+    "AttachWrite: Int(1)",
+    "AttachWrite: NotHeld(1)",
+    "AttachRead: Int(1)",
+    "AttachRead: NotHeld(1)",
+    "AttachPermit: Int(1)",
+    "AttachPermit: NotHeld(1)",
+    "AttachAll: Int(1)",
+    "AttachAll: NotHeld(1)",
+    "AttachAll: NotHeld(2)",
 ];
 
 /// Sequences per thread of [`model_and_server_agree`].

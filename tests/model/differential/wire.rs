@@ -52,6 +52,10 @@ elseif op == 'hash' then
     redis.call('DEL', KEYS[1])
     redis.call('HSET', KEYS[1], 'f', 'v')
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
+elseif op == 'describe' then
+    if type(redis.pcall('HSET', KEYS[1], ARGV[2], 'd')) == 'number' then
+        redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    end
 elseif op == 'set' then
     redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 end
@@ -66,7 +70,7 @@ pub struct Loaded {
 }
 
 /// The crate's scripts a differential run calls.
-const CRATE_SCRIPTS: [&str; 17] = [
+const CRATE_SCRIPTS: [&str; 18] = [
     "lock.lua",
     "rlock.lua",
     "semaphore.lua",
@@ -84,6 +88,7 @@ const CRATE_SCRIPTS: [&str; 17] = [
     "upgradable.lua",
     "upgrade.lua",
     "lock_all.lua",
+    "attach.lua",
 ];
 
 impl Loaded {
@@ -138,6 +143,8 @@ pub enum Shape {
     Renew,
     /// exec.lua.
     Exec,
+    /// attach.lua: 1, or `{0, i}`.
+    Attach,
     /// lock_all.lua: tokens, or `{"blocked", i, pttl}`.
     Tokens,
     /// leader.lua.
@@ -361,6 +368,24 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
             ];
             ("lock_all.lua", keys, args, Shape::Tokens)
         }
+        Op::Attach {
+            old,
+            new,
+            ttl,
+            parts,
+        } => {
+            let mut keys: Vec<String> = parts.iter().map(|&(l, _)| k(Key::Lock.on(l))).collect();
+            keys.extend(parts.iter().map(|&(l, _)| k(Key::Holders.on(l))));
+            let modes: String = parts.iter().map(|&(_, mode)| mode.letter()).collect();
+            let args = vec![id_text(*old), id_text(*new), ms(*ttl), modes];
+            ("attach.lua", keys, args, Shape::Attach)
+        }
+        Op::Describe { id, lock, px } => (
+            "admin",
+            vec![k(Key::Holders.on(*lock))],
+            vec!["describe".to_owned(), id_text(*id), ms(*px)],
+            Shape::None,
+        ),
         Op::OnLock1(op) => return command(scripts, &n.on_lock(1), op, token),
         Op::ForceUnlock => (
             "force_unlock.lua",
@@ -564,6 +589,13 @@ pub fn reply(n: &Names, shape: Shape, v: &Value) -> Result<Reply, String> {
             }),
             _ => None,
         },
+        (Shape::Attach, Value::Int(1)) => Some(Reply::Int(1)),
+        (Shape::Attach, Value::Array(items)) => {
+            match (items.first().and_then(int), items.get(1).and_then(int)) {
+                (Some(0), Some(i)) if items.len() == 2 && i > 0 => Some(Reply::NotHeld(i as usize)),
+                _ => None,
+            }
+        }
         (Shape::Tokens, Value::Array(items)) if !items.is_empty() => {
             let blocked = text(&items[0]).is_some_and(|w| w == "blocked");
             match (blocked, ints(&items[1..])) {
