@@ -120,6 +120,7 @@ pub use engine::Deployment;
 pub use error::{Error, Refusal};
 pub use guard::{Guard, MultiGuard, Permit, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use leader::Leader;
+pub use lease::Lease;
 pub use lock_state::{LockState, QueueEntry};
 pub use mode::Mode;
 pub use mutex::RwMutex;

@@ -4,14 +4,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{Deployment, Shared};
+use crate::engine::{Deployment, Fit, Shared};
 use crate::error::Error;
-use crate::guard::{ReadGuard, UpgradableReadGuard, WriteGuard};
+use crate::guard::{MultiGuard, ReadGuard, UpgradableReadGuard, WriteGuard};
+use crate::lease::Lease;
 use crate::lock_state::LockState;
 use crate::mode::Kind;
 use crate::notify::Notifier;
 use crate::protocol::inspect::Form;
-use crate::request::{Acquire, LockAll, Request, TryAcquire, TryLockAll};
+use crate::request::{self, Acquire, LockAll, Request, TryAcquire, TryLockAll};
 
 /// A distributed read-write mutex on one Redis server, or on a Redis Cluster (feature
 /// `cluster`): many readers or one writer per lock key, across processes and machines.
@@ -284,6 +285,126 @@ impl<C> RwMutex<C> {
     /// (they find out by their next attempt).
     pub async fn force_unlock(&self, key: &str) -> Result<bool, crate::Error> {
         self.shared.force_unlock(key).await
+    }
+
+    /// Takes over the write lock a [`Lease`] names (from
+    /// [`WriteGuard::detach`], here or in another process): one script
+    /// (`lua/attach.lua`) checks that the lease's id still holds the lock key as its
+    /// writer and moves the hold to a fresh id, renewed with this mutex's TTL, in the same
+    /// step. The guard then behaves as if taken here: this mutex's refresher renews it
+    /// from the attach's send time, its cancellation token fires as any guard's does,
+    /// [`exec`](WriteGuard::exec) and [`unlock`](WriteGuard::unlock) work, the metrics
+    /// count it (a request of `kind` `write`); its [`fencing_token`](WriteGuard::fencing_token)
+    /// is the lease's, and its [`id`](WriteGuard::id) the new one. A lease attaches at
+    /// most once: the old id is gone after it, so a second attach of the same lease (at
+    /// the same time or later) gets [`Error::NotHeld`]. On a reentrant mutex the guard is
+    /// registered as an acquired one is, for the attaching task. The new id has the same
+    /// form as any (32 lowercase hex characters), so Go clients see the same lock.
+    ///
+    /// See the [leases guide](crate::guide::leases).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidLease`] naming the key, before anything is sent, when the lease
+    ///   is not a single writer's (a reader's, a set's or a semaphore permit's).
+    /// - [`Error::InvalidKey`] and [`Error::InvalidOptions`] as for a request, before
+    ///   anything is sent (on a Redis Cluster the lease's key must carry a hash tag).
+    /// - [`Error::NotHeld`] when the lease's id no longer holds the lock as its writer:
+    ///   it expired, was released or released by force, or the lease was attached
+    ///   already. Nothing changed.
+    /// - [`Error::Timeout`] when no answer came within the TTL minus the drift margin;
+    ///   [`Error::Refused`], [`Error::Redis`] when the request fails;
+    ///   [`Error::NotReplicated`] with [`Builder::replicas`](crate::Builder::replicas)
+    ///   when too few replicas acknowledged it (the hold moved on the primary and
+    ///   expires after this mutex's TTL). Over a [`Quorum`](crate::Quorum),
+    ///   [`Error::NoQuorum`] when no majority answered; a majority must move the hold,
+    ///   else the nodes that moved it release it and the answer is `NotHeld` or
+    ///   `NoQuorum`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before the reply may leave the hold moved to the new id, which
+    /// nobody keeps: it expires after this mutex's TTL, and the lease no longer attaches
+    /// (its old id is gone). Dropped before the script was sent, nothing changed.
+    pub async fn attach_write(&self, lease: &Lease) -> Result<WriteGuard, Error> {
+        request::attach::one(&self.shared, lease, Fit::Write, Kind::Write)
+            .await
+            .map(WriteGuard::new)
+    }
+
+    /// Takes over the read lock a [`Lease`] names (from [`ReadGuard::detach`]): the
+    /// lease's id must still be one of the lock key's readers; it is replaced by a fresh
+    /// id, and the readers' set's TTL raised to at least this mutex's. Otherwise as
+    /// [`attach_write`](Self::attach_write) (a request of `kind` `read` in the metrics).
+    ///
+    /// # Errors
+    ///
+    /// As [`attach_write`](Self::attach_write); [`Error::InvalidLease`] when the lease
+    /// is not a single reader's.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`attach_write`](Self::attach_write).
+    pub async fn attach_read(&self, lease: &Lease) -> Result<ReadGuard, Error> {
+        request::attach::one(&self.shared, lease, Fit::Read, Kind::Read)
+            .await
+            .map(ReadGuard::new)
+    }
+
+    /// Takes over every lock a [`Lease`] names (from [`MultiGuard::detach`], or a single
+    /// guard's) at once: the lease's id must hold every key in the lease's mode for that
+    /// key, and all move to one fresh id in one step, or none does. The
+    /// [`MultiGuard`]'s keys are named by their lock keys. Otherwise as
+    /// [`attach_write`](Self::attach_write) (a request of `kind` `set` in the metrics).
+    ///
+    /// # Errors
+    ///
+    /// As [`attach_write`](Self::attach_write), with [`Error::NotHeld`] naming the first
+    /// key the lease no longer held; [`Error::InvalidLease`] for a semaphore permit's
+    /// lease; [`Error::CrossSlot`] on a Redis Cluster (or with hash-tagged keys) when the
+    /// keys are not in one slot.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`attach_write`](Self::attach_write).
+    pub async fn attach_all(&self, lease: &Lease) -> Result<MultiGuard, Error> {
+        request::attach::set(&self.shared, lease).await
+    }
+
+    /// Releases the hold a [`Lease`] names, under the lease's own id: one `unlock.lua`
+    /// per key, which removes that id only, never another holder's. `Ok(true)` when the
+    /// id still held every key (each is now released), `Ok(false)` otherwise (a key it
+    /// did not hold is not changed: a newer holder keeps it). Waiters here and elsewhere
+    /// are told, as after any release. For a lease whose guard is gone: a process that
+    /// restarts and gives back what it held, a command line's `unlock --lease`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidLease`] for a semaphore permit's lease, and the key checks of
+    /// [`attach_write`](Self::attach_write), before anything is sent; then as
+    /// [`force_unlock`](Self::force_unlock) (a timeout after the TTL).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves each key released or not, as a lost reply does.
+    pub async fn release(&self, lease: &Lease) -> Result<bool, Error> {
+        self.shared.release_lease(lease, Fit::Locks).await
+    }
+
+    /// Extends every key of the hold a [`Lease`] names by this mutex's TTL, under the
+    /// lease's own id, without taking it over (`renew.lua`: the id stays, and the lease
+    /// still attaches). `Ok(true)` when the id held every key. For a process that keeps a
+    /// detached hold alive without attaching it (the command line's `renew --lease`).
+    ///
+    /// # Errors
+    ///
+    /// As [`release`](Self::release).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves each key renewed or not.
+    pub async fn renew(&self, lease: &Lease) -> Result<bool, Error> {
+        self.shared.renew_lease(lease, Fit::Locks).await
     }
 
     /// The connection the mutex was made with, for the work the lock protects.

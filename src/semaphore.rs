@@ -4,14 +4,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{Deployment, Shared};
+use crate::engine::{Deployment, Fit, Shared};
 use crate::error::Error;
 use crate::guard::Permit;
+use crate::lease::Lease;
 use crate::lock_state::LockState;
 use crate::mode::Kind;
 use crate::notify::Notifier;
 use crate::protocol::inspect::Form;
-use crate::request::{Acquire, Request, TryAcquire};
+use crate::request::{self, Acquire, Request, TryAcquire};
 use crate::settings::Product;
 
 /// A distributed counting semaphore: at most `permits` holders of one name (or of one
@@ -162,6 +163,62 @@ impl<C> Semaphore<C> {
     /// leaves the permits cleared or not.
     pub async fn force_unlock(&self, key: &str) -> Result<bool, crate::Error> {
         self.shared.force_unlock(key).await
+    }
+
+    /// Takes over the permit a [`Lease`] names (from [`Permit::detach`], here or in
+    /// another process): one script checks that the lease's id still holds an unexpired
+    /// permit and moves it to a fresh id, whose deadline is this semaphore's TTL from the
+    /// server's clock. The permit then behaves as if taken here (a request of `kind`
+    /// `permit` in the metrics); its fencing token is the lease's. A lease attaches at
+    /// most once. See [`RwMutex::attach_write`](crate::RwMutex::attach_write) and the
+    /// [leases guide](crate::guide::leases).
+    ///
+    /// # Errors
+    ///
+    /// As [`RwMutex::attach_write`](crate::RwMutex::attach_write);
+    /// [`Error::InvalidLease`] when the lease is not a permit's.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RwMutex::attach_write`](crate::RwMutex::attach_write): a dropped attach may
+    /// leave the permit under a new id nobody keeps, which runs out after this
+    /// semaphore's TTL.
+    pub async fn attach(&self, lease: &Lease) -> Result<Permit, Error> {
+        let kind = self.request().kind;
+        request::attach::one(&self.shared, lease, Fit::Permit, kind)
+            .await
+            .map(Permit::new)
+    }
+
+    /// Returns the permit a [`Lease`] names, under the lease's own id (never another
+    /// holder's): `Ok(true)` when the id still held an unexpired permit, now removed.
+    /// As [`RwMutex::release`](crate::RwMutex::release).
+    ///
+    /// # Errors
+    ///
+    /// As [`RwMutex::release`](crate::RwMutex::release); [`Error::InvalidLease`] when
+    /// the lease is not a permit's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the permit returned or not.
+    pub async fn release(&self, lease: &Lease) -> Result<bool, Error> {
+        self.shared.release_lease(lease, Fit::Permit).await
+    }
+
+    /// Extends the permit a [`Lease`] names by this semaphore's TTL, under the lease's
+    /// own id, without taking it over: `Ok(true)` when the id still held it. As
+    /// [`RwMutex::renew`](crate::RwMutex::renew).
+    ///
+    /// # Errors
+    ///
+    /// As [`release`](Self::release).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the permit renewed or not.
+    pub async fn renew(&self, lease: &Lease) -> Result<bool, Error> {
+        self.shared.renew_lease(lease, Fit::Permit).await
     }
 
     fn request(&self) -> Request<C> {

@@ -18,8 +18,8 @@ use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::protocol::acks::{Acked, Acks};
 use crate::protocol::calls::{
-    self, AttachPart, Attached, AttemptKind, Call, Holder, Leftovers, Renewal, Retake,
-    SetPart, UpgradeOp,
+    self, AttachPart, Attached, AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart,
+    UpgradeOp,
 };
 use crate::protocol::command_keys::CommandKeys;
 use crate::protocol::exec::{Access, Executed, Guarded};

@@ -59,8 +59,7 @@ use crate::error::Error;
 use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::protocol::calls::{
-    AttachPart, Attached, AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart,
-    UpgradeOp,
+    AttachPart, Attached, AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart, UpgradeOp,
 };
 use crate::protocol::exec::{Access, Executed};
 use crate::protocol::id::Id;

@@ -99,6 +99,15 @@ impl WriteGuard {
 
     blocking_guard_methods!("lock", "WriteGuard", "crate::WriteGuard");
 
+    /// Lets go of this lock without releasing it, and gives its hold as a
+    /// [`Lease`](crate::Lease) that another handle (blocking or async, in this process or
+    /// another) attaches, releases or renews; nothing is sent, and the lock stays
+    /// held in Redis until its TTL runs out. See
+    /// [`WriteGuard::detach`](crate::WriteGuard::detach).
+    pub fn detach(self) -> crate::Lease {
+        self.guard.detach()
+    }
+
     /// Turns this write guard into a read guard without letting go of the lock: no other
     /// writer can take it in between. See
     /// [`WriteGuard::downgrade`](crate::WriteGuard::downgrade).
@@ -137,6 +146,15 @@ impl ReadGuard {
     }
 
     blocking_guard_methods!("lock", "ReadGuard", "crate::ReadGuard");
+
+    /// Lets go of this lock without releasing it, and gives its hold as a
+    /// [`Lease`](crate::Lease) that another handle (blocking or async, in this process or
+    /// another) attaches, releases or renews; nothing is sent, and the lock stays
+    /// held in Redis until its TTL runs out. See
+    /// [`ReadGuard::detach`](crate::ReadGuard::detach).
+    pub fn detach(self) -> crate::Lease {
+        self.guard.detach()
+    }
 }
 
 /// One permit of a blocking [`Semaphore`](super::Semaphore): the blocking form of
@@ -157,6 +175,15 @@ impl Permit {
     }
 
     blocking_guard_methods!("permit", "Permit", "crate::Permit");
+
+    /// Lets go of this permit without releasing it, and gives its hold as a
+    /// [`Lease`](crate::Lease) that another handle (blocking or async, in this process or
+    /// another) attaches, releases or renews; nothing is sent, and the permit stays
+    /// held in Redis until its TTL runs out. See
+    /// [`Permit::detach`](crate::Permit::detach).
+    pub fn detach(self) -> crate::Lease {
+        self.guard.detach()
+    }
 }
 
 pub(super) use blocking_guard_methods;

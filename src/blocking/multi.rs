@@ -113,6 +113,13 @@ impl MultiGuard {
         self.background.block_on(self.guard.exec(pipe))?
     }
 
+    /// Lets go of the set without releasing it, and gives its hold as one
+    /// [`Lease`](crate::Lease), which another handle attaches with `attach_all`; nothing
+    /// is sent. See [`MultiGuard::detach`](crate::MultiGuard::detach).
+    pub fn detach(self) -> crate::Lease {
+        self.guard.detach()
+    }
+
     /// Releases every key and waits for the answers: `Ok(true)` when every key was still
     /// held. The cancellation token fires at once.
     ///

@@ -12,6 +12,7 @@ use super::guards::{ReadGuard, WriteGuard};
 use super::multi::MultiGuard;
 use super::upgradable::UpgradableReadGuard;
 use crate::error::Error;
+use crate::lease::Lease;
 use crate::lock_state::LockState;
 use crate::settings::Product;
 
@@ -231,6 +232,63 @@ impl RwMutex {
     /// [`Error::InRuntime`].
     pub fn force_unlock(&self, key: &str) -> Result<bool, Error> {
         self.background.block_on(self.mutex.force_unlock(key))?
+    }
+
+    /// Takes over the write lock a [`Lease`] names; see
+    /// [`RwMutex::attach_write`](crate::RwMutex::attach_write). The guard is refreshed by
+    /// this handle's background thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwMutex::attach_write`](crate::RwMutex::attach_write)'s, and
+    /// [`Error::InRuntime`] (nothing sent).
+    pub fn attach_write(&self, lease: &Lease) -> Result<WriteGuard, Error> {
+        self.background
+            .acquire(self.mutex.attach_write(lease), WriteGuard::new)
+    }
+
+    /// Takes over the read lock a [`Lease`] names; see
+    /// [`RwMutex::attach_read`](crate::RwMutex::attach_read).
+    ///
+    /// # Errors
+    ///
+    /// As [`RwMutex::attach_read`](crate::RwMutex::attach_read)'s, and
+    /// [`Error::InRuntime`].
+    pub fn attach_read(&self, lease: &Lease) -> Result<ReadGuard, Error> {
+        self.background
+            .acquire(self.mutex.attach_read(lease), ReadGuard::new)
+    }
+
+    /// Takes over every lock a [`Lease`] names at once; see
+    /// [`RwMutex::attach_all`](crate::RwMutex::attach_all).
+    ///
+    /// # Errors
+    ///
+    /// As [`RwMutex::attach_all`](crate::RwMutex::attach_all)'s, and
+    /// [`Error::InRuntime`].
+    pub fn attach_all(&self, lease: &Lease) -> Result<MultiGuard, Error> {
+        self.background
+            .acquire(self.mutex.attach_all(lease), MultiGuard::new)
+    }
+
+    /// Releases the hold a [`Lease`] names, under its own id; see
+    /// [`RwMutex::release`](crate::RwMutex::release).
+    ///
+    /// # Errors
+    ///
+    /// As [`RwMutex::release`](crate::RwMutex::release)'s, and [`Error::InRuntime`].
+    pub fn release(&self, lease: &Lease) -> Result<bool, Error> {
+        self.background.block_on(self.mutex.release(lease))?
+    }
+
+    /// Extends the hold a [`Lease`] names by this mutex's TTL, under its own id; see
+    /// [`RwMutex::renew`](crate::RwMutex::renew).
+    ///
+    /// # Errors
+    ///
+    /// As [`RwMutex::renew`](crate::RwMutex::renew)'s, and [`Error::InRuntime`].
+    pub fn renew(&self, lease: &Lease) -> Result<bool, Error> {
+        self.background.block_on(self.mutex.renew(lease))?
     }
 
     /// The mutex name: the lock key, or its prefix when a request sets a key.

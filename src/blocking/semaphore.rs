@@ -10,6 +10,7 @@ use super::background::Background;
 use super::builder::Builder;
 use super::guards::Permit;
 use crate::error::Error;
+use crate::lease::Lease;
 use crate::lock_state::LockState;
 use crate::settings::Product;
 
@@ -85,6 +86,38 @@ impl Semaphore {
     /// As [`Semaphore::inspect`](crate::Semaphore::inspect)'s, and [`Error::InRuntime`].
     pub fn inspect(&self, key: &str) -> Result<LockState, Error> {
         self.background.block_on(self.semaphore.inspect(key))?
+    }
+
+    /// Takes over the permit a [`Lease`] names; see
+    /// [`Semaphore::attach`](crate::Semaphore::attach). The permit is refreshed by this
+    /// handle's background thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::attach`](crate::Semaphore::attach)'s, and [`Error::InRuntime`].
+    pub fn attach(&self, lease: &Lease) -> Result<Permit, Error> {
+        self.background
+            .acquire(self.semaphore.attach(lease), Permit::new)
+    }
+
+    /// Returns the permit a [`Lease`] names, under its own id; see
+    /// [`Semaphore::release`](crate::Semaphore::release).
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::release`](crate::Semaphore::release)'s, and [`Error::InRuntime`].
+    pub fn release(&self, lease: &Lease) -> Result<bool, Error> {
+        self.background.block_on(self.semaphore.release(lease))?
+    }
+
+    /// Extends the permit a [`Lease`] names by this semaphore's TTL; see
+    /// [`Semaphore::renew`](crate::Semaphore::renew).
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::renew`](crate::Semaphore::renew)'s, and [`Error::InRuntime`].
+    pub fn renew(&self, lease: &Lease) -> Result<bool, Error> {
+        self.background.block_on(self.semaphore.renew(lease))?
     }
 
     /// Returns every permit of `key` by force; see

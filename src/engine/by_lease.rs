@@ -64,7 +64,10 @@ pub(super) async fn renew<B: Backend>(backend: &B, hold: Vec<HoldKey>) -> Result
     } else {
         let each = renewals.chunks(1).map(|item| backend.renew(item));
         let renewed = futures_util::future::join_all(each).await;
-        renewed.into_iter().flat_map(|renewed| renewed.results).collect()
+        renewed
+            .into_iter()
+            .flat_map(|renewed| renewed.results)
+            .collect()
     };
     results
         .into_iter()

@@ -6,6 +6,7 @@
 
 mod any;
 mod common;
+mod detach;
 mod downgrade;
 mod exec;
 mod multi;

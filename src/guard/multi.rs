@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::lease::acquisition::Acquisition;
 use crate::mode::Mode;
 use crate::protocol::exec::{read_replies, Access, Executed};
+use crate::protocol::id::Id;
 use crate::protocol::keys::Keys;
 use crate::reason::CancelReason;
 
@@ -292,6 +293,31 @@ impl MultiGuard {
                 Err(part.guard.not_held())
             }
         }
+    }
+
+    /// Lets go of the set without releasing it, and gives its hold as one
+    /// [`Lease`](crate::Lease) with a part per key, in the set's order, which another
+    /// handle (in this process or another) attaches with
+    /// [`RwMutex::attach_all`](crate::RwMutex::attach_all), releases with
+    /// [`RwMutex::release`](crate::RwMutex::release) or keeps alive with
+    /// [`RwMutex::renew`](crate::RwMutex::renew). Nothing is sent: every key stays held
+    /// in Redis until its TTL runs out, or until the lease is attached or released; each
+    /// key's token and the set's fire, with
+    /// [`CancelReason::Detached`] for the keys. As
+    /// [`WriteGuard::detach`](crate::WriteGuard::detach), which says more.
+    pub fn detach(mut self) -> crate::Lease {
+        let parts = std::mem::take(&mut self.parts);
+        let mut id = None;
+        let parts = parts
+            .into_iter()
+            .map(|part| {
+                let (hold, part) = part.guard.detached();
+                id.get_or_insert(hold);
+                part
+            })
+            .collect();
+        self.token.cancel();
+        crate::Lease::new(id.unwrap_or_else(Id::new), parts)
     }
 
     /// Releases every key of the set and reports whether all were still held: `Ok(true)`

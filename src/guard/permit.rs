@@ -64,6 +64,17 @@ impl Permit {
         self.inner.exec(pipe).await
     }
 
+    /// Lets go of this permit without releasing it, and gives its hold as a
+    /// [`Lease`](crate::Lease), which another handle (in this process or another)
+    /// attaches with [`Semaphore::attach`](crate::Semaphore::attach), releases with [`Semaphore::release`](crate::Semaphore::release) or keeps alive with its `renew`.
+    /// Nothing is sent: the permit stays held in Redis until its TTL runs out, or until
+    /// the lease is attached or released; the cancellation token fires with
+    /// [`CancelReason::Detached`](crate::CancelReason::Detached). As
+    /// [`WriteGuard::detach`](crate::WriteGuard::detach), which says more.
+    pub fn detach(self) -> crate::Lease {
+        self.inner.detach()
+    }
+
     /// Returns the permit and reports whether it was still held: `Ok(true)` when this id
     /// held an unexpired permit and is now removed, `Ok(false)` when it had been lost
     /// (its deadline passed, or its entry was removed).

@@ -81,6 +81,17 @@ impl ReadGuard {
         self.inner.exec(pipe).await
     }
 
+    /// Lets go of this lock without releasing it, and gives its hold as a
+    /// [`Lease`](crate::Lease), which another handle (in this process or another)
+    /// attaches with [`RwMutex::attach_read`](crate::RwMutex::attach_read), releases with [`RwMutex::release`](crate::RwMutex::release) or keeps alive with its `renew`.
+    /// Nothing is sent: the lock stays held in Redis until its TTL runs out, or until
+    /// the lease is attached or released; the cancellation token fires with
+    /// [`CancelReason::Detached`](crate::CancelReason::Detached). As
+    /// [`WriteGuard::detach`](crate::WriteGuard::detach), which says more.
+    pub fn detach(self) -> crate::Lease {
+        self.inner.detach()
+    }
+
     /// Releases the lock (removes this id from the readers' set) and reports whether it
     /// was still held: `Ok(true)` when this id held it and is now removed, `Ok(false)`
     /// when it had been lost. The cancellation token fires at once, before the release is

@@ -28,6 +28,11 @@ use crate::error::Error;
 /// its own, and a task that also holds a plain read lock of the key waits for itself in
 /// [`upgrade`](Self::upgrade) (a [`timeout`](crate::Acquire::timeout) ends that).
 ///
+/// It has no `detach`: its upgrader key and an upgrade that may be in flight are a state
+/// no [`Lease`](crate::Lease) carries. Detach the [`ReadGuard`] that
+/// [`downgrade`](Self::downgrade) makes of it, or the [`WriteGuard`] that
+/// [`upgrade`](Self::upgrade) makes.
+///
 /// See the [reentrancy guide](crate::guide::reentrancy) for the protocol and its
 /// guarantees.
 #[must_use = "dropping the guard releases the lock at once"]

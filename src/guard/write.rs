@@ -239,6 +239,46 @@ impl WriteGuard {
         self.inner.unlock().await
     }
 
+    /// Lets go of this guard without releasing the lock, and gives its hold as a
+    /// [`Lease`](crate::Lease) that another handle (in this process or another, after a
+    /// trip through the lease's text form) attaches with
+    /// [`RwMutex::attach_write`](crate::RwMutex::attach_write), releases with
+    /// [`RwMutex::release`](crate::RwMutex::release) or keeps alive with
+    /// [`RwMutex::renew`](crate::RwMutex::renew). See the
+    /// [leases guide](crate::guide::leases).
+    ///
+    /// Nothing is sent: the mutex's refresher stops renewing the lock and never releases
+    /// it, so it stays in Redis, held by this guard's id, until its TTL runs out (at most
+    /// one TTL from the last renewal), or until the lease is attached or released. The
+    /// cancellation token fires at once with
+    /// [`CancelReason::Detached`](crate::CancelReason::Detached), so work handed the
+    /// token stops here; the lock leaves the `redismutex_held` metric, and a reentrant
+    /// mutex forgets it. The lease carries the key, the id, the mode the lock is held in
+    /// now (a downgraded guard is a reader's) and the fencing token.
+    ///
+    /// A guard whose token has already fired (lost, expired, cancelled) still gives its
+    /// lease; attaching it then fails with [`Error::NotHeld`] (the refresher has released
+    /// the lock, or it was lost). A [nested guard](Self#nested-guards) detaches as a drop
+    /// does: its lease names the outer guard's hold, which the outer guard still keeps
+    /// and renews (attaching it takes the hold from under the outer guard, whose token
+    /// fires as lost at its next renewal).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(mx: redismutex::RwMutex<redis::aio::MultiplexedConnection>)
+    /// # -> Result<(), redismutex::Error> {
+    /// let guard = mx.write().key("job:42").await?;
+    /// let text = guard.detach().to_string();
+    /// // Hand `text` to a worker, which runs `mx.attach_write(&text.parse()?)`.
+    /// # let _ = text;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn detach(self) -> crate::Lease {
+        self.inner.detach()
+    }
+
     /// The guard this one wraps, for the crate's own layers above (an election's record).
     pub(crate) fn inner(&self) -> &AnyGuard {
         &self.inner

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use redis::{Pipeline, Value};
 
+use super::portable::Part;
 use crate::error::Error;
 use crate::mode::Mode;
 use crate::notify::waiter::Waiter;
-use super::portable::Part;
 use crate::protocol::calls::UpgradeOp;
-use crate::protocol::id::Id;
 use crate::protocol::exec::{Access, Executed};
+use crate::protocol::id::Id;
 use crate::protocol::keys::Keys;
 use crate::protocol::replies::Upgraded;
 

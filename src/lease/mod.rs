@@ -19,8 +19,8 @@ use std::time::Duration;
 use redis::{Pipeline, Value};
 
 pub(crate) use any::AnyLease;
-pub use portable::Lease;
 pub(crate) use downgrade_state::DowngradeState;
+pub use portable::Lease;
 pub(crate) use upgrade_state::UpgradeState;
 
 use self::liveness::Liveness;

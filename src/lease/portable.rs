@@ -178,11 +178,8 @@ impl FromStr for Lease {
             )));
         }
         let id = id.unwrap_or_default();
-        let id = Id::parse(id).ok_or_else(|| {
-            invalid(format!(
-                "its id {id:?} is not 32 lowercase hex characters"
-            ))
-        })?;
+        let id = Id::parse(id)
+            .ok_or_else(|| invalid(format!("its id {id:?} is not 32 lowercase hex characters")))?;
         let parts = parts.ok_or_else(|| invalid("it names no lock key".into()))?;
         let count = parts.split(',').count();
         if count > MAX_SET_KEYS {
@@ -255,7 +252,9 @@ fn decode_key(hex: &str) -> Result<String, Error> {
     if hex.is_empty() {
         return Err(invalid("a lock key is empty".into()));
     }
-    let lowercase = hex.bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'));
+    let lowercase = hex
+        .bytes()
+        .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'));
     let bytes = hex::decode(hex)
         .ok()
         .filter(|_| lowercase)
@@ -318,8 +317,16 @@ mod tests {
         let cases = [
             (String::new(), None, "empty"),
             (format!("lease:1:{id}:w:1:{key}"), None, "not a lease"),
-            (format!("redismutex-lease:2:{id}:w:1:{key}"), None, "version \"2\""),
-            (format!("redismutex-lease:1:{}:w:1:{key}", "A".repeat(32)), None, "id"),
+            (
+                format!("redismutex-lease:2:{id}:w:1:{key}"),
+                None,
+                "version \"2\"",
+            ),
+            (
+                format!("redismutex-lease:1:{}:w:1:{key}", "A".repeat(32)),
+                None,
+                "id",
+            ),
             (format!("redismutex-lease:1:{id}"), None, "no lock key"),
             (format!("redismutex-lease:1:{id}:x:1:{key}"), None, "mode"),
             (format!("redismutex-lease:1:{id}:w:+1:{key}"), None, "token"),

@@ -6,6 +6,7 @@
 //! task holds.
 
 mod acquire;
+pub(crate) mod attach;
 mod granted;
 mod lock_all;
 mod reentrant;

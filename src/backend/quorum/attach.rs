@@ -122,7 +122,12 @@ async fn turns(members: &Members, at: usize) -> Vec<OwnedMutexGuard<()>> {
 }
 
 /// One `attach.lua` on node `at`, in every key's turn there.
-async fn attach_on<C>(at: usize, node: &Direct<C>, members: &Members, old: &Id) -> Result<Attached, Error>
+async fn attach_on<C>(
+    at: usize,
+    node: &Direct<C>,
+    members: &Members,
+    old: &Id,
+) -> Result<Attached, Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -150,8 +155,7 @@ where
     futures_util::future::join_all(releases)
         .await
         .into_iter()
-        .map(|released| released.map(drop))
-        .collect()
+        .try_for_each(|released| released.map(drop))
 }
 
 /// Whether a node moved the whole hold.
@@ -182,7 +186,12 @@ mod tests {
     #[test]
     fn a_refused_attach_names_the_key_most_nodes_named() {
         let not_held = |at| Some(Answer::Reply(Attached::NotHeld(at)));
-        let moved = vec![not_held(1), Some(Answer::Reply(Attached::Moved)), not_held(1), not_held(0)];
+        let moved = vec![
+            not_held(1),
+            Some(Answer::Reply(Attached::Moved)),
+            not_held(1),
+            not_held(0),
+        ];
         assert_eq!(first_not_held(&moved), 1);
         assert_eq!(first_not_held(&vec![not_held(2), not_held(0)]), 0);
         assert_eq!(first_not_held(&vec![None, Some(Answer::Silent)]), 0);

@@ -35,8 +35,7 @@ use crate::lock_state::LockState;
 use crate::notify::hub::Hub;
 use crate::observe::Meters;
 use crate::protocol::calls::{
-    AttachPart, Attached, AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart,
-    UpgradeOp,
+    AttachPart, Attached, AttemptKind, Call, Holder, Leftovers, Renewal, Retake, SetPart, UpgradeOp,
 };
 use crate::protocol::exec::{Access, Executed};
 use crate::protocol::id::Id;
