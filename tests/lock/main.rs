@@ -15,6 +15,7 @@ mod force_unlock;
 mod harness;
 mod inspect;
 mod intent;
+mod leases;
 mod max_hold;
 mod notify;
 mod reentrant;
