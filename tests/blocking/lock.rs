@@ -283,3 +283,31 @@ fn a_set_is_taken_whole_from_a_plain_thread_and_released_by_drop() {
         .expect("free after the drop");
     assert!(set.unlock().unwrap());
 }
+
+#[test]
+fn a_detached_lock_attaches_on_another_blocking_handle_and_is_refreshed_there() {
+    let server = RedisServer::start();
+    let mut conn = raw(&server);
+    let here = mutex(&server, "jobs", LIVENESS);
+    let ttl = Duration::from_millis(400);
+    let there = mutex(&server, "jobs", ttl);
+    let guard = here.write("nightly").unwrap();
+    let cancel = guard.cancellation_token().clone();
+    let text = guard.detach().to_string();
+    assert!(cancel.is_cancelled());
+    assert!(exists(&mut conn, "jobs:nightly"), "held until its TTL");
+    let lease: redismutex::Lease = text.parse().unwrap();
+    let attached = there.attach_write(&lease).unwrap();
+    assert_ne!(attached.id(), lease.id());
+    std::thread::sleep(ttl * 3);
+    assert!(!attached.is_cancelled(), "{:?}", attached.cancel_reason());
+    assert!(pttl(&mut conn, "jobs:nightly") > 0);
+    assert!(!there.release(&lease).unwrap(), "the old id holds nothing");
+    let again = there.attach_write(&lease).unwrap_err();
+    assert!(matches!(again, Error::NotHeld { .. }), "{again}");
+    let read = here.read("report").unwrap().detach();
+    assert!(there.renew(&read).unwrap());
+    assert!(there.release(&read).unwrap());
+    assert!(attached.unlock().unwrap());
+    assert!(!exists(&mut conn, "jobs:nightly"));
+}

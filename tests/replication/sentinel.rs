@@ -131,3 +131,35 @@ async fn a_held_guard_keeps_refreshing_across_forced_failovers() {
     }
     assert!(guard.unlock().await.unwrap());
 }
+
+/// A lease over `SentinelConnection`: a detached write lock attaches on the primary under
+/// a new id, is kept past several TTLs by the attaching
+/// handle, and the old lease then releases nothing.
+#[tokio::test]
+async fn a_detached_lock_attaches_through_the_sentinels() {
+    let deployment = Sentinels::start();
+    let here = acked_and_notified(&deployment, "leased", LIVENESS);
+    let ttl = Duration::from_millis(400);
+    let there = RwMutex::builder(
+        SentinelConnection::new(deployment.sentinel_client()),
+        "leased",
+    )
+    .ttl(ttl)
+    .build()
+    .unwrap();
+    let lease = here.write().key("1").await.unwrap().detach();
+    let guard = there.attach_write(&lease).await.unwrap();
+    let primary = deployment.server(deployment.primary()).conn().await;
+    assert_eq!(
+        raw::get(&primary, "leased:1").await.as_deref(),
+        Some(guard.id())
+    );
+    tokio::time::sleep(ttl * 3).await;
+    assert!(!guard.is_cancelled(), "{:?}", guard.cancel_reason());
+    assert!(
+        !there.release(&lease).await.unwrap(),
+        "the old id holds nothing"
+    );
+    assert!(guard.unlock().await.unwrap());
+    assert!(!raw::exists(&primary, "leased:1").await);
+}
