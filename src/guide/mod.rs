@@ -10,6 +10,7 @@
 //! | [`semaphore`] | how to let N holders in at once, and how to serve waiters in arrival order |
 //! | [`reentrancy`] | how a task takes a lock it already holds, how a writer becomes a reader, and a reader the writer |
 //! | [`multiple_keys`] | how to take read and write locks on several keys at once, all or none |
+//! | [`leases`] | how a held lock leaves its process: detached, then attached, released or renewed elsewhere |
 //! | [`election`] | how to elect one leader among processes, fence its writes, and follow who leads |
 //! | [`cluster`] | how to run on a Redis Cluster |
 //! | [`quorum`] | how to hold a lock on a majority of independent masters (Redlock) |
@@ -72,6 +73,8 @@ pub mod semaphore {}
 pub mod reentrancy {}
 #[doc = include_str!("multiple_keys.md")]
 pub mod multiple_keys {}
+#[doc = include_str!("leases.md")]
+pub mod leases {}
 #[doc = include_str!("election.md")]
 pub mod election {}
 
