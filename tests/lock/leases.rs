@@ -105,7 +105,7 @@ fn the_text_round_trips_and_the_parser_refuses_every_fault() {
 async fn a_detached_lock_stays_held_its_refresher_stops_and_it_attaches_under_a_new_id() {
     let server = RedisServer::start();
     let conn = server.conn().await;
-    let here = mutex(&conn, Duration::from_millis(400));
+    let here = mutex(&conn, Duration::from_secs(1));
     let guard = here.write().key("1").await.unwrap();
     let (old, token) = (guard.id().to_owned(), guard.fencing_token());
     let cancel = guard.cancellation_token().clone();
@@ -120,10 +120,11 @@ async fn a_detached_lock_stays_held_its_refresher_stops_and_it_attaches_under_a_
         Some(&*old),
         "still held"
     );
-    // Past the moment a renewal was due (ttl/2): none came.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Past the moment a renewal was due (ttl/2), none came: one would have set the
+    // PTTL back near 1,000 ms.
+    tokio::time::sleep(Duration::from_millis(600)).await;
     let pttl = raw::pttl(&conn, "job:1").await;
-    assert!((1..=110).contains(&pttl), "the PTTL falls: {pttl} ms");
+    assert!((1..=420).contains(&pttl), "the PTTL falls: {pttl} ms");
 
     let there = mutex(&conn, TTL);
     let text = lease.to_string();
@@ -311,6 +312,15 @@ async fn release_frees_only_the_leases_hold_and_renew_keeps_its_id() {
         "attached: the old id holds nothing"
     );
     assert!(newer.unlock().await.unwrap());
+
+    // A permit's lease, the same way.
+    let (sem, long_sem) = (semaphore(&conn, TTL), semaphore(&conn, LIVENESS));
+    let permit = sem.acquire().await.unwrap().detach();
+    assert!(long_sem.renew(&permit).await.unwrap());
+    assert!(raw::pttl(&conn, "pool").await > 4_000);
+    assert!(long_sem.release(&permit).await.unwrap());
+    assert!(!long_sem.renew(&permit).await.unwrap(), "returned");
+    assert!(!raw::exists(&conn, "pool").await);
 }
 
 #[tokio::test]
