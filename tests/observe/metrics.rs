@@ -650,3 +650,34 @@ async fn a_server_clock_jump_is_counted_and_a_lock_it_expired_fires_clock_jump()
         0
     );
 }
+
+/// Leases: a detached lock leaves `redismutex_held` (and is not counted lost); its attach
+/// is timed as a request of its kind and held again under that kind; a refused attach is
+/// an error.
+#[tokio::test]
+async fn a_detached_lock_leaves_the_held_gauge_and_its_attach_is_timed_and_held() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let recorder = DebuggingRecorder::new();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let mut recorded = Recorded::of(&recorder);
+    let mx = common::mutex(&conn, "leased", Duration::from_secs(2));
+
+    let lease = mx.write().key("a").await.unwrap().detach();
+    assert_idle(&mut recorded, "detach");
+    let lost = recorded.counter(LOST, &[("kind", "write"), ("reason", "lost")]);
+    assert_eq!(lost, 0, "a detached lock is not lost");
+    let guard = mx.attach_write(&lease).await.unwrap();
+    assert_eq!(recorded.gauge(HELD, &[("kind", "write")]), 1.0);
+    let attached = recorded.histogram(ACQUIRE, &[("kind", "write"), ("outcome", "acquired")]);
+    assert_eq!(
+        attached.len(),
+        2,
+        "the acquire and the attach: {attached:?}"
+    );
+    assert!(mx.attach_write(&lease).await.is_err());
+    let refused = recorded.histogram(ACQUIRE, &[("kind", "write"), ("outcome", "error")]);
+    assert_eq!(refused.len(), 1);
+    guard.unlock().await.unwrap();
+    assert_idle(&mut recorded, "unlock");
+}
