@@ -223,6 +223,16 @@ async fn a_lease_attaches_once_and_a_stale_expired_or_forced_one_is_not_held() {
         matches!(err, Error::NotHeld { .. }),
         "force-released: {err}"
     );
+
+    // A guard whose token fired (its refresher released the lock) still detaches.
+    let cancelled = here.write().key("4").await.unwrap();
+    cancelled.cancellation_token().cancel();
+    assert!(eventually(|| async { !raw::exists(&conn, "job:4").await }).await);
+    let err = a.attach_write(&cancelled.detach()).await.unwrap_err();
+    assert!(
+        matches!(err, Error::NotHeld { .. }),
+        "cancelled first: {err}"
+    );
     assert!(won.unlock().await.unwrap());
 }
 
