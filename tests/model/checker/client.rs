@@ -98,6 +98,16 @@ pub enum Phase {
         deadline: i64,
         fired: bool,
     },
+    /// Holds the text of a lease (`detach`): the hold of `id` in `mode` (on the client's
+    /// lock, or both for a set) with its fencing token, which nobody renews. Any client
+    /// may attach a copy of the text, or this one release the hold by it; `attached`:
+    /// an attach of it has succeeded (a second must not).
+    Leased {
+        mode: Mode,
+        id: Id,
+        token: u64,
+        attached: bool,
+    },
 }
 
 impl Phase {
@@ -115,9 +125,10 @@ impl Phase {
     pub fn id(&self) -> Option<Id> {
         match self {
             Phase::Idle => None,
-            Phase::Waiting { id, .. } | Phase::Minting { id, .. } | Phase::Holding { id, .. } => {
-                Some(*id)
-            }
+            Phase::Waiting { id, .. }
+            | Phase::Minting { id, .. }
+            | Phase::Holding { id, .. }
+            | Phase::Leased { id, .. } => Some(*id),
         }
     }
 
@@ -125,9 +136,10 @@ impl Phase {
     pub fn rename(&mut self, to: impl Fn(Id) -> Id) {
         match self {
             Phase::Idle => {}
-            Phase::Waiting { id, .. } | Phase::Minting { id, .. } | Phase::Holding { id, .. } => {
-                *id = to(*id)
-            }
+            Phase::Waiting { id, .. }
+            | Phase::Minting { id, .. }
+            | Phase::Holding { id, .. }
+            | Phase::Leased { id, .. } => *id = to(*id),
         }
     }
 

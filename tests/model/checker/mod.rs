@@ -7,6 +7,7 @@
 
 pub mod client;
 mod ids;
+mod leases;
 pub mod properties;
 mod runs;
 mod step;
@@ -67,6 +68,10 @@ pub struct Config {
     /// The Go clients' TTL in ticks, when it is not `ttl` (a stated precondition: the
     /// same TTL for both packages).
     pub go_ttl: Option<i64>,
+    /// Holders may detach (a lease: `Phase::Leased`), other clients attach a lease's
+    /// text, and its holder release the hold by it (Rust's write, read, permit and set
+    /// guards; not upgradable ones, which have no detach).
+    pub leases: bool,
     /// Ticks the clock may advance in all.
     pub horizon: i64,
     /// Faults that break a stated precondition (none in a normal run).
@@ -155,6 +160,17 @@ pub enum Action {
     },
     /// An upgradable reader becomes a plain reader (upgrade.lua, "plain").
     Plain(usize),
+    /// A holder detaches its guard (sends nothing): it holds the lease's text.
+    Detach(usize),
+    /// An idle client attaches the lease whose text client `lease` holds (attach.lua,
+    /// with a fresh id).
+    Attach {
+        client: usize,
+        lease: usize,
+    },
+    /// The holder of a lease's text releases the hold by it (unlock.lua with the
+    /// lease's id, per key).
+    ReleaseLease(usize),
     /// One tick passes; tokens whose deadline passed fire.
     Tick,
     /// One tick passes on the server's clock only (drift within the margin).
@@ -207,6 +223,20 @@ impl Model for Protocol {
                     out.push(Action::GiveUp(i));
                 }
                 Phase::Minting { .. } => out.push(Action::Mint(i)),
+                Phase::Leased { mode, .. } => {
+                    out.push(Action::ReleaseLease(i));
+                    for (j, other) in s.clients.iter().enumerate() {
+                        let attacher = &c.clients[j];
+                        // A guard of the attacher's lock (a set's: of both).
+                        let fits = matches!(mode, Mode::Set { .. }) || attacher.lock == spec.lock;
+                        if *other == Phase::Idle && attacher.package == Package::Rust && fits {
+                            out.push(Action::Attach {
+                                client: j,
+                                lease: i,
+                            });
+                        }
+                    }
+                }
                 Phase::Holding {
                     mode: Mode::Set { .. },
                     fired,
@@ -214,6 +244,9 @@ impl Model for Protocol {
                 } => {
                     if !fired {
                         out.push(Action::Renew(i));
+                    }
+                    if c.leases {
+                        out.push(Action::Detach(i));
                     }
                     out.push(Action::Release(i));
                 }
@@ -248,6 +281,11 @@ impl Model for Protocol {
                         if *mode == Mode::Write {
                             out.push(Action::Proclaim(i));
                         }
+                    }
+                    // Detached as it is (a fired guard too); upgradable guards have no
+                    // detach.
+                    if c.leases && rust && !mode.upgradable() {
+                        out.push(Action::Detach(i));
                     }
                     out.push(Action::Release(i));
                 }

@@ -21,7 +21,7 @@ pub struct Seen {
     pub last_token: [u64; 2],
     pub last_writer: u64,
     pub violated: u16,
-    pub reached: u8,
+    pub reached: u16,
 }
 
 impl Seen {
@@ -45,19 +45,33 @@ impl Seen {
     /// A set's attempt left its id at some keys of the set and not at others: granted,
     /// it is not at every key as its mode says; blocked, it is at a key it was not at.
     pub const PARTIAL_SET: u16 = 256;
+    /// An attach was granted though the lease's id did not hold every key in its mode,
+    /// or left that id holding something, or gave the new id other than what it held;
+    /// or a refused attach changed the keys.
+    pub const ATTACH_REVIVED: u16 = 512;
+    /// A lease was attached a second time.
+    pub const ATTACHED_TWICE: u16 = 1024;
+    /// A release by a lease took a hold of another id.
+    pub const LEASE_FREED_OTHER: u16 = 2048;
 
     /// Reached: exec.lua refused a guard.
-    pub const EXEC_REFUSED: u8 = 1;
+    pub const EXEC_REFUSED: u16 = 1;
     /// Reached: leader.lua named a leader.
-    pub const LEADER_READ: u8 = 2;
+    pub const LEADER_READ: u16 = 2;
     /// Reached: an upgradable read became the write lock.
-    pub const UPGRADED: u8 = 4;
+    pub const UPGRADED: u16 = 4;
     /// Reached: an upgradable reader was refused while another held.
-    pub const UPGRADER_KEPT_OUT: u8 = 8;
+    pub const UPGRADER_KEPT_OUT: u16 = 8;
     /// Reached: a writer was refused while an upgradable reader held.
-    pub const WRITER_KEPT_OUT: u8 = 16;
+    pub const WRITER_KEPT_OUT: u16 = 16;
     /// Reached: a set's attempt was blocked and left its intent on a write key.
-    pub const SET_INTENT: u8 = 32;
+    pub const SET_INTENT: u16 = 32;
+    /// Reached: a lease was attached.
+    pub const ATTACHED: u16 = 64;
+    /// Reached: a second attach of a lease was refused.
+    pub const SECOND_ATTACH_REFUSED: u16 = 128;
+    /// Reached: a release by a lease released its hold.
+    pub const RELEASED_BY_LEASE: u16 = 256;
 }
 
 /// Records what a grant to client `i` (`mode`, `id`, `token`; 0 for Go) breaks, given
@@ -392,6 +406,9 @@ pub mod names {
     pub const WRITER_BETWEEN: &str = "no writer between an upgradable read and its upgrade";
     pub const ALL_OR_NOTHING: &str = "a set's attempt takes every key of the set or none";
     pub const SETS_MAKE_WAY: &str = "no two sets keep each other out with their intents";
+    pub const ATTACH: &str = "an attach never revives a lost hold";
+    pub const ATTACH_ONCE: &str = "a lease attaches at most once";
+    pub const LEASE_RELEASE: &str = "a release by a lease never frees another holder";
 }
 
 /// The properties of `m`'s configuration: every `always`, and the `sometimes` that show
@@ -432,7 +449,30 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
             not_violated(Seen::PARTIAL_SET)(s)
         }),
         Property::always(names::SETS_MAKE_WAY, sets_make_way),
+        Property::always(names::ATTACH, |_, s: &State| {
+            not_violated(Seen::ATTACH_REVIVED)(s)
+        }),
+        Property::always(names::ATTACH_ONCE, |_, s: &State| {
+            not_violated(Seen::ATTACHED_TWICE)(s)
+        }),
+        Property::always(names::LEASE_RELEASE, |_, s: &State| {
+            not_violated(Seen::LEASE_FREED_OTHER)(s)
+        }),
     ];
+    if c.leases {
+        all.push(Property::sometimes(
+            "a lease is attached",
+            |_, s: &State| s.seen.reached & Seen::ATTACHED != 0,
+        ));
+        all.push(Property::sometimes(
+            "a second attach of a lease is refused",
+            |_, s: &State| s.seen.reached & Seen::SECOND_ATTACH_REFUSED != 0,
+        ));
+        all.push(Property::sometimes(
+            "a hold is released by its lease",
+            |_, s: &State| s.seen.reached & Seen::RELEASED_BY_LEASE != 0,
+        ));
+    }
     let sets = c
         .clients
         .iter()

@@ -61,6 +61,7 @@ fn config(clients: Vec<ClientSpec>) -> Config {
         drift: 1,
         bug: None,
         go_ttl: None,
+        leases: false,
         horizon: 5,
         faults: Faults::default(),
     }
@@ -231,6 +232,36 @@ fn sets_on_two_locks() {
     );
 }
 
+/// `clients` with leases: holders detach, other clients attach a lease's text, its
+/// holder releases the hold by it.
+fn leases_config(clients: Vec<ClientSpec>) -> Config {
+    let mut c = config(clients);
+    c.leases = true;
+    c
+}
+
+/// The depths of [`leases_attach_once_and_free_only_their_hold`].
+const LEASES_DEPTH: usize = 9;
+const LEASED_PERMITS_DEPTH: usize = 10;
+const LEASED_SETS_DEPTH: usize = 9;
+
+#[test]
+fn leases_attach_once_and_free_only_their_hold() {
+    holds(
+        "3 rust, read/write, leases",
+        leases_config(vec![rust(RW), rust(RW), rust(RW)]),
+        LEASES_DEPTH,
+    );
+    let mut c = leases_config(vec![rust(&[Mode::Permit]); 3]);
+    c.permits = 2;
+    holds("3 rust, semaphore of 2, leases", c, LEASED_PERMITS_DEPTH);
+    holds(
+        "1 set + 1 rust client of each lock, leases",
+        leases_config(vec![set(0b01), rust(RW), rust_of_lock1(RW)]),
+        LEASED_SETS_DEPTH,
+    );
+}
+
 /// Six of the configurations to a depth of `MODEL_DEPTH` (default 15; the upgradable
 /// readers with late replies three less, a set beside single-key clients two less), for
 /// a change to the scripts: `MODEL_DEPTH=15 cargo test --release --test model deeper --
@@ -385,7 +416,9 @@ fn each_seeded_bug_of_the_model_breaks_its_property() {
     };
     // Upgradable readers only: the intent is an upgrader's.
     let upgraders = || config(vec![rust(UP), rust(&[Mode::Read]), rust(&[Mode::Read])]);
-    let runs: [(Bug, Config, &'static str); 19] = [
+    // Leases of one mode: a holder detaches, two others attach its text.
+    let leased = |mode| leases_config(vec![rust(&[mode]); 3]);
+    let runs: [(Bug, Config, &'static str); 22] = [
         (Bug::RlockIgnoresIntent, intent(), names::INTENT),
         (Bug::LockIgnoresQueue, fair(), names::FAIR),
         (Bug::LockWithoutTtl, writers(), names::TTL),
@@ -428,6 +461,17 @@ fn each_seeded_bug_of_the_model_breaks_its_property() {
             Bug::LockAllKeepsIntentWhenBlockedByIntent,
             sets_config(),
             names::SETS_MAKE_WAY,
+        ),
+        (Bug::AttachUnchecked, leased(Mode::Write), names::ATTACH),
+        (
+            Bug::AttachKeepsOldId,
+            leased(Mode::Read),
+            names::ATTACH_ONCE,
+        ),
+        (
+            Bug::UnlockIgnoresId,
+            leased(Mode::Write),
+            names::LEASE_RELEASE,
         ),
     ];
     for (bug, mut c, property) in runs {

@@ -3,6 +3,7 @@
 //! for the properties (`properties::Seen`).
 
 use super::client::{Mode, Package, Phase, Place};
+use super::leases;
 use super::properties::{self, Seen};
 use super::{fresh_id, Action, Config, State};
 use crate::scripts::exec::Command;
@@ -64,6 +65,21 @@ pub fn apply(c: &Config, s: &mut State, action: &Action) {
         Action::Downgrade(i) => downgrade(c, s, i),
         Action::Upgrade { client, wait } => upgrade(c, s, client, wait),
         Action::Plain(i) => plain(c, s, i),
+        Action::Detach(i) => {
+            if let Phase::Holding {
+                mode, id, token, ..
+            } = s.clients[i]
+            {
+                s.clients[i] = Phase::Leased {
+                    mode,
+                    id,
+                    token,
+                    attached: false,
+                };
+            }
+        }
+        Action::Attach { client, lease } => leases::attach(c, s, client, lease),
+        Action::ReleaseLease(i) => leases::release(c, s, i),
         Action::Tick => {
             s.store.advance(1);
             s.time_left -= 1;
@@ -95,7 +111,7 @@ pub fn apply(c: &Config, s: &mut State, action: &Action) {
     }
 }
 
-fn kind(mode: Mode) -> Kind {
+pub fn kind(mode: Mode) -> Kind {
     match mode {
         Mode::Write => Kind::Writer,
         Mode::Read => Kind::Reader,

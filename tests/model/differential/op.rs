@@ -421,6 +421,7 @@ fn hostile_op() -> impl Strategy<Value = Op> {
         any_key().prop_map(|key| Op::Persist { key }),
         any_key().prop_map(|key| Op::Hash { key }),
         fence_key().prop_map(|key| Op::Junk { key }),
+        prop::sample::select(vec![Key::Holders, Key::Holders1]).prop_map(|key| Op::Junk { key }),
         (fence_key(), any::<bool>()).prop_map(|(key, below)| Op::Exhausted { key, below }),
     ]
 }

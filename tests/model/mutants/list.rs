@@ -233,6 +233,124 @@ pub const MUTATIONS: &[Mutation] = &[
         "a queue leave skipped: the writer that got the lock stays queued, ahead of \
          everyone",
     ),
+    // attach.lua
+    m(
+        "attach_writer_unchecked",
+        "attach.lua",
+        "return redis.pcall('GET', key) == old",
+        "return true",
+        "a writer's lease attaches whoever holds the key, or when nobody does: a lost \
+         hold revived over another writer's",
+    ),
+    m(
+        "attach_writer_get_unprotected",
+        "attach.lua",
+        "return redis.pcall('GET', key) == old",
+        "return redis.call('GET', key) == old",
+        "a write key that holds a readers' set or a foreign type fails the script with \
+         an error instead of refusing the lease as not held",
+    ),
+    m(
+        "attach_reader_any_member",
+        "attach.lua",
+        "return redis.pcall('SISMEMBER', key, old) == 1",
+        "return redis.pcall('SCARD', key) ~= 0",
+        "a reader's lease attaches while any reader holds the set, though its own id \
+         has left it",
+    ),
+    m(
+        "attach_permit_deadline_ignored",
+        "attach.lua",
+        "return tonumber(deadline) > now",
+        "return now > 0",
+        "a permit whose deadline has passed (still a member until someone purges it) \
+         attaches: a lost permit revived beside the count",
+    ),
+    m(
+        "attach_first_key_only",
+        "attach.lua",
+        "for i = 1, n do\n    if not holds",
+        "for i = 1, 1 do\n    if not holds",
+        "a set's lease is checked at its first key only: a second key lost to another \
+         holder is taken over from it",
+    ),
+    m(
+        "attach_moves_first_key_only",
+        "attach.lua",
+        "for i = 1, n do\n    local key, mode",
+        "for i = 1, 1 do\n    local key, mode",
+        "a set's lease moves its first key only and replies 1: the other keys keep the \
+         old id, which nobody renews, and the new guard does not hold them",
+    ),
+    m(
+        "attach_refusal_names_first_key",
+        "attach.lua",
+        "return {0, i}",
+        "return {0, 1}",
+        "a refused set names its first key as the one not held, whichever it was",
+    ),
+    m(
+        "attach_writer_ttl_kept",
+        "attach.lua",
+        "redis.call('SET', key, new, 'PX', ttl)",
+        "redis.call('SET', key, new, 'KEEPTTL')",
+        "a writer's key keeps the detached hold's remaining TTL, not this handle's: the \
+         new guard's deadline outlives the key",
+    ),
+    m(
+        "attach_reader_old_kept",
+        "attach.lua",
+        "redis.call('SREM', key, old)\n",
+        "",
+        "the old id stays a reader beside the new one: the lease attaches again",
+    ),
+    m(
+        "attach_reader_ttl_not_raised",
+        "attach.lua",
+        "redis.call('SADD', key, new)\n        pttl_at_least(key, ttl)",
+        "redis.call('SADD', key, new)",
+        "a readers' set keeps the detached hold's remaining TTL: the new guard's deadline \
+         outlives the key",
+    ),
+    m(
+        "attach_permit_old_kept",
+        "attach.lua",
+        "redis.call('ZREM', key, old)\n",
+        "",
+        "the old permit stays beside the new one: one hold counts twice against the \
+         permits, and the lease attaches again",
+    ),
+    m(
+        "attach_permit_deadline_now",
+        "attach.lua",
+        "redis.call('ZADD', key, now + ttl, new)",
+        "redis.call('ZADD', key, now, new)",
+        "the new permit's deadline is the server's clock: it has run out as it is \
+         written",
+    ),
+    m(
+        "attach_permit_ttl_not_raised",
+        "attach.lua",
+        "redis.call('ZADD', key, now + ttl, new)\n        pttl_at_least(key, ttl)",
+        "redis.call('ZADD', key, now + ttl, new)",
+        "the semaphore's key keeps its TTL, which may run out before the new permit's \
+         deadline",
+    ),
+    m(
+        "attach_description_of_new_deleted",
+        "attach.lua",
+        "redis.pcall('HDEL', KEYS[n + i], old)",
+        "redis.pcall('HDEL', KEYS[n + i], new)",
+        "the old id's description stays, naming a holder that holds nothing",
+    ),
+    m(
+        "attach_description_unprotected",
+        "attach.lua",
+        "redis.pcall('HDEL', KEYS[n + i], old)",
+        "redis.call('HDEL', KEYS[n + i], old)",
+        "a holders key of a foreign type fails the script after the hold moved: an error \
+         though the attach happened",
+    ),
     // lock_all.lua
     m(
         "lock_all_first_key_only",
