@@ -2,6 +2,7 @@
 //! released or renewed by another handle, in this process and in another one (this test
 //! binary run again, `child_attaches_a_lease`).
 
+use std::future::IntoFuture;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -537,4 +538,27 @@ async fn eventually_the_detached_hold_expires_when_nobody_attaches_it() {
     assert!(eventually(|| async { !raw::exists(&conn, "job:1").await }).await);
     let err = mx.attach_write(&lease).await.unwrap_err();
     assert!(matches!(err, Error::NotHeld { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_release_by_lease_wakes_the_waiters_here_and_elsewhere() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    // A 20 s TTL: a waiter's fallback timer is 10 s away, so only the release wakes it.
+    let notified = |conn: &MultiplexedConnection| {
+        RwMutex::builder(conn.clone(), "job")
+            .ttl(Duration::from_secs(20))
+            .notifier(server.client())
+            .build()
+            .unwrap()
+    };
+    let (mx, other) = (notified(&conn), notified(&server.conn().await));
+    let lease = mx.write().key("1").await.unwrap().detach();
+    let here = tokio::spawn(mx.write().key("1").into_future());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!here.is_finished(), "the detached lock is held");
+    assert!(other.release(&lease).await.unwrap());
+    let woken = tokio::time::timeout(Duration::from_secs(2), here).await;
+    let guard = woken.expect("woken by the release").unwrap().unwrap();
+    assert!(guard.unlock().await.unwrap());
 }

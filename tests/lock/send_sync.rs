@@ -61,6 +61,29 @@ fn public_types_are_send_and_sync() {
     send_sync::<TryCampaign<Quorum<MultiplexedConnection>>>();
     send_sync::<Leadership>();
     send_sync::<Leader>();
+    send_sync::<redismutex::Lease>();
+}
+
+/// The futures of a lease's operations are `Send`, on one connection and over a quorum.
+#[allow(dead_code, clippy::let_underscore_future)]
+fn lease_futures_are_send(
+    mx: RwMutex<MultiplexedConnection>,
+    quorum: RwMutex<Quorum<MultiplexedConnection>>,
+    sem: Semaphore<MultiplexedConnection>,
+    lease: redismutex::Lease,
+) {
+    send(&mx.attach_write(&lease));
+    send(&mx.attach_read(&lease));
+    send(&mx.attach_all(&lease));
+    send(&mx.release(&lease));
+    send(&mx.renew(&lease));
+    send(&quorum.attach_write(&lease));
+    send(&quorum.attach_all(&lease));
+    send(&quorum.release(&lease));
+    send(&quorum.renew(&lease));
+    send(&sem.attach(&lease));
+    send(&sem.release(&lease));
+    send(&sem.renew(&lease));
 }
 
 /// The futures the requests give are `Send` (not `Sync`: boxed `dyn Future + Send`).
