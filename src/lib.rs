@@ -51,6 +51,7 @@
 //! [refresh and the cancellation token](guide::refresh), [fencing](guide::fencing),
 //! [guarded writes](guide::guarded_writes),
 //! [semaphore and fair mode](guide::semaphore), [reentrancy and downgrade](guide::reentrancy),
+//! [leases that travel between processes](guide::leases),
 //! [leader election](guide::election),
 //! [Redis Cluster](guide::cluster), [quorum mode](guide::quorum),
 //! [Sentinel and replica acknowledgement](guide::sentinel), [metrics and tracing](guide::metrics),

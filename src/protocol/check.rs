@@ -13,7 +13,8 @@ use crate::error::{Error, Preview};
 /// request on a shared connection; it gets [`Error::InvalidKey`] before anything is sent.
 pub const MAX_KEY_BYTES: usize = 1024 * 1024 - 1 - DEADLINE_SUFFIX.len();
 
-/// The most keys one set ([`RwMutex::lock_all`](crate::RwMutex::lock_all)) may have.
+/// The most keys one set ([`RwMutex::lock_all`](crate::RwMutex::lock_all)) may have, and
+/// so one [`Lease`](crate::Lease).
 /// `lua/lock_all.lua` takes three Redis keys per lock key in one script, which blocks the
 /// server while it runs. No server refuses a larger set, so the bound is time: measured
 /// with `examples/perf` (`perf -- set-limit`, `docs/performance.md`, "Sets of keys"), a set
