@@ -99,6 +99,13 @@ impl WriteGuard {
 
     blocking_guard_methods!("lock", "WriteGuard", "crate::WriteGuard");
 
+    /// This guard's hold as a [`Lease`](crate::Lease), while the guard keeps holding
+    /// and refreshing it; nothing is sent. See
+    /// [`WriteGuard::lease`](crate::WriteGuard::lease).
+    pub fn lease(&self) -> crate::Lease {
+        self.guard.lease()
+    }
+
     /// Lets go of this lock without releasing it, and gives its hold as a
     /// [`Lease`](crate::Lease) that another handle (blocking or async, in this process or
     /// another) attaches, releases or renews; nothing is sent, and the lock stays
@@ -147,6 +154,13 @@ impl ReadGuard {
 
     blocking_guard_methods!("lock", "ReadGuard", "crate::ReadGuard");
 
+    /// This guard's hold as a [`Lease`](crate::Lease), while the guard keeps holding
+    /// and refreshing it; nothing is sent. See
+    /// [`ReadGuard::lease`](crate::ReadGuard::lease).
+    pub fn lease(&self) -> crate::Lease {
+        self.guard.lease()
+    }
+
     /// Lets go of this lock without releasing it, and gives its hold as a
     /// [`Lease`](crate::Lease) that another handle (blocking or async, in this process or
     /// another) attaches, releases or renews; nothing is sent, and the lock stays
@@ -175,6 +189,13 @@ impl Permit {
     }
 
     blocking_guard_methods!("permit", "Permit", "crate::Permit");
+
+    /// This guard's hold as a [`Lease`](crate::Lease), while the guard keeps holding
+    /// and refreshing it; nothing is sent. See
+    /// [`Permit::lease`](crate::Permit::lease).
+    pub fn lease(&self) -> crate::Lease {
+        self.guard.lease()
+    }
 
     /// Lets go of this permit without releasing it, and gives its hold as a
     /// [`Lease`](crate::Lease) that another handle (blocking or async, in this process or

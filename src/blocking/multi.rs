@@ -113,6 +113,12 @@ impl MultiGuard {
         self.background.block_on(self.guard.exec(pipe))?
     }
 
+    /// The set's hold as one [`Lease`](crate::Lease), while the set stays held and
+    /// refreshed; nothing is sent. See [`MultiGuard::lease`](crate::MultiGuard::lease).
+    pub fn lease(&self) -> crate::Lease {
+        self.guard.lease()
+    }
+
     /// Lets go of the set without releasing it, and gives its hold as one
     /// [`Lease`](crate::Lease), which another handle attaches with `attach_all`; nothing
     /// is sent. See [`MultiGuard::detach`](crate::MultiGuard::detach).

@@ -1,5 +1,5 @@
 //! How a guard leaves its process: `detach`, which gives the hold as a [`Lease`] and
-//! sends nothing.
+//! sends nothing; and `lease`, the same lease of a guard that stays.
 
 use super::any::{AnyGuard, Role};
 use crate::lease::portable::{Lease, Part};
@@ -17,6 +17,19 @@ impl AnyGuard {
     pub(crate) fn detach(self) -> Lease {
         let (id, part) = self.detached();
         Lease::new(id, vec![part])
+    }
+
+    /// This guard's hold as a lease, while the guard goes on keeping it: nothing is sent
+    /// and nothing changes here. The public docs are
+    /// [`WriteGuard::lease`](crate::WriteGuard::lease)'s.
+    pub(crate) fn lease(&self) -> Lease {
+        let (id, part) = self.lease.portable(self.fencing_token);
+        Lease::new(id, vec![part])
+    }
+
+    /// This guard's part of its set's lease, with the hold's id; the guard keeps it.
+    pub(super) fn part(&self) -> (Id, Part) {
+        self.lease.portable(self.fencing_token)
     }
 
     /// [`detach`](Self::detach)'s work, for one key of a set too: this key's part of the

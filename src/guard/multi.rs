@@ -295,6 +295,23 @@ impl MultiGuard {
         }
     }
 
+    /// The set's hold as one [`Lease`](crate::Lease), a part per key in the set's
+    /// order, while the set stays held and refreshed: nothing is sent. As
+    /// [`WriteGuard::lease`](crate::WriteGuard::lease), which says more.
+    pub fn lease(&self) -> crate::Lease {
+        let mut id = None;
+        let parts = self
+            .parts
+            .iter()
+            .map(|part| {
+                let (hold, part) = part.guard.part();
+                id.get_or_insert(hold);
+                part
+            })
+            .collect();
+        crate::Lease::new(id.unwrap_or_else(Id::new), parts)
+    }
+
     /// Lets go of the set without releasing it, and gives its hold as one
     /// [`Lease`](crate::Lease) with a part per key, in the set's order, which another
     /// handle (in this process or another) attaches with

@@ -239,6 +239,18 @@ impl WriteGuard {
         self.inner.unlock().await
     }
 
+    /// This guard's hold as a [`Lease`](crate::Lease), while the guard goes on holding and
+    /// refreshing it: nothing is sent. For a process that writes the lease down (a file,
+    /// say) to take its lock back after a crash or restart within the TTL, by
+    /// [`RwMutex::attach_write`](crate::RwMutex::attach_write) and the like, instead of
+    /// waiting the TTL out. An attach moves the hold to a new id, so if this guard is
+    /// still alive then, its next refresh finds its id gone and its token fires with
+    /// [`CancelReason::Lost`](crate::CancelReason::Lost): two holders never both keep
+    /// it. See the [leases guide](crate::guide::leases#the-restart-pattern).
+    pub fn lease(&self) -> crate::Lease {
+        self.inner.lease()
+    }
+
     /// Lets go of this guard without releasing the lock, and gives its hold as a
     /// [`Lease`](crate::Lease) that another handle (in this process or another, after a
     /// trip through the lease's text form) attaches with

@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::error::Error;
+use crate::mode::Mode;
 use crate::protocol::calls::Holder;
 use crate::protocol::check::{check_key, MAX_SET_KEYS};
 use crate::protocol::id::Id;
@@ -114,6 +115,23 @@ impl Lease {
             .iter()
             .find(|part| part.key == lock_key)
             .map(|part| part.fencing_token)
+    }
+
+    /// How the hold has `lock_key` (a full key, as [`lock_keys`](Self::lock_keys) names
+    /// it): [`Mode::Write`] as its writer, [`Mode::Read`] as one of its readers; `None`
+    /// for a key not in the lease, and for a permit (see [`is_permit`](Self::is_permit)).
+    pub fn mode(&self, lock_key: &str) -> Option<Mode> {
+        match self.parts.iter().find(|part| part.key == lock_key)?.holder {
+            Holder::Writer => Some(Mode::Write),
+            Holder::Reader => Some(Mode::Read),
+            _ => None,
+        }
+    }
+
+    /// Whether the hold is a semaphore's permit (attached with
+    /// [`Semaphore::attach`](crate::Semaphore::attach)), not a lock of a mutex.
+    pub fn is_permit(&self) -> bool {
+        self.parts.iter().any(|part| part.holder == Holder::Permit)
     }
 
     /// Each lock key of the hold, in its order.

@@ -49,6 +49,15 @@ fn the_text_round_trips_and_the_parser_refuses_every_fault() {
     assert_eq!(lease.id(), id);
     assert_eq!(lease.lock_keys().collect::<Vec<_>>(), ["{a}:1", "{a}:2"]);
     assert_eq!(lease.fencing_token("{a}:2"), Some(7));
+    assert_eq!(lease.mode("{a}:1"), Some(redismutex::Mode::Write));
+    assert_eq!(lease.mode("{a}:2"), Some(redismutex::Mode::Read));
+    assert_eq!(lease.mode("{a}:3"), None);
+    assert!(!lease.is_permit());
+    let permit: Lease = format!("redismutex-lease:1:{id}:p:3:{}", hex("pool"))
+        .parse()
+        .unwrap();
+    assert!(permit.is_permit());
+    assert_eq!(permit.mode("pool"), None);
     assert_eq!(text.parse::<Lease>().unwrap(), lease);
 
     let good = hex("job");
@@ -332,6 +341,35 @@ async fn release_frees_only_the_leases_hold_and_renew_keeps_its_id() {
     assert!(long_sem.release(&permit).await.unwrap());
     assert!(!long_sem.renew(&permit).await.unwrap(), "returned");
     assert!(!raw::exists(&conn, "pool").await);
+}
+
+#[tokio::test]
+async fn a_live_guards_lease_attached_elsewhere_takes_the_hold_and_the_guard_finds_it_lost() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let (mx, other) = (mutex(&conn, TTL), mutex(&conn, LIVENESS));
+    let guard = mx.write().key("1").await.unwrap();
+    let lease = guard.lease();
+    assert_eq!(lease.id(), guard.id());
+    assert_eq!(lease.fencing_token("job:1"), Some(guard.fencing_token()));
+    assert!(!guard.is_cancelled(), "lease() leaves the guard as it was");
+    let sets = mx.lock_all().write(["2", "3"]).await.unwrap();
+    assert_eq!(sets.lease().lock_keys().count(), 2);
+
+    // The restart pattern: a later process attaches the lease it wrote down.
+    let taken = other.attach_write(&lease).await.unwrap();
+    assert_ne!(taken.id(), guard.id());
+    tokio::time::timeout(LIVENESS, guard.cancelled())
+        .await
+        .expect("the old guard's next refresh finds its id gone");
+    assert_eq!(guard.cancel_reason(), Some(CancelReason::Lost));
+    assert_eq!(raw::get(&conn, "job:1").await.as_deref(), Some(taken.id()));
+    assert!(!taken.is_cancelled());
+    assert!(matches!(
+        other.attach_write(&lease).await,
+        Err(Error::NotHeld { .. })
+    ));
+    assert!(taken.unlock().await.unwrap());
 }
 
 #[tokio::test]
