@@ -9,8 +9,9 @@ use super::compare::{self, Window};
 use super::dump;
 use super::op::Op;
 use super::wire::{self, Loaded, Names, Shape};
+use crate::scripts::attach::Mode;
 use crate::scripts::{Refusal, Reply};
-use crate::store::Store;
+use crate::store::{Key, Member, Store};
 
 /// A sequence whose steps have taken longer than this in all (µs, by the server's clock)
 /// ends there, uncompared from the step that passed it. Every TTL and step of time is a
@@ -51,6 +52,37 @@ pub fn outcome(op: &Op, reply: &Reply) -> String {
         other => format!("{other:?}"),
     };
     format!("{}: {reply}", op.name())
+}
+
+/// What an attach met that its reply does not name, counted as an outcome of its own:
+/// a key of another type than its mode reads (a writer's lease at a set or a sorted
+/// set, a reader's at a string, ...), or a permit of the old id whose deadline has passed
+/// while its key lives on. `before`: the keys before the step.
+pub fn attach_case(op: &Op, before: &Store) -> Option<&'static str> {
+    let Op::Attach { old, parts, .. } = op else {
+        return None;
+    };
+    let mut case = None;
+    for &(l, mode) in parts {
+        let key = Key::Lock.on(l);
+        let found = before.type_of(key);
+        let reads = match mode {
+            Mode::Writer => "string",
+            Mode::Reader => "set",
+            Mode::Permit => "zset",
+        };
+        if found != "none" && found != reads {
+            case = Some("Attach: a key of another type");
+        }
+        if mode == Mode::Permit {
+            if let Ok(Some(deadline)) = before.zscore(key, Member::Id(*old)) {
+                if deadline <= before.now_ms() {
+                    return Some("Attach: a permit run out");
+                }
+            }
+        }
+    }
+    case
 }
 
 /// Why a sequence failed.
@@ -183,6 +215,9 @@ fn steps(
             }
             let timed = matches!(op, Op::GoWrite { .. } | Op::GoRead { .. });
             *seen.entry(outcome(op, expected)).or_default() += 1;
+            if let Some(case) = attach_case(op, &before) {
+                *seen.entry(case.to_owned()).or_default() += 1;
+            }
             if !compare::replies(expected, &got, window, timed) {
                 diffs.push(format!("reply: model {expected:?}, server {got:?}"));
                 if let Value::ServerError(err) = reply {

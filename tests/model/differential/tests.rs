@@ -93,6 +93,8 @@ const REACHED: &[&str] = &[
     "AttachAll: Int(1)",
     "AttachAll: NotHeld(1)",
     "AttachAll: NotHeld(2)",
+    "Attach: a key of another type",
+    "Attach: a permit run out",
 ];
 
 /// Sequences per thread of [`model_and_server_agree`].
