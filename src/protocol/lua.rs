@@ -21,7 +21,7 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 17] = [
+pub(crate) const SCRIPT_FILES: [&str; 18] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
@@ -39,6 +39,7 @@ pub(crate) const SCRIPT_FILES: [&str; 17] = [
     "upgradable.lua",
     "upgrade.lua",
     "lock_all.lua",
+    "describe.lua",
 ];
 /// The functions every script uses (the server clock, raising a PTTL, publishing by
 /// `SPUBLISH` or `PUBLISH`); sent before each script, as one script. Small, since every
@@ -147,10 +148,11 @@ pub(crate) struct Scripts {
     pub(crate) upgradable: Lua,
     pub(crate) upgrade: Lua,
     pub(crate) lock_all: Lua,
+    pub(crate) describe: Lua,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake, proclaim, leader, upgradable, upgrade, lock_all] =
+    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake, proclaim, leader, upgradable, upgrade, lock_all, describe] =
         SCRIPT_FILES.map(load);
     Scripts {
         lock,
@@ -170,6 +172,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         upgradable,
         upgrade,
         lock_all,
+        describe,
     }
 });
 
@@ -238,6 +241,7 @@ mod tests {
             &SCRIPTS.upgradable,
             &SCRIPTS.upgrade,
             &SCRIPTS.lock_all,
+            &SCRIPTS.describe,
         ] {
             assert_eq!(script.sha.len(), 40);
         }
@@ -277,7 +281,15 @@ mod tests {
     #[test]
     fn inspect_lua_runs_only_commands_that_read() {
         let code = file("inspect.lua");
-        let reads = ["GET", "PTTL", "SMEMBERS", "TYPE", "ZRANGE", "ZRANGEBYSCORE"];
+        let reads = [
+            "GET",
+            "HMGET",
+            "PTTL",
+            "SMEMBERS",
+            "TYPE",
+            "ZRANGE",
+            "ZRANGEBYSCORE",
+        ];
         assert_eq!(commands(code), reads);
         // Of base.lua's functions it calls only the clock.
         assert!(code.contains("now_ms()") && !code.contains("pttl_at_least("));

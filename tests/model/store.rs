@@ -55,11 +55,15 @@ pub enum Key {
     Intent1,
     /// `K:b:fence`: lock 1's fence, as [`Key::Fence`].
     Fence1,
+    /// `K:holders`: the holders' descriptions (`lua/describe.lua`), a hash id → text.
+    Holders,
+    /// `K:b:holders`: lock 1's, as [`Key::Holders`].
+    Holders1,
 }
 
 impl Key {
     /// Every key, in the order the differential test reads them.
-    pub const ALL: [Key; 12] = [
+    pub const ALL: [Key; 14] = [
         Key::Lock,
         Key::Intent,
         Key::Fence,
@@ -72,6 +76,8 @@ impl Key {
         Key::Lock1,
         Key::Intent1,
         Key::Fence1,
+        Key::Holders,
+        Key::Holders1,
     ];
 
     /// The key that plays this key's role for lock `l` (0 or 1): lock 1's lock, intent
@@ -85,9 +91,11 @@ impl Key {
             Key::Lock => Key::Lock1,
             Key::Intent => Key::Intent1,
             Key::Fence => Key::Fence1,
+            Key::Holders => Key::Holders1,
             Key::Lock1 => Key::Lock,
             Key::Intent1 => Key::Intent,
             Key::Fence1 => Key::Fence,
+            Key::Holders1 => Key::Holders,
             other => other,
         }
     }
@@ -107,6 +115,8 @@ impl Key {
             Key::Lock1 => ":b",
             Key::Intent1 => ":b:lock-intent",
             Key::Fence1 => ":b:fence",
+            Key::Holders => ":holders",
+            Key::Holders1 => ":b:holders",
         }
     }
 }
@@ -209,8 +219,12 @@ pub enum Val {
     Set(BTreeSet<Id>),
     /// `zset`: member → score (a deadline in ms, or an arrival ticket).
     ZSet(BTreeMap<Member, i64>),
-    /// `hash`: a type this protocol never writes (a hostile key).
+    /// `hash`: a type this protocol writes only at a holders key (a hostile key).
     Hash,
+    /// `hash` at a holders key: each described id's acquisition time (server ms), the
+    /// rest of its text being the fixed description the steps send
+    /// ([`crate::scripts::describe::TEXT`]).
+    Holders(BTreeMap<Id, i64>),
 }
 
 impl Val {
@@ -220,7 +234,7 @@ impl Val {
             Val::Str(_) => "string",
             Val::Set(_) => "set",
             Val::ZSet(_) => "zset",
-            Val::Hash => "hash",
+            Val::Hash | Val::Holders(_) => "hash",
         }
     }
 }
@@ -312,7 +326,7 @@ impl Store {
 
     /// Lock 0's lock, intent and fence keys and lock 1's change places.
     fn swap_locks(&mut self) {
-        for k in [Key::Lock, Key::Intent, Key::Fence] {
+        for k in [Key::Lock, Key::Intent, Key::Fence, Key::Holders] {
             let (a, b) = (self.keys.remove(&k), self.keys.remove(&k.on(1)));
             if let Some(a) = a {
                 self.keys.insert(k.on(1), a);
@@ -532,6 +546,55 @@ impl Store {
                 expires,
             },
         );
+    }
+
+    /// `HSET k id at` on a holders hash (made with no TTL when absent); `Err` on another
+    /// type. (A hostile hash is never put at a holders key, so it counts as another type.)
+    pub fn hset(&mut self, k: Key, id: Id, at: i64) -> Result<(), WrongType> {
+        match self.keys.get_mut(&k) {
+            None => {
+                let val = Val::Holders(BTreeMap::from([(id, at)]));
+                self.keys.insert(k, Entry { val, expires: None });
+                Ok(())
+            }
+            Some(Entry {
+                val: Val::Holders(h),
+                ..
+            }) => {
+                h.insert(id, at);
+                Ok(())
+            }
+            Some(_) => Err(WrongType),
+        }
+    }
+
+    /// `HDEL k id` on a holders hash: whether it was there; the hash goes with its last
+    /// field. `Err` on another type.
+    pub fn hdel(&mut self, k: Key, id: Id) -> Result<bool, WrongType> {
+        let removed = match self.keys.get_mut(&k) {
+            None => return Ok(false),
+            Some(Entry {
+                val: Val::Holders(h),
+                ..
+            }) => h.remove(&id).is_some(),
+            Some(_) => return Err(WrongType),
+        };
+        if matches!(&self.keys[&k].val, Val::Holders(h) if h.is_empty()) {
+            self.keys.remove(&k);
+        }
+        Ok(removed)
+    }
+
+    /// The described ids of the holders hash at `k` with their acquisition times (empty
+    /// when absent or of another type).
+    pub fn holders(&self, k: Key) -> BTreeMap<Id, i64> {
+        match self.keys.get(&k) {
+            Some(Entry {
+                val: Val::Holders(h),
+                ..
+            }) => h.clone(),
+            _ => BTreeMap::new(),
+        }
     }
 
     /// `INCR`: the new value; `Err(())` on a value that is not an integer (Redis's ERR).

@@ -18,6 +18,7 @@ fn store_ids(store: &Store, out: &mut Vec<Id>) {
             Val::ZSet(z) => out.extend(z.keys().map(|m| match *m {
                 Member::Id(id) | Member::Queued(_, id) => id,
             })),
+            Val::Holders(h) => out.extend(h.keys().copied()),
             Val::Str(_) | Val::Hash => {}
         }
     }
@@ -74,6 +75,7 @@ fn rename_entry(e: &mut Entry, to: impl Fn(Id) -> Id) {
                 })
                 .collect();
         }
+        Val::Holders(h) => *h = h.iter().map(|(&id, &at)| (to(id), at)).collect(),
         Val::Str(_) | Val::Hash => {}
     }
 }

@@ -10,7 +10,7 @@ use crate::scripts::refresh::Hint;
 use crate::scripts::shared::MAX_TOKEN;
 use crate::scripts::unlock::{Extra, Kind};
 use crate::scripts::{
-    downgrade, election, exec, force, go, inspect, lock, lock_all, quorum, refresh, rlock,
+    describe, downgrade, election, exec, force, go, inspect, lock, lock_all, quorum, refresh, rlock,
     semaphore, unlock, upgradable, upgrade, Reply,
 };
 use crate::store::{Entry, Id, Key, Store, Text, Val};
@@ -55,8 +55,14 @@ pub enum Op {
     /// semaphore.lua with `permits`.
     Semaphore { take: Take, permits: i64 },
     /// unlock.lua (a [`Kind::Upgradable`] release with [`Extra::Intent`], as the crate
-    /// sends it: KEYS lock, intent, upgrader).
-    Unlock { id: Id, kind: Kind, extra: Extra },
+    /// sends it: KEYS lock, intent, upgrader); with the holders key last and ARGV[5] "1"
+    /// when `described`.
+    Unlock {
+        id: Id,
+        kind: Kind,
+        extra: Extra,
+        described: bool,
+    },
     /// upgradable.lua (`take.fair` is `None`).
     Upgradable { take: Take },
     /// upgrade.lua with ARGV[4] `op` (`take.fair` is `None`).
@@ -64,8 +70,14 @@ pub enum Op {
     /// refresh.lua.
     Refresh { id: Id, ttl: i64 },
     /// renew.lua with the lock key once per `(id, hint)` (and the upgrader key once per
-    /// `u` after them).
-    Renew { ids: Vec<(Id, Hint)>, ttl: i64 },
+    /// `u` after them); each letter a capital, with the holders key, when `described`.
+    Renew {
+        ids: Vec<(Id, Hint)>,
+        ttl: i64,
+        described: bool,
+    },
+    /// describe.lua on the lock keys of `locks` (0 or 1: [`Key::on`]).
+    Describe { id: Id, ttl: i64, locks: Vec<usize> },
     /// exec.lua with the lock keys of `locks` (0 or 1: [`Key::on`]) and `commands` on
     /// [`Key::Data`].
     Exec {
@@ -197,8 +209,15 @@ fn any_key() -> impl Strategy<Value = Key> {
     ]
 }
 
+/// A key for a hostile string: the fence keys, and a holders key (which describe.lua
+/// then leaves as it is).
 fn fence_key() -> impl Strategy<Value = Key> {
-    prop_oneof![2 => Just(Key::Fence), 2 => Just(Key::Granted), 1 => Just(Key::Fence1)]
+    prop_oneof![
+        4 => Just(Key::Fence),
+        4 => Just(Key::Granted),
+        2 => Just(Key::Fence1),
+        1 => Just(Key::Holders),
+    ]
 }
 
 fn lock_op(fair: bool) -> impl Strategy<Value = Op> {
@@ -218,9 +237,10 @@ fn semaphore_op(fair: bool) -> impl Strategy<Value = Op> {
 }
 
 fn unlock_op(kind: BoxedStrategy<Kind>) -> impl Strategy<Value = Op> {
-    (id(), kind, extra()).prop_map(|(id, kind, extra)| Op::Unlock {
+    (id(), kind, extra(), any::<bool>()).prop_map(|(id, kind, extra, described)| Op::Unlock {
         id,
         kind,
+        described,
         // The crate sends an upgradable reader's release with the intent and the
         // upgrader key, never the queue.
         extra: if kind == Kind::Upgradable {
@@ -260,8 +280,18 @@ fn renew_op() -> impl Strategy<Value = Op> {
         2 => Just(Hint::Reader),
         1 => Just(Hint::Upgradable),
     ];
-    (prop::collection::vec((id(), hint), 1..=3), ttl())
-        .prop_map(|(ids, ttl)| Op::Renew { ids, ttl })
+    (prop::collection::vec((id(), hint), 1..=3), ttl(), any::<bool>()).prop_map(
+        |(ids, ttl, described)| Op::Renew {
+            ids,
+            ttl,
+            described,
+        },
+    )
+}
+
+/// describe.lua, after a take of one lock or of a set.
+fn describe_op() -> impl Strategy<Value = Op> {
+    (id(), ttl(), locks()).prop_map(|(id, ttl, locks)| Op::Describe { id, ttl, locks })
 }
 
 /// The lock keys of a set or an `exec`: lock 0, lock 1, or both in either order.
@@ -325,11 +355,22 @@ fn on_lock1_op() -> impl Strategy<Value = Op> {
         id(),
         prop_oneof![Just(Kind::Writer), Just(Kind::Reader)],
         prop_oneof![Just(Extra::None), Just(Extra::Intent)],
+        any::<bool>(),
     )
-        .prop_map(|(id, kind, extra)| Op::Unlock { id, kind, extra });
+        .prop_map(|(id, kind, extra, described)| Op::Unlock {
+            id,
+            kind,
+            extra,
+            described,
+        });
     let hint = prop_oneof![Just(Hint::Writer), Just(Hint::Reader)];
-    let renew = (prop::collection::vec((id(), hint), 1..=2), ttl())
-        .prop_map(|(ids, ttl)| Op::Renew { ids, ttl });
+    let renew = (prop::collection::vec((id(), hint), 1..=2), ttl(), any::<bool>()).prop_map(
+        |(ids, ttl, described)| Op::Renew {
+            ids,
+            ttl,
+            described,
+        },
+    );
     let step = prop_oneof![
         4 => lock_op(false),
         3 => rlock_op(false),
@@ -366,7 +407,10 @@ fn short_advance_op() -> impl Strategy<Value = Op> {
 fn hostile_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         any_key().prop_map(|key| Op::Persist { key }),
-        any_key().prop_map(|key| Op::Hash { key }),
+        // Never at a holders key, where a hash is the protocol's own type.
+        any_key()
+            .prop_filter("a holders key", |k| !matches!(k, Key::Holders | Key::Holders1))
+            .prop_map(|key| Op::Hash { key }),
         fence_key().prop_map(|key| Op::Junk { key }),
         (fence_key(), any::<bool>()).prop_map(|(key, below)| Op::Exhausted { key, below }),
     ]
@@ -381,6 +425,7 @@ fn lock_step(fair: bool) -> BoxedStrategy<Op> {
         10 => unlock_op(prop_oneof![Just(Kind::Writer), Just(Kind::Reader)].boxed()),
         4 => refresh_op(),
         3 => renew_op(),
+        3 => describe_op(),
         4 => exec_op(),
         2 => Just(Op::ForceUnlock),
         2 => Just(Op::Leader),
@@ -421,6 +466,7 @@ fn semaphore_step(fair: bool) -> impl Strategy<Value = Op> {
         10 => unlock_op(Just(Kind::Permit).boxed()),
         6 => refresh_op(),
         5 => renew_op(),
+        3 => (id(), ttl()).prop_map(|(id, ttl)| Op::Describe { id, ttl, locks: vec![0] }),
         4 => exec_op(),
         2 => Just(Op::ForceUnlock),
         2 => Just(Op::Inspect { semaphore: true }),
@@ -475,6 +521,8 @@ impl Op {
                 "RenewUpgradable"
             }
             Op::Renew { .. } => "Renew",
+            Op::Describe { locks, .. } if locks.len() > 1 => "DescribeAll",
+            Op::Describe { .. } => "Describe",
             Op::Exec { locks, .. } if locks.len() > 1 => "ExecAll",
             Op::Exec { .. } => "Exec",
             Op::LockAll { .. } => "LockAll",
@@ -510,11 +558,21 @@ impl Op {
             Op::Lock { take, intent } => lock::lock(s, *take, *intent),
             Op::RLock { take, counting } => rlock::rlock(s, *take, *counting),
             Op::Semaphore { take, permits } => semaphore::semaphore(s, *take, *permits),
-            Op::Unlock { id, kind, extra } => unlock::unlock(s, *id, *kind, *extra),
+            Op::Unlock {
+                id,
+                kind,
+                extra,
+                described,
+            } => unlock::unlock_described(s, *id, *kind, *extra, *described),
             Op::Upgradable { take } => upgradable::upgradable(s, *take),
             Op::Upgrade { take, op } => upgrade::upgrade(s, *take, *op),
             Op::Refresh { id, ttl } => refresh::refresh(s, *id, *ttl),
-            Op::Renew { ids, ttl } => refresh::renew(s, ids, *ttl),
+            Op::Renew {
+                ids,
+                ttl,
+                described,
+            } => refresh::renew_described(s, ids, *ttl, *described),
+            Op::Describe { id, ttl, locks } => describe::describe(s, locks, *id, *ttl),
             Op::Exec {
                 id,
                 locks,

@@ -84,6 +84,9 @@ const REACHED: &[&str] = &[
     "UnlockUpgradable: Int(2)",
     "UnlockUpgradable: Int(3)",
     "RenewUpgradable: Renewed(1)",
+    "Describe: Int(0)",
+    "Describe: Int(1)",
+    "DescribeAll: Int(2)",
 ];
 
 /// Sequences per thread of [`model_and_server_agree`].

@@ -10,6 +10,7 @@ use redis::Value;
 use super::go_peer;
 use super::op::{exhausted, record, Op, HOSTILE_PX};
 use super::scripts::Scripts;
+use crate::scripts::describe;
 use crate::scripts::exec::Command;
 use crate::scripts::inspect::Inspection;
 use crate::scripts::lock::Take;
@@ -66,7 +67,7 @@ pub struct Loaded {
 }
 
 /// The crate's scripts a differential run calls.
-const CRATE_SCRIPTS: [&str; 17] = [
+const CRATE_SCRIPTS: [&str; 18] = [
     "lock.lua",
     "rlock.lua",
     "semaphore.lua",
@@ -84,6 +85,7 @@ const CRATE_SCRIPTS: [&str; 17] = [
     "upgradable.lua",
     "upgrade.lua",
     "lock_all.lua",
+    "describe.lua",
 ];
 
 impl Loaded {
@@ -252,7 +254,12 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
             }
             ("semaphore.lua", keys, args, Shape::Take)
         }
-        Op::Unlock { id, kind, extra } => {
+        Op::Unlock {
+            id,
+            kind,
+            extra,
+            described,
+        } => {
             let mut keys = vec![k(Key::Lock)];
             if *extra != Extra::None {
                 keys.push(k(Key::Intent));
@@ -264,7 +271,11 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
                 keys.push(k(Key::QueueDeadline));
             }
             let letter = (kind.letter() as char).to_string();
-            let args = vec![id_text(*id), n.channel(), letter, "0".to_owned()];
+            let mut args = vec![id_text(*id), n.channel(), letter, "0".to_owned()];
+            if *described {
+                keys.push(k(Key::Holders));
+                args.push("1".to_owned());
+            }
             ("unlock.lua", keys, args, Shape::Int)
         }
         Op::Refresh { id, ttl } => (
@@ -312,14 +323,30 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
                 Shape::Take
             },
         ),
-        Op::Renew { ids, ttl } => {
+        Op::Renew {
+            ids,
+            ttl,
+            described,
+        } => {
             let mut keys = vec![k(Key::Lock); ids.len()];
             for &(_, hint) in ids {
                 if hint == Hint::Upgradable {
                     keys.push(k(Key::Upgrader));
                 }
+                if *described {
+                    keys.push(k(Key::Holders));
+                }
             }
-            let writers: String = ids.iter().map(|&(_, h)| h.letter()).collect();
+            let writers: String = ids
+                .iter()
+                .map(|&(_, h)| {
+                    if *described {
+                        h.letter().to_ascii_uppercase()
+                    } else {
+                        h.letter()
+                    }
+                })
+                .collect();
             let mut args = vec![ms(*ttl), writers];
             args.extend(ids.iter().map(|&(id, _)| id_text(id)));
             ("renew.lua", keys, args, Shape::Renew)
@@ -362,9 +389,15 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
             ("lock_all.lua", keys, args, Shape::Tokens)
         }
         Op::OnLock1(op) => return command(scripts, &n.on_lock(1), op, token),
+        Op::Describe { id, ttl, locks } => {
+            let mut keys: Vec<String> = locks.iter().map(|&l| k(Key::Lock.on(l))).collect();
+            keys.extend(locks.iter().map(|&l| k(Key::Holders.on(l))));
+            let args = vec![id_text(*id), ms(*ttl), describe::TEXT.to_owned()];
+            ("describe.lua", keys, args, Shape::Int)
+        }
         Op::ForceUnlock => (
             "force_unlock.lua",
-            vec![k(Key::Lock), k(Key::Fence), k(Key::Granted)],
+            vec![k(Key::Lock), k(Key::Fence), k(Key::Granted), k(Key::Holders)],
             vec![n.channel(), id_text(0xff), "0".to_owned()],
             Shape::Int,
         ),
@@ -382,6 +415,7 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
                 k(Key::Fence),
                 k(Key::Queue),
                 k(Key::QueueDeadline),
+                k(Key::Holders),
             ],
             vec![if *semaphore { "semaphore" } else { "lock" }.to_owned()],
             Shape::Inspect,
@@ -596,9 +630,10 @@ pub fn reply(n: &Names, shape: Shape, v: &Value) -> Result<Reply, String> {
     parsed.ok_or_else(odd)
 }
 
-/// inspect.lua's twelve fields (the clock it read left out); holders sorted.
+/// inspect.lua's thirteen fields (the clock it read left out); holders and descriptions
+/// sorted.
 fn inspection(items: &[Value]) -> Option<Inspection> {
-    let [kind, pttl, intent, fence, holders, queue, _now, intent_value, pttls, permits, tickets, deadlines] =
+    let [kind, pttl, intent, fence, holders, queue, _now, intent_value, pttls, permits, tickets, deadlines, descriptions] =
         items
     else {
         return None;
@@ -645,5 +680,20 @@ fn inspection(items: &[Value]) -> Option<Inspection> {
         permits: scored(permits)?,
         tickets: scored(tickets)?,
         deadlines: scored(deadlines)?,
+        descriptions: described(&list(descriptions)?)?,
     })
+}
+
+/// inspect.lua's descriptions, flat `{id, text, ...}`, as the model's: each id with the
+/// time after [`describe::TEXT`], sorted.
+fn described(flat: &[String]) -> Option<Vec<(Text, i64)>> {
+    let mut out: Vec<(Text, i64)> = flat
+        .chunks(2)
+        .map(|pair| {
+            let at = pair.get(1)?.strip_prefix(describe::TEXT)?.parse().ok()?;
+            Some((Text::parse(&pair[0]), at))
+        })
+        .collect::<Option<_>>()?;
+    out.sort();
+    Some(out)
 }

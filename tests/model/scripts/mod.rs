@@ -7,6 +7,7 @@
 //! A script that changes under `lua/` changes here in the same commit (`docs/model.md`):
 //! the differential test (`differential/`) fails until the two agree again.
 
+pub mod describe;
 pub mod downgrade;
 pub mod election;
 pub mod exec;
