@@ -319,8 +319,9 @@ mod tests {
     #[test]
     fn a_description_of_version_1_reads_and_no_other() {
         let ms = |ms: u64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
-        let info = HolderInfo::parse("1\thost-a\t4242\t1700000000123\tworker\tbilling\t1800000000456")
-            .unwrap();
+        let info =
+            HolderInfo::parse("1\thost-a\t4242\t1700000000123\tworker\tbilling\t1800000000456")
+                .unwrap();
         assert_eq!(info.host(), "host-a");
         assert_eq!(info.pid(), 4242);
         assert_eq!(info.process_started_at(), Some(ms(1_700_000_000_123)));

@@ -139,8 +139,8 @@ impl Describe<'_> {
 }
 
 /// Runs `describe.lua` on its own: describes `id` as the holder of each of `keys` it
-/// holds now (with `text`, [`text`]), keeping each holders key's PTTL at least
-/// `ttl_ms`. How many keys were described. (An attach describes the hold it took over
+/// holds now (with `text`, [`text`]), keeping each holders key's PTTL at least the lock
+/// key's (`ttl_ms` for one without). How many keys were described. (An attach describes the hold it took over
 /// so.)
 #[allow(
     dead_code,

@@ -360,7 +360,10 @@ mod tests {
         let writer = parse(reply("string", 10, 0, 1, &["w"])).unwrap();
         assert_eq!(writer.mode(), Some(Mode::Write));
         let info = writer.holder_info("w").expect("described");
-        assert_eq!((info.host(), info.pid(), info.label()), ("host-a", 42, Some("billing")));
+        assert_eq!(
+            (info.host(), info.pid(), info.label()),
+            ("host-a", 42, Some("billing"))
+        );
         assert_eq!(info.acquired_at(), at(1_718_000_000_000).unwrap());
         assert_eq!(writer.holder_info("x"), None, "a version not read");
         assert_eq!(free.holder_info("w"), None);

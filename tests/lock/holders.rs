@@ -81,10 +81,17 @@ async fn a_writer_is_described_by_script_and_by_the_fast_path_until_it_releases(
         assert_this_process(info(&state, guard.id()), &state, Some("billing"));
         let (exists, fields, pttl) = holders_key(&conn, "desc:w").await;
         assert!(exists && fields == 1, "{attempt}");
-        assert!(pttl > 0 && pttl <= TTL.as_millis() as i64, "{attempt}: {pttl}");
+        assert!(
+            pttl > 0 && pttl <= TTL.as_millis() as i64,
+            "{attempt}: {pttl}"
+        );
         let id = guard.id().to_owned();
         guard.unlock().await.unwrap();
-        assert_eq!(holders_key(&conn, "desc:w").await, (false, 0, -2), "{attempt}");
+        assert_eq!(
+            holders_key(&conn, "desc:w").await,
+            (false, 0, -2),
+            "{attempt}"
+        );
         assert_eq!(mx.inspect("w").await.unwrap().holder_info(&id), None);
     }
 }
@@ -170,7 +177,10 @@ async fn renewals_keep_the_description_and_expiry_takes_it_with_the_lock() {
         .await
     );
     let left: i64 = raw::cmd(&conn, "PTTL", &["short:k:holders"]).await;
-    assert!(left == -2 || left <= 50, "the description outlived its lock by {left} ms");
+    assert!(
+        left == -2 || left <= 50,
+        "the description outlived its lock by {left} ms"
+    );
     assert!(eventually(|| async { !holders_key(&conn, "short:k").await.0 }).await);
     drop(guard);
 }
@@ -242,11 +252,16 @@ async fn a_label_with_a_control_character_or_too_long_is_refused_at_build() {
     let server = RedisServer::start();
     let conn = server.conn().await;
     for label in ["a\tb".to_owned(), "line\n".to_owned(), "x".repeat(257)] {
-        let built = RwMutex::builder(conn.clone(), "m").holder_label(&*label).build();
+        let built = RwMutex::builder(conn.clone(), "m")
+            .holder_label(&*label)
+            .build();
         assert!(
             matches!(built, Err(Error::InvalidOptions(ref why)) if why.contains("holder label")),
             "{label:?}"
         );
     }
-    assert!(RwMutex::builder(conn, "m").holder_label("x".repeat(256)).build().is_ok());
+    assert!(RwMutex::builder(conn, "m")
+        .holder_label("x".repeat(256))
+        .build()
+        .is_ok());
 }

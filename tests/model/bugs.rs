@@ -50,4 +50,8 @@ pub enum Bug {
     /// lock_all.lua keeps (or sets) a set's intents when another waiter's intent blocks
     /// one of its read keys.
     LockAllKeepsIntentWhenBlockedByIntent,
+    /// unlock.lua leaves the released id's description.
+    UnlockKeepsDescription,
+    /// describe.lua keeps the descriptions of a semaphore's run-out or purged permits.
+    DescribeKeepsRunOutPermits,
 }

@@ -52,7 +52,10 @@ async fn upgradable<C: ConnectionLike>(
                     cmd.arg(flag(true));
                 }
             },
-            call.describe(&[keys]).as_ref().and_then(Describe::then).as_ref(),
+            call.describe(&[keys])
+                .as_ref()
+                .and_then(Describe::then)
+                .as_ref(),
         )
         .await
 }
@@ -85,7 +88,10 @@ async fn lock<C: ConnectionLike>(
                 // protocol error.
                 queue.args(cmd, topology.clock_floor());
             },
-            call.describe(&[keys]).as_ref().and_then(Describe::then).as_ref(),
+            call.describe(&[keys])
+                .as_ref()
+                .and_then(Describe::then)
+                .as_ref(),
         )
         .await
 }
@@ -116,7 +122,10 @@ async fn rlock<C: ConnectionLike>(
                     .arg(flag(counting));
                 queue.args(cmd, topology.clock_floor());
             },
-            call.describe(&[keys]).as_ref().and_then(Describe::then).as_ref(),
+            call.describe(&[keys])
+                .as_ref()
+                .and_then(Describe::then)
+                .as_ref(),
         )
         .await
 }
@@ -148,7 +157,10 @@ async fn semaphore<C: ConnectionLike>(
                     cmd.arg(op);
                 }
             },
-            call.describe(&[keys]).as_ref().and_then(Describe::then).as_ref(),
+            call.describe(&[keys])
+                .as_ref()
+                .and_then(Describe::then)
+                .as_ref(),
         )
         .await
 }

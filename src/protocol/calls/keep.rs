@@ -10,7 +10,20 @@ use crate::protocol::replies::{refusal, unexpected};
 
 /// Runs `refresh.lua`: true when the call's id still holds the lock key, whose TTL is now
 /// at least the call's.
+///
+/// A describing handle's call sends `renew.lua` with one key instead, which keeps the
+/// holder's description with the lock (`refresh.lua` knows of none).
 pub(crate) async fn refresh<C: ConnectionLike>(conn: &mut C, call: &Call) -> Result<bool, Error> {
+    if call.describe.is_some() {
+        let renewal = Renewal {
+            call,
+            writer: false,
+            upgradable: false,
+            retake: None,
+        };
+        let renewed = renew(conn, &[renewal]).await?;
+        return Ok(renewed.held.first().copied().unwrap_or(false));
+    }
     let key = call.keys.lock();
     let held: i64 = SCRIPTS
         .refresh

@@ -392,6 +392,24 @@ pub mod names {
     pub const WRITER_BETWEEN: &str = "no writer between an upgradable read and its upgrade";
     pub const ALL_OR_NOTHING: &str = "a set's attempt takes every key of the set or none";
     pub const SETS_MAKE_WAY: &str = "no two sets keep each other out with their intents";
+    pub const DESCRIPTIONS: &str = "descriptions leave with holds";
+}
+
+/// Every description in a holders key names an id at its lock key: the writer's string,
+/// one of the readers, or a permit (run out or not: a run-out permit's description goes
+/// when its entry is purged). Released, expired and forced-out holds leave none.
+fn descriptions_leave_with_holds(_: &Protocol, s: &State) -> bool {
+    (0..2).all(|l| {
+        let lock = Key::Lock.on(l);
+        s.store.holders(Key::Holders.on(l)).keys().all(|&id| {
+            s.store.get_is(lock, &Text::Id(id))
+                || s.store.sismember(lock, id) == Ok(true)
+                || matches!(
+                    s.store.zscore(lock, crate::store::Member::Id(id)),
+                    Ok(Some(_))
+                )
+        })
+    })
 }
 
 /// The properties of `m`'s configuration: every `always`, and the `sometimes` that show
@@ -432,6 +450,7 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
             not_violated(Seen::PARTIAL_SET)(s)
         }),
         Property::always(names::SETS_MAKE_WAY, sets_make_way),
+        Property::always(names::DESCRIPTIONS, descriptions_leave_with_holds),
     ];
     let sets = c
         .clients
@@ -458,6 +477,31 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
             "two sets wait with intents that block each other's reads",
             sets_block_each_other,
         ));
+    }
+    if c.describe {
+        all.push(Property::sometimes(
+            "a holder is described",
+            |_, s: &State| {
+                !s.store.holders(Key::Holders).is_empty()
+                    || !s.store.holders(Key::Holders1).is_empty()
+            },
+        ));
+        let sharing = c
+            .clients
+            .iter()
+            .filter(|spec| spec.lock == 0)
+            .filter(|spec| {
+                spec.modes
+                    .iter()
+                    .any(|m| matches!(m, Mode::Read | Mode::Permit))
+            })
+            .count();
+        if sharing > 1 {
+            all.push(Property::sometimes(
+                "two holders of one lock are described, each by its id",
+                |_, s: &State| s.store.holders(Key::Holders).len() > 1,
+            ));
+        }
     }
     if modes(Mode::Write) {
         all.push(Property::sometimes("a writer holds", |_, s: &State| {

@@ -60,6 +60,7 @@ fn config(clients: Vec<ClientSpec>) -> Config {
         late: false,
         drift: 1,
         bug: None,
+        describe: false,
         go_ttl: None,
         horizon: 5,
         faults: Faults::default(),
@@ -170,6 +171,23 @@ fn semaphore_permits() {
     holds("3 rust, semaphore of 2", c.clone(), 12);
     c.fair = true;
     holds("3 rust, fair semaphore of 2", c, 12);
+}
+
+#[test]
+fn descriptions_leave_with_their_holds() {
+    let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
+    c.describe = true;
+    holds("3 rust, read/write, described", c.clone(), 9);
+    c.fast = true;
+    c.late = true;
+    holds("3 rust, late replies, fast path, described", c, 8);
+    let mut c = config(vec![rust(&[Mode::Permit]); 3]);
+    c.permits = 2;
+    c.describe = true;
+    holds("3 rust, semaphore of 2, described", c, 11);
+    let mut c = sets_and_singles_config();
+    c.describe = true;
+    holds("1 set + 1 rust client of each lock, described", c, 9);
 }
 
 #[test]
@@ -385,7 +403,11 @@ fn each_seeded_bug_of_the_model_breaks_its_property() {
     };
     // Upgradable readers only: the intent is an upgrader's.
     let upgraders = || config(vec![rust(UP), rust(&[Mode::Read]), rust(&[Mode::Read])]);
-    let runs: [(Bug, Config, &'static str); 19] = [
+    let described = |mut c: Config| {
+        c.describe = true;
+        c
+    };
+    let runs: [(Bug, Config, &'static str); 21] = [
         (Bug::RlockIgnoresIntent, intent(), names::INTENT),
         (Bug::LockIgnoresQueue, fair(), names::FAIR),
         (Bug::LockWithoutTtl, writers(), names::TTL),
@@ -428,6 +450,16 @@ fn each_seeded_bug_of_the_model_breaks_its_property() {
             Bug::LockAllKeepsIntentWhenBlockedByIntent,
             sets_config(),
             names::SETS_MAKE_WAY,
+        ),
+        (
+            Bug::UnlockKeepsDescription,
+            described(config(vec![rust(RW), rust(RW)])),
+            names::DESCRIPTIONS,
+        ),
+        (
+            Bug::DescribeKeepsRunOutPermits,
+            described(permits(false)),
+            names::DESCRIPTIONS,
         ),
     ];
     for (bug, mut c, property) in runs {

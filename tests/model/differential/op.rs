@@ -10,8 +10,8 @@ use crate::scripts::refresh::Hint;
 use crate::scripts::shared::MAX_TOKEN;
 use crate::scripts::unlock::{Extra, Kind};
 use crate::scripts::{
-    describe, downgrade, election, exec, force, go, inspect, lock, lock_all, quorum, refresh, rlock,
-    semaphore, unlock, upgradable, upgrade, Reply,
+    describe, downgrade, election, exec, force, go, inspect, lock, lock_all, quorum, refresh,
+    rlock, semaphore, unlock, upgradable, upgrade, Reply,
 };
 use crate::store::{Entry, Id, Key, Store, Text, Val};
 
@@ -280,13 +280,16 @@ fn renew_op() -> impl Strategy<Value = Op> {
         2 => Just(Hint::Reader),
         1 => Just(Hint::Upgradable),
     ];
-    (prop::collection::vec((id(), hint), 1..=3), ttl(), any::<bool>()).prop_map(
-        |(ids, ttl, described)| Op::Renew {
+    (
+        prop::collection::vec((id(), hint), 1..=3),
+        ttl(),
+        any::<bool>(),
+    )
+        .prop_map(|(ids, ttl, described)| Op::Renew {
             ids,
             ttl,
             described,
-        },
-    )
+        })
 }
 
 /// describe.lua, after a take of one lock or of a set.
@@ -364,13 +367,16 @@ fn on_lock1_op() -> impl Strategy<Value = Op> {
             described,
         });
     let hint = prop_oneof![Just(Hint::Writer), Just(Hint::Reader)];
-    let renew = (prop::collection::vec((id(), hint), 1..=2), ttl(), any::<bool>()).prop_map(
-        |(ids, ttl, described)| Op::Renew {
+    let renew = (
+        prop::collection::vec((id(), hint), 1..=2),
+        ttl(),
+        any::<bool>(),
+    )
+        .prop_map(|(ids, ttl, described)| Op::Renew {
             ids,
             ttl,
             described,
-        },
-    );
+        });
     let step = prop_oneof![
         4 => lock_op(false),
         3 => rlock_op(false),
@@ -409,7 +415,10 @@ fn hostile_op() -> impl Strategy<Value = Op> {
         any_key().prop_map(|key| Op::Persist { key }),
         // Never at a holders key, where a hash is the protocol's own type.
         any_key()
-            .prop_filter("a holders key", |k| !matches!(k, Key::Holders | Key::Holders1))
+            .prop_filter("a holders key", |k| !matches!(
+                k,
+                Key::Holders | Key::Holders1
+            ))
             .prop_map(|key| Op::Hash { key }),
         fence_key().prop_map(|key| Op::Junk { key }),
         (fence_key(), any::<bool>()).prop_map(|(key, below)| Op::Exhausted { key, below }),

@@ -397,7 +397,12 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
         }
         Op::ForceUnlock => (
             "force_unlock.lua",
-            vec![k(Key::Lock), k(Key::Fence), k(Key::Granted), k(Key::Holders)],
+            vec![
+                k(Key::Lock),
+                k(Key::Fence),
+                k(Key::Granted),
+                k(Key::Holders),
+            ],
             vec![n.channel(), id_text(0xff), "0".to_owned()],
             Shape::Int,
         ),

@@ -394,7 +394,7 @@ pub const MUTATIONS: &[Mutation] = &[
     m(
         "describe_unchecked",
         "describe.lua",
-        "    if holds(KEYS[i]) then",
+        "    if holds(KEYS[i], lock_type) then",
         "    if true then",
         "a description written for an id that holds nothing: a waiter that was blocked \
          is described as a holder",
@@ -417,9 +417,32 @@ pub const MUTATIONS: &[Mutation] = &[
     m(
         "describe_no_ttl",
         "describe.lua",
-        "            pttl_at_least(holders, ttl)\n",
+        "            pttl_at_least(holders, lock_pttl > 0 and lock_pttl or ttl)\n",
         "",
         "the holders hash written without a TTL: descriptions outlive every hold",
+    ),
+    m(
+        "describe_ttl_not_the_locks",
+        "describe.lua",
+        "pttl_at_least(holders, lock_pttl > 0 and lock_pttl or ttl)",
+        "pttl_at_least(holders, ttl)",
+        "the holders hash given the full TTL, not the lock's PTTL: the description outlives \
+         its lock by the time since the lock was set",
+    ),
+    m(
+        "describe_run_out_permits_kept",
+        "describe.lua",
+        "        if deadline == false or tonumber(deadline) <= now then",
+        "        if deadline == false then",
+        "the description of a permit that ran out kept while its entry waits to be purged",
+    ),
+    m(
+        "describe_purged_permits_kept",
+        "describe.lua",
+        "        prune(KEYS[i], holders)\n",
+        "",
+        "the descriptions of run-out and purged permits kept: they stay as long as other \
+         permits keep the hash alive",
     ),
     m(
         "describe_second_key_skipped",
@@ -494,16 +517,16 @@ pub const MUTATIONS: &[Mutation] = &[
     m(
         "unlock_intent_deleted_when_anothers",
         "unlock.lua",
-        "if KEYS[2] ~= nil and redis.pcall('GET', KEYS[2]) == ARGV[1] then",
-        "if KEYS[2] ~= nil and redis.pcall('GET', KEYS[2]) then",
+        "if nkeys >= 2 and redis.pcall('GET', KEYS[2]) == ARGV[1] then",
+        "if nkeys >= 2 and redis.pcall('GET', KEYS[2]) then",
         "an intent deleted when another's: a writer that gives up wipes the intent of \
          another waiting writer",
     ),
     m(
         "unlock_queue_leave_skipped",
         "unlock.lua",
-        "if KEYS[4] ~= nil then",
-        "if KEYS[5] ~= nil then",
+        "if nkeys >= 4 then",
+        "if nkeys >= 5 then",
         "a queue leave skipped: a fair waiter that gives up keeps its place, and holds up \
          those behind it until its deadline",
     ),
@@ -534,8 +557,8 @@ pub const MUTATIONS: &[Mutation] = &[
     m(
         "unlock_upgrader_of_another_deleted",
         "unlock.lua",
-        "if ARGV[3] == 'u' and redis.pcall('GET', KEYS[3]) == ARGV[1] then",
-        "if ARGV[3] == 'u' and redis.pcall('GET', KEYS[3]) then",
+        "if ARGV[3] == 'u' and nkeys >= 3 and redis.pcall('GET', KEYS[3]) == ARGV[1] then",
+        "if ARGV[3] == 'u' and nkeys >= 3 and redis.pcall('GET', KEYS[3]) then",
         "an id check removed: an upgradable reader's release deletes the upgrader key of \
          another (a later upgradable reader's), letting a second one in beside it",
     ),

@@ -3,6 +3,7 @@
 
 use super::shared::pttl_at_least;
 use super::Reply;
+use crate::bugs::Bug;
 use crate::store::{Id, Key, Member, Store, Text};
 
 /// The description the steps send (ARGV[3]): the crate's format, version 1, of a fixed
@@ -25,10 +26,21 @@ pub fn describe(s: &mut Store, locks: &[usize], id: Id, ttl: i64) -> Reply {
     let now = s.now_ms();
     let mut described = 0;
     for &lock in locks {
+        // A semaphore's run-out or purged permits' descriptions go.
+        if s.type_of(Key::Lock.on(lock)) == "zset" && !s.has(Bug::DescribeKeepsRunOutPermits) {
+            for (other, _) in s.holders(Key::Holders.on(lock)) {
+                let deadline = s.zscore(Key::Lock.on(lock), Member::Id(other));
+                if !matches!(deadline, Ok(Some(d)) if d > now) {
+                    let _ = s.hdel(Key::Holders.on(lock), other);
+                }
+            }
+        }
         if holds(s, lock, id) {
             let holders = Key::Holders.on(lock);
             if s.hset(holders, id, now).is_ok() {
-                pttl_at_least(s, holders, ttl, None);
+                let lock_pttl = s.pttl(Key::Lock.on(lock));
+                let at_least = if lock_pttl > 0 { lock_pttl } else { ttl };
+                pttl_at_least(s, holders, at_least, None);
                 described += 1;
             }
         }
