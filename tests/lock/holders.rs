@@ -34,6 +34,15 @@ async fn holders_key(conn: &C, lock: &str) -> (bool, i64, i64) {
     (exists == 1, fields, pttl)
 }
 
+/// How many `INCR`s the server ran (`INFO commandstats`).
+async fn incr_calls(conn: &C) -> u64 {
+    let info: String = raw::cmd(conn, "INFO", &["commandstats"]).await;
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_incr:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
 /// `id`'s description in `state`, which must have one.
 #[track_caller]
 fn info<'a>(state: &'a LockState, id: &str) -> &'a HolderInfo {
@@ -74,9 +83,18 @@ async fn a_writer_is_described_by_script_and_by_the_fast_path_until_it_releases(
     let server = RedisServer::start();
     let conn = server.conn().await;
     let mx = described(&conn, "desc");
-    // The first write runs lock.lua; the second, the fence key seen, the fast path.
-    for attempt in ["script", "fast path"] {
+    // The first write runs lock.lua, the next ones (the fence key seen) the fast path;
+    // the first two after the server's script cache was flushed (NOSCRIPT inside the
+    // pipeline: the attempt's and the description's, then the description's alone).
+    for attempt in ["script, flushed", "fast path, flushed", "fast path"] {
+        if attempt.ends_with("flushed") {
+            let () = raw::cmd(&conn, "SCRIPT", &["FLUSH"]).await;
+        }
+        let incrs = incr_calls(&conn).await;
         let guard = mx.write().key("w").await.unwrap();
+        // The fast path is the one that sends INCR (no script of a write does).
+        let fast = incr_calls(&conn).await > incrs;
+        assert_eq!(fast, attempt.starts_with("fast"), "{attempt}");
         let state = mx.inspect("w").await.unwrap();
         assert_this_process(info(&state, guard.id()), &state, Some("billing"));
         let (exists, fields, pttl) = holders_key(&conn, "desc:w").await;
