@@ -96,6 +96,7 @@
 //! | `FW_CLUSTER` | `1`: cluster mode; `FW_LOCK_URL` lists the cluster's nodes (feature `cluster`) | `0` |
 //! | `FW_REPLICAS` | replicas that must acknowledge (`Builder::replicas`, within the smaller of 300 ms and TTL/4), 0 for none | `0` |
 //! | `FW_MARGIN_MS` | a section acts only with at least this much validity left (`Guard::valid_until`), else it is abandoned with reason `margin` | `0` |
+//! | `FW_DESCRIBE` | `1`: the holders are described (`Builder::describe_holder`) | `0` |
 //! | `FW_EXEC` | `1`: writers read and write a data counter at `<lock key>:data` through `WriteGuard::exec` (see above) | `0` |
 //! | `FW_LOG` | if set: a `tracing` filter (`redismutex=debug`), the crate's logs on stderr | unset |
 //! | `FW_ELECTION` | if set: election mode, the election's name (see above) | unset |
@@ -401,7 +402,8 @@ impl<C: Deployment> Worker<C> {
             .ttl(Duration::from_millis(num("FW_TTL_MS", 1000)))
             .lock_intent(var("FW_INTENT", "0") == "1")
             .fair(var("FW_FAIR", "0") == "1")
-            .hash_tag_keys(var("FW_CLUSTER", "0") == "1");
+            .hash_tag_keys(var("FW_CLUSTER", "0") == "1")
+            .describe_holder(var("FW_DESCRIBE", "0") == "1");
         let replicas = num("FW_REPLICAS", 0);
         if replicas > 0 {
             let wait = Duration::from_millis((num("FW_TTL_MS", 1000) / 4).min(300));
@@ -856,7 +858,8 @@ async fn hold_permits(
 ) {
     let mut builder = Semaphore::builder(conn, var("FW_MUTEX", "faults"), permits)
         .ttl(Duration::from_millis(num("FW_TTL_MS", 1000)))
-        .fair(var("FW_FAIR", "0") == "1");
+        .fair(var("FW_FAIR", "0") == "1")
+        .describe_holder(var("FW_DESCRIBE", "0") == "1");
     if var("FW_NOTIFY", "1") == "1" {
         builder = builder.notifier(client);
     }

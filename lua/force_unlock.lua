@@ -7,6 +7,8 @@
 -- KEYS[2]  fence key: "<lock key>:fence", the last fencing token minted for KEYS[1]
 -- KEYS[3]  granted key: "<lock key>:fence-granted", the last token granted to a holder
 --          in quorum mode (fence.lua, retake.lua)
+-- KEYS[4]  optional: the holders' descriptions "<lock key>:holders" (see describe.lua),
+--          deleted with KEYS[1] when it is a hash: every holder it describes is removed
 -- ARGV[1]  release channel: "<lock key>:released"
 -- ARGV[2]  the message published on ARGV[1]: an id of 32 lowercase hex characters, drawn
 --          for this call (it names no holder: waiters only look again)
@@ -75,6 +77,9 @@ if type(fence) == 'string' and fence:match('^[1-9]%d*$') and #fence <= 16
     redis.call('INCR', KEYS[2])
 end
 redis.call('DEL', KEYS[1])
+if KEYS[4] ~= nil and redis.call('TYPE', KEYS[4])['ok'] == 'hash' then
+    redis.call('DEL', KEYS[4])
+end
 
 -- Publishing only helps waiters: a failure (no ACL right on the channel) must not turn a
 -- release that happened into an error.

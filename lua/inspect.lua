@@ -10,6 +10,7 @@
 --          arrival ticket
 -- KEYS[5]  the queue's deadlines "<lock key>:queue-deadline": the same waiters scored by
 --          the server time (ms) by which each must attempt again
+-- KEYS[6]  optional: the holders' descriptions "<lock key>:holders" (see describe.lua)
 -- ARGV[1]  "lock": KEYS[1] is a read-write lock's (a string or a set); "semaphore": a
 --          semaphore's (a sorted set)
 --
@@ -18,7 +19,7 @@
 --
 -- Replies:
 --   {type, pttl, intent, fence, holders, queue, now, intent_value, pttls, permits,
---    tickets, deadlines}
+--    tickets, deadlines, descriptions}
 --     type          KEYS[1]'s Redis TYPE: "none", "string", "set" or "zset"
 --     pttl          KEYS[1]'s PTTL in milliseconds; -2 when it does not exist
 --     intent        1 when KEYS[2] exists, else 0
@@ -41,6 +42,9 @@
 --                   queue order, whatever its deadline; empty when it does not exist
 --     deadlines     every member of KEYS[5] with its score (its deadline), flat, earliest
 --                   first; empty when it does not exist
+--     descriptions  the descriptions in KEYS[6] of the ids in `holders` only, flat:
+--                   {id, text, id, text, ...}, in `holders`' order; an id without one is
+--                   left out; empty when KEYS[6] is not passed, absent or not a hash
 --     (each score as Redis gives it: a decimal string, or "inf" / "-inf")
 --   {"wrongtype", key, type}  key (any of KEYS) holds a type this protocol does not use
 --                             (for KEYS[1]: a sorted set with ARGV[1] == "lock", a string
@@ -142,6 +146,20 @@ if #tickets > 0 then
     end
 end
 
+-- The current holders' descriptions only: a field of an id that holds nothing is not read.
+local descriptions = {}
+if KEYS[6] ~= nil and #holders > 0 then
+    local texts = redis.pcall('HMGET', KEYS[6], unpack(holders))
+    if type(texts) == 'table' and texts.err == nil then
+        for i, holder in ipairs(holders) do
+            if texts[i] then
+                descriptions[#descriptions + 1] = holder
+                descriptions[#descriptions + 1] = texts[i]
+            end
+        end
+    end
+end
+
 local intent = 0
 local intent_value = ''
 if intent_pttl ~= -2 then
@@ -150,4 +168,4 @@ if intent_pttl ~= -2 then
 end
 return {lock_type, pttl, intent, fence, holders, queue, now, intent_value,
     {intent_pttl, fence_pttl, queue_pttl, deadline_pttl}, permits, tickets,
-    scored(KEYS[5])}
+    scored(KEYS[5]), descriptions}

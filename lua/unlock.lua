@@ -18,6 +18,10 @@
 -- ARGV[4]  "1" to publish with SPUBLISH (Redis Cluster's sharded pub/sub: the channel
 --          carries the lock key's hash tag, so it is in the lock key's slot; by PUBLISH
 --          on a server without it, see base.lua); anything else, or absent, with PUBLISH
+-- ARGV[5]  optional: "1" when the last of KEYS (after those above) is the holders'
+--          descriptions "<lock key>:holders" (see describe.lua): ARGV[1]'s field is
+--          deleted from it (HDEL; a key of another type is left as it is), whether or not
+--          ARGV[1] held KEYS[1]. Anything else, or absent: no such key
 --
 -- Sent after base.lua, as one script.
 --
@@ -37,6 +41,13 @@
 
 local released = 0
 local freed = false
+
+-- The holders' descriptions, when passed, are the last key and not one of KEYS[2..4].
+local nkeys = #KEYS
+if ARGV[5] == '1' then
+    redis.pcall('HDEL', KEYS[nkeys], ARGV[1])
+    nkeys = nkeys - 1
+end
 
 if ARGV[3] == 'w' then
     -- GET fails on a set or a foreign type: then no writer's id is there.
@@ -62,20 +73,20 @@ else
         released = 1
         freed = redis.call('SCARD', KEYS[1]) <= 1
     end
-    if ARGV[3] == 'u' and redis.pcall('GET', KEYS[3]) == ARGV[1] then
+    if ARGV[3] == 'u' and nkeys >= 3 and redis.pcall('GET', KEYS[3]) == ARGV[1] then
         redis.call('DEL', KEYS[3])
         freed = true
     end
 end
 
 -- Only this writer's own intent is deleted: another writer may still need its own.
-if KEYS[2] ~= nil and redis.pcall('GET', KEYS[2]) == ARGV[1] then
+if nkeys >= 2 and redis.pcall('GET', KEYS[2]) == ARGV[1] then
     redis.call('DEL', KEYS[2])
     freed = true
 end
 
 -- A fair waiter that gives up leaves the queue: those behind it may go now.
-if KEYS[4] ~= nil then
+if nkeys >= 4 then
     local member = ARGV[3] .. ':' .. ARGV[1]
     if redis.pcall('ZREM', KEYS[3], member) == 1 then
         freed = true

@@ -36,6 +36,8 @@ use crate::settings::{Product, Settings};
 /// - `notifier`: none (waiters poll)
 /// - `hash_tag_keys`: off (the Go package's key layout)
 /// - `name_label`: off (no `name` label on the metrics; feature `metrics`)
+/// - `describe_holder`: off (no holder descriptions; see `docs/performance.md`,
+///   "Holder identity", for its measured cost), with no `holder_label`
 /// - `cluster`: on when `C` is `redis::cluster_async::ClusterConnection` (feature
 ///   `cluster`)
 #[must_use = "a builder does nothing until build() is called"]
@@ -326,6 +328,30 @@ impl<C, T> Builder<C, T> {
         self
     }
 
+    /// Records who holds each lock or permit this handle takes, beside it in Redis
+    /// (default off): the host name, the pid and the process's start time (which tells a
+    /// reused pid apart), the program's name, the [`holder_label`](Self::holder_label)
+    /// and the acquisition time, in `<lock key>:holders`, which lives as long as the holds
+    /// it describes. [`LockState::holder_info`](crate::LockState::holder_info) reads it.
+    ///
+    /// The description is made once, here, and written by a script sent in the same
+    /// request as each acquire attempt, so no round trip is added; renewals keep it and a
+    /// release deletes it, as a forced release and the lock's expiry do.
+    pub fn describe_holder(mut self, on: bool) -> Self {
+        self.settings.describe_holder(on);
+        self
+    }
+
+    /// Labels this handle's holders (what job, which tenant) in their descriptions, and
+    /// turns [`describe_holder`](Self::describe_holder) on. At most 256 bytes and no
+    /// control character, else `build()` refuses it with
+    /// [`Error::InvalidOptions`].
+    pub fn holder_label(mut self, label: impl Into<String>) -> Self {
+        self.settings.holder_label = Some(label.into());
+        self.settings.describe_holder(true);
+        self
+    }
+
     /// Adds the label `name` = this handle's name (the `name` given to
     /// [`RwMutex::builder`](crate::RwMutex::builder) or
     /// [`Semaphore::builder`](crate::Semaphore::builder)) to every metric it records
@@ -359,6 +385,8 @@ impl<C, T> fmt::Debug for Builder<C, T> {
             .field("name_label", &self.settings.name_label)
             .field("replicas", &self.settings.replicas)
             .field("max_hold", &self.settings.max_hold)
+            .field("describe_holder", &self.settings.holder.is_some())
+            .field("holder_label", &self.settings.holder_label)
             .finish_non_exhaustive()
     }
 }

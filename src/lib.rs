@@ -122,7 +122,7 @@ pub use error::{Error, Refusal};
 pub use guard::{Guard, MultiGuard, Permit, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use leader::Leader;
 pub use lease::Lease;
-pub use lock_state::{LockState, QueueEntry};
+pub use lock_state::{HolderInfo, LockState, QueueEntry};
 pub use mode::Mode;
 pub use mutex::RwMutex;
 pub use notify::Notifier;

@@ -49,6 +49,9 @@ pub struct LockState {
     pub(crate) permit_deadlines: Vec<(String, Option<SystemTime>)>,
     pub(crate) queue_tickets: Vec<(QueueEntry, Option<u64>)>,
     pub(crate) queue_deadlines: Vec<(QueueEntry, Option<SystemTime>)>,
+    /// The descriptions of the holders that have one, in [`holders`](Self::holders)'
+    /// order.
+    pub(crate) holder_info: Vec<(String, HolderInfo)>,
 }
 
 impl LockState {
@@ -169,6 +172,101 @@ impl LockState {
     pub fn queue_deadlines(&self) -> &[(QueueEntry, Option<SystemTime>)] {
         &self.queue_deadlines
     }
+
+    /// Who the holder `id` (one of [`holders`](Self::holders)) is: its host, process,
+    /// program, label and when it acquired, as a handle with
+    /// [`Builder::describe_holder`](crate::Builder::describe_holder) recorded it in
+    /// `<lock key>:holders`. `None` when `id` holds nothing, or holds without a
+    /// description (its handle does not describe its holders, a Go client, a description
+    /// in a format this release does not read). A reader's or a permit's description is
+    /// its own: each holder has one.
+    pub fn holder_info(&self, id: &str) -> Option<&HolderInfo> {
+        self.holder_info
+            .iter()
+            .find(|(holder, _)| holder == id)
+            .map(|(_, info)| info)
+    }
+}
+
+/// Who holds a lock, as its holder recorded it when it acquired
+/// ([`Builder::describe_holder`](crate::Builder::describe_holder)), read by
+/// [`LockState::holder_info`]: the host, the process (its pid, and its start time, which
+/// tells a reused pid apart), the program, the handle's label and the acquisition time.
+/// It is what the holder said of itself, not a proof: any client that can write the key
+/// can write it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HolderInfo {
+    host: String,
+    pid: u32,
+    process_started_at: Option<SystemTime>,
+    program: String,
+    label: Option<String>,
+    acquired_at: SystemTime,
+}
+
+impl HolderInfo {
+    /// The host name of the holder's machine (control characters shown as `?`).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The holder's process id on [`host`](Self::host).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The file name of the holder's executable (control characters shown as `?`).
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    /// The label of the holder's handle
+    /// ([`Builder::holder_label`](crate::Builder::holder_label)); `None` when it has none.
+    pub fn label(&self) -> Option<&str> {
+        self.label.as_deref()
+    }
+
+    /// When the holder's process started, by its machine's clock, to the millisecond:
+    /// with [`pid`](Self::pid) it names one process, even when the pid is reused later.
+    /// `None` where the holder could not read it (it is read on Linux only).
+    pub fn process_started_at(&self) -> Option<SystemTime> {
+        self.process_started_at
+    }
+
+    /// When the holder acquired the lock, by the Redis server's clock (`TIME`, to the
+    /// millisecond; compare it with [`LockState::server_time`]).
+    pub fn acquired_at(&self) -> SystemTime {
+        self.acquired_at
+    }
+
+    /// The description stored in `<lock key>:holders`, format version 1:
+    /// `1\t<host>\t<pid>\t<process start, unix ms, or empty>\t<program>\t<label or
+    /// empty>\t<acquired, server unix ms>`; `None` for any other text (another version).
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        let [version, host, pid, started, program, label, acquired] =
+            <[&str; 7]>::try_from(text.split('\t').collect::<Vec<_>>()).ok()?;
+        if version != "1" {
+            return None;
+        }
+        let unix_ms = |ms: &str| {
+            ms.parse::<u64>()
+                .ok()
+                .and_then(|ms| SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(ms)))
+        };
+        Some(Self {
+            host: host.to_owned(),
+            pid: pid.parse().ok()?,
+            process_started_at: if started.is_empty() {
+                None
+            } else {
+                Some(unix_ms(started)?)
+            },
+            program: program.to_owned(),
+            label: (!label.is_empty()).then(|| label.to_owned()),
+            acquired_at: unix_ms(acquired)?,
+        })
+    }
 }
 
 /// One member of a fair queue (see [`Builder::fair`]), as [`LockState::queue`],
@@ -210,6 +308,37 @@ impl fmt::Display for QueueEntry {
             Self::Reader(id) => write!(f, "r:{id}"),
             Self::Permit(id) => write!(f, "p:{id}"),
             Self::Unknown(member) => f.write_str(member),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_description_of_version_1_reads_and_no_other() {
+        let ms = |ms: u64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+        let info =
+            HolderInfo::parse("1\thost-a\t4242\t1700000000123\tworker\tbilling\t1800000000456")
+                .unwrap();
+        assert_eq!(info.host(), "host-a");
+        assert_eq!(info.pid(), 4242);
+        assert_eq!(info.process_started_at(), Some(ms(1_700_000_000_123)));
+        assert_eq!(info.program(), "worker");
+        assert_eq!(info.label(), Some("billing"));
+        assert_eq!(info.acquired_at(), ms(1_800_000_000_456));
+        let bare = HolderInfo::parse("1\th\t1\t\tp\t\t5").unwrap();
+        assert_eq!((bare.process_started_at(), bare.label()), (None, None));
+        for other in [
+            "2\th\t1\t\tp\t\t5",
+            "1\th\t1\t\tp\t\t5\textra",
+            "1\th\tpid\t\tp\t\t5",
+            "1\th\t1\tx\tp\t\t5",
+            "1\th\t1\t\tp\t\t",
+            "",
+        ] {
+            assert_eq!(HolderInfo::parse(other), None, "{other:?}");
         }
     }
 }

@@ -11,6 +11,9 @@
 //! - `cargo run --release --example perf -- throughput`: rows 1–5 (about 25 s);
 //! - `cargo run --release --example perf -- guards`: row 9 (about a minute);
 //! - `cargo run --release --example perf -- sets`: row 16 (about 40 s);
+//! - `cargo run --release --example perf -- holders`: row 18, holder identity's cost
+//!   (descriptions off and on, alternating: the write cycle and 100,000 idle renewals;
+//!   about 2 minutes; not in the full run);
 //! - `cargo run --release --example perf -- set-limit [N ...]`: row 17, one
 //!   `lua/lock_all.lua` call for sets of N keys (by default 100 to 100,000), sent by
 //!   redis-rs itself past `MAX_SET_KEYS`, on a server of its own (about 30 s; 400,000
@@ -98,6 +101,7 @@ mod contention;
 mod guards;
 mod handoff;
 mod header;
+mod holders;
 mod idle_waiter;
 mod locking;
 mod proc;
@@ -141,6 +145,8 @@ enum Mode {
     Sets,
     /// Row 17 alone (`-- set-limit [N ...]`).
     SetLimit,
+    /// Row 18 alone (`-- holders`).
+    Holders,
 }
 
 impl Mode {
@@ -155,6 +161,7 @@ impl Mode {
             Some("guards") => Ok(Self::Guards),
             Some("sets") => Ok(Self::Sets),
             Some("set-limit") => Ok(Self::SetLimit),
+            Some("holders") => Ok(Self::Holders),
             Some(other) => Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -170,6 +177,7 @@ impl Mode {
             Self::Guards => " -- guards",
             Self::Sets => " -- sets",
             Self::SetLimit => " -- set-limit",
+            Self::Holders => " -- holders",
         }
     }
 }
@@ -245,6 +253,11 @@ async fn run(mode: Mode, rest: &[String]) -> Result<()> {
         Mode::Sets => {
             let server = RedisServer::try_start()?;
             push_rows(&mut rows, "16", "sets", sets::rows(&server).await);
+        }
+        Mode::Holders => {
+            let server = RedisServer::try_start()?;
+            let made = holders::rows(&server, &mut notes).await;
+            push_rows(&mut rows, "18", "holder identity", made);
         }
         Mode::SetLimit => {
             let sizes = if rest.is_empty() {

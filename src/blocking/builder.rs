@@ -102,6 +102,21 @@ impl<T> Builder<T> {
         self
     }
 
+    /// Records who holds each lock or permit, beside it in Redis (default off); see
+    /// [`Builder::describe_holder`](crate::Builder::describe_holder).
+    pub fn describe_holder(mut self, on: bool) -> Self {
+        self.settings.describe_holder(on);
+        self
+    }
+
+    /// Labels the holders' descriptions, and turns them on; see
+    /// [`Builder::holder_label`](crate::Builder::holder_label).
+    pub fn holder_label(mut self, label: impl Into<String>) -> Self {
+        self.settings.holder_label = Some(label.into());
+        self.settings.describe_holder(true);
+        self
+    }
+
     /// Adds the label `name` to every metric the handle records (default off); see
     /// [`Builder::name_label`](crate::Builder::name_label).
     #[cfg(feature = "metrics")]

@@ -55,6 +55,7 @@ pub(super) async fn on<B: Backend>(
         // Fairness is decided here, once: a fair wait queues, a fair try never does.
         queue: Queueing::new(settings.fair, matches!(patience, Patience::Wait(_))),
         node_order: NodeOrder::default(),
+        describe: settings.holder.clone(),
     };
     let lease = std::sync::Arc::new(HeldLease::new(
         std::sync::Arc::clone(refresher.backend()),

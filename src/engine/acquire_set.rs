@@ -65,6 +65,7 @@ pub(super) async fn on<B: Backend>(
                 fence_ms: settings.fence_ms(),
                 queue: Queueing::Off,
                 node_order: NodeOrder::default(),
+                describe: settings.holder.clone(),
             };
             let kind = match mode {
                 Mode::Write => Kind::Write,

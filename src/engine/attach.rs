@@ -87,6 +87,8 @@ pub(super) async fn on<B: Backend>(
                 fence_ms: settings.fence_ms(),
                 queue: Queueing::Off,
                 node_order: NodeOrder::default(),
+                // A describing handle writes its own description in the attach's request.
+                describe: settings.holder.clone(),
             };
             let lease = HeldLease::new(Arc::clone(refresher.backend()), call, key.kind);
             (Arc::new(lease), key.holder, key.fencing_token)

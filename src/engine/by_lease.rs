@@ -113,6 +113,11 @@ impl<C> Shared<C> {
                     fence_ms: settings.fence_ms(),
                     queue: Queueing::Off,
                     node_order: NodeOrder::default(),
+                    // Whoever took the hold may have described it: a release deletes the
+                    // id's description, a renewal keeps the holders key's PTTL up (on a
+                    // key nobody described, neither changes anything). No description of
+                    // this process is written: the text is never sent.
+                    describe: Some(settings.holder.clone().unwrap_or_default()),
                 };
                 (call, key.holder)
             })

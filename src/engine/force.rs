@@ -27,6 +27,7 @@ impl<C> Shared<C> {
             fence_ms: settings.fence_ms(),
             queue: Queueing::Off,
             node_order: NodeOrder::default(),
+            describe: None,
         };
         let forcing = self.engine.force_unlock(call);
         tokio::time::timeout(settings.ttl, forcing)

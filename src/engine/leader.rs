@@ -22,6 +22,7 @@ impl<C> Shared<C> {
             fence_ms: settings.fence_ms(),
             queue: Queueing::Off,
             node_order: NodeOrder::default(),
+            describe: None,
         };
         let reading = self.engine.leader(call);
         tokio::time::timeout(settings.ttl, reading)

@@ -324,6 +324,7 @@ mod tests {
             fence_ms: ttl_ms,
             queue: Queueing::Off,
             node_order: Default::default(),
+            describe: None,
         };
         HeldLease::new(Arc::new(()), call, Kind::Write)
     }

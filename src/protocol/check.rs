@@ -2,7 +2,9 @@
 //! string on any server and names no other lock's keys ([`check_key`]), and on Redis
 //! Cluster one whose keys share a slot ([`check_slot`]).
 
-use super::keys::{DEADLINE_SUFFIX, FENCE_SUFFIX, INTENT_SUFFIX, QUEUE_SUFFIX, UPGRADER_SUFFIX};
+use super::keys::{
+    DEADLINE_SUFFIX, FENCE_SUFFIX, HOLDERS_SUFFIX, INTENT_SUFFIX, QUEUE_SUFFIX, UPGRADER_SUFFIX,
+};
 use super::slot::hash_tag;
 use crate::error::{Error, Preview};
 
@@ -41,9 +43,9 @@ pub(crate) fn check_slot(lock: &str) -> Result<(), Error> {
 }
 
 /// Checks a lock key (`<name>` or `<name>:<key>`) before anything is sent: it must fit
-/// in [`MAX_KEY_BYTES`], and must not end like the intent, fence, queue or upgrader keys
-/// of another lock (`:lock-intent`, `:fence`, `:queue`, `:queue-deadline`, `:upgrader`),
-/// which it would collide with.
+/// in [`MAX_KEY_BYTES`], and must not end like the intent, fence, queue, upgrader or
+/// holders keys of another lock (`:lock-intent`, `:fence`, `:queue`, `:queue-deadline`,
+/// `:upgrader`, `:holders`), which it would collide with.
 pub(crate) fn check_key(key: &str) -> Result<(), Error> {
     let reserved = [
         INTENT_SUFFIX,
@@ -51,6 +53,7 @@ pub(crate) fn check_key(key: &str) -> Result<(), Error> {
         QUEUE_SUFFIX,
         DEADLINE_SUFFIX,
         UPGRADER_SUFFIX,
+        HOLDERS_SUFFIX,
     ];
     if let Some(suffix) = reserved.into_iter().find(|suffix| {
         key.strip_suffix(suffix)
@@ -92,6 +95,7 @@ mod tests {
             "a:queue",
             "a:queue-deadline",
             "a:upgrader",
+            "a:holders",
         ] {
             assert!(check_key(reserved).is_err(), "{reserved}");
         }
@@ -102,6 +106,8 @@ mod tests {
             "lock-intent",
             "a:lock-intents",
             "upgrader",
+            "holders",
+            "a:holder",
         ] {
             assert!(check_key(fine).is_ok(), "{fine}");
         }

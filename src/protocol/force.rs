@@ -13,8 +13,8 @@ use crate::error::Error;
 /// Runs `force_unlock.lua` on the call's lock key: deletes it when it is a writer's
 /// string, a readers' set or a semaphore's sorted set, raises the fence counter by one
 /// and sets the granted key to it (when there is a counter: the mark quorum mode's
-/// refresh reads, see
-/// [`calls::retake`](super::calls::retake)), keeps the lock intent and the fair queue,
+/// refresh reads, see [`calls::retake`](super::calls::retake)), deletes the holders'
+/// descriptions (`<lock key>:holders`, whoever wrote them), keeps the lock intent and the fair queue,
 /// and publishes the call's id on the release channel (by `SPUBLISH` in the lock key's
 /// slot on a cluster). `held` when something was held (a
 /// semaphore: a permit whose deadline had not passed); `published` when waiters were
@@ -29,10 +29,11 @@ pub(crate) async fn force_unlock<C: ConnectionLike>(
     let granted = keys.granted();
     let reply: Value = SCRIPTS
         .force_unlock
-        .run(conn, keys, 3, |cmd| {
+        .run(conn, keys, 4, |cmd| {
             cmd.arg(keys.lock())
                 .arg(keys.fence())
                 .arg(granted)
+                .arg(keys.holders())
                 .arg(keys.channel())
                 .arg(call.id)
                 .arg(if topology.sharded() { "1" } else { "0" });

@@ -10,7 +10,7 @@ use super::keys::Keys;
 use super::lua::SCRIPTS;
 use super::replies::{refusal, unexpected};
 use crate::error::Error;
-use crate::lock_state::{LockState, QueueEntry};
+use crate::lock_state::{HolderInfo, LockState, QueueEntry};
 use crate::mode::Mode;
 
 /// What kind of handle's key is read: it decides which types the lock key may hold.
@@ -36,7 +36,8 @@ impl Form {
 type Names<'a> = [&'a str; 5];
 
 /// Runs `inspect.lua` on the lock's `keys`, which must include the fair queue's
-/// ([`Keys::queue`]), and reads its reply: one snapshot, nothing written.
+/// ([`Keys::queue`]), with its holders key, and reads its reply: one snapshot, nothing
+/// written.
 pub(crate) async fn inspect<C: ConnectionLike>(
     conn: &mut C,
     keys: &Keys,
@@ -51,11 +52,11 @@ pub(crate) async fn inspect<C: ConnectionLike>(
     let names: Names<'_> = [key, &intent, &fence, &order, &deadline];
     let reply: Value = SCRIPTS
         .inspect
-        .run(conn, keys, 5, |cmd| {
+        .run(conn, keys, 6, |cmd| {
             for name in names {
                 cmd.arg(name);
             }
-            cmd.arg(form.arg());
+            cmd.arg(keys.holders()).arg(form.arg());
         })
         .await
         .map_err(|err| Error::redis(key, err))?;
@@ -79,7 +80,7 @@ fn state(items: &[Value], names: &Names<'_>) -> Option<LockState> {
     let [lock_type, pttl, intent, fence, holders, queue, rest @ ..] = items else {
         return None;
     };
-    let [now, intent_value, pttls, permits, tickets, deadlines] = rest else {
+    let [now, intent_value, pttls, permits, tickets, deadlines, descriptions] = rest else {
         return None;
     };
     let (lock_type, pttl, fence, now) = (text(lock_type)?, int(pttl)?, int(fence)?, int(now)?);
@@ -115,7 +116,23 @@ fn state(items: &[Value], names: &Names<'_>) -> Option<LockState> {
         permit_deadlines: scored(permits, deadline)?,
         queue_tickets: entries(scored(tickets, ticket)?),
         queue_deadlines: entries(scored(deadlines, deadline)?),
+        holder_info: described(descriptions)?,
     })
+}
+
+/// The holders' descriptions, flat `{id, text, ...}`, each read by
+/// [`HolderInfo::parse`]: a text in a format this release does not read is left out.
+/// `None` when it is not such an array.
+fn described(value: &Value) -> Option<Vec<(String, HolderInfo)>> {
+    let flat = texts(value)?;
+    if flat.len() % 2 != 0 {
+        return None;
+    }
+    Some(
+        flat.chunks(2)
+            .filter_map(|pair| Some((pair[0].clone(), HolderInfo::parse(&pair[1])?)))
+            .collect(),
+    )
 }
 
 /// The keys of `names` that exist, each with its PTTL: `lock` is the lock key's, `others`
@@ -296,8 +313,15 @@ mod tests {
             bulks(&[]),
             bulks(&[WB, "1", RA, "2", WC, "1.5"]),
             bulks(&[WC, "5", RA, "1718000000999", WB, "inf"]),
+            bulks(&match holders.first() {
+                Some(&first) => vec![first, DESCRIPTION, "x", "2\tlater"],
+                None => vec![],
+            }),
         ])
     }
+
+    /// A description, version 1.
+    const DESCRIPTION: &str = "1\thost-a\t42\t\tworker\tbilling\t1718000000000";
 
     fn parse(reply: Value) -> Result<LockState, Error> {
         super::parse(reply, &NAMES)
@@ -335,6 +359,14 @@ mod tests {
         assert_eq!((run_out.mode(), run_out.ttl()), (None, None));
         let writer = parse(reply("string", 10, 0, 1, &["w"])).unwrap();
         assert_eq!(writer.mode(), Some(Mode::Write));
+        let info = writer.holder_info("w").expect("described");
+        assert_eq!(
+            (info.host(), info.pid(), info.label()),
+            ("host-a", 42, Some("billing"))
+        );
+        assert_eq!(info.acquired_at(), at(1_718_000_000_000).unwrap());
+        assert_eq!(writer.holder_info("x"), None, "a version not read");
+        assert_eq!(free.holder_info("w"), None);
         let refused = Value::Array(vec![bulk("wrongtype"), bulk("k:fence"), bulk("hash")]);
         assert!(matches!(
             parse(refused),
@@ -459,6 +491,8 @@ mod tests {
             with(9, bulks(&["a"])),
             with(10, Value::Int(0)),
             with(11, Value::Array(vec![bulk("a"), Value::Int(1)])),
+            with(12, bulks(&["a"])),
+            with(12, Value::Int(0)),
         ] {
             assert!(
                 matches!(parse(bad.clone()), Err(Error::Redis { key, .. }) if key == "k"),

@@ -175,17 +175,23 @@ impl Keys {
         self.name(UPGRADER_SUFFIX)
     }
 
+    /// The holders key, `<lock key>:holders`: a hash of each described holder's id to its
+    /// description (`lua/describe.lua`), living as long as the holds it describes.
+    pub(crate) fn holders(&self) -> Name<'_> {
+        self.name(HOLDERS_SUFFIX)
+    }
+
     /// The release channel: `<lock key>:released`.
     pub(crate) fn channel(&self) -> Name<'_> {
         self.name(CHANNEL_SUFFIX)
     }
 
     /// Whether `name` is one of the lock's own keys: the lock key, its intent, its fence,
-    /// its granted key, its upgrader key, or its fair queue's two keys (whether or not
-    /// the lock is fair).
+    /// its granted key, its upgrader key, its holders key, or its fair queue's two keys
+    /// (whether or not the lock is fair).
     pub(crate) fn is_own(&self, name: &[u8]) -> bool {
         name == self.lock.as_bytes()
-            || [GRANTED_SUFFIX, UPGRADER_SUFFIX]
+            || [GRANTED_SUFFIX, UPGRADER_SUFFIX, HOLDERS_SUFFIX]
                 .iter()
                 .chain(&SUFFIXES)
                 .any(|own| *own != CHANNEL_SUFFIX && self.name(own).is(name))
@@ -268,6 +274,8 @@ pub(crate) const FENCE_SUFFIX: &str = "fence";
 pub(crate) const GRANTED_SUFFIX: &str = "fence-granted";
 /// What follows `<lock key>:` in the upgrader key ([`Keys::upgrader`]).
 pub(crate) const UPGRADER_SUFFIX: &str = "upgrader";
+/// What follows `<lock key>:` in the holders key ([`Keys::holders`]).
+pub(crate) const HOLDERS_SUFFIX: &str = "holders";
 /// What follows `<lock key>:` in the fair queue's key.
 pub(crate) const QUEUE_SUFFIX: &str = "queue";
 /// What follows `<lock key>:` in the key of the fair queue's deadlines.

@@ -4,14 +4,15 @@
 //! restart, or a failover to a replica whose script cache is empty) it is sent again as
 //! `EVAL` with its body, which runs it and caches it on that server. Unlike a
 //! `SCRIPT LOAD`, which a cluster client sends to every master, this needs nothing but
-//! the node that serves the lock's slot. Scripts are never pipelined: that fallback does
-//! not work inside a pipeline.
+//! the node that serves the lock's slot. A script is pipelined only after another, as a
+//! [`Then`] whose reply is not read (a holder's description after an acquire attempt):
+//! a `NOSCRIPT` in the pipeline is answered by sending that script again on its own.
 
 use std::sync::LazyLock;
 
 use include_dir::{include_dir, Dir};
 use redis::aio::ConnectionLike;
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, Value};
+use redis::{Cmd, ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
 
 use super::keys::Keys;
 use super::replies::{parse_attempt, Attempt};
@@ -21,7 +22,7 @@ static LUA: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/lua");
 
 /// The scripts in `lua/` that the crate runs; a test checks `lua/` holds exactly these,
 /// [`BASE_FILE`] and [`SHARED_FILE`].
-pub(crate) const SCRIPT_FILES: [&str; 18] = [
+pub(crate) const SCRIPT_FILES: [&str; 19] = [
     "lock.lua",
     "rlock.lua",
     "refresh.lua",
@@ -40,6 +41,7 @@ pub(crate) const SCRIPT_FILES: [&str; 18] = [
     "upgrade.lua",
     "lock_all.lua",
     "attach.lua",
+    "describe.lua",
 ];
 /// The functions every script uses (the server clock, raising a PTTL, publishing by
 /// `SPUBLISH` or `PUBLISH`); sent before each script, as one script. Small, since every
@@ -92,6 +94,46 @@ impl Lua {
         }
     }
 
+    /// Runs the script as [`run`](Self::run) does, and `then` after it in the same
+    /// request (pipelined, so no round trip is added), whose reply is not read: its
+    /// failure fails nothing. On a `NOSCRIPT` (an empty script cache) the script is sent
+    /// again by `EVAL`, and `then` after it on its own, as is `then` alone on its own
+    /// `NOSCRIPT`.
+    pub(crate) async fn run_then<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        keys: &Keys,
+        numkeys: usize,
+        fill: impl Fn(&mut Cmd),
+        then: Option<&Then<'_>>,
+    ) -> RedisResult<Value> {
+        let Some(then) = then else {
+            return self.run(conn, keys, numkeys, fill).await;
+        };
+        let mut first = command("EVALSHA", &self.sha, keys, numkeys);
+        fill(&mut first);
+        let mut pipe = Pipeline::with_capacity(2);
+        pipe.add_command(first)
+            .add_command(then.command())
+            .ignore_errors();
+        let (reply, after): (Value, Value) = pipe.query_async(conn).await?;
+        let reply = match reply {
+            Value::ServerError(err) if no_script(&err) => {
+                let mut eval = command("EVAL", &self.code, keys, numkeys);
+                fill(&mut eval);
+                let reply: Value = eval.query_async(conn).await?;
+                then.resend(conn).await;
+                return Ok(reply);
+            }
+            Value::ServerError(err) => return Err(err.into()),
+            reply => reply,
+        };
+        if matches!(&after, Value::ServerError(err) if no_script(err)) {
+            then.resend(conn).await;
+        }
+        Ok(reply)
+    }
+
     /// Runs a script that takes a lock or a permit (`lock.lua`, `rlock.lua`,
     /// `semaphore.lua`), or raises a fence counter (`fence.lua`), on the lock's `keys`,
     /// and reads its reply.
@@ -102,13 +144,68 @@ impl Lua {
         numkeys: usize,
         fill: impl Fn(&mut Cmd),
     ) -> Result<Attempt, Error> {
+        self.attempt_then(conn, keys, numkeys, fill, None).await
+    }
+
+    /// [`attempt`](Self::attempt), with `then` after it in the same request
+    /// ([`run_then`](Self::run_then)).
+    pub(crate) async fn attempt_then<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        keys: &Keys,
+        numkeys: usize,
+        fill: impl Fn(&mut Cmd),
+        then: Option<&Then<'_>>,
+    ) -> Result<Attempt, Error> {
         let key = keys.lock();
         let reply: Value = self
-            .run(conn, keys, numkeys, fill)
+            .run_then(conn, keys, numkeys, fill, then)
             .await
             .map_err(|err| Error::redis(key, err))?;
         parse_attempt(reply, key)
     }
+}
+
+/// A script call sent after another in the same request, whose reply is not read
+/// ([`Lua::run_then`]): a holder's description after an acquire attempt.
+pub(crate) struct Then<'a> {
+    pub(crate) lua: &'a Lua,
+    /// The keys whose names size the command.
+    pub(crate) keys: &'a Keys,
+    pub(crate) numkeys: usize,
+    /// Adds the keys and the arguments.
+    pub(crate) fill: &'a (dyn Fill + Sync),
+}
+
+/// What adds a script call's keys and arguments to its command.
+pub(crate) trait Fill {
+    fn fill(&self, cmd: &mut Cmd);
+}
+
+impl Then<'_> {
+    /// Its `EVALSHA`.
+    pub(crate) fn command(&self) -> Cmd {
+        let mut cmd = command("EVALSHA", &self.lua.sha, self.keys, self.numkeys);
+        self.fill.fill(&mut cmd);
+        cmd
+    }
+
+    /// Sends it again on its own, after a `NOSCRIPT` in a pipeline; what it answers is
+    /// not read.
+    pub(crate) async fn resend<C: ConnectionLike>(&self, conn: &mut C) {
+        let sent: RedisResult<Value> = self
+            .lua
+            .run(conn, self.keys, self.numkeys, |cmd| self.fill.fill(cmd))
+            .await;
+        if let Err(err) = sent {
+            tracing::debug!(%err, "a script sent after another failed");
+        }
+    }
+}
+
+/// Whether `err` is `NOSCRIPT`: the server's script cache lacks the script.
+fn no_script(err: &redis::ServerError) -> bool {
+    err.kind() == Some(ServerErrorKind::NoScript)
 }
 
 /// The most arguments a script call has (`lock.lua` in fair mode): the command, the
@@ -149,10 +246,11 @@ pub(crate) struct Scripts {
     pub(crate) upgrade: Lua,
     pub(crate) lock_all: Lua,
     pub(crate) attach: Lua,
+    pub(crate) describe: Lua,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake, proclaim, leader, upgradable, upgrade, lock_all, attach] =
+    let [lock, rlock, refresh, renew, unlock, semaphore, downgrade, fence, exec, inspect, force_unlock, retake, proclaim, leader, upgradable, upgrade, lock_all, attach, describe] =
         SCRIPT_FILES.map(load);
     Scripts {
         lock,
@@ -173,6 +271,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         upgrade,
         lock_all,
         attach,
+        describe,
     }
 });
 
@@ -242,6 +341,7 @@ mod tests {
             &SCRIPTS.upgrade,
             &SCRIPTS.lock_all,
             &SCRIPTS.attach,
+            &SCRIPTS.describe,
         ] {
             assert_eq!(script.sha.len(), 40);
         }
@@ -281,7 +381,15 @@ mod tests {
     #[test]
     fn inspect_lua_runs_only_commands_that_read() {
         let code = file("inspect.lua");
-        let reads = ["GET", "PTTL", "SMEMBERS", "TYPE", "ZRANGE", "ZRANGEBYSCORE"];
+        let reads = [
+            "GET",
+            "HMGET",
+            "PTTL",
+            "SMEMBERS",
+            "TYPE",
+            "ZRANGE",
+            "ZRANGEBYSCORE",
+        ];
         assert_eq!(commands(code), reads);
         // Of base.lua's functions it calls only the clock.
         assert!(code.contains("now_ms()") && !code.contains("pttl_at_least("));

@@ -7,6 +7,7 @@ pub(crate) mod acks;
 pub(crate) mod calls;
 pub(crate) mod check;
 pub(crate) mod command_keys;
+pub(crate) mod describe;
 pub(crate) mod exec;
 pub(crate) mod fences;
 pub(crate) mod force;

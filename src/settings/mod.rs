@@ -4,6 +4,7 @@
 mod product;
 mod reach;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::task::TaskTracker;
@@ -12,6 +13,7 @@ use crate::error::{Error, Preview};
 use crate::notify::Notifier;
 use crate::protocol::acks::Acks;
 use crate::protocol::check::{check_key, check_slot};
+use crate::protocol::describe::{check_label, text};
 use crate::protocol::keys::{lock_key, Keys};
 use crate::protocol::topology::Topology;
 
@@ -29,6 +31,9 @@ pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 pub(crate) const DEFAULT_FENCE_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 /// The longest fence retention accepted: 365 days.
 pub(crate) const MAX_FENCE_RETENTION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+/// Whether a handle describes its holders when nothing is said
+/// ([`Builder::describe_holder`](crate::Builder::describe_holder)).
+pub(crate) const DEFAULT_DESCRIBE_HOLDER: bool = false;
 /// The shortest [`Builder::max_hold`](crate::Builder::max_hold): 1 ms.
 const MIN_HOLD: Duration = Duration::from_millis(1);
 /// The longest [`Builder::max_hold`](crate::Builder::max_hold): 365 days.
@@ -61,6 +66,12 @@ pub(crate) struct Settings {
     pub(crate) replicas: Option<Acks>,
     /// The longest a lock or permit is held ([`Builder::max_hold`](crate::Builder::max_hold)).
     pub(crate) max_hold: Option<Duration>,
+    /// The description of this handle's holders (`lua/describe.lua`'s ARGV[3]), made
+    /// once, when it describes them ([`Builder::describe_holder`](crate::Builder::describe_holder)).
+    pub(crate) holder: Option<Arc<String>>,
+    /// Its label ([`Builder::holder_label`](crate::Builder::holder_label)), checked by
+    /// [`check`](Self::check).
+    pub(crate) holder_label: Option<String>,
 }
 
 impl Settings {
@@ -78,7 +89,14 @@ impl Settings {
             name_label: false,
             replicas: None,
             max_hold: None,
+            holder: DEFAULT_DESCRIBE_HOLDER.then(|| text(None)),
+            holder_label: None,
         }
+    }
+
+    /// Describes this handle's holders, or not: the description is made here, once.
+    pub(crate) fn describe_holder(&mut self, on: bool) {
+        self.holder = on.then(|| text(self.holder_label.as_deref()));
     }
 
     /// The options of a handle over a quorum of `nodes` connections of type `C`.
@@ -146,6 +164,9 @@ impl Settings {
                 "max hold {max_hold:?} of {} {name} is outside {MIN_HOLD:?}..={MAX_HOLD:?}",
                 self.what()
             )));
+        }
+        if let Some(label) = &self.holder_label {
+            check_label(label)?;
         }
         self.check_slots()?;
         self.check_quorum()?;

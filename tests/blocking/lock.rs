@@ -311,3 +311,26 @@ fn a_detached_lock_attaches_on_another_blocking_handle_and_is_refreshed_there() 
     assert!(attached.unlock().unwrap());
     assert!(!exists(&mut conn, "jobs:nightly"));
 }
+
+#[test]
+fn the_blocking_builder_describes_holders_and_the_release_removes_it() {
+    let server = RedisServer::start();
+    let mx = redismutex::blocking::RwMutex::builder(server.client(), "described")
+        .holder_label("nightly")
+        .build()
+        .unwrap();
+    let held = mx.write("job").unwrap();
+    let state = mx.inspect("job").unwrap();
+    let info = state.holder_info(held.id()).expect("described");
+    assert_eq!(
+        (info.pid(), info.label()),
+        (std::process::id(), Some("nightly"))
+    );
+    let mut conn = raw(&server);
+    assert!(exists(&mut conn, "described:job:holders"));
+    held.unlock().unwrap();
+    assert!(!exists(&mut conn, "described:job:holders"));
+    let plain = mutex(&server, "plain", Duration::from_secs(4));
+    let _held = plain.write("job").unwrap();
+    assert!(!exists(&mut conn, "plain:job:holders"), "off by default");
+}

@@ -11,6 +11,7 @@ mod common;
 mod exec;
 mod failover;
 mod harness;
+mod holders;
 mod leases;
 mod lock;
 mod primitives;

@@ -13,6 +13,7 @@ mod exec;
 mod fair;
 mod force_unlock;
 mod harness;
+mod holders;
 mod inspect;
 mod intent;
 mod leases;

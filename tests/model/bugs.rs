@@ -55,4 +55,10 @@ pub enum Bug {
     /// attach.lua adds the new id to a readers' set or a semaphore without removing the
     /// old one.
     AttachKeepsOldId,
+    /// attach.lua leaves the old id's description.
+    AttachKeepsOldDescription,
+    /// unlock.lua leaves the released id's description.
+    UnlockKeepsDescription,
+    /// describe.lua keeps the descriptions of a semaphore's run-out or purged permits.
+    DescribeKeepsRunOutPermits,
 }

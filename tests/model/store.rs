@@ -55,8 +55,7 @@ pub enum Key {
     Intent1,
     /// `K:b:fence`: lock 1's fence, as [`Key::Fence`].
     Fence1,
-    /// `K:holders`: the holder descriptions of `K`, a hash whose fields are ids
-    /// ([`Val::Holders`]).
+    /// `K:holders`: the holders' descriptions (`lua/describe.lua`), a hash id → text.
     Holders,
     /// `K:b:holders`: lock 1's, as [`Key::Holders`].
     Holders1,
@@ -92,10 +91,10 @@ impl Key {
             Key::Lock => Key::Lock1,
             Key::Intent => Key::Intent1,
             Key::Fence => Key::Fence1,
+            Key::Holders => Key::Holders1,
             Key::Lock1 => Key::Lock,
             Key::Intent1 => Key::Intent,
             Key::Fence1 => Key::Fence,
-            Key::Holders => Key::Holders1,
             Key::Holders1 => Key::Holders,
             other => other,
         }
@@ -220,11 +219,12 @@ pub enum Val {
     Set(BTreeSet<Id>),
     /// `zset`: member → score (a deadline in ms, or an arrival ticket).
     ZSet(BTreeMap<Member, i64>),
-    /// `hash`: a type this protocol never writes (a hostile key), or a hash with a field
-    /// that is no id.
+    /// `hash`: a type this protocol writes only at a holders key (a hostile key).
     Hash,
-    /// `hash` whose fields are all ids: holder descriptions (the values are not modelled).
-    Holders(BTreeSet<Id>),
+    /// `hash` at a holders key: each described id's acquisition time (server ms), the
+    /// rest of its text being the fixed description the steps send
+    /// ([`crate::scripts::describe::TEXT`]).
+    Holders(BTreeMap<Id, i64>),
 }
 
 impl Val {
@@ -311,10 +311,9 @@ impl Store {
     /// lock, intent and fence keys in lock 0's places and back after ([`Key::on`]), so
     /// that what `f` reads and writes as `Key::Lock`, `Key::Intent` and `Key::Fence` is
     /// lock 1's (a refusal in its reply names them as lock 0's), and so is
-    /// `Key::Holders`. Only for scripts that
-    /// touch no other key (lock.lua and rlock.lua not fair, unlock.lua's "w" and "r",
-    /// renew.lua's `w` and `r`, exec.lua's check): lock 1 has no queue, upgrader or
-    /// data of its own.
+    /// `Key::Holders`. Only for scripts that touch no other key (lock.lua and rlock.lua
+    /// not fair, unlock.lua's "w" and "r", renew.lua's `w` and `r`, exec.lua's check,
+    /// describe.lua of one key): lock 1 has no queue, upgrader or data of its own.
     pub fn on_lock<R>(&mut self, l: usize, f: impl FnOnce(&mut Store) -> R) -> R {
         if l == 0 {
             return f(self);
@@ -325,7 +324,7 @@ impl Store {
         reply
     }
 
-    /// Lock 0's lock, intent and fence keys and lock 1's change places.
+    /// Lock 0's lock, intent, fence and holders keys and lock 1's change places.
     fn swap_locks(&mut self) {
         for k in [Key::Lock, Key::Intent, Key::Fence, Key::Holders] {
             let (a, b) = (self.keys.remove(&k), self.keys.remove(&k.on(1)));
@@ -549,48 +548,52 @@ impl Store {
         );
     }
 
-    /// `HDEL k id`: 1 removed; the hash goes with its last field. A hostile hash
-    /// ([`Val::Hash`]) has no id among its fields.
-    pub fn hdel(&mut self, k: Key, id: Id) -> Result<i64, WrongType> {
+    /// `HSET k id at` on a holders hash (made with no TTL when absent); `Err` on another
+    /// type. (A hostile hash is never put at a holders key, so it counts as another type.)
+    pub fn hset(&mut self, k: Key, id: Id, at: i64) -> Result<(), WrongType> {
         match self.keys.get_mut(&k) {
-            None | Some(Entry { val: Val::Hash, .. }) => Ok(0),
+            None => {
+                let val = Val::Holders(BTreeMap::from([(id, at)]));
+                self.keys.insert(k, Entry { val, expires: None });
+                Ok(())
+            }
             Some(Entry {
-                val: Val::Holders(ids),
+                val: Val::Holders(h),
                 ..
             }) => {
-                let removed = ids.remove(&id);
-                if ids.is_empty() {
-                    self.keys.remove(&k);
-                }
-                Ok(i64::from(removed))
+                h.insert(id, at);
+                Ok(())
             }
             Some(_) => Err(WrongType),
         }
     }
 
-    /// `HSET k id text`: the hash is made with no TTL when absent; `Err` on another
-    /// type. A hostile hash ([`Val::Hash`]) stays one (a field that is no id is in it).
-    pub fn hset(&mut self, k: Key, id: Id) -> Result<(), WrongType> {
-        match self.keys.get_mut(&k) {
-            None => {
-                self.keys.insert(
-                    k,
-                    Entry {
-                        val: Val::Holders(BTreeSet::from([id])),
-                        expires: None,
-                    },
-                );
-                Ok(())
-            }
-            Some(Entry { val: Val::Hash, .. }) => Ok(()),
+    /// `HDEL k id` on a holders hash: whether it was there; the hash goes with its last
+    /// field. `Err` on another type.
+    pub fn hdel(&mut self, k: Key, id: Id) -> Result<bool, WrongType> {
+        let removed = match self.keys.get_mut(&k) {
+            None => return Ok(false),
             Some(Entry {
-                val: Val::Holders(ids),
+                val: Val::Holders(h),
                 ..
-            }) => {
-                ids.insert(id);
-                Ok(())
-            }
-            Some(_) => Err(WrongType),
+            }) => h.remove(&id).is_some(),
+            Some(_) => return Err(WrongType),
+        };
+        if matches!(&self.keys[&k].val, Val::Holders(h) if h.is_empty()) {
+            self.keys.remove(&k);
+        }
+        Ok(removed)
+    }
+
+    /// The described ids of the holders hash at `k` with their acquisition times (empty
+    /// when absent or of another type).
+    pub fn holders(&self, k: Key) -> BTreeMap<Id, i64> {
+        match self.keys.get(&k) {
+            Some(Entry {
+                val: Val::Holders(h),
+                ..
+            }) => h.clone(),
+            _ => BTreeMap::new(),
         }
     }
 

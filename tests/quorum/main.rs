@@ -9,6 +9,7 @@ mod common;
 
 mod force_unlock;
 mod go;
+mod holders;
 mod leases;
 mod lock;
 mod node_faults;

@@ -86,7 +86,7 @@ async fn measure(run: GuardRun) -> Result<Figures> {
 /// `n` write guards on distinct keys, at most `in_flight` requests at a time, and how
 /// many requests failed and were made again (up to [`RETRIES`] in all: a loaded machine
 /// may hold a reply past the connection's timeout).
-async fn acquire(
+pub(crate) async fn acquire(
     mx: &RwMutex<MultiplexedConnection>,
     n: usize,
     in_flight: usize,

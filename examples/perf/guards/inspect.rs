@@ -18,7 +18,7 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 const CHUNK: usize = 10_000;
 
 /// A connection to `server` whose replies may take up to [`RESPONSE_TIMEOUT`].
-pub(super) async fn patient(server: &RedisServer) -> Result<MultiplexedConnection> {
+pub(crate) async fn patient(server: &RedisServer) -> Result<MultiplexedConnection> {
     let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(RESPONSE_TIMEOUT));
     Ok(server
         .client()

@@ -19,8 +19,8 @@
 //! The runner (this module) starts each run as a child process ([`child`]), which looks
 //! at its server through [`inspect`], and reads back the figures it prints.
 
-mod child;
-mod inspect;
+pub(crate) mod child;
+pub(crate) mod inspect;
 
 use std::collections::BTreeMap;
 use std::process::Stdio;

@@ -219,6 +219,7 @@ mod tests {
             fence_ms: 1000,
             queue: Queueing::Off,
             node_order: Default::default(),
+            describe: None,
         }
     }
 

@@ -175,6 +175,7 @@ fn lease_on(backend: &Arc<Scripted>, key: &str) -> Arc<HeldLease<Scripted>> {
         fence_ms: 400,
         queue: Queueing::Off,
         node_order: Default::default(),
+        describe: None,
     };
     Arc::new(HeldLease::new(Arc::clone(backend), call, Kind::Write))
 }

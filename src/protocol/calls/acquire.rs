@@ -7,12 +7,14 @@ use redis::aio::ConnectionLike;
 use super::fast::fast_lock;
 use super::{flag, upgrader_args, AttemptKind, Call};
 use crate::error::Error;
+use crate::protocol::describe::Describe;
 use crate::protocol::lua::SCRIPTS;
 use crate::protocol::replies::{unexpected, Attempt};
 use crate::protocol::topology::Topology;
 
 /// Sends an attempt of `kind` for `call` by script, or by the fast path for
-/// [`AttemptKind::FastWrite`].
+/// [`AttemptKind::FastWrite`]; when the call describes its holder (`Call::describe`),
+/// with `describe.lua` after it in the same request.
 pub(crate) async fn attempt<C: ConnectionLike>(
     conn: &mut C,
     call: &Call,
@@ -39,13 +41,22 @@ async fn upgradable<C: ConnectionLike>(
     let keys = &call.keys;
     SCRIPTS
         .upgradable
-        .attempt(conn, keys, 4, |cmd| {
-            upgrader_args(cmd, call);
-            // Sent only when set: at most 10 arguments before authentication, as lock.lua.
-            if topology.clock_floor() {
-                cmd.arg(flag(true));
-            }
-        })
+        .attempt_then(
+            conn,
+            keys,
+            4,
+            |cmd| {
+                upgrader_args(cmd, call);
+                // Sent only when set: at most 10 arguments before authentication, as lock.lua.
+                if topology.clock_floor() {
+                    cmd.arg(flag(true));
+                }
+            },
+            call.describe(&[keys])
+                .as_ref()
+                .and_then(Describe::then)
+                .as_ref(),
+        )
         .await
 }
 
@@ -61,18 +72,27 @@ async fn lock<C: ConnectionLike>(
     let (keys, queue) = (&call.keys, call.queue);
     SCRIPTS
         .lock
-        .attempt(conn, keys, queue.numkeys(3), |cmd| {
-            cmd.arg(keys.lock()).arg(keys.intent()).arg(keys.fence());
-            queue.keys(cmd, keys);
-            cmd.arg(call.id)
-                .arg(call.ttl_ms)
-                .arg(flag(set_intent))
-                .arg(call.fence_ms);
-            // The flag is sent only when set (or when fair): a client that has not
-            // authenticated may send at most 10 arguments, and must get NOAUTH, not a
-            // protocol error.
-            queue.args(cmd, topology.clock_floor());
-        })
+        .attempt_then(
+            conn,
+            keys,
+            queue.numkeys(3),
+            |cmd| {
+                cmd.arg(keys.lock()).arg(keys.intent()).arg(keys.fence());
+                queue.keys(cmd, keys);
+                cmd.arg(call.id)
+                    .arg(call.ttl_ms)
+                    .arg(flag(set_intent))
+                    .arg(call.fence_ms);
+                // The flag is sent only when set (or when fair): a client that has not
+                // authenticated may send at most 10 arguments, and must get NOAUTH, not a
+                // protocol error.
+                queue.args(cmd, topology.clock_floor());
+            },
+            call.describe(&[keys])
+                .as_ref()
+                .and_then(Describe::then)
+                .as_ref(),
+        )
         .await
 }
 
@@ -89,15 +109,24 @@ async fn rlock<C: ConnectionLike>(
     let counting = fence_checked && !queue.is_fair();
     SCRIPTS
         .rlock
-        .attempt(conn, keys, queue.numkeys(3), |cmd| {
-            cmd.arg(keys.lock()).arg(keys.intent()).arg(keys.fence());
-            queue.keys(cmd, keys);
-            cmd.arg(call.id)
-                .arg(call.ttl_ms)
-                .arg(call.fence_ms)
-                .arg(flag(counting));
-            queue.args(cmd, topology.clock_floor());
-        })
+        .attempt_then(
+            conn,
+            keys,
+            queue.numkeys(3),
+            |cmd| {
+                cmd.arg(keys.lock()).arg(keys.intent()).arg(keys.fence());
+                queue.keys(cmd, keys);
+                cmd.arg(call.id)
+                    .arg(call.ttl_ms)
+                    .arg(call.fence_ms)
+                    .arg(flag(counting));
+                queue.args(cmd, topology.clock_floor());
+            },
+            call.describe(&[keys])
+                .as_ref()
+                .and_then(Describe::then)
+                .as_ref(),
+        )
         .await
 }
 
@@ -112,18 +141,27 @@ async fn semaphore<C: ConnectionLike>(
     let (keys, queue) = (&call.keys, call.queue);
     SCRIPTS
         .semaphore
-        .attempt(conn, keys, queue.numkeys(2), |cmd| {
-            cmd.arg(keys.lock()).arg(keys.fence());
-            queue.keys(cmd, keys);
-            cmd.arg(call.id)
-                .arg(call.ttl_ms)
-                .arg(permits)
-                .arg(call.fence_ms)
-                .arg(flag(topology.clock_floor()));
-            if let Some(op) = queue.op() {
-                cmd.arg(op);
-            }
-        })
+        .attempt_then(
+            conn,
+            keys,
+            queue.numkeys(2),
+            |cmd| {
+                cmd.arg(keys.lock()).arg(keys.fence());
+                queue.keys(cmd, keys);
+                cmd.arg(call.id)
+                    .arg(call.ttl_ms)
+                    .arg(permits)
+                    .arg(call.fence_ms)
+                    .arg(flag(topology.clock_floor()));
+                if let Some(op) = queue.op() {
+                    cmd.arg(op);
+                }
+            },
+            call.describe(&[keys])
+                .as_ref()
+                .and_then(Describe::then)
+                .as_ref(),
+        )
         .await
 }
 

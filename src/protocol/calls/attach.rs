@@ -3,11 +3,13 @@
 //! its form ([`Holder`]), and renews each key with the new holder's TTL.
 
 use redis::aio::ConnectionLike;
-use redis::Value;
+use redis::{Cmd, Value};
 
 use super::{Call, Holder};
 use crate::error::Error;
+use crate::protocol::describe::Describe;
 use crate::protocol::id::Id;
+use crate::protocol::keys::Keys;
 use crate::protocol::lua::SCRIPTS;
 use crate::protocol::replies::unexpected;
 
@@ -30,10 +32,6 @@ pub(crate) enum Attached {
     NotHeld(usize),
 }
 
-/// What follows `<lock key>:` in the hash of holder descriptions, whose field `old` the
-/// script deletes on each key it moves.
-const HOLDERS_SUFFIX: &str = "holders";
-
 /// Runs `attach.lua`: when `old` holds every key of `parts` in its part's form, moves
 /// each to the parts' shared new id with their TTL (in milliseconds), in one step.
 /// `parts` is not empty, and its calls share one id and TTL.
@@ -48,17 +46,22 @@ pub(crate) async fn attach<C: ConnectionLike>(
     let call = first.call;
     let key = call.keys.lock();
     let modes: String = parts.iter().map(|part| mode(part.holder)).collect();
+    let keys: Vec<&Keys> = parts.iter().map(|part| &part.call.keys).collect();
+    // A describing handle's description of the new id, in the same request.
+    let describe = call.describe(&keys);
+    let then = describe.as_ref().and_then(Describe::then);
+    let fill = |cmd: &mut Cmd| {
+        for keys in &keys {
+            cmd.arg(keys.lock());
+        }
+        for keys in &keys {
+            cmd.arg(keys.holders());
+        }
+        cmd.arg(old).arg(call.id).arg(call.ttl_ms).arg(&modes);
+    };
     let reply: Value = SCRIPTS
         .attach
-        .run(conn, &call.keys, 2 * parts.len(), |cmd| {
-            for part in parts {
-                cmd.arg(part.call.keys.lock());
-            }
-            for part in parts {
-                cmd.arg(format!("{}:{HOLDERS_SUFFIX}", part.call.keys.lock()));
-            }
-            cmd.arg(old).arg(call.id).arg(call.ttl_ms).arg(&modes);
-        })
+        .run_then(conn, &call.keys, 2 * parts.len(), fill, then.as_ref())
         .await
         .map_err(|err| Error::redis(key, err))?;
     parse(&reply, parts.len(), key)

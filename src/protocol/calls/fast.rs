@@ -5,6 +5,7 @@ use redis::{Cmd, Pipeline, Value};
 
 use super::Call;
 use crate::error::Error;
+use crate::protocol::describe::Describe;
 use crate::protocol::replies::{unexpected, Attempt, CLOCK_TOKEN_MIN, TOKEN_MAX};
 
 /// The three commands of [`fast_lock`], each sized for its arguments so that none grows
@@ -48,6 +49,9 @@ const ID_AND_NUMBERS: usize = 64;
 /// preceded their reply, and so their release or expiry); an `INCR` by an attempt that
 /// found the lock busy only leaves a gap.
 ///
+/// A describing handle's `describe.lua` follows in the same request (its reply is not
+/// read; on `NOSCRIPT` it is sent again on its own).
+///
 /// Replies [`Attempt::Acquired`], [`Attempt::TakenWithoutToken`] or [`Attempt::Busy`].
 pub(crate) async fn fast_lock<C: ConnectionLike>(
     conn: &mut C,
@@ -55,12 +59,28 @@ pub(crate) async fn fast_lock<C: ConnectionLike>(
 ) -> Result<Attempt, Error> {
     let keys = &call.keys;
     let mut pipe = pipeline(call);
+    // A describing handle's `describe.lua` comes last, in the same request.
+    let lock_keys = [keys];
+    let describe = call.describe(&lock_keys);
+    let then = describe.as_ref().and_then(Describe::then);
+    if let Some(then) = &then {
+        pipe.add_command(then.command());
+    }
     pipe.ignore_errors();
     // The counter's `SET NX` replies nothing of use.
-    let (set, _, token): (Value, Value, Value) = pipe
+    let mut replies: Vec<Value> = pipe
         .query_async(conn)
         .await
         .map_err(|err| Error::redis(keys.lock(), err))?;
+    if let (Some(then), Some(Value::ServerError(err))) = (&then, replies.get(3)) {
+        if err.kind() == Some(redis::ServerErrorKind::NoScript) {
+            then.resend(conn).await;
+        }
+    }
+    replies.truncate(3);
+    let Ok::<[Value; 3], _>([set, _, token]) = replies.try_into() else {
+        return Err(unexpected(&Value::Nil, keys.lock()));
+    };
     match set {
         Value::Okay => {}
         Value::Nil => return Ok(Attempt::Busy),
@@ -92,6 +112,7 @@ mod tests {
                 fence_ms: 3_600_000,
                 queue: Queueing::Off,
                 node_order: NodeOrder::default(),
+                describe: None,
             };
             let (id, fence) = (call.id.as_str(), format!("{lock}:fence"));
             let mut written = redis::pipe();

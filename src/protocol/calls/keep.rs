@@ -10,7 +10,20 @@ use crate::protocol::replies::{refusal, unexpected};
 
 /// Runs `refresh.lua`: true when the call's id still holds the lock key, whose TTL is now
 /// at least the call's.
+///
+/// A describing handle's call sends `renew.lua` with one key instead, which keeps the
+/// holder's description with the lock (`refresh.lua` knows of none).
 pub(crate) async fn refresh<C: ConnectionLike>(conn: &mut C, call: &Call) -> Result<bool, Error> {
+    if call.describe.is_some() {
+        let renewal = Renewal {
+            call,
+            writer: false,
+            upgradable: false,
+            retake: None,
+        };
+        let renewed = renew(conn, &[renewal]).await?;
+        return Ok(renewed.held.first().copied().unwrap_or(false));
+    }
     let key = call.keys.lock();
     let held: i64 = SCRIPTS
         .refresh
@@ -48,25 +61,42 @@ pub(crate) async fn renew<C: ConnectionLike>(
         });
     };
     let key = first.call.keys.lock();
+    // A described holder's letter is a capital: its holders key is renewed with it.
     let writers: String = batch
         .iter()
-        .map(|item| match (item.writer, item.upgradable) {
-            (true, _) => 'w',
-            (false, true) => 'u',
-            (false, false) => '-',
+        .map(|item| {
+            let letter = match (item.writer, item.upgradable) {
+                (true, _) => 'w',
+                (false, true) => 'u',
+                (false, false) => 'r',
+            };
+            if item.call.describe.is_some() {
+                letter.to_ascii_uppercase()
+            } else {
+                letter
+            }
         })
         .collect();
-    let upgraders = writers.matches('u').count();
+    let others = writers
+        .chars()
+        .map(|c| usize::from(c.eq_ignore_ascii_case(&'u')) + usize::from(c.is_ascii_uppercase()))
+        .sum::<usize>();
     let mut held: Vec<i64> = SCRIPTS
         .renew
         // Sized for one key: a batch's command grows as it is filled.
-        .run(conn, &first.call.keys, batch.len() + upgraders, |cmd| {
+        .run(conn, &first.call.keys, batch.len() + others, |cmd| {
             for item in batch {
                 cmd.arg(item.call.keys.lock());
             }
-            // Each upgradable reader's upgrader key, after the lock keys, in order.
-            for item in batch.iter().filter(|item| item.upgradable && !item.writer) {
-                cmd.arg(item.call.keys.upgrader());
+            // Each lock key's other keys, after the lock keys, in order: an upgradable
+            // reader's upgrader key, then a described holder's holders key.
+            for item in batch {
+                if item.upgradable && !item.writer {
+                    cmd.arg(item.call.keys.upgrader());
+                }
+                if item.call.describe.is_some() {
+                    cmd.arg(item.call.keys.holders());
+                }
             }
             cmd.arg(first.call.ttl_ms).arg(&writers);
             for item in batch {

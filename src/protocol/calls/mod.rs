@@ -21,6 +21,7 @@ pub(crate) use self::attach::{attach, AttachPart, Attached};
 pub(crate) use self::keep::{refresh, renew, retake, Renewed};
 pub(crate) use self::release::{downgrade, plain, unlock, upgrade};
 pub(crate) use self::set::{lock_all, SetPart};
+use super::describe::Describe;
 use super::id::Id;
 use super::keys::Keys;
 pub(crate) use super::node_order::NodeOrder;
@@ -40,9 +41,25 @@ pub(crate) struct Call {
     pub(crate) queue: Queueing,
     /// The order of the lease's calls on each node of a quorum.
     pub(crate) node_order: NodeOrder,
+    /// The holder's description (`lua/describe.lua`'s ARGV[3], made once per handle)
+    /// when the handle describes its holders: each attempt is followed by
+    /// `describe.lua` in the same request, renewals keep the holders key, and a release
+    /// deletes the id's field. `None` when it does not.
+    pub(crate) describe: Option<Arc<String>>,
 }
 
 impl Call {
+    /// The `describe.lua` call that follows an attempt of this call on `keys` (its own
+    /// lock's, or a set's), when the handle describes its holders.
+    pub(crate) fn describe<'a>(&'a self, keys: &'a [&'a Keys]) -> Option<Describe<'a>> {
+        self.describe.as_deref().map(|text| Describe {
+            keys,
+            id: self.id,
+            ttl_ms: self.ttl_ms,
+            text,
+        })
+    }
+
     /// The call, to be shared by the tasks of a quorum round: its node order is made
     /// first, so that every clone of it, in this round and the next, shares it.
     pub(crate) fn shared(&self) -> Arc<Call> {
@@ -287,6 +304,7 @@ mod tests {
             fence_ms: 1000,
             queue: Queueing::Off,
             node_order: NodeOrder::default(),
+            describe: None,
         }
     }
 

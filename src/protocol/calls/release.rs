@@ -14,7 +14,8 @@ use crate::protocol::topology::Topology;
 /// Runs `unlock.lua`: remove the call's id (held as `holder`) from the lock, delete the
 /// lock intent too when the leftovers name it and it holds the id, leave the fair queue
 /// when they name it (and the lock has one), and publish on the release channel when the
-/// lock may now be taken (by `SPUBLISH` in the lock key's slot on a cluster).
+/// lock may now be taken (by `SPUBLISH` in the lock key's slot on a cluster). A
+/// describing handle's call deletes the id's description too.
 pub(crate) async fn unlock<C: ConnectionLike>(
     conn: &mut C,
     call: &Call,
@@ -33,9 +34,10 @@ pub(crate) async fn unlock<C: ConnectionLike>(
         (None, true, false) => 2,
         (None, false, false) => 1,
     };
+    let described = call.describe.is_some();
     let reply: i64 = SCRIPTS
         .unlock
-        .run(conn, keys, numkeys, |cmd| {
+        .run(conn, keys, numkeys + usize::from(described), |cmd| {
             cmd.arg(keys.lock());
             // Leaving the queue passes the intent too: it is deleted only if it holds the id.
             if numkeys > 1 {
@@ -46,10 +48,17 @@ pub(crate) async fn unlock<C: ConnectionLike>(
             } else if upgradable {
                 cmd.arg(keys.upgrader());
             }
+            // The holders key comes last, flagged by ARGV[5].
+            if described {
+                cmd.arg(keys.holders());
+            }
             cmd.arg(call.id)
                 .arg(keys.channel())
                 .arg(holder.arg())
                 .arg(flag(topology.sharded()));
+            if described {
+                cmd.arg(flag(true));
+            }
         })
         .await
         .map_err(|err| Error::redis(keys.lock(), err))?;

@@ -14,10 +14,11 @@ fn store_ids(store: &Store, out: &mut Vec<Id>) {
     for e in store.keys.values() {
         match &e.val {
             Val::Str(Text::Id(id)) | Val::Str(Text::Record { id, .. }) => out.push(*id),
-            Val::Set(ids) | Val::Holders(ids) => out.extend(ids.iter().copied()),
+            Val::Set(ids) => out.extend(ids.iter().copied()),
             Val::ZSet(z) => out.extend(z.keys().map(|m| match *m {
                 Member::Id(id) | Member::Queued(_, id) => id,
             })),
+            Val::Holders(h) => out.extend(h.keys().copied()),
             Val::Str(_) | Val::Hash => {}
         }
     }
@@ -61,9 +62,7 @@ fn rename_entry(e: &mut Entry, to: impl Fn(Id) -> Id) {
     match &mut e.val {
         Val::Str(Text::Id(id)) => *id = to(*id),
         Val::Str(Text::Record { id, .. }) => *id = to(*id),
-        Val::Set(ids) | Val::Holders(ids) => {
-            *ids = ids.iter().map(|&id| to(id)).collect::<BTreeSet<_>>();
-        }
+        Val::Set(ids) => *ids = ids.iter().map(|&id| to(id)).collect::<BTreeSet<_>>(),
         Val::ZSet(z) => {
             *z = z
                 .iter()
@@ -76,6 +75,7 @@ fn rename_entry(e: &mut Entry, to: impl Fn(Id) -> Id) {
                 })
                 .collect();
         }
+        Val::Holders(h) => *h = h.iter().map(|(&id, &at)| (to(id), at)).collect(),
         Val::Str(_) | Val::Hash => {}
     }
 }

@@ -10,7 +10,7 @@ use super::step::{kind, set_keys};
 use super::{fresh_id, Config, State};
 use crate::scripts::attach::{self, Part};
 use crate::scripts::unlock::{self, Extra};
-use crate::scripts::Reply;
+use crate::scripts::{self, Reply};
 use crate::store::{Id, Key, Member, Store, Text};
 
 /// The lock keys of a lease of `mode` taken on lock `lock` (a set's: both), each with
@@ -104,12 +104,14 @@ pub fn attach(c: &Config, s: &mut State, j: usize, i: usize) {
         if attached {
             s.seen.reached |= Seen::SECOND_ATTACH_REFUSED;
         }
+        describe(c, s, new, &parts);
         return;
     }
     let every_key = parts.iter().all(|&p| held.contains(&form(p)));
     if !every_key || !holdings(&s.store, old).is_empty() || holdings(&s.store, new) != held {
         s.seen.violated |= Seen::ATTACH_REVIVED;
     }
+    describe(c, s, new, &parts);
     if attached {
         s.seen.violated |= Seen::ATTACHED_TWICE;
     }
@@ -126,8 +128,19 @@ pub fn attach(c: &Config, s: &mut State, j: usize, i: usize) {
     };
 }
 
+/// A describing handle's describe.lua after its attach.lua, in the same request (so in
+/// the same step), whatever the attach replied: the new id's description on each key it
+/// now holds (none when refused), and a semaphore's run-out permits' descriptions go.
+fn describe(c: &Config, s: &mut State, new: Id, parts: &[Part]) {
+    if c.describe {
+        let locks: Vec<usize> = parts.iter().map(|&(l, _)| l).collect();
+        scripts::describe::describe(&mut s.store, &locks, new, c.ttl);
+    }
+}
+
 /// Client `i` releases the hold by the lease whose text it holds (unlock.lua with the
-/// lease's id for each key, as its mode says), and drops the text. Only the lease's own
+/// lease's id for each key, as its mode says, and the holders key: the crate deletes
+/// the id's description whoever wrote it), and drops the text. Only the lease's own
 /// id leaves: every other holder holds as before.
 pub fn release(c: &Config, s: &mut State, i: usize) {
     let Phase::Leased { mode, id, .. } = s.clients[i] else {
@@ -141,9 +154,9 @@ pub fn release(c: &Config, s: &mut State, i: usize) {
             attach::Mode::Reader => kind(Mode::Read),
             attach::Mode::Permit => kind(Mode::Permit),
         };
-        let reply = s
-            .store
-            .on_lock(l, |st| unlock::unlock(st, id, kind, Extra::None));
+        let reply = s.store.on_lock(l, |st| {
+            unlock::unlock_described(st, id, kind, Extra::None, true)
+        });
         released |= matches!(reply, Reply::Int(n) if n & 1 == 1);
     }
     let after = entries(&s.store);

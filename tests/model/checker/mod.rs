@@ -65,6 +65,10 @@ pub struct Config {
     /// A seeded bug of the model (`crate::bugs`), for the runs that show each property
     /// can fail.
     pub bug: Option<crate::bugs::Bug>,
+    /// Rust clients describe their holders (`Builder::describe_holder`): `describe.lua`
+    /// after each attempt (in the same step: the same request), renewals keep the
+    /// descriptions, releases delete them.
+    pub describe: bool,
     /// The Go clients' TTL in ticks, when it is not `ttl` (a stated precondition: the
     /// same TTL for both packages).
     pub go_ttl: Option<i64>,

@@ -409,6 +409,24 @@ pub mod names {
     pub const ATTACH: &str = "an attach never revives a lost hold";
     pub const ATTACH_ONCE: &str = "a lease attaches at most once";
     pub const LEASE_RELEASE: &str = "a release by a lease never frees another holder";
+    pub const DESCRIPTIONS: &str = "descriptions leave with holds";
+}
+
+/// Every description in a holders key names an id at its lock key: the writer's string,
+/// one of the readers, or a permit (run out or not: a run-out permit's description goes
+/// when its entry is purged). Released, expired and forced-out holds leave none.
+fn descriptions_leave_with_holds(_: &Protocol, s: &State) -> bool {
+    (0..2).all(|l| {
+        let lock = Key::Lock.on(l);
+        s.store.holders(Key::Holders.on(l)).keys().all(|&id| {
+            s.store.get_is(lock, &Text::Id(id))
+                || s.store.sismember(lock, id) == Ok(true)
+                || matches!(
+                    s.store.zscore(lock, crate::store::Member::Id(id)),
+                    Ok(Some(_))
+                )
+        })
+    })
 }
 
 /// The properties of `m`'s configuration: every `always`, and the `sometimes` that show
@@ -458,6 +476,7 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
         Property::always(names::LEASE_RELEASE, |_, s: &State| {
             not_violated(Seen::LEASE_FREED_OTHER)(s)
         }),
+        Property::always(names::DESCRIPTIONS, descriptions_leave_with_holds),
     ];
     if c.leases {
         all.push(Property::sometimes(
@@ -498,6 +517,31 @@ pub fn all(m: &Protocol) -> Vec<Property<Protocol>> {
             "two sets wait with intents that block each other's reads",
             sets_block_each_other,
         ));
+    }
+    if c.describe {
+        all.push(Property::sometimes(
+            "a holder is described",
+            |_, s: &State| {
+                !s.store.holders(Key::Holders).is_empty()
+                    || !s.store.holders(Key::Holders1).is_empty()
+            },
+        ));
+        let sharing = c
+            .clients
+            .iter()
+            .filter(|spec| spec.lock == 0)
+            .filter(|spec| {
+                spec.modes
+                    .iter()
+                    .any(|m| matches!(m, Mode::Read | Mode::Permit))
+            })
+            .count();
+        if sharing > 1 {
+            all.push(Property::sometimes(
+                "two holders of one lock are described, each by its id",
+                |_, s: &State| s.store.holders(Key::Holders).len() > 1,
+            ));
+        }
     }
     if modes(Mode::Write) {
         all.push(Property::sometimes("a writer holds", |_, s: &State| {

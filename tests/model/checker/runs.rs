@@ -60,6 +60,7 @@ fn config(clients: Vec<ClientSpec>) -> Config {
         late: false,
         drift: 1,
         bug: None,
+        describe: false,
         go_ttl: None,
         leases: false,
         horizon: 5,
@@ -171,6 +172,36 @@ fn semaphore_permits() {
     holds("3 rust, semaphore of 2", c.clone(), 12);
     c.fair = true;
     holds("3 rust, fair semaphore of 2", c, 12);
+}
+
+#[test]
+fn descriptions_leave_with_their_holds() {
+    let mut c = config(vec![rust(RW), rust(RW), rust(RW)]);
+    c.describe = true;
+    holds("3 rust, read/write, described", c.clone(), 9);
+    c.fast = true;
+    c.late = true;
+    holds("3 rust, late replies, fast path, described", c, 8);
+    let mut c = config(vec![rust(&[Mode::Permit]); 3]);
+    c.permits = 2;
+    c.describe = true;
+    holds("3 rust, semaphore of 2, described", c, 11);
+    let mut c = sets_and_singles_config();
+    c.describe = true;
+    holds("1 set + 1 rust client of each lock, described", c, 9);
+    // Leases: an attach describes the new id (describe.lua after attach.lua, in the same
+    // request), a release by the lease deletes the lease id's description.
+    let mut c = leases_config(vec![rust(RW), rust(RW), rust(RW)]);
+    c.describe = true;
+    holds("3 rust, read/write, leases, described", c, LEASES_DEPTH);
+    let mut c = leases_config(vec![rust(&[Mode::Permit]); 3]);
+    c.permits = 2;
+    c.describe = true;
+    holds(
+        "3 rust, semaphore of 2, leases, described",
+        c,
+        LEASED_PERMITS_DEPTH,
+    );
 }
 
 #[test]
@@ -418,7 +449,11 @@ fn each_seeded_bug_of_the_model_breaks_its_property() {
     let upgraders = || config(vec![rust(UP), rust(&[Mode::Read]), rust(&[Mode::Read])]);
     // Leases of one mode: a holder detaches, two others attach its text.
     let leased = |mode| leases_config(vec![rust(&[mode]); 3]);
-    let runs: [(Bug, Config, &'static str); 22] = [
+    let described = |mut c: Config| {
+        c.describe = true;
+        c
+    };
+    let runs: [(Bug, Config, &'static str); 25] = [
         (Bug::RlockIgnoresIntent, intent(), names::INTENT),
         (Bug::LockIgnoresQueue, fair(), names::FAIR),
         (Bug::LockWithoutTtl, writers(), names::TTL),
@@ -472,6 +507,21 @@ fn each_seeded_bug_of_the_model_breaks_its_property() {
             Bug::UnlockIgnoresId,
             leased(Mode::Write),
             names::LEASE_RELEASE,
+        ),
+        (
+            Bug::UnlockKeepsDescription,
+            described(config(vec![rust(RW), rust(RW)])),
+            names::DESCRIPTIONS,
+        ),
+        (
+            Bug::DescribeKeepsRunOutPermits,
+            described(permits(false)),
+            names::DESCRIPTIONS,
+        ),
+        (
+            Bug::AttachKeepsOldDescription,
+            described(leased(Mode::Read)),
+            names::DESCRIPTIONS,
         ),
     ];
     for (bug, mut c, property) in runs {

@@ -44,13 +44,20 @@ pub fn apply(c: &Config, s: &mut State, action: &Action) {
                         for k in set_keys(mode) {
                             let kind = if k.write { Kind::Writer } else { Kind::Reader };
                             s.store.on_lock(k.lock, |st| {
-                                scripts::unlock::unlock(st, id, kind, Extra::None)
+                                scripts::unlock::unlock_described(
+                                    st,
+                                    id,
+                                    kind,
+                                    Extra::None,
+                                    c.describe,
+                                )
                             });
                         }
                     }
                     Package::Rust => {
                         s.store.on_lock(l, |st| {
-                            scripts::unlock::unlock(st, id, kind(mode), released(mode))
+                            let extra = released(mode);
+                            scripts::unlock::unlock_described(st, id, kind(mode), extra, c.describe)
                         });
                     }
                     Package::Go => {
@@ -231,6 +238,11 @@ fn take(c: &Config, s: &mut State, i: usize, mode: Mode, attempt: Attempt) {
         (Package::Go, _) => go::read(st, id, ttl),
         (Package::Rust, Mode::Set { .. }) => unreachable!("a set: take_set"),
     });
+    // A describing handle's describe.lua, in the same request.
+    if c.describe && package == Package::Rust {
+        s.store
+            .on_lock(l, |st| scripts::describe::describe(st, &[0], id, c.ttl));
+    }
     // Blocked (Go's blocked write replies the PTTL).
     if matches!(reply, Reply::Blocked { .. } | Reply::Int(_)) {
         let upgradable_holds = s
@@ -315,6 +327,9 @@ fn take_set(c: &Config, s: &mut State, i: usize, mode: Mode, attempt: Attempt) {
         floor: false,
     };
     let reply = lock_all::lock_all(&mut s.store, &t);
+    if c.describe {
+        scripts::describe::describe(&mut s.store, &[0, 1], id, c.ttl);
+    }
     if let Reply::Tokens(tokens) = &reply {
         if !t.keys.iter().all(|&k| at_key(&s.store, k, id, false)) {
             s.seen.violated |= Seen::PARTIAL_SET;
@@ -401,6 +416,10 @@ fn mint(c: &Config, s: &mut State, i: usize) {
     };
     let before = s.store.clone();
     let token = count(c, s).filter(|&t| (CLOCK_TOKENS as i64..=MAX_TOKEN as i64).contains(&t));
+    // The fast path's describe.lua, after its INCR in the same pipeline.
+    if c.describe {
+        scripts::describe::describe(&mut s.store, &[0], id, c.ttl);
+    }
     let Some(token) = token else {
         s.clients[i] = Phase::Waiting {
             mode: Mode::Write,
@@ -432,7 +451,13 @@ fn give_up(c: &Config, s: &mut State, i: usize) {
         if c.intent {
             for k in set_keys(mode).into_iter().filter(|k| k.write) {
                 s.store.on_lock(k.lock, |st| {
-                    scripts::unlock::unlock(st, id, Kind::Writer, Extra::Intent)
+                    scripts::unlock::unlock_described(
+                        st,
+                        id,
+                        Kind::Writer,
+                        Extra::Intent,
+                        c.describe,
+                    )
                 });
             }
         }
@@ -451,8 +476,9 @@ fn give_up(c: &Config, s: &mut State, i: usize) {
         // An upgradable read sets no intent: it releases only a grant that came late.
         let sets = extra != Extra::None && !mode.upgradable();
         if sets || late {
-            s.store
-                .on_lock(l, |st| scripts::unlock::unlock(st, id, kind(mode), extra));
+            s.store.on_lock(l, |st| {
+                scripts::unlock::unlock_described(st, id, kind(mode), extra, c.describe)
+            });
         }
     }
     s.clients[i] = Phase::Idle;
@@ -485,7 +511,8 @@ fn renew(c: &Config, s: &mut State, i: usize) {
             .into_iter()
             .map(|k| {
                 s.store.on_lock(k.lock, |st| {
-                    scripts::refresh::renew(st, &[(*id, hint(k.write, *mode))], ttl)
+                    let ids = [(*id, hint(k.write, *mode))];
+                    scripts::refresh::renew_described(st, &ids, ttl, c.describe)
                 })
             })
             .collect();
@@ -493,7 +520,7 @@ fn renew(c: &Config, s: &mut State, i: usize) {
     } else {
         let hint = hint(*mode == Mode::Write, *mode);
         let reply = s.store.on_lock(l, |st| match package {
-            Package::Rust => scripts::refresh::renew(st, &[(*id, hint)], ttl),
+            Package::Rust => scripts::refresh::renew_described(st, &[(*id, hint)], ttl, c.describe),
             Package::Go => go::refresh(st, *id, ttl),
         });
         matches!(reply, Reply::Int(1)) || reply == Reply::Renewed(vec![1])

@@ -110,6 +110,11 @@ fn inspections(m: &Inspection, s: &Inspection, w: Window) -> bool {
         && deadlines(&m.permits, &s.permits)
         && m.tickets == s.tickets
         && deadlines(&m.deadlines, &s.deadlines)
+        && m.descriptions.len() == s.descriptions.len()
+        && m.descriptions
+            .iter()
+            .zip(&s.descriptions)
+            .all(|((mi, ma), (si, sa))| mi == si && w.later(*ma, *sa))
 }
 
 /// The keys where the server's keyspace disagrees with the model's, and how; empty when
@@ -143,6 +148,14 @@ fn entries(key: Key, m: &Entry, s: &Entry, w: Window) -> bool {
                     .iter()
                     .zip(sz)
                     .all(|((mm, ms), (sm, ss))| mm == sm && w.later(*ms, *ss))
+        }
+        // A description's acquisition time is the server's clock, as an expiry is.
+        (Val::Holders(mh), Val::Holders(sh)) => {
+            mh.len() == sh.len()
+                && mh
+                    .iter()
+                    .zip(sh)
+                    .all(|((mi, ma), (si, sa))| mi == si && w.later(*ma, *sa))
         }
         (mv, sv) => mv == sv,
     };

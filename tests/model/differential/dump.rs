@@ -6,11 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use redis::Value;
 
 use super::wire::Names;
+use crate::scripts::describe;
 use crate::store::{id_of, Entry, Key, Member, Store, Text, Val};
 
 /// KEYS: the keys of one lock key in [`Key::ALL`]'s order. Replies `{seconds,
 /// microseconds, {type, pttl, value, expiry} per key}`: TIME, then each key's TYPE,
-/// PTTL, value (GET, SMEMBERS, ZRANGE WITHSCORES, HKEYS; "" for none) and
+/// PTTL, value (GET, SMEMBERS, ZRANGE WITHSCORES, HGETALL; "" for none) and
 /// PEXPIRETIME (-3 on a server without it). PTTL is measured from the time Redis cached
 /// when the script began, which a busy machine can leave some ms behind TIME; so the
 /// expiry is taken from PEXPIRETIME where there is one.
@@ -27,7 +28,7 @@ for _, key in ipairs(KEYS) do
     elseif key_type == 'zset' then
         value = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
     elseif key_type == 'hash' then
-        value = redis.call('HKEYS', key)
+        value = redis.call('HGETALL', key)
     end
     -- PEXPIRETIME (Redis 7.0 on): the expiry itself, read off no clock; before 7.0 an
     -- error, and the expiry is TIME + PTTL.
@@ -53,6 +54,24 @@ fn texts(v: &Value) -> Result<Vec<String>, String> {
         Value::Array(items) => items.iter().map(text).collect(),
         other => Err(format!("not an array: {other:?}")),
     }
+}
+
+/// A hash's fields and values, flat: the holders' descriptions when every field is an
+/// id and every value the fixed description the steps send followed by a time, else a
+/// hostile hash.
+fn holders(flat: &[String]) -> Val {
+    let mut h = BTreeMap::new();
+    for pair in flat.chunks(2) {
+        let at = pair
+            .get(1)
+            .and_then(|v| v.strip_prefix(describe::TEXT))
+            .and_then(|at| at.parse().ok());
+        match (id_of(&pair[0]), at) {
+            (Some(id), Some(at)) => h.insert(id, at),
+            _ => return Val::Hash,
+        };
+    }
+    Val::Holders(h)
 }
 
 /// The dump `v` of the keys of `n` as a [`Store`] at the dump's TIME.
@@ -97,11 +116,7 @@ pub fn parse(n: &Names, v: &Value) -> Result<Store, String> {
                 }
                 Val::ZSet(z)
             }
-            // Holder descriptions when every field is an id; else a hostile hash.
-            "hash" => {
-                let ids: Option<BTreeSet<_>> = texts(value)?.iter().map(|f| id_of(f)).collect();
-                ids.map_or(Val::Hash, Val::Holders)
-            }
+            "hash" => holders(&texts(value)?),
             other => return Err(format!("{}: type {other}", n.key(key))),
         };
         let expires = match *pttl {

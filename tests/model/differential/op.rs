@@ -11,8 +11,8 @@ use crate::scripts::refresh::Hint;
 use crate::scripts::shared::MAX_TOKEN;
 use crate::scripts::unlock::{Extra, Kind};
 use crate::scripts::{
-    attach, downgrade, election, exec, force, go, inspect, lock, lock_all, quorum, refresh, rlock,
-    semaphore, unlock, upgradable, upgrade, Reply,
+    attach, describe, downgrade, election, exec, force, go, inspect, lock, lock_all, quorum,
+    refresh, rlock, semaphore, unlock, upgradable, upgrade, Reply,
 };
 use crate::store::{Entry, Id, Key, Store, Text, Val};
 
@@ -56,8 +56,14 @@ pub enum Op {
     /// semaphore.lua with `permits`.
     Semaphore { take: Take, permits: i64 },
     /// unlock.lua (a [`Kind::Upgradable`] release with [`Extra::Intent`], as the crate
-    /// sends it: KEYS lock, intent, upgrader).
-    Unlock { id: Id, kind: Kind, extra: Extra },
+    /// sends it: KEYS lock, intent, upgrader); with the holders key last and ARGV[5] "1"
+    /// when `described`.
+    Unlock {
+        id: Id,
+        kind: Kind,
+        extra: Extra,
+        described: bool,
+    },
     /// upgradable.lua (`take.fair` is `None`).
     Upgradable { take: Take },
     /// upgrade.lua with ARGV[4] `op` (`take.fair` is `None`).
@@ -65,8 +71,14 @@ pub enum Op {
     /// refresh.lua.
     Refresh { id: Id, ttl: i64 },
     /// renew.lua with the lock key once per `(id, hint)` (and the upgrader key once per
-    /// `u` after them).
-    Renew { ids: Vec<(Id, Hint)>, ttl: i64 },
+    /// `u` after them); each letter a capital, with the holders key, when `described`.
+    Renew {
+        ids: Vec<(Id, Hint)>,
+        ttl: i64,
+        described: bool,
+    },
+    /// describe.lua on the lock keys of `locks` (0 or 1: [`Key::on`]).
+    Describe { id: Id, ttl: i64, locks: Vec<usize> },
     /// exec.lua with the lock keys of `locks` (0 or 1: [`Key::on`]) and `commands` on
     /// [`Key::Data`].
     Exec {
@@ -84,10 +96,6 @@ pub enum Op {
         ttl: i64,
         parts: Vec<Part>,
     },
-    /// A holder's description: `HSET` of `id`'s field in lock `lock`'s holders hash,
-    /// then its PX `px` (none when the key holds another type), as a describing handle
-    /// writes it.
-    Describe { id: Id, lock: usize, px: i64 },
     /// A step of one lock key (lock.lua or rlock.lua not fair, unlock.lua's "w" or "r"
     /// with or without the intent, renew.lua with `w` and `r`) on lock 1's keys
     /// (`Store::on_lock`), so that single lockers meet the sets of `LockAll`.
@@ -210,8 +218,15 @@ fn any_key() -> impl Strategy<Value = Key> {
     ]
 }
 
+/// A key for a hostile string: the fence keys, and a holders key (which describe.lua
+/// then leaves as it is).
 fn fence_key() -> impl Strategy<Value = Key> {
-    prop_oneof![2 => Just(Key::Fence), 2 => Just(Key::Granted), 1 => Just(Key::Fence1)]
+    prop_oneof![
+        4 => Just(Key::Fence),
+        4 => Just(Key::Granted),
+        2 => Just(Key::Fence1),
+        1 => Just(Key::Holders),
+    ]
 }
 
 fn lock_op(fair: bool) -> impl Strategy<Value = Op> {
@@ -231,9 +246,10 @@ fn semaphore_op(fair: bool) -> impl Strategy<Value = Op> {
 }
 
 fn unlock_op(kind: BoxedStrategy<Kind>) -> impl Strategy<Value = Op> {
-    (id(), kind, extra()).prop_map(|(id, kind, extra)| Op::Unlock {
+    (id(), kind, extra(), any::<bool>()).prop_map(|(id, kind, extra, described)| Op::Unlock {
         id,
         kind,
+        described,
         // The crate sends an upgradable reader's release with the intent and the
         // upgrader key, never the queue.
         extra: if kind == Kind::Upgradable {
@@ -273,8 +289,21 @@ fn renew_op() -> impl Strategy<Value = Op> {
         2 => Just(Hint::Reader),
         1 => Just(Hint::Upgradable),
     ];
-    (prop::collection::vec((id(), hint), 1..=3), ttl())
-        .prop_map(|(ids, ttl)| Op::Renew { ids, ttl })
+    (
+        prop::collection::vec((id(), hint), 1..=3),
+        ttl(),
+        any::<bool>(),
+    )
+        .prop_map(|(ids, ttl, described)| Op::Renew {
+            ids,
+            ttl,
+            described,
+        })
+}
+
+/// describe.lua, after a take of one lock or of a set.
+fn describe_op() -> impl Strategy<Value = Op> {
+    (id(), ttl(), locks()).prop_map(|(id, ttl, locks)| Op::Describe { id, ttl, locks })
 }
 
 /// The lock keys of a set or an `exec`: lock 0, lock 1, or both in either order.
@@ -338,11 +367,25 @@ fn on_lock1_op() -> impl Strategy<Value = Op> {
         id(),
         prop_oneof![Just(Kind::Writer), Just(Kind::Reader)],
         prop_oneof![Just(Extra::None), Just(Extra::Intent)],
+        any::<bool>(),
     )
-        .prop_map(|(id, kind, extra)| Op::Unlock { id, kind, extra });
+        .prop_map(|(id, kind, extra, described)| Op::Unlock {
+            id,
+            kind,
+            extra,
+            described,
+        });
     let hint = prop_oneof![Just(Hint::Writer), Just(Hint::Reader)];
-    let renew = (prop::collection::vec((id(), hint), 1..=2), ttl())
-        .prop_map(|(ids, ttl)| Op::Renew { ids, ttl });
+    let renew = (
+        prop::collection::vec((id(), hint), 1..=2),
+        ttl(),
+        any::<bool>(),
+    )
+        .prop_map(|(ids, ttl, described)| Op::Renew {
+            ids,
+            ttl,
+            described,
+        });
     let step = prop_oneof![
         4 => lock_op(false),
         3 => rlock_op(false),
@@ -397,14 +440,6 @@ fn any_attach_op() -> impl Strategy<Value = Op> {
     )
 }
 
-fn describe_op(locks: Vec<usize>) -> impl Strategy<Value = Op> {
-    (id(), prop::sample::select(locks), ttl()).prop_map(|(id, lock, px)| Op::Describe {
-        id,
-        lock,
-        px,
-    })
-}
-
 fn advance_op() -> impl Strategy<Value = Op> {
     (1..=12i64).prop_map(|n| Op::Advance { ms: n * 500 })
 }
@@ -419,7 +454,13 @@ fn short_advance_op() -> impl Strategy<Value = Op> {
 fn hostile_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         any_key().prop_map(|key| Op::Persist { key }),
-        any_key().prop_map(|key| Op::Hash { key }),
+        // Never at a holders key, where a hash is the protocol's own type.
+        any_key()
+            .prop_filter("a holders key", |k| !matches!(
+                k,
+                Key::Holders | Key::Holders1
+            ))
+            .prop_map(|key| Op::Hash { key }),
         fence_key().prop_map(|key| Op::Junk { key }),
         prop::sample::select(vec![Key::Holders, Key::Holders1]).prop_map(|key| Op::Junk { key }),
         (fence_key(), any::<bool>()).prop_map(|(key, below)| Op::Exhausted { key, below }),
@@ -435,6 +476,7 @@ fn lock_step(fair: bool) -> BoxedStrategy<Op> {
         10 => unlock_op(prop_oneof![Just(Kind::Writer), Just(Kind::Reader)].boxed()),
         4 => refresh_op(),
         3 => renew_op(),
+        3 => describe_op(),
         4 => exec_op(),
         2 => Just(Op::ForceUnlock),
         2 => Just(Op::Leader),
@@ -449,7 +491,6 @@ fn lock_step(fair: bool) -> BoxedStrategy<Op> {
         2 => (id(), ttl(), any::<bool>()).prop_map(|(id, ttl, intent)| Op::GoWrite { id, ttl, intent }),
         2 => (id(), ttl()).prop_map(|(id, ttl)| Op::GoRead { id, ttl }),
         5 => lock_attach_op(),
-        2 => describe_op(vec![0, 1]),
         1 => (id(), ttl()).prop_map(|(id, ttl)| Op::GoRefresh { id, ttl }),
         2 => id().prop_map(|id| Op::GoUnlock { id }),
         10 => advance_op(),
@@ -477,9 +518,9 @@ fn semaphore_step(fair: bool) -> impl Strategy<Value = Op> {
         10 => unlock_op(Just(Kind::Permit).boxed()),
         6 => refresh_op(),
         5 => renew_op(),
+        3 => (id(), ttl()).prop_map(|(id, ttl)| Op::Describe { id, ttl, locks: vec![0] }),
         4 => exec_op(),
         6 => permit_attach_op(),
-        2 => describe_op(vec![0]),
         2 => Just(Op::ForceUnlock),
         2 => Just(Op::Inspect { semaphore: true }),
         6 => short_advance_op(),
@@ -534,6 +575,8 @@ impl Op {
                 "RenewUpgradable"
             }
             Op::Renew { .. } => "Renew",
+            Op::Describe { locks, .. } if locks.len() > 1 => "DescribeAll",
+            Op::Describe { .. } => "Describe",
             Op::Exec { locks, .. } if locks.len() > 1 => "ExecAll",
             Op::Exec { .. } => "Exec",
             Op::LockAll { .. } => "LockAll",
@@ -543,7 +586,6 @@ impl Op {
                 [(_, Mode::Permit)] => "AttachPermit",
                 _ => "AttachAll",
             },
-            Op::Describe { .. } => "Describe",
             Op::OnLock1(op) => match **op {
                 Op::Lock { .. } => "Lock@1",
                 Op::RLock { .. } => "RLock@1",
@@ -576,11 +618,21 @@ impl Op {
             Op::Lock { take, intent } => lock::lock(s, *take, *intent),
             Op::RLock { take, counting } => rlock::rlock(s, *take, *counting),
             Op::Semaphore { take, permits } => semaphore::semaphore(s, *take, *permits),
-            Op::Unlock { id, kind, extra } => unlock::unlock(s, *id, *kind, *extra),
+            Op::Unlock {
+                id,
+                kind,
+                extra,
+                described,
+            } => unlock::unlock_described(s, *id, *kind, *extra, *described),
             Op::Upgradable { take } => upgradable::upgradable(s, *take),
             Op::Upgrade { take, op } => upgrade::upgrade(s, *take, *op),
             Op::Refresh { id, ttl } => refresh::refresh(s, *id, *ttl),
-            Op::Renew { ids, ttl } => refresh::renew(s, ids, *ttl),
+            Op::Renew {
+                ids,
+                ttl,
+                described,
+            } => refresh::renew_described(s, ids, *ttl, *described),
+            Op::Describe { id, ttl, locks } => describe::describe(s, locks, *id, *ttl),
             Op::Exec {
                 id,
                 locks,
@@ -593,13 +645,6 @@ impl Op {
                 ttl,
                 parts,
             } => attach::attach(s, *old, *new, *ttl, parts),
-            Op::Describe { id, lock, px } => {
-                let key = Key::Holders.on(*lock);
-                if s.hset(key, *id).is_ok() {
-                    s.pexpire(key, *px);
-                }
-                return None;
-            }
             Op::OnLock1(op) => return s.on_lock(1, |s| op.on_model(s)),
             Op::ForceUnlock => force::force_unlock(s),
             Op::Leader => election::leader(s),

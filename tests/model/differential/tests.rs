@@ -95,6 +95,9 @@ const REACHED: &[&str] = &[
     "AttachAll: NotHeld(2)",
     "Attach: a key of another type",
     "Attach: a permit run out",
+    "Describe: Int(0)",
+    "Describe: Int(1)",
+    "DescribeAll: Int(2)",
 ];
 
 /// Sequences per thread of [`model_and_server_agree`].

@@ -10,6 +10,7 @@ use redis::Value;
 use super::go_peer;
 use super::op::{exhausted, record, Op, HOSTILE_PX};
 use super::scripts::Scripts;
+use crate::scripts::describe;
 use crate::scripts::exec::Command;
 use crate::scripts::inspect::Inspection;
 use crate::scripts::lock::Take;
@@ -52,10 +53,6 @@ elseif op == 'hash' then
     redis.call('DEL', KEYS[1])
     redis.call('HSET', KEYS[1], 'f', 'v')
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif op == 'describe' then
-    if type(redis.pcall('HSET', KEYS[1], ARGV[2], 'd')) == 'number' then
-        redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    end
 elseif op == 'set' then
     redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 end
@@ -70,7 +67,7 @@ pub struct Loaded {
 }
 
 /// The crate's scripts a differential run calls.
-const CRATE_SCRIPTS: [&str; 18] = [
+const CRATE_SCRIPTS: [&str; 19] = [
     "lock.lua",
     "rlock.lua",
     "semaphore.lua",
@@ -89,6 +86,7 @@ const CRATE_SCRIPTS: [&str; 18] = [
     "upgrade.lua",
     "lock_all.lua",
     "attach.lua",
+    "describe.lua",
 ];
 
 impl Loaded {
@@ -259,7 +257,12 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
             }
             ("semaphore.lua", keys, args, Shape::Take)
         }
-        Op::Unlock { id, kind, extra } => {
+        Op::Unlock {
+            id,
+            kind,
+            extra,
+            described,
+        } => {
             let mut keys = vec![k(Key::Lock)];
             if *extra != Extra::None {
                 keys.push(k(Key::Intent));
@@ -271,7 +274,11 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
                 keys.push(k(Key::QueueDeadline));
             }
             let letter = (kind.letter() as char).to_string();
-            let args = vec![id_text(*id), n.channel(), letter, "0".to_owned()];
+            let mut args = vec![id_text(*id), n.channel(), letter, "0".to_owned()];
+            if *described {
+                keys.push(k(Key::Holders));
+                args.push("1".to_owned());
+            }
             ("unlock.lua", keys, args, Shape::Int)
         }
         Op::Refresh { id, ttl } => (
@@ -319,14 +326,30 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
                 Shape::Take
             },
         ),
-        Op::Renew { ids, ttl } => {
+        Op::Renew {
+            ids,
+            ttl,
+            described,
+        } => {
             let mut keys = vec![k(Key::Lock); ids.len()];
             for &(_, hint) in ids {
                 if hint == Hint::Upgradable {
                     keys.push(k(Key::Upgrader));
                 }
+                if *described {
+                    keys.push(k(Key::Holders));
+                }
             }
-            let writers: String = ids.iter().map(|&(_, h)| h.letter()).collect();
+            let writers: String = ids
+                .iter()
+                .map(|&(_, h)| {
+                    if *described {
+                        h.letter().to_ascii_uppercase()
+                    } else {
+                        h.letter()
+                    }
+                })
+                .collect();
             let mut args = vec![ms(*ttl), writers];
             args.extend(ids.iter().map(|&(id, _)| id_text(id)));
             ("renew.lua", keys, args, Shape::Renew)
@@ -380,16 +403,21 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
             let args = vec![id_text(*old), id_text(*new), ms(*ttl), modes];
             ("attach.lua", keys, args, Shape::Attach)
         }
-        Op::Describe { id, lock, px } => (
-            "admin",
-            vec![k(Key::Holders.on(*lock))],
-            vec!["describe".to_owned(), id_text(*id), ms(*px)],
-            Shape::None,
-        ),
         Op::OnLock1(op) => return command(scripts, &n.on_lock(1), op, token),
+        Op::Describe { id, ttl, locks } => {
+            let mut keys: Vec<String> = locks.iter().map(|&l| k(Key::Lock.on(l))).collect();
+            keys.extend(locks.iter().map(|&l| k(Key::Holders.on(l))));
+            let args = vec![id_text(*id), ms(*ttl), describe::TEXT.to_owned()];
+            ("describe.lua", keys, args, Shape::Int)
+        }
         Op::ForceUnlock => (
             "force_unlock.lua",
-            vec![k(Key::Lock), k(Key::Fence), k(Key::Granted)],
+            vec![
+                k(Key::Lock),
+                k(Key::Fence),
+                k(Key::Granted),
+                k(Key::Holders),
+            ],
             vec![n.channel(), id_text(0xff), "0".to_owned()],
             Shape::Int,
         ),
@@ -407,6 +435,7 @@ pub fn command(scripts: &Loaded, n: &Names, op: &Op, token: u64) -> (redis::Cmd,
                 k(Key::Fence),
                 k(Key::Queue),
                 k(Key::QueueDeadline),
+                k(Key::Holders),
             ],
             vec![if *semaphore { "semaphore" } else { "lock" }.to_owned()],
             Shape::Inspect,
@@ -628,9 +657,10 @@ pub fn reply(n: &Names, shape: Shape, v: &Value) -> Result<Reply, String> {
     parsed.ok_or_else(odd)
 }
 
-/// inspect.lua's twelve fields (the clock it read left out); holders sorted.
+/// inspect.lua's thirteen fields (the clock it read left out); holders and descriptions
+/// sorted.
 fn inspection(items: &[Value]) -> Option<Inspection> {
-    let [kind, pttl, intent, fence, holders, queue, _now, intent_value, pttls, permits, tickets, deadlines] =
+    let [kind, pttl, intent, fence, holders, queue, _now, intent_value, pttls, permits, tickets, deadlines, descriptions] =
         items
     else {
         return None;
@@ -677,5 +707,20 @@ fn inspection(items: &[Value]) -> Option<Inspection> {
         permits: scored(permits)?,
         tickets: scored(tickets)?,
         deadlines: scored(deadlines)?,
+        descriptions: described(&list(descriptions)?)?,
     })
+}
+
+/// inspect.lua's descriptions, flat `{id, text, ...}`, as the model's: each id with the
+/// time after [`describe::TEXT`], sorted.
+fn described(flat: &[String]) -> Option<Vec<(Text, i64)>> {
+    let mut out: Vec<(Text, i64)> = flat
+        .chunks(2)
+        .map(|pair| {
+            let at = pair.get(1)?.strip_prefix(describe::TEXT)?.parse().ok()?;
+            Some((Text::parse(&pair[0]), at))
+        })
+        .collect::<Option<_>>()?;
+    out.sort();
+    Some(out)
 }

@@ -508,6 +508,115 @@ pub const MUTATIONS: &[Mutation] = &[
         "",
         "a queue leave skipped: a reader that got the lock stays queued",
     ),
+    // describe.lua
+    m(
+        "describe_unchecked",
+        "describe.lua",
+        "    if holds(KEYS[i], lock_type) then",
+        "    if true then",
+        "a description written for an id that holds nothing: a waiter that was blocked \
+         is described as a holder",
+    ),
+    m(
+        "describe_reader_unchecked",
+        "describe.lua",
+        "return redis.call('SISMEMBER', key, id) == 1",
+        "return true",
+        "any reader's id described while the readers hold the lock: a blocked writer's \
+         description beside readers",
+    ),
+    m(
+        "describe_expired_permit",
+        "describe.lua",
+        "return deadline ~= false and tonumber(deadline) > now",
+        "return deadline ~= false",
+        "a permit whose deadline has passed described as a holder",
+    ),
+    m(
+        "describe_no_ttl",
+        "describe.lua",
+        "            pttl_at_least(holders, lock_pttl > 0 and lock_pttl or ttl)\n",
+        "",
+        "the holders hash written without a TTL: descriptions outlive every hold",
+    ),
+    m(
+        "describe_ttl_not_the_locks",
+        "describe.lua",
+        "pttl_at_least(holders, lock_pttl > 0 and lock_pttl or ttl)",
+        "pttl_at_least(holders, ttl)",
+        "the holders hash given the full TTL, not the lock's PTTL: the description outlives \
+         its lock by the time since the lock was set",
+    ),
+    m(
+        "describe_run_out_permits_kept",
+        "describe.lua",
+        "        if deadline == false or tonumber(deadline) <= now then",
+        "        if deadline == false then",
+        "the description of a permit that ran out kept while its entry waits to be purged",
+    ),
+    m(
+        "describe_purged_permits_kept",
+        "describe.lua",
+        "        prune(KEYS[i], holders)\n",
+        "",
+        "the descriptions of run-out and purged permits kept: they stay as long as other \
+         permits keep the hash alive",
+    ),
+    m(
+        "describe_second_key_skipped",
+        "describe.lua",
+        "for i = 1, n do",
+        "for i = 1, 1 do",
+        "only the first key of a set described",
+    ),
+    // renew.lua: the holders keys
+    m(
+        "renew_holders_not_renewed",
+        "renew.lua",
+        "            pttl_at_least(KEYS[n + others], ttl)\n",
+        "",
+        "a renewal that keeps the lock but not its description: the description expires \
+         while the hold lives on",
+    ),
+    m(
+        "renew_holders_renewed_unheld",
+        "renew.lua",
+        "        if replies[i] == 1 then\n            pttl_at_least",
+        "        if true then\n            pttl_at_least",
+        "a renewal that was refused still keeps the holders hash alive",
+    ),
+    m(
+        "renew_holders_key_not_counted",
+        "renew.lua",
+        "        -- Its description lives as long as its hold.\n        others = others + 1",
+        "        -- Its description lives as long as its hold.",
+        "the holders key not counted among the other keys: the next key's upgrader or \
+         holders key is read from the wrong place",
+    ),
+    // unlock.lua: the description
+    m(
+        "unlock_description_kept",
+        "unlock.lua",
+        "    redis.pcall('HDEL', KEYS[nkeys], ARGV[1])\n",
+        "",
+        "a release that leaves its description behind",
+    ),
+    // force_unlock.lua: the descriptions
+    m(
+        "force_unlock_descriptions_kept",
+        "force_unlock.lua",
+        "    redis.call('DEL', KEYS[4])\n",
+        "",
+        "a forced release that leaves every removed holder's description behind",
+    ),
+    // inspect.lua: the descriptions
+    m(
+        "inspect_descriptions_dropped",
+        "inspect.lua",
+        "            if texts[i] then",
+        "            if false then",
+        "no holder's description read",
+    ),
     // unlock.lua
     m(
         "unlock_id_check_removed",
@@ -526,16 +635,16 @@ pub const MUTATIONS: &[Mutation] = &[
     m(
         "unlock_intent_deleted_when_anothers",
         "unlock.lua",
-        "if KEYS[2] ~= nil and redis.pcall('GET', KEYS[2]) == ARGV[1] then",
-        "if KEYS[2] ~= nil and redis.pcall('GET', KEYS[2]) then",
+        "if nkeys >= 2 and redis.pcall('GET', KEYS[2]) == ARGV[1] then",
+        "if nkeys >= 2 and redis.pcall('GET', KEYS[2]) then",
         "an intent deleted when another's: a writer that gives up wipes the intent of \
          another waiting writer",
     ),
     m(
         "unlock_queue_leave_skipped",
         "unlock.lua",
-        "if KEYS[4] ~= nil then",
-        "if KEYS[5] ~= nil then",
+        "if nkeys >= 4 then",
+        "if nkeys >= 5 then",
         "a queue leave skipped: a fair waiter that gives up keeps its place, and holds up \
          those behind it until its deadline",
     ),
@@ -566,8 +675,8 @@ pub const MUTATIONS: &[Mutation] = &[
     m(
         "unlock_upgrader_of_another_deleted",
         "unlock.lua",
-        "if ARGV[3] == 'u' and redis.pcall('GET', KEYS[3]) == ARGV[1] then",
-        "if ARGV[3] == 'u' and redis.pcall('GET', KEYS[3]) then",
+        "if ARGV[3] == 'u' and nkeys >= 3 and redis.pcall('GET', KEYS[3]) == ARGV[1] then",
+        "if ARGV[3] == 'u' and nkeys >= 3 and redis.pcall('GET', KEYS[3]) then",
         "an id check removed: an upgradable reader's release deletes the upgrader key of \
          another (a later upgradable reader's), letting a second one in beside it",
     ),
@@ -1145,6 +1254,16 @@ pub const MUTATIONS: &[Mutation] = &[
 /// Mutations that were tried and dropped: each changes nothing the scripts decide
 /// (`why` says why), so no test could catch it. Kept so that nobody adds them again.
 pub const EQUIVALENT: &[Mutation] = &[
+    m(
+        "unlock_holders_key_counted",
+        "unlock.lua",
+        "    nkeys = nkeys - 1\n",
+        "",
+        "equivalent: the holders hash then stands where the intent (GET fails on a hash) \
+         or the queue's deadlines (ZREM fails on a hash) are read, and with \"u\" the \
+         upgrader's string where the queue is (ZREM fails on a string): every call on \
+         them is a pcall that fails and changes nothing",
+    ),
     m(
         "base_pttl_at_least_le",
         "base.lua",

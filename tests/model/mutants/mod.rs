@@ -35,10 +35,10 @@ const ALL_BUDGET: u32 = 10_000;
 
 /// The mutations `seeded_bugs_sample` runs: a fixed list, one in each of the shared
 /// files and in each kind of script (a lock, a reader, a release, a permit, a guarded
-/// write, quorum mode, an upgrade, a set, an attach), each caught within a few hundred sequences
-/// by the full run, so that CI says the differential test still reaches each. Fixed, not rotating: a
-/// failure names the same mutation on every rerun.
-const SAMPLE: [&str; 13] = [
+/// write, quorum mode, an upgrade, a set, an attach, a description), each caught within
+/// a few hundred sequences by the full run, so that CI says the differential test still
+/// reaches each. Fixed, not rotating: a failure names the same mutation on every rerun.
+const SAMPLE: [&str; 14] = [
     "base_publish_fails",
     "shared_queue_ticket_not_incremented",
     "lock_token_not_incremented",
@@ -52,6 +52,7 @@ const SAMPLE: [&str; 13] = [
     "upgrade_other_readers_ignored",
     "lock_all_read_intent_ignored",
     "attach_reader_old_kept",
+    "describe_reader_unchecked",
 ];
 
 /// The `*.lua` files of `lua/`, by name.

@@ -71,7 +71,9 @@ pub fn attach(s: &mut Store, old: Id, new: Id, ttl: i64, parts: &[Part]) -> Repl
                     pttl_at_least(s, Key::Lock, ttl, None);
                 }
             }
-            let _ = s.hdel(Key::Holders, old);
+            if !s.has(Bug::AttachKeepsOldDescription) {
+                let _ = s.hdel(Key::Holders, old);
+            }
         });
     }
     Reply::Int(1)
@@ -91,10 +93,10 @@ mod tests {
         let _ = s.sadd(Key::Lock1, 2);
         s.pexpire(Key::Lock1, 3000);
         for k in [Key::Holders, Key::Holders1] {
-            let _ = s.hset(k, 1);
+            let _ = s.hset(k, 1, NOW);
             s.pexpire(k, 3000);
         }
-        let _ = s.hset(Key::Holders1, 2);
+        let _ = s.hset(Key::Holders1, 2, NOW);
         s
     }
 
@@ -121,7 +123,7 @@ mod tests {
         assert_eq!(s.pttl(Key::Lock1), 6000);
         // The old id's descriptions go; another reader's stays.
         assert!(!s.exists(Key::Holders));
-        assert_eq!(s.hdel(Key::Holders1, 2), Ok(1));
+        assert_eq!(s.hdel(Key::Holders1, 2), Ok(true));
         // Attached once: the old id holds nothing now.
         assert_eq!(attach(&mut s, 1, 6, 6000, &SET), Reply::NotHeld(1));
     }
@@ -160,5 +162,9 @@ mod tests {
         s.bug = Some(Bug::AttachKeepsOldId);
         assert_eq!(attach(&mut s, 1, 5, 6000, &SET), Reply::Int(1));
         assert_eq!(s.sismember(Key::Lock1, 1), Ok(true));
+        let mut s = held();
+        s.bug = Some(Bug::AttachKeepsOldDescription);
+        assert_eq!(attach(&mut s, 1, 5, 6000, &SET), Reply::Int(1));
+        assert!(s.holders(Key::Holders).contains_key(&1));
     }
 }

@@ -5,7 +5,7 @@ use super::shared::MAX_TOKEN;
 use super::{Refusal, Reply};
 use crate::store::{Key, Store, Text};
 
-/// force_unlock.lua. Publishing always succeeds here.
+/// force_unlock.lua, with its KEYS[4] (the holders key). Publishing always succeeds here.
 pub fn force_unlock(s: &mut Store) -> Reply {
     let found = s.type_of(Key::Lock);
     if found == "none" {
@@ -32,5 +32,8 @@ pub fn force_unlock(s: &mut Store) -> Reply {
         }
     }
     s.del(Key::Lock);
+    if s.type_of(Key::Holders) == "hash" {
+        s.del(Key::Holders);
+    }
     Reply::Int(held + 2)
 }

@@ -31,6 +31,9 @@ pub struct Inspection {
     pub tickets: Vec<(Member, i64)>,
     /// The queue with its deadlines (ms), earliest first.
     pub deadlines: Vec<(Member, i64)>,
+    /// The descriptions (KEYS[6], the holders key) of the holders only, sorted: each
+    /// described holder's id with its acquisition time (ms).
+    pub descriptions: Vec<(Text, i64)>,
 }
 
 /// `usable`: the PTTL, or the refusal when `k` exists with a type not in `types` or no TTL.
@@ -117,6 +120,14 @@ fn run(s: &Store, semaphore: bool) -> Result<Inspection, Refusal> {
         .filter(|m| !passed.contains(m))
         .collect();
     let intent_value = s.get(Key::Intent).ok().flatten().cloned();
+    let described = s.holders(Key::Holders);
+    let descriptions = holders
+        .iter()
+        .filter_map(|h| match h {
+            Text::Id(id) => described.get(id).map(|&at| (h.clone(), at)),
+            _ => None,
+        })
+        .collect();
     Ok(Inspection {
         kind,
         pttl,
@@ -129,5 +140,6 @@ fn run(s: &Store, semaphore: bool) -> Result<Inspection, Refusal> {
         permits,
         tickets,
         deadlines,
+        descriptions,
     })
 }

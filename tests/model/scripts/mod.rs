@@ -8,6 +8,7 @@
 //! the differential test (`differential/`) fails until the two agree again.
 
 pub mod attach;
+pub mod describe;
 pub mod downgrade;
 pub mod election;
 pub mod exec;

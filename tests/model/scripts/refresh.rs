@@ -34,6 +34,12 @@ impl Hint {
 
 /// renew.lua over the lock key named once per `(id, hint)`.
 pub fn renew(s: &mut Store, ids: &[(Id, Hint)], ttl: i64) -> Reply {
+    renew_described(s, ids, ttl, false)
+}
+
+/// renew.lua over the lock key named once per `(id, hint)`, each hint's letter a capital
+/// when `described` (its holders key renewed with it).
+pub fn renew_described(s: &mut Store, ids: &[(Id, Hint)], ttl: i64, described: bool) -> Reply {
     let replies = ids
         .iter()
         .map(|&(id, hint)| {
@@ -41,6 +47,10 @@ pub fn renew(s: &mut Store, ids: &[(Id, Hint)], ttl: i64) -> Reply {
             // Its upgrader key lives as long as its hold.
             if hint == Hint::Upgradable && reply == 1 && s.get_is(Key::Upgrader, &Text::Id(id)) {
                 s.pexpire(Key::Upgrader, ttl);
+            }
+            // Its description too.
+            if described && reply == 1 {
+                pttl_at_least(s, Key::Holders, ttl, None);
             }
             reply
         })

@@ -45,8 +45,13 @@ pub enum Extra {
     Queue,
 }
 
-/// unlock.lua. Publishing always succeeds here (a number of receivers).
-pub fn unlock(s: &mut Store, id: Id, kind: Kind, extra: Extra) -> Reply {
+/// unlock.lua, with the holders key (ARGV[5] "1") when `described`: the id's
+/// description goes, held or not. Publishing always succeeds here (a number of
+/// receivers).
+pub fn unlock_described(s: &mut Store, id: Id, kind: Kind, extra: Extra, described: bool) -> Reply {
+    if described && !s.has(Bug::UnlockKeepsDescription) {
+        let _ = s.hdel(Key::Holders, id);
+    }
     let me = Text::Id(id);
     let mut released = 0;
     let mut freed = false;
