@@ -10,6 +10,7 @@
 //! | [`semaphore`] | how to let N holders in at once, and how to serve waiters in arrival order |
 //! | [`reentrancy`] | how a task takes a lock it already holds, how a writer becomes a reader, and a reader the writer |
 //! | [`multiple_keys`] | how to take read and write locks on several keys at once, all or none |
+//! | [`leases`] | how to hand a held lock to another process, or release it from one that never held it |
 //! | [`election`] | how to elect one leader among processes, fence its writes, and follow who leads |
 //! | [`cluster`] | how to run on a Redis Cluster |
 //! | [`quorum`] | how to hold a lock on a majority of independent masters (Redlock) |
@@ -43,6 +44,8 @@
 //! | `cluster` (feature `cluster`) | on for a `ClusterConnection` | [`cluster`] |
 //! | [`replicas`](crate::Builder::replicas) | off | [`sentinel`](sentinel#replica-acknowledgement) |
 //! | `name_label` (feature `metrics`) | off | [`metrics`] |
+//! | [`describe_holder`](crate::Builder::describe_holder) | off | [`inspection`](inspection#who-holds-it) |
+//! | [`holder_label`](crate::Builder::holder_label) | none | [`inspection`](inspection#who-holds-it) |
 //!
 //! Each request takes [`key`](crate::Acquire::key), [`parent`](crate::Acquire::parent)
 //! and, when it waits, [`timeout`](crate::Acquire::timeout): see [`waiting`].
@@ -58,6 +61,9 @@ pub mod waiting {}
 
 #[doc = include_str!("refresh.md")]
 pub mod refresh {}
+
+#[doc = include_str!("leases.md")]
+pub mod leases {}
 
 #[doc = include_str!("fencing.md")]
 pub mod fencing {}
