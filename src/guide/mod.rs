@@ -10,7 +10,7 @@
 //! | [`semaphore`] | how to let N holders in at once, and how to serve waiters in arrival order |
 //! | [`reentrancy`] | how a task takes a lock it already holds, how a writer becomes a reader, and a reader the writer |
 //! | [`multiple_keys`] | how to take read and write locks on several keys at once, all or none |
-//! | [`leases`] | how a held lock leaves its process: detached, then attached, released or renewed elsewhere |
+//! | [`leases`] | how to hand a held lock to another process, or release it from one that never held it |
 //! | [`election`] | how to elect one leader among processes, fence its writes, and follow who leads |
 //! | [`cluster`] | how to run on a Redis Cluster |
 //! | [`quorum`] | how to hold a lock on a majority of independent masters (Redlock) |
@@ -44,6 +44,8 @@
 //! | `cluster` (feature `cluster`) | on for a `ClusterConnection` | [`cluster`] |
 //! | [`replicas`](crate::Builder::replicas) | off | [`sentinel`](sentinel#replica-acknowledgement) |
 //! | `name_label` (feature `metrics`) | off | [`metrics`] |
+//! | [`describe_holder`](crate::Builder::describe_holder) | off | [`inspection`](inspection#who-holds-it) |
+//! | [`holder_label`](crate::Builder::holder_label) | none | [`inspection`](inspection#who-holds-it) |
 //!
 //! Each request takes [`key`](crate::Acquire::key), [`parent`](crate::Acquire::parent)
 //! and, when it waits, [`timeout`](crate::Acquire::timeout): see [`waiting`].
@@ -71,10 +73,13 @@ pub mod semaphore {}
 
 #[doc = include_str!("reentrancy.md")]
 pub mod reentrancy {}
+
 #[doc = include_str!("multiple_keys.md")]
 pub mod multiple_keys {}
+
 #[doc = include_str!("leases.md")]
 pub mod leases {}
+
 #[doc = include_str!("election.md")]
 pub mod election {}
 

@@ -7,8 +7,8 @@ use clap::{ArgAction, Args, Parser, Subcommand};
 
 use crate::exit;
 
-/// Run a program under a distributed read-write lock on Redis, see who holds one, or
-/// release one by force.
+/// Run a program under a distributed read-write lock on Redis, hand a held lock from one
+/// shell step to the next, see who holds one, or release one by force.
 /// Speaks the protocol of the redismutex crate and of the Go package redismutex.
 #[derive(Debug, Parser)]
 #[command(name = "redismutex", version)]
@@ -28,7 +28,7 @@ const URL_ENV: &str = "REDIS_URL";
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
 
 /// `--url`, accepted before the subcommand and after it (the two add up).
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub(crate) struct Urls {
     /// The Redis server: `redis://[user:password@]host[:port][/db]`, or `rediss://` for
     /// TLS; with no `--url` at all, `REDIS_URL`, then `redis://127.0.0.1:6379/`. Give it
@@ -44,7 +44,7 @@ impl Cli {
     /// The servers the command line names: the `--url`s before the subcommand, then
     /// those after it; with none, `REDIS_URL`, then `redis://127.0.0.1:6379/`.
     pub(crate) fn urls(&self) -> Vec<String> {
-        let after = &self.command.target().urls.urls;
+        let after = &self.command.urls().urls;
         let given: Vec<String> = self.urls.urls.iter().chain(after).cloned().collect();
         if !given.is_empty() {
             return given;
@@ -82,19 +82,27 @@ pub(crate) enum Command {
     #[command(after_help = exit::lock_help())]
     Lock(LockArgs),
     /// Show who holds the lock or semaphore NAME: the writer, the readers, or a
-    /// semaphore's holders and their deadlines (by the server's clock); its PTTL; the
+    /// semaphore's holders and their deadlines (by the server's clock), with each
+    /// holder's host, pid, program, label and since when, when it recorded them (every
+    /// `lock` run does; a program does with `Builder::describe_holder`); its PTTL; the
     /// waiters of its fair queue in order; a waiting writer's intent; the last fencing
     /// token. With several --url, each node's view side by side and whether a majority
     /// of the nodes holds the lock the same way. Reads only.
     Status(StatusArgs),
-    /// Release the lock or semaphore NAME by force, whoever holds it (--force is
-    /// required): the writer, every reader, every permit. For an operator clearing what a
-    /// crashed run left behind: a holder that is still alive keeps running until its next
-    /// refresh (up to ttl/2) finds the lock gone. Waiters are woken at once; the fencing
-    /// counter, a waiting writer's intent and the fair queue are kept. With several
-    /// --url, every node is cleared.
+    /// Release the hold a lease names (--lease LEASE, printed by `lock --detach`): that
+    /// hold only, never another holder's. Or release the lock or semaphore NAME by force,
+    /// whoever holds it (--force is required): the writer, every reader, every permit.
+    /// For an operator clearing what a crashed run left behind: a holder that is still
+    /// alive keeps running until its next refresh (up to ttl/2) finds the lock gone.
+    /// Waiters are woken at once; the fencing counter, a waiting writer's intent and the
+    /// fair queue are kept. With several --url, every node is cleared.
     #[command(after_help = exit::unlock_help())]
     Unlock(UnlockArgs),
+    /// Extend the hold a lease names (--lease LEASE, printed by `lock --detach`) by
+    /// --ttl, without taking it over: the lease stays the same. Exits with 1 when the
+    /// hold is gone (expired, released, attached elsewhere).
+    #[command(after_help = exit::renew_help())]
+    Renew(RenewArgs),
 }
 
 #[derive(Debug, Args)]
@@ -120,6 +128,16 @@ pub(crate) struct LockArgs {
     /// While waiting for the exclusive lock, keep new readers out (the lock intent).
     #[arg(long)]
     pub(crate) intent: bool,
+    /// Take the lock, print its lease (one line) and exit with the lock still held: it
+    /// lives for --ttl unless `renew --lease` extends it, and `unlock --lease` releases
+    /// it (a program attaches it with `RwMutex::attach_write` or `attach_read`). For a
+    /// lock held across shell steps.
+    #[arg(long, conflicts_with = "command")]
+    pub(crate) detach: bool,
+    /// A label recorded with this holder, shown by `status` (at most 256 bytes, no
+    /// control characters).
+    #[arg(long)]
+    pub(crate) label: Option<String>,
     /// When the lock is lost, how long CMD has after SIGTERM before SIGKILL.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub(crate) grace: Duration,
@@ -141,23 +159,64 @@ pub(crate) struct StatusArgs {
     pub(crate) permits: Option<u32>,
 }
 
+/// `unlock`: by lease, or by force. Its lock's name is optional (a lease names its keys),
+/// so it does not use [`Target`].
 #[derive(Debug, Args)]
 pub(crate) struct UnlockArgs {
-    #[command(flatten)]
-    pub(crate) target: Target,
-    /// Release the lock whoever holds it. Required: a process releases its own lock when
-    /// its `lock` run ends; there is no other release from the command line.
+    /// The lock's name (the mutex or semaphore name); not with --lease.
+    #[arg(required_unless_present = "lease")]
+    pub(crate) name: Option<String>,
+    /// The key after the name: the lock key is `<NAME>:<KEY>` instead of `<NAME>`.
+    #[arg(long, requires = "name")]
+    pub(crate) key: Option<String>,
+    /// Hash-tag the lock key as `lock --hash-tag-keys` does.
+    #[arg(long, requires = "name")]
+    pub(crate) hash_tag_keys: bool,
+    /// Release the hold this lease names (printed by `lock --detach`), and only it: exit
+    /// code 1 when it was no longer held (nothing is changed then).
+    #[arg(long, value_name = "LEASE", conflicts_with_all = ["name", "force"])]
+    pub(crate) lease: Option<String>,
+    /// Release the lock NAME whoever holds it. Required without --lease: a process
+    /// releases its own lock when its `lock` run ends.
     #[arg(long)]
     pub(crate) force: bool,
+    #[command(flatten)]
+    urls: Urls,
+}
+
+impl UnlockArgs {
+    /// The lock NAME names, when given.
+    pub(crate) fn target(&self) -> Option<Target> {
+        Some(Target {
+            name: self.name.clone()?,
+            key: self.key.clone(),
+            hash_tag_keys: self.hash_tag_keys,
+            urls: Urls::default(),
+        })
+    }
+}
+
+/// `renew`: a lease and the TTL to extend its hold by.
+#[derive(Debug, Args)]
+pub(crate) struct RenewArgs {
+    /// The hold to extend, as `lock --detach` printed it.
+    #[arg(long, value_name = "LEASE")]
+    pub(crate) lease: String,
+    /// How long the hold lives from now without another renewal: `500ms`, `4s`, `2m`.
+    #[arg(long, default_value = "4s", value_parser = duration)]
+    pub(crate) ttl: Duration,
+    #[command(flatten)]
+    urls: Urls,
 }
 
 impl Command {
-    /// The lock the subcommand works on.
-    pub(crate) fn target(&self) -> &Target {
+    /// The `--url`s given after the subcommand.
+    pub(crate) fn urls(&self) -> &Urls {
         match self {
-            Self::Lock(args) => &args.target,
-            Self::Status(args) => &args.target,
-            Self::Unlock(args) => &args.target,
+            Self::Lock(args) => &args.target.urls,
+            Self::Status(args) => &args.target.urls,
+            Self::Unlock(args) => &args.urls,
+            Self::Renew(args) => &args.urls,
         }
     }
 }

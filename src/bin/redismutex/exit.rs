@@ -6,7 +6,8 @@ use crate::chain::chain;
 /// `lock --no-wait` found the lock busy (`EX_TEMPFAIL`; `--conflict-exit-code`
 /// changes it, as `flock -E` does).
 pub(crate) const BUSY: u8 = 75;
-/// `unlock --force` found nothing held: the lock was free (as `grep` finding nothing).
+/// `unlock --force` found nothing held: the lock was free (as `grep` finding nothing); or
+/// `unlock --lease` and `renew --lease` found the lease's hold gone.
 pub(crate) const NOT_HELD: u8 = 1;
 /// `lock --timeout` ran out before the lock was acquired (as `timeout(1)`).
 pub(crate) const TIMEOUT: u8 = 124;
@@ -53,10 +54,20 @@ pub(crate) fn lock_help() -> String {
 pub(crate) fn unlock_help() -> String {
     format!(
         "Exit codes: 0 something was held and is released; {NOT_HELD} nothing was held \
-         (the lock was free); {REDIS} a Redis error (a key that is not a lock, or one with \
+         (the lock was free; with --lease: the lease's hold was gone); {REDIS} a Redis error (a key that is not a lock, or one with \
          no TTL, is left untouched; with several --url: fewer than a majority of the \
          nodes answering); {OS} the runtime could not be set up; {USAGE} bad arguments, a \
-         bad name or key, or no --force."
+         bad name, key or lease, or neither --force nor --lease."
+    )
+}
+
+/// The exit codes of `renew`, for its `--help`: made from the constants above.
+pub(crate) fn renew_help() -> String {
+    format!(
+        "Exit codes: 0 the hold is extended; {NOT_HELD} the lease's hold is gone (expired, \
+         released, or attached elsewhere); {REDIS} a Redis error (with several --url: \
+         fewer than a majority of the nodes answering); {OS} the runtime could not be set \
+         up; {USAGE} bad arguments or a lease that does not parse."
     )
 }
 

@@ -1,4 +1,5 @@
-//! `redismutex lock`: take the lock, run the command under it, release it.
+//! `redismutex lock`: take the lock, run the command under it, release it; or, with
+//! `--detach`, print its lease and leave it held.
 
 pub(crate) mod link;
 mod mutex;
@@ -105,7 +106,9 @@ async fn under<C: Send + Sync + 'static, G: Wanted>(
         Ok(guard) => guard,
         Err(code) => return code,
     };
-    if args.command.is_empty() {
+    if args.detach {
+        detached(guard)
+    } else if args.command.is_empty() {
         hold(guard, signals).await
     } else {
         run_child(guard, args, signals).await
@@ -175,6 +178,14 @@ fn spinner(args: &LockArgs, key: &str) -> ProgressBar {
     spinner.set_message(format!("{mode} lock on {key}"));
     spinner.enable_steady_tick(Duration::from_millis(100));
     spinner
+}
+
+/// `--detach`: print the lease and leave the lock held (for `--ttl`, unless renewed or
+/// released by lease); the exit code 0.
+fn detached<G: Wanted>(guard: G) -> u8 {
+    println!("{}", guard.detach());
+    let _ = std::io::stdout().flush();
+    0
 }
 
 /// No command: print the key and id, hold the lock until SIGINT or SIGTERM, release it.

@@ -1,5 +1,5 @@
-//! `redismutex`: run a program under a distributed lock on Redis, see who holds one, or
-//! release one by force.
+//! `redismutex`: run a program under a distributed lock on Redis, hand a held lock from
+//! one shell step to the next, see who holds one, or release one by force.
 //!
 //! Speaks the crate's lock protocol (and so the Go package's): see the
 //! [command line guide](redismutex::guide::command_line) for the commands, their options
@@ -11,6 +11,7 @@ mod args;
 #[path = "../../error/chain.rs"]
 mod chain;
 mod exit;
+mod lease;
 mod lock;
 mod nodes;
 mod status;
@@ -47,6 +48,9 @@ fn main() -> ExitCode {
             }
             Command::Status(status) => status::run(&urls, status).await,
             Command::Unlock(unlock) => unlock::run(&urls, unlock).await,
+            Command::Renew(renew) => {
+                lease::run(&urls, &renew.lease, lease::Act::Renew(renew.ttl)).await
+            }
         }
     });
     // A child that ignored our signals may still be running: do not wait for the

@@ -6,6 +6,7 @@
 //! a [`Status`]; `text.rs` prints one server's, `quorum.rs` every node's side by side.
 
 mod cells;
+mod described;
 mod member;
 mod millis;
 mod queue;
@@ -62,6 +63,11 @@ struct Status {
     server_time_ms: Option<i64>,
     /// The last fencing token minted for the key: `fence`'s value.
     last_fencing_token: Option<u64>,
+    /// What each holder recorded of itself (host, pid, program, label, since when) and
+    /// its time left: one entry per holder, in the order `writer`, `readers` or the
+    /// semaphore's `holders` list them.
+    #[serde(rename = "holder_info")]
+    described: Vec<described::Described>,
     /// A semaphore's holders and permits in use (`semaphore`).
     semaphore: Option<semaphore::Holders>,
     /// The fair queue, when `<key>:queue` or `<key>:queue-deadline` exists.

@@ -1,19 +1,28 @@
 //! `redismutex unlock --force`: release a lock or a semaphore by force, whoever holds it
-//! (`RwMutex::force_unlock`), on one server or on every node of a quorum.
+//! (`RwMutex::force_unlock`), on one server or on every node of a quorum. `unlock --lease`
+//! is `lease.rs`'s.
 
 use redismutex::{Deployment, Error, Quorum, RwMutex};
 
 use crate::args::{Target, UnlockArgs};
 use crate::chain::chain;
 use crate::exit;
+use crate::lease::{self, Act};
 use crate::lock::link::Link;
 use crate::nodes::Nodes;
 
 /// Runs `unlock`; gives the exit code: 0 released, [`exit::NOT_HELD`] when nothing was
-/// held, [`exit::USAGE`] without `--force` or for a bad key, [`exit::REDIS`] for a Redis
-/// error.
+/// held, [`exit::USAGE`] without `--force` or `--lease` or for a bad key or lease,
+/// [`exit::REDIS`] for a Redis error.
 pub(crate) async fn run(urls: &[String], args: UnlockArgs) -> u8 {
-    let key = match args.target.lock_key() {
+    if let Some(lease) = &args.lease {
+        return lease::run(urls, lease, Act::Release).await;
+    }
+    let Some(target) = args.target() else {
+        // clap requires NAME without --lease.
+        return exit::USAGE;
+    };
+    let key = match target.lock_key() {
         Ok(key) => key,
         Err(code) => return code,
     };
@@ -21,7 +30,8 @@ pub(crate) async fn run(urls: &[String], args: UnlockArgs) -> u8 {
         eprintln!(
             "redismutex: unlock releases lock key {key:?} whoever holds it, which breaks \
              mutual exclusion if its holder is still running; pass --force to do it (a \
-             `redismutex lock` run releases its own lock when it ends)"
+             `redismutex lock` run releases its own lock when it ends, and `unlock --lease` \
+             releases the hold a `lock --detach` run left)"
         );
         return exit::USAGE;
     }
@@ -29,7 +39,7 @@ pub(crate) async fn run(urls: &[String], args: UnlockArgs) -> u8 {
         Ok(nodes) => nodes,
         Err(code) => return code,
     };
-    let target = &args.target;
+    let target = &target;
     let conns = nodes.connect().await;
     let (servers, forced) = if let [node] = nodes.list() {
         let conn = match conns.into_iter().next() {

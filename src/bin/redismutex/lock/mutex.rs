@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redismutex::tokio_util::task::TaskTracker;
-use redismutex::{Notifier, Quorum, RwMutex};
+use redismutex::{Builder, Notifier, Quorum, RwMutex};
 
 use super::link::Link;
 use crate::args::LockArgs;
@@ -45,7 +45,7 @@ pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<M
             Some(Err(err)) => return Err(exit::redis_error(&node.url, key, &err)),
             None => return Err(exit::REDIS),
         };
-        return RwMutex::builder(conn, args.target.name.clone())
+        return described(RwMutex::builder(conn, args.target.name.clone()), args)
             .hash_tag_keys(args.target.hash_tag_keys)
             .ttl(args.ttl)
             .lock_intent(args.intent)
@@ -82,7 +82,7 @@ pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<M
         return Err(exit::REDIS);
     }
     let clients = nodes.list().iter().map(|node| node.client.clone());
-    RwMutex::builder(quorum, args.target.name.clone())
+    described(RwMutex::builder(quorum, args.target.name.clone()), args)
         .hash_tag_keys(args.target.hash_tag_keys)
         .ttl(args.ttl)
         .lock_intent(args.intent)
@@ -91,6 +91,15 @@ pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<M
         .build()
         .map(Mutex::Quorum)
         .map_err(usage)
+}
+
+/// `builder` recording each holder's description (host, pid, program, start time), with
+/// `--label` when given: what `status` shows of a `lock` run.
+fn described<C>(builder: Builder<C>, args: &LockArgs) -> Builder<C> {
+    match &args.label {
+        Some(label) => builder.holder_label(label.clone()),
+        None => builder.describe_holder(true),
+    }
 }
 
 /// Options the mutex refuses (a TTL too short, a name it cannot use).

@@ -1,11 +1,13 @@
 //! Which guard a `lock` run takes: the one type the run's code is generic over.
 
-use redismutex::{Acquire, Granted, Guard, ReadGuard, RwMutex, TryAcquire, WriteGuard};
+use redismutex::{Acquire, Granted, Guard, Lease, ReadGuard, RwMutex, TryAcquire, WriteGuard};
 
 /// The guard a run asks for: a [`WriteGuard`], or a [`ReadGuard`] with `--read`.
 pub(super) trait Wanted: Guard + Granted + Sized {
     fn wait<C>(mx: &RwMutex<C>) -> Acquire<C, Self>;
     fn attempt<C>(mx: &RwMutex<C>) -> TryAcquire<C, Self>;
+    /// The guard's lease: the lock stays held, refreshed no more (`lock --detach`).
+    fn detach(self) -> Lease;
 }
 
 impl Wanted for WriteGuard {
@@ -15,6 +17,9 @@ impl Wanted for WriteGuard {
     fn attempt<C>(mx: &RwMutex<C>) -> TryAcquire<C, Self> {
         mx.try_write()
     }
+    fn detach(self) -> Lease {
+        WriteGuard::detach(self)
+    }
 }
 
 impl Wanted for ReadGuard {
@@ -23,5 +28,8 @@ impl Wanted for ReadGuard {
     }
     fn attempt<C>(mx: &RwMutex<C>) -> TryAcquire<C, Self> {
         mx.try_read()
+    }
+    fn detach(self) -> Lease {
+        ReadGuard::detach(self)
     }
 }

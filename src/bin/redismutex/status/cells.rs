@@ -1,6 +1,7 @@
 //! One node's view as the cells of the side-by-side table of a quorum's `status`: a row
 //! per field, in Redis terms, `-` where the field does not apply.
 
+use super::described;
 use super::member::{preview, shown};
 use super::queue::{Queue, Waiter};
 use super::semaphore::Holders;
@@ -17,13 +18,14 @@ type Field = (&'static str, fn(&Status) -> Vec<String>);
 /// The rows of the table for `columns`, one per node; an `error` row only when a node
 /// did not answer.
 pub(super) fn rows(columns: &[Column<'_>]) -> Vec<Row> {
-    let fields: [Field; 9] = [
+    let fields: [Field; 10] = [
         ("state", state),
         ("writer", |s| one(s.writer.as_deref().map(shown))),
         ("readers", |s| {
             many(s.readers.iter().map(|r| shown(r)).collect())
         }),
         ("holders", holders),
+        ("described", |s| many(described::lines(&s.described))),
         ("in use", |s| one(s.semaphore.as_ref().map(in_use_cell))),
         ("queue", |s| s.queue.as_ref().map_or_else(dash, queue)),
         ("intent", |s| {

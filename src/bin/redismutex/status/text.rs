@@ -1,7 +1,9 @@
-//! `status` on one server as text: the key's state and holders, its fair queue, the lock
-//! intent and the last fencing token, one line each (holders and waiters indented below);
-//! for a key the crate refuses, the one line that says why.
+//! `status` on one server as text: the key's state and holders, what the holders recorded
+//! of themselves (a table, `described.rs`), its fair queue, the lock intent and the last
+//! fencing token, one line each (holders and waiters indented below); for a key the crate
+//! refuses, the one line that says why.
 
+use super::described;
 use super::member::{preview, shown};
 use super::queue::{Queue, Waiter};
 use super::semaphore::Holders;
@@ -13,6 +15,7 @@ pub(super) fn status(status: &Status) -> String {
     if status.refused() {
         return out;
     }
+    out.push_str(&described::table(&status.described));
     out.push_str(&queue(status.queue.as_ref()));
     out.push_str(&match &status.intent {
         None => "intent: none\n".to_owned(),

@@ -4,6 +4,7 @@
 
 use redismutex::{LockState, Mode};
 
+use super::described;
 use super::millis;
 use super::queue;
 use super::semaphore;
@@ -28,12 +29,16 @@ fn lock(key: &str, state: &LockState) -> Status {
             status.state = "write";
             status.kind = Some("string".to_owned());
             status.writer = state.holders().first().cloned();
+            let pttl = status.pttl_ms;
+            status.described = described::of(state, state.holders(), |_| pttl);
         }
         Some(Mode::Read) => {
             status.state = "read";
             status.kind = Some("set".to_owned());
             status.readers = state.holders().to_vec();
             status.reader_count = status.readers.len();
+            let pttl = status.pttl_ms;
+            status.described = described::of(state, &status.readers, |_| pttl);
         }
     }
     status
@@ -49,6 +54,11 @@ fn semaphore(key: &str, state: &LockState, permits: Option<u32>) -> Status {
     status.kind = Some("zset".to_owned());
     match semaphore::holders(state, permits) {
         Ok(holders) => {
+            let ids: Vec<String> = holders.holders.iter().map(|h| h.id.clone()).collect();
+            status.described = described::of(state, &ids, |id| {
+                let holder = holders.holders.iter().find(|h| h.id == id)?;
+                Some(holder.remaining_ms)
+            });
             status.state = "semaphore";
             status.semaphore = Some(holders);
         }
@@ -76,6 +86,7 @@ fn common(key: &str, state: &LockState) -> Status {
         fence: part(state, fence_key, token.map(|token| token.to_string())),
         server_time_ms: Some(millis::since_epoch(state.server_time())),
         last_fencing_token: token,
+        described: Vec::new(),
         semaphore: None,
         queue: queue::of(key, state),
         note: None,
@@ -108,6 +119,7 @@ fn refused(key: &str, refusal: &Refusal) -> Status {
         fence: None,
         server_time_ms: None,
         last_fencing_token: None,
+        described: Vec::new(),
         semaphore: None,
         queue: None,
         note: refusal.why.clone(),
