@@ -60,9 +60,16 @@ async fn a_detached_lock_stays_held_is_named_by_status_renewed_and_released_by_i
     assert_eq!(raw::get(&conn, "jobs").await.as_deref(), Some(id.as_str()));
 
     let out = run(&[&url], &["unlock", "--lease", &lease]).await;
-    assert_eq!((out.code, out.stdout.as_str()), (Some(0), "jobs: released\n"), "{out:?}");
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (Some(0), "jobs: released\n"),
+        "{out:?}"
+    );
     assert!(!raw::exists(&conn, "jobs").await);
-    assert!(!raw::exists(&conn, "jobs:holders").await, "its description left with it");
+    assert!(
+        !raw::exists(&conn, "jobs:holders").await,
+        "its description left with it"
+    );
 
     let out = run(&[&url], &["unlock", "--lease", &lease]).await;
     assert_eq!(out.code, Some(1), "gone: {out:?}");
@@ -92,7 +99,10 @@ async fn shell_steps_hand_the_lock_on_and_a_stale_lease_frees_no_newer_holder() 
     .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
-    assert!(stdout.contains("write-locked by"), "status saw it held: {stdout}");
+    assert!(
+        stdout.contains("write-locked by"),
+        "status saw it held: {stdout}"
+    );
     assert!(stdout.contains("jobs: released"), "{stdout}");
     assert!(!raw::exists(&conn, "jobs").await);
 

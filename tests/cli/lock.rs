@@ -585,7 +585,8 @@ async fn status_of_a_free_lock() {
         json!({
             "key": "jobs", "state": "free", "type": "none", "writer": null, "readers": [],
             "reader_count": 0, "pttl_ms": null, "intent": null, "fence": null,
-            "last_fencing_token": null, "semaphore": null, "queue": null, "note": null,
+            "last_fencing_token": null, "holder_info": [], "semaphore": null, "queue": null,
+            "note": null,
         })
     );
 }

@@ -161,6 +161,7 @@ async fn status_of_a_free_lock_shows_every_node_and_the_quorum() {
         "writer",
         "readers",
         "holders",
+        "described",
         "in use",
         "queue",
         "intent",
@@ -217,7 +218,7 @@ async fn status_of_a_lock_held_in_quorum_mode() {
     );
 
     let text = status_text(&urls, "jobs", &[]).await;
-    assert_eq!(text.len(), 1 + 9 + 1, "{text:?}");
+    assert_eq!(text.len(), 1 + 10 + 1, "{text:?}");
     let on = held.iter().filter(|v| v.as_deref() == Some(&*id)).count();
     assert_eq!(
         text.last().unwrap(),
@@ -230,6 +231,12 @@ async fn status_of_a_lock_held_in_quorum_mode() {
         };
         assert_eq!(cell(&text, "state", i + 1), [state], "{text:?}");
         assert_eq!(cell(&text, "writer", i + 1), [writer], "{text:?}");
+        let described = &cell(&text, "described", i + 1)[0];
+        assert!(
+            value.is_none()
+                || described.starts_with(&format!("{id} ")) && described.contains(" redismutex"),
+            "each node names the holder's host, pid and program: {text:?}"
+        );
         let pttl = &cell(&text, "PTTL", i + 1)[0];
         assert!(
             (value.is_some() && pttl.ends_with(" ms")) || pttl == "-",

@@ -373,6 +373,43 @@ async fn a_live_guards_lease_attached_elsewhere_takes_the_hold_and_the_guard_fin
 }
 
 #[tokio::test]
+async fn an_attaching_handle_describes_the_new_holder() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let described = |label: &str| {
+        RwMutex::builder(conn.clone(), "job")
+            .ttl(LIVENESS)
+            .holder_label(label)
+            .build()
+            .unwrap()
+    };
+    let (giver, taker) = (described("giver"), described("taker"));
+    let lease = giver.write().key("1").await.unwrap().detach();
+    let state = giver.inspect("1").await.unwrap();
+    let info = state
+        .holder_info(lease.id())
+        .expect("the giver described itself");
+    assert_eq!(info.label(), Some("giver"));
+
+    let guard = taker.attach_write(&lease).await.unwrap();
+    let state = taker.inspect("1").await.unwrap();
+    assert!(
+        state.holder_info(lease.id()).is_none(),
+        "the old id's description went"
+    );
+    let info = state
+        .holder_info(guard.id())
+        .expect("the attach described the new holder in its request");
+    assert_eq!(info.label(), Some("taker"));
+    assert_eq!(info.pid(), std::process::id());
+    assert!(guard.unlock().await.unwrap());
+    assert!(
+        !raw::exists(&conn, "job:1:holders").await,
+        "gone with the hold"
+    );
+}
+
+#[tokio::test]
 async fn detach_fires_the_token_as_detached_and_a_nested_guard_sees_it() {
     let server = RedisServer::start();
     let conn = server.conn().await;

@@ -95,7 +95,9 @@ fn row(holder: &Described) -> [String; 7] {
     [
         shown(&holder.id),
         text(&holder.host),
-        holder.pid.map_or_else(|| "-".to_owned(), |pid| pid.to_string()),
+        holder
+            .pid
+            .map_or_else(|| "-".to_owned(), |pid| pid.to_string()),
         text(&holder.program),
         text(&holder.label),
         holder.since_ms.map_or_else(|| "-".to_owned(), since),
