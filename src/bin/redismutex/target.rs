@@ -67,11 +67,16 @@ impl ConnectionLike for Offline {
 mod tests {
     use clap::Parser;
 
-    use crate::args::Cli;
+    use crate::args::{Cli, Command};
 
     fn key(args: &[&str]) -> Result<String, u8> {
         let cli = Cli::try_parse_from([&["redismutex"][..], args].concat()).unwrap();
-        cli.command.target().lock_key()
+        match cli.command {
+            Command::Lock(args) => args.target.lock_key(),
+            Command::Status(args) => args.target.lock_key(),
+            Command::Unlock(args) => args.target().expect("a NAME").lock_key(),
+            Command::Renew(_) => panic!("renew names a lease, not a lock"),
+        }
     }
 
     #[test]

@@ -168,6 +168,7 @@ mod tests {
             fence: None,
             server_time_ms: Some(1_000_000),
             last_fencing_token: None,
+            described: Vec::new(),
             semaphore: None,
             queue: None,
             note: None,
