@@ -5,12 +5,11 @@
 
 use std::time::Duration;
 
-use redismutex::{Deployment, Error, Lease, Quorum, RwMutex, Semaphore};
+use redismutex::{Deployment, Error, Lease, RwMutex, Semaphore};
 
 use crate::chain::chain;
 use crate::exit;
-use crate::lock::link::Link;
-use crate::nodes::Nodes;
+use crate::nodes::{Nodes, Reached};
 
 /// What to do with the hold.
 #[derive(Debug, Clone, Copy)]
@@ -37,25 +36,14 @@ pub(crate) async fn run(urls: &[String], text: &str, act: Act) -> u8 {
         Ok(nodes) => nodes,
         Err(code) => return code,
     };
-    let conns = nodes.connect().await;
-    let (servers, done) = if let [node] = nodes.list() {
-        let conn = match conns.into_iter().next() {
-            Some(Ok(conn)) => conn,
-            Some(Err(err)) => return exit::redis_error(&node.url, &key, &err),
-            None => return exit::REDIS,
-        };
-        (node.server(), apply(conn, &lease, act).await)
-    } else {
-        let links = nodes
-            .list()
-            .iter()
-            .zip(conns)
-            .map(|(node, conn)| Link::new(node.client.clone(), conn.ok()));
-        let done = match Quorum::new(links) {
-            Ok(quorum) => apply(quorum, &lease, act).await,
-            Err(err) => Err(err),
-        };
-        (nodes.name(), done)
+    let (servers, reached) = match nodes.reach(&key).await {
+        Ok(reached) => reached,
+        Err(code) => return code,
+    };
+    let done = match reached {
+        Reached::Server(conn) => apply(conn, &lease, act).await,
+        Reached::Quorum(Ok(quorum)) => apply(quorum, &lease, act).await,
+        Reached::Quorum(Err(err)) => Err(err),
     };
     report(&servers, &key, act, done)
 }

@@ -3,8 +3,17 @@
 
 use redis::aio::MultiplexedConnection;
 use redis::RedisResult;
+use redismutex::Quorum;
 
 use crate::exit;
+use crate::lock::link::Link;
+
+/// What a one-shot command (`unlock`, `renew`) reaches: the one server's connection, or
+/// the quorum of the nodes (refused by `Quorum::new` when it cannot be one).
+pub(crate) enum Reached {
+    Server(MultiplexedConnection),
+    Quorum(Result<Quorum<Link>, redismutex::Error>),
+}
 
 /// One server named by `--url`.
 #[derive(Debug)]
@@ -76,6 +85,27 @@ impl Nodes {
             self.nodes.len(),
             servers.join(", ")
         )
+    }
+
+    /// Connects to the one server, or to every node of the quorum (a node that cannot be
+    /// reached is a quorum member without a connection); with it, a password-free name
+    /// of the servers for messages. The exit code when the one server cannot be reached
+    /// (a Redis error about `key`).
+    pub(crate) async fn reach(&self, key: &str) -> Result<(String, Reached), u8> {
+        let conns = self.connect().await;
+        if let [node] = self.list() {
+            return match conns.into_iter().next() {
+                Some(Ok(conn)) => Ok((node.server(), Reached::Server(conn))),
+                Some(Err(err)) => Err(exit::redis_error(&node.url, key, &err)),
+                None => Err(exit::REDIS),
+            };
+        }
+        let links = self
+            .list()
+            .iter()
+            .zip(conns)
+            .map(|(node, conn)| Link::new(node.client.clone(), conn.ok()));
+        Ok((self.name(), Reached::Quorum(Quorum::new(links))))
     }
 
     /// A multiplexed connection to each node (as one server gets: redis-rs's default

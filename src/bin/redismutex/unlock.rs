@@ -2,14 +2,13 @@
 //! (`RwMutex::force_unlock`), on one server or on every node of a quorum. `unlock --lease`
 //! is `lease.rs`'s.
 
-use redismutex::{Deployment, Error, Quorum, RwMutex};
+use redismutex::{Deployment, Error, RwMutex};
 
 use crate::args::{Target, UnlockArgs};
 use crate::chain::chain;
 use crate::exit;
 use crate::lease::{self, Act};
-use crate::lock::link::Link;
-use crate::nodes::Nodes;
+use crate::nodes::{Nodes, Reached};
 
 /// Runs `unlock`; gives the exit code: 0 released, [`exit::NOT_HELD`] when nothing was
 /// held, [`exit::USAGE`] without `--force` or `--lease` or for a bad key or lease,
@@ -40,25 +39,14 @@ pub(crate) async fn run(urls: &[String], args: UnlockArgs) -> u8 {
         Err(code) => return code,
     };
     let target = &target;
-    let conns = nodes.connect().await;
-    let (servers, forced) = if let [node] = nodes.list() {
-        let conn = match conns.into_iter().next() {
-            Some(Ok(conn)) => conn,
-            Some(Err(err)) => return exit::redis_error(&node.url, &key, &err),
-            None => return exit::REDIS,
-        };
-        (node.server(), force_unlock(conn, target).await)
-    } else {
-        let links = nodes
-            .list()
-            .iter()
-            .zip(conns)
-            .map(|(node, conn)| Link::new(node.client.clone(), conn.ok()));
-        let forced = match Quorum::new(links) {
-            Ok(quorum) => force_unlock(quorum, target).await,
-            Err(err) => Err(err),
-        };
-        (nodes.name(), forced)
+    let (servers, reached) = match nodes.reach(&key).await {
+        Ok(reached) => reached,
+        Err(code) => return code,
+    };
+    let forced = match reached {
+        Reached::Server(conn) => force_unlock(conn, target).await,
+        Reached::Quorum(Ok(quorum)) => force_unlock(quorum, target).await,
+        Reached::Quorum(Err(err)) => Err(err),
     };
     report(&servers, &key, forced)
 }
