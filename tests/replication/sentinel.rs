@@ -163,3 +163,27 @@ async fn a_detached_lock_attaches_through_the_sentinels() {
     assert!(guard.unlock().await.unwrap());
     assert!(!raw::exists(&primary, "leased:1").await);
 }
+
+/// Holder identity over `SentinelConnection`: a describing handle's writer is described on
+/// the primary, `inspect` through the Sentinels reads it, and the release takes it away.
+#[tokio::test]
+async fn a_holder_is_described_on_the_primary_through_the_sentinels() {
+    let deployment = Sentinels::start();
+    let mx = RwMutex::builder(
+        SentinelConnection::new(deployment.sentinel_client()),
+        "described",
+    )
+    .ttl(LIVENESS)
+    .holder_label("sentinel")
+    .build()
+    .unwrap();
+    let guard = mx.write().key("1").await.unwrap();
+    let state = mx.inspect("1").await.unwrap();
+    let info = state.holder_info(guard.id()).expect("described");
+    assert_eq!(info.label(), Some("sentinel"));
+    assert_eq!(info.pid(), std::process::id());
+    let primary = deployment.server(deployment.primary()).conn().await;
+    assert!(raw::exists(&primary, "described:1:holders").await);
+    assert!(guard.unlock().await.unwrap());
+    assert!(!raw::exists(&primary, "described:1:holders").await);
+}
