@@ -168,3 +168,40 @@ async fn a_rust_writers_intent_keeps_go_readers_out() {
     assert!(go.write(KEY, &GoPeer::new_id(), true).await.is_some());
     drop(writer);
 }
+
+/// A lease of a Go-visible lock stays a Go-visible lock: after a detach and an attach
+/// (the hold under a new id), Go writers and readers are still kept out, a Go reader
+/// shares an attached read lock, and once released Go takes the lock.
+#[tokio::test]
+async fn an_attached_lease_is_the_same_lock_to_go() {
+    let (_server, conn, mx, go) = setup(false).await;
+    let go_id = GoPeer::new_id();
+    let lease = mx.write().key("doc").await.unwrap().detach();
+    assert!(
+        go.write(KEY, &go_id, false).await.is_some(),
+        "detached: still held"
+    );
+    let writer = mx.attach_write(&lease).await.unwrap();
+    assert_eq!(raw::get(&conn, KEY).await.as_deref(), Some(writer.id()));
+    assert!(
+        go.write(KEY, &go_id, false).await.is_some(),
+        "Go writer blocked"
+    );
+    assert!(go.read(KEY, &go_id).await.is_some(), "Go reader blocked");
+    assert!(writer.unlock().await.unwrap());
+
+    let lease = mx.read().key("doc").await.unwrap().detach();
+    let reader = mx.attach_read(&lease).await.unwrap();
+    assert_eq!(go.read(KEY, &go_id).await, None, "a Go reader shares it");
+    assert!(
+        go.write(KEY, &go_id, false).await.is_some(),
+        "Go writer blocked"
+    );
+    go.unlock(KEY, &go_id).await;
+    assert!(reader.unlock().await.unwrap());
+    assert_eq!(
+        go.write(KEY, &go_id, false).await,
+        None,
+        "Go takes it after"
+    );
+}
