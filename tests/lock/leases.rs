@@ -147,6 +147,11 @@ async fn a_detached_lock_stays_held_its_refresher_stops_and_it_attaches_under_a_
     assert!(!guard.is_cancelled(), "{:?}", guard.cancel_reason());
     assert!(guard.refreshes() >= 5, "{} refreshes", guard.refreshes());
     assert_eq!(raw::get(&conn, "job:1").await.as_deref(), Some(guard.id()));
+    // A guarded write runs under the attached hold, as under one taken here.
+    let mut pipe = redis::pipe();
+    pipe.set("data:1", "v").get("data:1");
+    let ((), value): ((), String) = guard.exec(&pipe).await.unwrap();
+    assert_eq!(value, "v");
     assert!(guard.unlock().await.unwrap());
     assert!(!raw::exists(&conn, "job:1").await);
 }
