@@ -9,6 +9,7 @@ use redismutex::{Deployment, Error, Lease, RwMutex, Semaphore};
 
 use crate::chain::chain;
 use crate::exit;
+use crate::lock::tasks;
 use crate::nodes::{Nodes, Reached};
 
 /// What to do with the hold.
@@ -50,14 +51,16 @@ pub(crate) async fn run(urls: &[String], text: &str, act: Act) -> u8 {
 
 /// Releases or renews the hold through a handle over `conn`: a semaphore for a permit's
 /// lease, a mutex otherwise. The handle's name forms no key here (a lease names its own
-/// lock keys); its TTL is the renewal's.
+/// lock keys); its TTL is the renewal's. Its background tasks (over a quorum, the calls
+/// to the nodes past the majority) are on the run's tracker, which the command waits for
+/// before it exits (`lock::settle`).
 async fn apply<C: Deployment>(conn: C, lease: &Lease, act: Act) -> Result<bool, Error> {
     let ttl = match act {
         Act::Renew(ttl) => Some(ttl),
         Act::Release => None,
     };
     if lease.is_permit() {
-        let mut builder = Semaphore::builder(conn, "redismutex", 1);
+        let mut builder = Semaphore::builder(conn, "redismutex", 1).task_tracker(tasks());
         if let Some(ttl) = ttl {
             builder = builder.ttl(ttl);
         }
@@ -67,7 +70,7 @@ async fn apply<C: Deployment>(conn: C, lease: &Lease, act: Act) -> Result<bool, 
             Act::Renew(_) => sem.renew(lease).await,
         };
     }
-    let mut builder = RwMutex::builder(conn, "redismutex");
+    let mut builder = RwMutex::builder(conn, "redismutex").task_tracker(tasks());
     if let Some(ttl) = ttl {
         builder = builder.ttl(ttl);
     }

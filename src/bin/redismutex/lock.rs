@@ -5,7 +5,7 @@ pub(crate) mod link;
 mod mutex;
 mod wanted;
 
-pub(crate) use mutex::settle;
+pub(crate) use mutex::{settle, tasks};
 
 use std::io::{IsTerminal, Write};
 use std::os::unix::process::ExitStatusExt;

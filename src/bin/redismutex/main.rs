@@ -47,9 +47,15 @@ fn main() -> ExitCode {
                 code
             }
             Command::Status(status) => status::run(&urls, status).await,
-            Command::Unlock(unlock) => unlock::run(&urls, unlock).await,
+            Command::Unlock(unlock) => {
+                let code = unlock::run(&urls, unlock).await;
+                lock::settle().await;
+                code
+            }
             Command::Renew(renew) => {
-                lease::run(&urls, &renew.lease, lease::Act::Renew(renew.ttl)).await
+                let code = lease::run(&urls, &renew.lease, lease::Act::Renew(renew.ttl)).await;
+                lock::settle().await;
+                code
             }
         }
     });

@@ -21,6 +21,13 @@ static TASKS: LazyLock<TaskTracker> = LazyLock::new(TaskTracker::new);
 /// bounded by a tenth of the TTL, so this is only a cap).
 const SETTLE: Duration = Duration::from_secs(2);
 
+/// The tracker of the background tasks of a run's handles, which [`settle`] waits for:
+/// also the `unlock --lease` and `renew --lease` handles', whose quorum calls leave the
+/// nodes past the majority to background tasks.
+pub(crate) fn tasks() -> TaskTracker {
+    TASKS.clone()
+}
+
 /// Waits, at most [`SETTLE`], for the mutex's background tasks: the releases a quorum
 /// sends to the nodes past the majority.
 pub(crate) async fn settle() {
