@@ -189,6 +189,10 @@ fn descriptions_leave_with_their_holds() {
     let mut c = sets_and_singles_config();
     c.describe = true;
     holds("1 set + 1 rust client of each lock, described", c, 9);
+}
+
+#[test]
+fn leased_holds_are_described_by_their_new_holder() {
     // Leases: an attach describes the new id (describe.lua after attach.lua, in the same
     // request), a release by the lease deletes the lease id's description.
     let mut c = leases_config(vec![rust(RW), rust(RW), rust(RW)]);
