@@ -416,7 +416,7 @@ async fn downgrade_completes_out_of_memory() {
 
 /// Whether a script failed on `OOM`: the error's code from Redis 7.0, or (Redis 6.2)
 /// inside the `ERR Error running script` that wraps it.
-fn out_of_memory(err: &redis::RedisError) -> bool {
+pub(crate) fn out_of_memory(err: &redis::RedisError) -> bool {
     err.code() == Some("OOM") || err.to_string().contains("-OOM command not allowed")
 }
 
