@@ -13,7 +13,7 @@
 //! cargo test --release --all-features --test faults long_run::long_run -- --ignored --nocapture --exact
 //! ```
 //!
-//! `long_run_short` runs the same for 15 s a deployment in every `cargo test`.
+//! `long_run_short` runs the same for 10 s a deployment in every `cargo test`.
 //!
 //! What must be 0, per deployment: overlapping critical sections at the referee and
 //! guards overlapping in the log (both but those a worker frozen inside its
@@ -87,11 +87,11 @@ async fn long_run() {
     );
 }
 
-/// The long run for 15 s a deployment, in every `cargo test`.
+/// The long run for 10 s a deployment, in every `cargo test`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_run_short() {
     let _serial = SERIAL.lock().await;
-    every_deployment(15).await;
+    every_deployment(10).await;
 }
 
 /// Runs every deployment for `secs`, prints the table, and checks each row.
