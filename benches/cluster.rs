@@ -11,8 +11,11 @@
 //! - `cluster_tasks32`: 32 tasks on their own keys sharing one connection; one
 //!   iteration is one write cycle (acquire + release) per task, as `tasks32` in
 //!   `cycle.rs`. `raw` and `write` share one `ClusterConnection` and use keys tagged
-//!   `{0}`..`{31}`, spread over all three masters; `single_raw` and `single_write` the
-//!   same on one server over one `MultiplexedConnection`.
+//!   `{0}`..`{31}`, spread over all three masters; `fenced` is the fenced floor there,
+//!   the least Redis work a fenced, notifying cycle needs (`SET NX PX` and `INCR
+//!   <key>:fence` pipelined, then a compare-delete-`SPUBLISH` script); `single_raw`,
+//!   `single_fenced` (with `PUBLISH`) and `single_write` the same on one server over one
+//!   `MultiplexedConnection`.
 //! - `cluster_handoff`: A holds key K and B waits for it on its own connection (B's
 //!   mutex has a notifier); A releases; measured from A's release returning to B's
 //!   acquire returning, as `handoff` in `cycle.rs`. `raw` is the floor: B waits on a
@@ -47,7 +50,10 @@ use std::time::{Duration, Instant};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode};
 use futures_util::{stream, Stream, StreamExt};
-use raw::{raw_cycle, raw_id, raw_release, raw_set, RELEASE, RELEASE_PUBLISH, RELEASE_SPUBLISH};
+use raw::{
+    raw_cycle, raw_fenced_cycle, raw_id, raw_release, raw_set, RELEASE, RELEASE_PUBLISH,
+    RELEASE_SPUBLISH,
+};
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::{PushKind, Script};
@@ -101,6 +107,24 @@ async fn raw_tasks<C: Conn>(conn: &C, iters: u64) -> Duration {
     start.elapsed()
 }
 
+/// Runs `iters` fenced raw cycles ([`raw_fenced_cycle`], releasing with `release`) in each
+/// of [`TASKS`] tasks on their own keys, concurrently.
+async fn fenced_tasks<C: Conn>(conn: &C, release: &'static Script, iters: u64) -> Duration {
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    for task in 0..TASKS {
+        let mut conn = conn.clone();
+        tasks.spawn(async move {
+            let (key, id) = (raw_key(task), raw_id(task));
+            for _ in 0..iters {
+                raw_fenced_cycle(&mut conn, release, &key, &id, TTL_MS).await;
+            }
+        });
+    }
+    tasks.join_all().await;
+    start.elapsed()
+}
+
 /// Runs `iters` write cycles in each of [`TASKS`] tasks on their own keys, concurrently.
 async fn mutex_tasks<C: Conn>(mx: &RwMutex<C>, iters: u64) -> Duration {
     let start = Instant::now();
@@ -118,12 +142,23 @@ async fn mutex_tasks<C: Conn>(mx: &RwMutex<C>, iters: u64) -> Duration {
     start.elapsed()
 }
 
-/// `<prefix>raw` and `<prefix>write` of `cluster_tasks32`, on `mx`'s connection.
-fn bench_tasks<C: Conn>(group: &mut Group<'_>, runtime: &Runtime, prefix: &str, mx: &RwMutex<C>) {
+/// `<prefix>raw`, `<prefix>fenced` and `<prefix>write` of `cluster_tasks32`, on `mx`'s
+/// connection; `release` is the fenced cycle's release (`SPUBLISH` on the cluster).
+fn bench_tasks<C: Conn>(
+    group: &mut Group<'_>,
+    runtime: &Runtime,
+    prefix: &str,
+    mx: &RwMutex<C>,
+    release: &'static Script,
+) {
     let conn = mx.connection().clone();
     group.bench_function(format!("{prefix}raw"), |b| {
         b.to_async(runtime)
             .iter_custom(|iters| raw_tasks(&conn, iters))
+    });
+    group.bench_function(format!("{prefix}fenced"), |b| {
+        b.to_async(runtime)
+            .iter_custom(|iters| fenced_tasks(&conn, release, iters))
     });
     group.bench_function(format!("{prefix}write"), |b| {
         b.to_async(runtime)
@@ -155,8 +190,8 @@ fn cluster_tasks32(
         .expect("cluster mutex");
     let on_server = RwMutex::new(runtime.block_on(server.conn()), TASKS_NAME);
     let mut group = c.benchmark_group("cluster_tasks32");
-    bench_tasks(&mut group, runtime, "", &on_cluster);
-    bench_tasks(&mut group, runtime, "single_", &on_server);
+    bench_tasks(&mut group, runtime, "", &on_cluster, &RELEASE_SPUBLISH);
+    bench_tasks(&mut group, runtime, "single_", &on_server, &RELEASE_PUBLISH);
     group.finish();
 }
 

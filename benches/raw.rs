@@ -98,6 +98,34 @@ pub async fn raw_cycle(
     raw_release(conn, &RELEASE, key, id).await;
 }
 
+/// One fenced write cycle on a free key, the least Redis work a fenced, notifying write
+/// lock does: `SET key id NX PX ttl_ms` and `INCR key:fence` pipelined (one round trip;
+/// on a cluster the key's hash tag puts both in one slot), then `release`, a
+/// compare-delete-publish script ([`RELEASE_PUBLISH`], or [`RELEASE_SPUBLISH`] on a
+/// cluster).
+pub async fn raw_fenced_cycle(
+    conn: &mut impl redis::aio::ConnectionLike,
+    release: &Script,
+    key: &str,
+    id: &str,
+    ttl_ms: u64,
+) {
+    let (set, _token): (Option<String>, u64) = redis::pipe()
+        .cmd("SET")
+        .arg(key)
+        .arg(id)
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms)
+        .cmd("INCR")
+        .arg(format!("{key}:fence"))
+        .query_async(conn)
+        .await
+        .expect("SET NX PX + INCR");
+    assert!(set.is_some(), "{key} is taken");
+    raw_release(conn, release, key, id).await;
+}
+
 /// The fenced read floor's acquire: the least Redis work a fenced read lock does, in one
 /// script that defines no function. KEYS: lock key, intent key, fence key; ARGV: id, TTL
 /// ms. A waiting writer's intent keeps the reader out (-1); a writer's string refuses the
