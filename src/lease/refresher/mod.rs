@@ -149,7 +149,6 @@ impl<B: Backend> Refresher<B> {
         if let Some(until) = self.timing.max_hold.and_then(|max| sent.checked_add(max)) {
             liveness = liveness.capped(until);
         }
-        let liveness = Arc::new(liveness);
         let core = self.core();
         let lock = Arc::new(KeptLock::new(
             lease,
