@@ -40,10 +40,11 @@ use crate::backend::Backend;
 use crate::observe::Meters;
 use crate::util;
 
-/// How long after its acquire the refresher takes a new lock, and starts watching its
-/// token if it has a parent (tokio's timer has millisecond resolution). A parent
-/// cancelled before then has the lock released when the watch starts, at most about this
-/// much later; a dropped guard or an `unlock` releases at once, and a token handed out by
+/// How long after its acquire the refresher takes a new lock with a parent and starts
+/// watching its token (tokio's timer has millisecond resolution; a lock without a parent
+/// waits for the sweep instead, [`Timing::sweep`]). A parent cancelled before then has
+/// the lock released when the watch starts, at most about this much later; a dropped
+/// guard or an `unlock` releases at once, and a token handed out by
 /// `Guard::cancellation_token` is watched at once.
 const WATCH_AFTER: Duration = Duration::from_millis(1);
 
