@@ -32,10 +32,11 @@ const WARM_UP: usize = 50;
 const CYCLES: usize = 200;
 
 /// The most allocations a cycle may make on average: about 10% above the count measured
-/// when each bound was set (27 per write cycle, 21 per read cycle, in debug and release
-/// builds alike; 48 and 38 before the refresher and the one-allocation key names).
-const WRITE_CYCLE_MAX: f64 = 30.0;
-const READ_CYCLE_MAX: f64 = 23.0;
+/// when each bound was set (25 per write cycle, 19 per read cycle, in debug and release
+/// builds alike, since a kept lock holds its liveness inline; 26 and 20 before that, 48
+/// and 38 before the refresher and the one-allocation key names).
+const WRITE_CYCLE_MAX: f64 = 27.5;
+const READ_CYCLE_MAX: f64 = 21.0;
 
 /// The allocator counts every thread: the tests of this file run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -90,7 +90,7 @@ fn keep<B: Backend>(
     let mode = lease.kind.mode();
     let kept = refresher.keep(lease, sent, fencing_token, parent);
     Acquisition {
-        liveness: std::sync::Arc::clone(&kept.liveness),
+        liveness: kept.liveness_ref(),
         lease: kept,
         mode,
         fencing_token,

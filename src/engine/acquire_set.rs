@@ -107,7 +107,7 @@ fn keep<B: Backend>(
             let mode = lease.kind.mode();
             let kept = refresher.keep(lease, sent, fencing_token, Some(parent.clone()));
             Acquisition {
-                liveness: Arc::clone(&kept.liveness),
+                liveness: kept.liveness_ref(),
                 lease: kept,
                 mode,
                 fencing_token,

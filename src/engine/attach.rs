@@ -120,7 +120,7 @@ pub(super) async fn on<B: Backend>(
             let mode = lease.kind.mode();
             let kept = refresher.keep(lease, sent, fencing_token, parent.clone());
             Acquisition {
-                liveness: Arc::clone(&kept.liveness),
+                liveness: kept.liveness_ref(),
                 lease: kept,
                 mode,
                 fencing_token,

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::lease::acquisition::Acquisition;
-use crate::lease::liveness::Liveness;
+use crate::lease::liveness::LivenessRef;
 use crate::lease::registry::Registration;
 use crate::lease::AnyLease;
 use crate::mode::Mode;
@@ -25,7 +25,7 @@ pub(crate) struct AnyGuard {
     /// [`Mode::Read`] after a downgrade.
     pub(super) mode: Mode,
     pub(super) fencing_token: u64,
-    pub(super) liveness: Arc<Liveness>,
+    pub(super) liveness: LivenessRef,
     pub(super) role: Role,
     /// When the request that gave the guard completed, by the system clock.
     pub(super) acquired_at: SystemTime,
@@ -75,7 +75,7 @@ impl AnyGuard {
             lease: Arc::clone(&self.lease),
             mode: self.mode,
             fencing_token: self.fencing_token,
-            liveness: Arc::clone(&self.liveness),
+            liveness: self.liveness.clone(),
         }
     }
 

@@ -374,7 +374,7 @@ fn watch(parts: &[Part], token: &CancellationToken, cause: &Arc<OnceLock<(usize,
         .map(|part| {
             (
                 part.guard.cancellation_token().clone(),
-                Arc::clone(&part.guard.liveness),
+                part.guard.liveness.clone(),
             )
         })
         .collect();

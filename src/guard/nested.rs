@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::any::{AnyGuard, Role};
 use crate::lease::acquisition::Acquisition;
-use crate::lease::liveness::Liveness;
+use crate::lease::liveness::{Liveness, LivenessRef};
 use crate::mode::Mode;
 use crate::spawner::Spawner;
 
@@ -21,7 +21,7 @@ impl AnyGuard {
         parent: Option<CancellationToken>,
         spawner: Option<Spawner>,
     ) -> Self {
-        let liveness = Liveness::nested(parent.clone(), Arc::clone(&outer.liveness));
+        let liveness = Liveness::nested(parent.clone(), outer.liveness.clone());
         if let (Some(parent), Some(spawner)) = (&parent, spawner) {
             let token = liveness.token();
             let (parent, token) = (parent.clone(), token.clone());
@@ -38,7 +38,7 @@ impl AnyGuard {
             lease: Arc::clone(&outer.lease),
             mode,
             fencing_token: outer.fencing_token,
-            liveness: Arc::new(liveness),
+            liveness: LivenessRef::new(liveness),
             role: Role::Nested,
             acquired_at: SystemTime::now(),
         }

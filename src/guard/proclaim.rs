@@ -4,14 +4,14 @@ use std::sync::Arc;
 
 use super::any::AnyGuard;
 use crate::error::Error;
-use crate::lease::liveness::Liveness;
+use crate::lease::liveness::LivenessRef;
 use crate::lease::AnyLease;
 
 /// Writes an election's record for one guard's lock, and may outlive the guard (a task
 /// that keeps the record alive holds one): it ends with the guard's token.
 pub(crate) struct Proclaimer {
     lease: Arc<dyn AnyLease>,
-    liveness: Arc<Liveness>,
+    liveness: LivenessRef,
 }
 
 impl AnyGuard {
@@ -19,7 +19,7 @@ impl AnyGuard {
     pub(crate) fn proclaimer(&self) -> Proclaimer {
         Proclaimer {
             lease: Arc::clone(&self.lease),
-            liveness: Arc::clone(&self.liveness),
+            liveness: self.liveness.clone(),
         }
     }
 }

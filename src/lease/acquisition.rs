@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::liveness::Liveness;
+use super::liveness::LivenessRef;
 use super::AnyLease;
 use crate::mode::Mode;
 
@@ -18,7 +18,7 @@ pub(crate) struct Acquisition {
     pub(crate) lease: Arc<dyn AnyLease>,
     pub(crate) mode: Mode,
     pub(crate) fencing_token: u64,
-    pub(crate) liveness: Arc<Liveness>,
+    pub(crate) liveness: LivenessRef,
 }
 
 impl Acquisition {

@@ -1,6 +1,8 @@
 //! A lease's liveness, which a guard and its refresher share: why the token fired, and
 //! until when the lock is surely held.
 
+use std::fmt;
+use std::ops::Deref;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -43,7 +45,51 @@ enum Role {
     /// A nested guard ([`Builder::reentrant`](crate::Builder::reentrant)): the liveness of
     /// the outermost guard whose lock it shares, whose deadline it reads and which it
     /// never writes. It has nothing to release, so no end to claim.
-    Nested(Arc<Liveness>),
+    Nested(LivenessRef),
+}
+
+/// What a [`Liveness`] lives in: a lock the refresher keeps (`KeptLock`, which holds its
+/// liveness inline, so that a lock and its liveness are one allocation), or a nested
+/// guard's own.
+pub(crate) trait HasLiveness: Send + Sync {
+    fn liveness(&self) -> &Liveness;
+}
+
+impl HasLiveness for Liveness {
+    fn liveness(&self) -> &Liveness {
+        self
+    }
+}
+
+/// A shared [`Liveness`], as guards, acquisitions and nested guards hold it: the lock's
+/// liveness through the kept lock itself, or a nested guard's own.
+#[derive(Clone)]
+pub(crate) struct LivenessRef(Arc<dyn HasLiveness>);
+
+impl LivenessRef {
+    /// `liveness`, shared on its own (a nested guard's).
+    pub(crate) fn new(liveness: Liveness) -> Self {
+        Self(Arc::new(liveness))
+    }
+
+    /// The liveness inside `holder`, sharing `holder`'s allocation.
+    pub(crate) fn within(holder: Arc<dyn HasLiveness>) -> Self {
+        Self(holder)
+    }
+}
+
+impl Deref for LivenessRef {
+    type Target = Liveness;
+
+    fn deref(&self) -> &Liveness {
+        self.0.liveness()
+    }
+}
+
+impl fmt::Debug for LivenessRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
 }
 
 /// A held lock's time: from its acquiring request until its deadline (never past its
@@ -148,7 +194,7 @@ impl Liveness {
     /// deadline is the outer's, its reason its own, and its token a child of the outer's
     /// (cancelled also by `parent`, which the caller watches). There is nothing for it to
     /// release, so it has no end to claim.
-    pub(crate) fn nested(parent: Option<CancellationToken>, owner: Arc<Liveness>) -> Self {
+    pub(crate) fn nested(parent: Option<CancellationToken>, owner: LivenessRef) -> Self {
         let token = OnceLock::new();
         let _ = token.set(owner.token().child_token());
         Self {
@@ -391,7 +437,7 @@ mod tests {
         assert_eq!(liveness.deadline(), cap, "a renewal stops at the cap");
         let nested = Liveness::nested(
             None,
-            Arc::new(
+            LivenessRef::new(
                 Liveness::new(
                     None,
                     now,
@@ -455,13 +501,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_nested_liveness_reads_the_outer_deadline_and_keeps_its_own_reason() {
         let now = Instant::now();
-        let outer = Arc::new(Liveness::new(
+        let outer = LivenessRef::new(Liveness::new(
             None,
             now,
             now + Duration::from_millis(100),
             HeldMetric::default(),
         ));
-        let nested = Liveness::nested(None, Arc::clone(&outer));
+        let nested = Liveness::nested(None, outer.clone());
         outer.extend(now + Duration::from_millis(300));
         assert_eq!(nested.deadline(), now + Duration::from_millis(300));
         tokio::time::advance(Duration::from_millis(200)).await;
@@ -477,7 +523,7 @@ mod tests {
         );
         assert!(!outer.is_fired() && nested.outer_held());
 
-        let second = Liveness::nested(None, Arc::clone(&outer));
+        let second = Liveness::nested(None, outer.clone());
         outer.cancel(CancelReason::Lost);
         assert!(second.token().is_cancelled(), "a child of the outer token");
         assert_eq!(second.reason(), Some(CancelReason::Lost));
@@ -487,14 +533,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_nested_liveness_moves_caps_and_counts_nothing_of_the_outer_lock() {
         let now = Instant::now();
-        let outer = Arc::new(Liveness::new(
+        let outer = LivenessRef::new(Liveness::new(
             None,
             now,
             now + Duration::from_millis(100),
             HeldMetric::default(),
         ));
         tokio::time::advance(Duration::from_millis(10)).await;
-        let nested = Liveness::nested(None, Arc::clone(&outer)).capped(Instant::now());
+        let nested = Liveness::nested(None, outer.clone()).capped(Instant::now());
         nested.extend(now + Duration::from_millis(500));
         nested.renewed(now + Duration::from_millis(500));
         assert_eq!(outer.deadline(), now + Duration::from_millis(100));

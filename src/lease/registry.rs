@@ -129,7 +129,7 @@ mod tests {
     use tokio::time::Instant;
 
     use super::*;
-    use crate::lease::liveness::Liveness;
+    use crate::lease::liveness::{Liveness, LivenessRef};
     use crate::lease::AnyLease;
     use crate::mode::Mode;
 
@@ -210,18 +210,18 @@ mod tests {
         }
     }
 
-    fn outer(liveness: &Arc<Liveness>) -> Acquisition {
+    fn outer(liveness: &LivenessRef) -> Acquisition {
         Acquisition {
             lease: Arc::new(Fake),
             mode: Mode::Write,
             fencing_token: 7,
-            liveness: Arc::clone(liveness),
+            liveness: liveness.clone(),
         }
     }
 
-    fn liveness() -> Arc<Liveness> {
+    fn liveness() -> LivenessRef {
         let now = Instant::now();
-        Arc::new(Liveness::new(
+        LivenessRef::new(Liveness::new(
             None,
             now,
             now + Duration::from_secs(60),

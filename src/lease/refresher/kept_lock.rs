@@ -12,7 +12,7 @@ use super::Core;
 use crate::backend::Backend;
 use crate::error::{chain, Error};
 use crate::lease::any::{AnyLease, ExecFuture, ExecSetFuture, LeaseFuture, UpgradeFuture};
-use crate::lease::liveness::Liveness;
+use crate::lease::liveness::{HasLiveness, Liveness, LivenessRef};
 use crate::lease::portable::Part;
 use crate::lease::HeldLease;
 use crate::mode::Mode;
@@ -30,7 +30,9 @@ use crate::util;
 /// renewal or its release is in flight.
 pub(crate) struct KeptLock<B: Backend> {
     pub(crate) lease: Arc<HeldLease<B>>,
-    pub(crate) liveness: Arc<Liveness>,
+    /// Inline: the lock and its liveness are one allocation, which the guard shares
+    /// ([`KeptLock::liveness_ref`]).
+    pub(crate) liveness: Liveness,
     /// The fencing token the acquire got: a quorum renewal takes the lock back only on a
     /// node whose fence counter is not past it.
     pub(crate) fencing_token: u64,
@@ -57,7 +59,7 @@ impl<B: Backend> KeptLock<B> {
     /// when `watch` (it has a parent).
     pub(super) fn new(
         lease: Arc<HeldLease<B>>,
-        liveness: Arc<Liveness>,
+        liveness: Liveness,
         fencing_token: u64,
         core: Arc<Core<B>>,
         watch: bool,
@@ -72,6 +74,12 @@ impl<B: Backend> KeptLock<B> {
             watch: AtomicU8::new(if watch { TO_WATCH } else { UNWATCHED }),
             _tracked: tracked,
         }
+    }
+
+    /// The lock's liveness as the guard shares it: through this lock, no allocation of
+    /// its own.
+    pub(crate) fn liveness_ref(self: &Arc<Self>) -> LivenessRef {
+        LivenessRef::within(Arc::clone(self) as Arc<dyn HasLiveness>)
     }
 
     /// Whether the lock's end has come: its token fired (or its deadline passed, which
@@ -162,6 +170,12 @@ impl<B: Backend> Drop for Pending<B> {
         if let Some(lock) = self.0.take() {
             lock.finish(Err(Error::Cancelled));
         }
+    }
+}
+
+impl<B: Backend> HasLiveness for KeptLock<B> {
+    fn liveness(&self) -> &Liveness {
+        &self.liveness
     }
 }
 

@@ -7,10 +7,13 @@
 //! tokens fired or whose guards were dropped.
 //!
 //! A lock's token can be cancelled from outside once it has a parent or was handed out
-//! (`Guard::cancellation_token`), so the refresher then watches it. The task takes a new lock
-//! [`WATCH_AFTER`] after the acquire, so a lock held shorter than that (the usual `write`
-//! → `unlock`) costs the refresher nothing but a slot in a queue; a lock nobody else can
-//! cancel costs no watch at all.
+//! (`Guard::cancellation_token`), so the refresher then watches it. The task takes a new
+//! lock with a parent [`WATCH_AFTER`] after the acquire. A lock nobody else can cancel
+//! goes into a list the task sweeps once per sweep period ([`Timing::sweep`], at most
+//! ttl/8), without waking it: the locks whose guards have gone by then (the usual
+//! `write` → `unlock`) cost the refresher a slot in a vector and nothing else, and those
+//! still held are scheduled for their first renewal, ttl/2 after their acquire, which
+//! comes after the sweep (at most two sweep periods, ttl/4, after the acquire).
 
 mod kept_lock;
 mod run;
@@ -37,12 +40,20 @@ use crate::backend::Backend;
 use crate::observe::Meters;
 use crate::util;
 
-/// How long after its acquire the refresher takes a new lock, and starts watching its
-/// token if it has a parent (tokio's timer has millisecond resolution). A parent
-/// cancelled before then has the lock released when the watch starts, at most about this
-/// much later; a dropped guard or an `unlock` releases at once, and a token handed out by
+/// How long after its acquire the refresher takes a new lock with a parent and starts
+/// watching its token (tokio's timer has millisecond resolution; a lock without a parent
+/// waits for the sweep instead, [`Timing::sweep`]). A parent cancelled before then has
+/// the lock released when the watch starts, at most about this much later; a dropped
+/// guard or an `unlock` releases at once, and a token handed out by
 /// `Guard::cancellation_token` is watched at once.
 const WATCH_AFTER: Duration = Duration::from_millis(1);
+
+/// The longest sweep period ([`Timing::sweep`]), whatever the TTL: a task with new locks
+/// wakes at most 20 times a second to sweep them.
+const SWEEP_MAX: Duration = Duration::from_millis(50);
+
+/// The shortest sweep period: tokio's timer resolution.
+const SWEEP_MIN: Duration = Duration::from_millis(1);
 
 /// The most locks renewed by one script: a few hundred microseconds of server time.
 const BATCH_MAX: usize = 128;
@@ -73,6 +84,10 @@ struct Timing {
     interval: Duration,
     /// ttl/8 after a failed renewal.
     retry: Duration,
+    /// How often the task sweeps the new locks nobody else can cancel ([`Inbox::fresh`]):
+    /// ttl/8, at most 50 ms and at least 1 ms (tokio's timer resolution). A lock is swept
+    /// at most two periods after its acquire, at most ttl/4: before its first renewal.
+    sweep: Duration,
     /// [`Builder::max_hold`](crate::Builder::max_hold): no lock is kept longer after its
     /// acquiring request was sent.
     max_hold: Option<Duration>,
@@ -83,6 +98,7 @@ impl Timing {
         Self {
             interval: ttl / 2,
             retry: ttl / 8,
+            sweep: (ttl / 8).clamp(SWEEP_MIN, SWEEP_MAX),
             max_hold: None,
         }
     }
@@ -134,7 +150,6 @@ impl<B: Backend> Refresher<B> {
         if let Some(until) = self.timing.max_hold.and_then(|max| sent.checked_add(max)) {
             liveness = liveness.capped(until);
         }
-        let liveness = Arc::new(liveness);
         let core = self.core();
         let lock = Arc::new(KeptLock::new(
             lease,
@@ -143,7 +158,7 @@ impl<B: Backend> Refresher<B> {
             Arc::clone(&core),
             watch,
         ));
-        core.register(&lock);
+        core.register(&lock, watch);
         lock
     }
 
@@ -165,12 +180,17 @@ impl<B: Backend> Refresher<B> {
             meters: self.meters.clone(),
             inbox: Mutex::new(Inbox {
                 incoming: VecDeque::new(),
+                fresh: Vec::new(),
+                fresh_since: None,
+                sweep_armed: false,
                 watch: Vec::new(),
                 released: Vec::new(),
                 running: false,
             }),
             wake: Notify::new(),
             ended: Notify::new(),
+            #[cfg(test)]
+            scheduled: std::sync::atomic::AtomicUsize::new(0),
         });
         cores.push(Arc::clone(&core));
         core
@@ -195,18 +215,30 @@ pub(crate) struct Core<B: Backend> {
     pub(super) meters: Meters,
     inbox: Mutex<Inbox<B>>,
     /// New work for a running task: a lock whose watch comes sooner than the task looks
-    /// next, or a release.
+    /// next, a token to watch, or a release (never a lock for the sweep).
     wake: Notify,
     /// A release sent by the task has ended (or was dropped): an `unlock` waiting for
     /// what it found looks again.
     ended: Notify,
+    /// How many new locks the task has put in its schedule.
+    #[cfg(test)]
+    scheduled: std::sync::atomic::AtomicUsize,
 }
 
 /// What the guards hand the task, and whether it runs.
 struct Inbox<B: Backend> {
-    /// New locks, with the time the task takes them (and watches their tokens, if
-    /// anyone else may cancel them), in that order.
+    /// New locks with a parent, with the time the task takes them and watches their
+    /// tokens, in that order.
     incoming: VecDeque<(Instant, Weak<KeptLock<B>>)>,
+    /// New locks nobody else can cancel, in the order they came: the task takes them all
+    /// at its next sweep, and schedules those whose guards are still there.
+    fresh: Vec<Weak<KeptLock<B>>>,
+    /// When the first lock of `fresh` came (`None` while it is empty): `fresh` is swept
+    /// at most one sweep period later.
+    fresh_since: Option<Instant>,
+    /// The running task will sweep `fresh` without being woken (its next sweep is due);
+    /// when false, a new lock for the sweep wakes it once.
+    sweep_armed: bool,
     /// Locks whose tokens were handed out after the task took them: to watch now.
     watch: Vec<Arc<KeptLock<B>>>,
     /// Locks whose end their guard claimed without sending the release (a drop, an
@@ -216,9 +248,21 @@ struct Inbox<B: Backend> {
 }
 
 impl<B: Backend> Core<B> {
-    /// A new lock, watched from [`WATCH_AFTER`] on.
-    fn register(self: &Arc<Self>, lock: &Arc<KeptLock<B>>) {
+    /// A new lock: watched from [`WATCH_AFTER`] on when `watch` (it has a parent), else
+    /// left for the next sweep. Only the first lock after a sweep that left nothing
+    /// wakes a running task (to set its next sweep); the others wake nobody.
+    fn register(self: &Arc<Self>, lock: &Arc<KeptLock<B>>, watch: bool) {
         let mut inbox = util::lock(&self.inbox);
+        if !watch {
+            if inbox.fresh.is_empty() {
+                inbox.fresh_since = Some(Instant::now());
+            }
+            inbox.fresh.push(Arc::downgrade(lock));
+            let wake = !inbox.sweep_armed;
+            inbox.sweep_armed = true;
+            self.start_or_wake(inbox, wake);
+            return;
+        }
         let first = inbox.incoming.is_empty();
         inbox
             .incoming
@@ -261,6 +305,7 @@ impl<B: Backend> Core<B> {
         let inbox = util::lock(&self.inbox);
         !inbox.running
             && inbox.incoming.is_empty()
+            && inbox.fresh.is_empty()
             && inbox.watch.is_empty()
             && inbox.released.is_empty()
     }
@@ -281,6 +326,21 @@ mod tests {
             let validity = ttl - ttl / 100 - Duration::from_millis(2);
             let third_retry = timing.interval + timing.retry * 3;
             assert!(third_retry < validity, "{ttl:?}: {third_retry:?}");
+        }
+    }
+
+    #[test]
+    fn a_lock_is_swept_before_its_first_renewal() {
+        for ttl_ms in [25, 400, 4_000, 30_000] {
+            let ttl = Duration::from_millis(ttl_ms);
+            let timing = Timing::new(ttl);
+            assert!(timing.sweep >= SWEEP_MIN, "{ttl:?}: {:?}", timing.sweep);
+            assert!(timing.sweep <= SWEEP_MAX, "{ttl:?}: {:?}", timing.sweep);
+            // Swept at most two periods after the acquire: within ttl/4, before the
+            // first renewal at ttl/2.
+            let latest = timing.sweep * 2;
+            assert!(latest <= ttl / 4, "{ttl:?}: {latest:?}");
+            assert!(latest < timing.interval, "{ttl:?}: {latest:?}");
         }
     }
 }

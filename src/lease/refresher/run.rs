@@ -1,9 +1,12 @@
-//! The refresher's task: takes new locks and releases from the inbox, renews the locks
-//! that come due in batches, and ends the locks whose tokens fire.
+//! The refresher's task: takes new locks and releases from the inbox (sweeping the new
+//! locks nobody else can cancel once per sweep period), renews the locks that come due in
+//! batches, and ends the locks whose tokens fire.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::mem;
+#[cfg(test)]
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -23,6 +26,8 @@ pub(super) async fn run<B: Backend>(core: Arc<Core<B>>) {
     let mut task = Task {
         schedule: Schedule::new(),
         to_release: VecDeque::new(),
+        next_sweep: None,
+        spare: Vec::new(),
         core,
     };
     task.run().await;
@@ -35,6 +40,12 @@ struct Task<B: Backend> {
     schedule: Schedule<Weak<KeptLock<B>>>,
     /// Locks to release once fewer than [`RELEASES_IN_FLIGHT`] releases are in flight.
     to_release: VecDeque<Arc<KeptLock<B>>>,
+    /// When the task sweeps the new locks nobody else can cancel (`Inbox::fresh`); `None`
+    /// while there are none (the next one wakes the task).
+    next_sweep: Option<Instant>,
+    /// An empty vector with the capacity of the last sweep's: swapped with the inbox's
+    /// at each sweep, so that sweeping allocates nothing once warm.
+    spare: Vec<Weak<KeptLock<B>>>,
 }
 
 /// One batch's renewals: the locks, when it was sent, and one result per lock (`None`
@@ -72,10 +83,15 @@ impl<B: Backend> Task<B> {
                 && releases.is_empty()
                 && batches.is_empty()
                 && self.schedule.is_empty()
-                && next_watch.is_none());
+                && next_watch.is_none()
+                && self.next_sweep.is_none());
             let wake_at = if busy {
                 idle_since = None;
-                next_watch.into_iter().chain(self.schedule.next()).min()
+                next_watch
+                    .into_iter()
+                    .chain(self.schedule.next())
+                    .chain(self.next_sweep)
+                    .min()
             } else {
                 let since = *idle_since.get_or_insert(now);
                 if now >= since + IDLE_LINGER && self.retire() {
@@ -114,11 +130,15 @@ impl<B: Backend> Task<B> {
     fn admit(&mut self, now: Instant) -> (KeptLocks<B>, Option<Instant>) {
         let Taken {
             incoming,
+            swept,
             to_watch,
             released,
             next_watch,
         } = self.take_inbox(now);
         let mut watch = Vec::new();
+        if let Some(swept) = swept {
+            self.admit_swept(swept, &mut watch);
+        }
         for lock in incoming {
             if lock.ending() {
                 self.to_release.extend(claimed(lock));
@@ -126,6 +146,8 @@ impl<B: Backend> Task<B> {
             }
             let due = lock.liveness.sent() + self.core.timing.interval;
             self.schedule.renew_at(due, Arc::downgrade(&lock));
+            #[cfg(test)]
+            self.core.scheduled.fetch_add(1, Ordering::Relaxed);
             if lock.start_watch() {
                 watch.push(lock);
             }
@@ -133,6 +155,37 @@ impl<B: Backend> Task<B> {
         watch.extend(to_watch.into_iter().filter(|lock| lock.start_watch()));
         self.to_release.extend(released);
         (watch, next_watch)
+    }
+
+    /// Schedules the first renewal of each lock of a sweep whose guard is still there, at
+    /// its acquire plus ttl/2 (or releases it if its token fired), and keeps the emptied
+    /// vector for the next sweep. A lock handed out since it came is watched from now on
+    /// if nobody watches it yet.
+    fn admit_swept(&mut self, mut swept: Vec<Weak<KeptLock<B>>>, watch: &mut KeptLocks<B>) {
+        let interval = self.core.timing.interval;
+        let mut live: Vec<(Instant, Weak<KeptLock<B>>)> = Vec::new();
+        for weak in swept.drain(..) {
+            // A lock whose guard has gone, released already, costs nothing more.
+            let Some(lock) = weak.upgrade() else {
+                continue;
+            };
+            if lock.ending() {
+                self.to_release.extend(claimed(lock));
+                continue;
+            }
+            live.push((lock.liveness.sent() + interval, weak));
+            if lock.start_watch() {
+                watch.push(lock);
+            }
+        }
+        // Their requests may have been answered out of the order they were sent in.
+        live.sort_by_key(|(due, _)| *due);
+        for (due, weak) in live {
+            self.schedule.first_at(due, weak);
+            #[cfg(test)]
+            self.core.scheduled.fetch_add(1, Ordering::Relaxed);
+        }
+        self.spare = swept;
     }
 
     /// The locks due by `now`, in batches to renew; those whose tokens have fired go to
@@ -144,9 +197,37 @@ impl<B: Backend> Task<B> {
         batches_of(due)
     }
 
-    /// Takes the locks whose watch starts by `now` and the releases handed over.
-    fn take_inbox(&self, now: Instant) -> Taken<B> {
+    /// Takes the locks whose watch starts by `now`, the releases handed over, and, once
+    /// the sweep is due, every new lock nobody else can cancel; the next sweep is then
+    /// due one sweep period from now if this one found any, or some have come since.
+    fn take_inbox(&mut self, now: Instant) -> Taken<B> {
         let mut inbox = util::lock(&self.core.inbox);
+        let sweep = self.core.timing.sweep;
+        let oldest_due = inbox.fresh_since.map(|since| since + sweep);
+        let swept = if self.next_sweep.is_some_and(|at| at <= now)
+            || oldest_due.is_some_and(|at| at <= now)
+        {
+            self.next_sweep = None;
+            inbox.fresh_since = None;
+            let mut swept = mem::take(&mut self.spare);
+            mem::swap(&mut inbox.fresh, &mut swept);
+            Some(swept)
+        } else {
+            None
+        };
+        // A sweep that found locks is followed by another one period later, whether or
+        // not more came meanwhile: under a steady stream of locks the task wakes once
+        // per period, and only a sweep that finds none lets the next lock wake it. A
+        // lock that came since is swept at most one period after the first of them
+        // came, however late the task looks (a runtime whose clock was stopped, say).
+        let found = swept.as_ref().is_some_and(|swept| !swept.is_empty());
+        if self.next_sweep.is_none() && found {
+            self.next_sweep = Some(now + sweep);
+        }
+        if let Some(at) = inbox.fresh_since.map(|since| since + sweep) {
+            self.next_sweep = Some(self.next_sweep.map_or(at, |next| next.min(at)));
+        }
+        inbox.sweep_armed = self.next_sweep.is_some();
         let mut incoming = Vec::new();
         while let Some((at, _)) = inbox.incoming.front() {
             if *at > now {
@@ -160,6 +241,7 @@ impl<B: Backend> Task<B> {
         Taken {
             next_watch: inbox.incoming.front().map(|(at, _)| *at),
             incoming,
+            swept,
             to_watch: mem::take(&mut inbox.watch),
             released: mem::take(&mut inbox.released),
         }
@@ -168,7 +250,11 @@ impl<B: Backend> Task<B> {
     /// Ends the task if the inbox is empty; false when new work came in meanwhile.
     fn retire(&self) -> bool {
         let mut inbox = util::lock(&self.core.inbox);
-        if !inbox.incoming.is_empty() || !inbox.watch.is_empty() || !inbox.released.is_empty() {
+        if !inbox.incoming.is_empty()
+            || !inbox.fresh.is_empty()
+            || !inbox.watch.is_empty()
+            || !inbox.released.is_empty()
+        {
             return false;
         }
         inbox.running = false;
@@ -250,7 +336,10 @@ impl<B: Backend> Task<B> {
 
 impl<B: Backend> Drop for Task<B> {
     fn drop(&mut self) {
-        util::lock(&self.core.inbox).running = false;
+        let mut inbox = util::lock(&self.core.inbox);
+        inbox.running = false;
+        inbox.sweep_armed = false;
+        drop(inbox);
         // Releases dropped with the task have recorded `Error::Cancelled`.
         self.core.ended.notify_waiters();
     }
@@ -304,8 +393,11 @@ fn claimed<B: Backend>(lock: Arc<KeptLock<B>>) -> Option<Arc<KeptLock<B>>> {
 
 /// What the task took from the inbox.
 struct Taken<B: Backend> {
-    /// The new locks, to renew (and watch, if anyone else may cancel them).
+    /// The new locks with a parent, to renew and watch.
     incoming: Vec<Arc<KeptLock<B>>>,
+    /// The new locks nobody else can cancel, when the sweep was due: those whose guards
+    /// are still there are to renew.
+    swept: Option<Vec<Weak<KeptLock<B>>>>,
     /// The locks whose tokens were handed out since.
     to_watch: Vec<Arc<KeptLock<B>>>,
     /// The locks to release.

@@ -1,11 +1,14 @@
-//! When the refresher renews each lock: two queues in time order.
+//! When the refresher renews each lock: three queues in time order.
 //!
 //! Every lock of one mutex has the same TTL, so a renewal comes due a fixed time after
 //! the acquire or renewal before it (ttl/2), and a retry a fixed time after a failure
 //! (ttl/8, or the validity deadline if sooner): pushed in the order they happen, each
 //! queue stays in time order without a heap or a wheel, and a lock costs one slot. The
-//! locks due by the time the refresher looks (tokio's timer has millisecond resolution)
-//! are renewed together.
+//! locks a sweep admits (up to two sweep periods after their acquire) have their first
+//! renewal due at their acquire plus ttl/2, earlier than renewals pushed meanwhile: they
+//! have a queue of their own, pushed one sweep at a time in time order. The locks due by
+//! the time the refresher looks (tokio's timer has millisecond resolution) are renewed
+//! together.
 
 use std::collections::VecDeque;
 use tokio::time::Instant;
@@ -15,6 +18,8 @@ use tokio::time::Instant;
 pub(super) struct Schedule<T> {
     renew: VecDeque<(Instant, T)>,
     retry: VecDeque<(Instant, T)>,
+    /// The first renewals of the locks sweeps admitted.
+    first: VecDeque<(Instant, T)>,
 }
 
 impl<T> Schedule<T> {
@@ -22,12 +27,19 @@ impl<T> Schedule<T> {
         Self {
             renew: VecDeque::new(),
             retry: VecDeque::new(),
+            first: VecDeque::new(),
         }
     }
 
     /// `item` is renewed at `at`.
     pub(super) fn renew_at(&mut self, at: Instant, item: T) {
         self.renew.push_back((at, item));
+    }
+
+    /// `item`, admitted by a sweep, is first renewed at `at`: no earlier than the first
+    /// renewal of the items swept before it.
+    pub(super) fn first_at(&mut self, at: Instant, item: T) {
+        self.first.push_back((at, item));
     }
 
     /// `item`'s renewal failed: it is tried again at `at`.
@@ -38,7 +50,7 @@ impl<T> Schedule<T> {
     /// Takes every item due at `now`, in time order per queue.
     pub(super) fn due(&mut self, now: Instant) -> Vec<T> {
         let mut due = Vec::new();
-        for queue in [&mut self.renew, &mut self.retry] {
+        for queue in [&mut self.renew, &mut self.retry, &mut self.first] {
             while queue.front().is_some_and(|(at, _)| *at <= now) {
                 if let Some((_, item)) = queue.pop_front() {
                     due.push(item);
@@ -50,13 +62,14 @@ impl<T> Schedule<T> {
 
     /// When the refresher must look next: the first renewal or retry.
     pub(super) fn next(&self) -> Option<Instant> {
-        let renew = self.renew.front().map(|(at, _)| *at);
-        let retry = self.retry.front().map(|(at, _)| *at);
-        renew.into_iter().chain(retry).min()
+        [&self.renew, &self.retry, &self.first]
+            .into_iter()
+            .filter_map(|queue| queue.front().map(|(at, _)| *at))
+            .min()
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.renew.is_empty() && self.retry.is_empty()
+        self.renew.is_empty() && self.retry.is_empty() && self.first.is_empty()
     }
 }
 
@@ -84,5 +97,12 @@ mod tests {
         );
         assert_eq!(schedule.due(start + ms(130)), ["c", "d"]);
         assert!(schedule.is_empty() && schedule.next().is_none());
+        // A swept item's first renewal comes before a renewal pushed earlier.
+        schedule.renew_at(start + ms(200), "e");
+        schedule.first_at(start + ms(180), "f");
+        assert_eq!(schedule.next(), Some(start + ms(180)));
+        assert_eq!(schedule.due(start + ms(190)), ["f"]);
+        assert_eq!(schedule.due(start + ms(200)), ["e"]);
+        assert!(schedule.is_empty());
     }
 }

@@ -168,11 +168,16 @@ fn lease(backend: &Arc<Scripted>) -> Arc<HeldLease<Scripted>> {
 }
 
 fn lease_on(backend: &Arc<Scripted>, key: &str) -> Arc<HeldLease<Scripted>> {
+    lease_with(backend, key, TTL)
+}
+
+fn lease_with(backend: &Arc<Scripted>, key: &str, ttl: Duration) -> Arc<HeldLease<Scripted>> {
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap();
     let call = Call {
         keys: Keys::new(key, false),
         id: Id::new(),
-        ttl_ms: 400,
-        fence_ms: 400,
+        ttl_ms,
+        fence_ms: ttl_ms,
         queue: Queueing::Off,
         node_order: Default::default(),
         describe: None,
@@ -281,4 +286,66 @@ async fn a_lock_found_gone_as_the_servers_clock_jumped_forward_fires_clock_jump(
         assert_eq!(backend.renewals.load(Ordering::SeqCst), 1, "{jump:?}");
         assert_eq!(lock.liveness.recorded(), reason, "{jump:?}");
     }
+}
+
+/// A lock nobody else can cancel whose guard goes before the sweep is never scheduled:
+/// the sweep drops it, and nothing of it is renewed or released by the refresher; a lock
+/// still held at the sweep is scheduled.
+#[tokio::test(start_paused = true)]
+async fn a_lock_dropped_before_the_sweep_never_enters_the_schedule() {
+    let backend = Arc::new(Scripted::default());
+    let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
+    let core = refresher.core();
+    let short = refresher.keep(lease(&backend), Instant::now(), 1, None);
+    let kept = refresher.keep(lease(&backend), Instant::now(), 2, None);
+    // Held a few milliseconds (past the first millisecond, when a lock with a parent
+    // is taken), then unlocked: the `unlock` claims the end and releases it itself.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(short.liveness.claim_end());
+    short.liveness.fire();
+    drop(short);
+    // Past two sweep periods (ttl/4), before the first renewal (ttl/2).
+    tokio::time::sleep(TTL / 4 + Duration::from_millis(1)).await;
+    assert_eq!(
+        core.scheduled.load(Ordering::SeqCst),
+        1,
+        "the held lock only"
+    );
+    tokio::time::sleep(TTL).await;
+    assert_eq!(
+        backend.renewals.load(Ordering::SeqCst),
+        2,
+        "the held lock's, at ttl/2 and ttl"
+    );
+    assert_eq!(
+        backend.releases.load(Ordering::SeqCst),
+        0,
+        "nothing released"
+    );
+    assert!(!kept.liveness.fire_if_expired());
+}
+
+/// With a short TTL, a lock still held at the sweep is renewed at ttl/2 after its
+/// acquire, as one admitted at once would be, and stays held.
+#[tokio::test(start_paused = true)]
+async fn a_lock_alive_at_the_sweep_is_renewed_on_time_with_a_short_ttl() {
+    let ttl = Duration::from_millis(25);
+    let backend = Arc::new(Scripted::default());
+    let refresher = Refresher::new(Arc::clone(&backend), ttl, None, Default::default());
+    let sent = Instant::now();
+    let lock = refresher.keep(lease_with(&backend, "k", ttl), sent, 1, None);
+    let first = sent + ttl / 2;
+    tokio::time::sleep_until(first - Duration::from_millis(1)).await;
+    assert_eq!(
+        backend.renewals.load(Ordering::SeqCst),
+        0,
+        "not before ttl/2"
+    );
+    tokio::time::sleep_until(first + Duration::from_millis(1)).await;
+    assert_eq!(backend.renewals.load(Ordering::SeqCst), 1, "at ttl/2");
+    tokio::time::sleep_until(sent + ttl * 4).await;
+    // Each renewal is sent at the millisecond after it is due (tokio's timer).
+    let renewals = backend.renewals.load(Ordering::SeqCst);
+    assert!((7..=8).contains(&renewals), "one per ttl/2: {renewals}");
+    assert!(!lock.liveness.fire_if_expired(), "kept past its first ttl");
 }
