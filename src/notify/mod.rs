@@ -5,6 +5,7 @@
 //! [`Listener`](subscriber::Listener) trait, so it knows no hub).
 
 pub(crate) mod hub;
+mod keyspace;
 mod link;
 mod notifier;
 mod queue;

@@ -4,6 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::hub::Hub;
+use super::keyspace;
+use crate::error::Error;
 
 /// Wakes waiting [`write`](crate::RwMutex::write)s and [`read`](crate::RwMutex::read)s
 /// when the lock they wait for is released, instead of letting them poll.
@@ -69,6 +71,82 @@ impl Notifier {
         Self {
             hub: Hub::shared(client),
         }
+    }
+}
+
+impl Notifier {
+    /// This notifier, made to wait also on the Redis keyspace notifications of each
+    /// waited lock key (`__keyspace@<db>__:<lock key>`), for holders that publish
+    /// nothing when they release: the Go package's clients, or any holder you do not
+    /// control. A lock key's deletion (`del`: a Go writer's `DEL`, or its readers' last
+    /// `SREM`, after which Redis deletes the empty set), expiry (`expired`) or eviction
+    /// (`evicted`) then wakes its waiters as a release message does, at once instead of
+    /// at their fallback timer. Subscribed per waited key with its release channel, and
+    /// dropped with its last waiter; on a cluster on the node that serves the key's
+    /// slot. A release by this crate, which publishes and deletes, still wakes once.
+    ///
+    /// The servers must publish them: `notify-keyspace-events` with `K`, `g` and `x`
+    /// (`CONFIG SET notify-keyspace-events Kgx`, or in redis.conf; on every node of a
+    /// cluster). A server then publishes a message on every change of every key (of
+    /// every client), which costs it CPU in proportion to its writes. Each time the
+    /// notifier's connection (re)connects to a node it reads the setting there: a node
+    /// without it, or that refuses `CONFIG` (managed services), is logged as a warning
+    /// (`tracing::warn!`) naming the node and what to set, and its waiters wake by their
+    /// release messages and their timers, as without this option.
+    /// [`check_keyspace_events`](Self::check_keyspace_events) makes that an error at
+    /// start. See the [waiting guide](crate::guide::waiting).
+    ///
+    /// A notifier made by [`Notifier::new`] and one with keyspace events for the same
+    /// server are two notifiers, each with its own connection, and each shared in the
+    /// process: waiters on one lock through each are woken by their own notifier.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redismutex::{Notifier, RwMutex};
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let conn = client.get_multiplexed_async_connection().await?;
+    /// let notifier = Notifier::new(client).keyspace_events();
+    /// notifier.check_keyspace_events().await?;
+    /// let mx = RwMutex::builder(conn, "orders").notifier(notifier).build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn keyspace_events(self) -> Self {
+        Self {
+            hub: self.hub.with_keyspace(),
+        }
+    }
+
+    /// Reads `notify-keyspace-events` on every node the notifier reaches now (its
+    /// server, every master of its cluster, the primary its Sentinels name, every node
+    /// of its quorum), each over a connection of its own, and checks that it has what
+    /// [`keyspace_events`](Self::keyspace_events) needs (`K`, and `g` and `x` or `A`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeyspaceEvents`] naming the first node that has them off, that refused
+    /// `CONFIG`, or that could not be reached (each request is bounded by 2 s), with what
+    /// it found and what to set.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads, and its connections close when dropped.
+    pub async fn check_keyspace_events(&self) -> Result<(), Error> {
+        for source in self.hub.sources() {
+            for setting in keyspace::read(&source).await {
+                if let Some(reason) = setting.problem() {
+                    return Err(Error::KeyspaceEvents {
+                        node: setting.node,
+                        reason,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 }
 

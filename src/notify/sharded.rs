@@ -12,6 +12,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use super::keyspace::{self, Setting};
 use super::link::{bounded, Link, LinkEvent};
 
 /// A RESP3 cluster connection whose pushes (messages, and a node's connection
@@ -171,6 +172,12 @@ impl Link for ClusterLink {
                 _ => {}
             }
         }
+    }
+
+    /// Every master's setting, asked over this connection; a cluster has database 0
+    /// alone.
+    async fn keyspace_setting(&mut self) -> (i64, Vec<Setting>) {
+        (0, keyspace::read_cluster(self.conn.clone()).await)
     }
 }
 
