@@ -236,6 +236,14 @@ impl Notifier {
     /// run both kinds of server (during an upgrade), a waiter on a channel published the
     /// other way than it subscribed wakes by its fallback timer.
     ///
+    /// With [`keyspace_events`](Self::keyspace_events), each waited lock key's keyspace
+    /// channel is subscribed by `SUBSCRIBE` over the same connection: redis-rs sends it
+    /// to the master that serves the channel's slot, which is the lock key's (a lock
+    /// key on a cluster carries a hash tag, and so does its channel), and moves it when
+    /// the slot moves (on `MOVED`, with the release channel) or the node reconnects. The
+    /// setting is read on every master at each (re)connection: one master without it
+    /// turns keyspace waiting off for the whole cluster until the next, with a warning.
+    ///
     /// `client` must speak RESP3 (`ClusterClientBuilder::use_protocol(ProtocolVersion::RESP3)`,
     /// or `?protocol=resp3` in its URLs): sharded messages arrive as RESP3 pushes. With a
     /// RESP2 client the notifier cannot connect; it tries again about once a second and

@@ -102,12 +102,19 @@ impl ClusterLink {
 
     /// Subscribes to `channels` in the link's mode; the channels subscribed, and those
     /// whose node knows no `SSUBSCRIBE`.
+    ///
+    /// A keyspace channel is always subscribed by `SUBSCRIBE` (keyspace notifications are
+    /// not sharded messages): redis-rs sends it to the node that serves the channel's
+    /// slot, which is the lock key's (the channel carries the key's hash tag), so its
+    /// events come on the same node connection as the key's release messages, and in
+    /// the order the node sent them.
     async fn subscribe_in_mode(&mut self, channels: &[String]) -> (Vec<String>, Vec<String>) {
         let classic = self.classic;
+        let by_classic = |channel: &str| classic || keyspace::lock_of_keyspace(channel).is_some();
         let (mut done, mut unknown) = (Vec::new(), Vec::new());
-        for (channel, outcome) in self.each(channels, Request::Subscribe, |_| classic).await {
+        for (channel, outcome) in self.each(channels, Request::Subscribe, by_classic).await {
             match outcome {
-                Ok(()) if classic => {
+                Ok(()) if by_classic(&channel) => {
                     self.by_classic.insert(channel.clone());
                     done.push(channel);
                 }
