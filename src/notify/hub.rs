@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::heard::Heard;
 use super::keyspace::{self, Setting};
 use super::queue::{Left, Queue, Slot};
 use super::silence::Silence;
@@ -51,6 +52,8 @@ pub(crate) struct Hub {
     state: Mutex<State>,
     /// The lock keys whose locks were seen released without a message.
     silence: Silence,
+    /// The lock keys on whose channels a message came: their holders publish.
+    heard: Heard,
     /// Whether waiters also wait on their lock key's keyspace notifications
     /// ([`Notifier::keyspace_events`](super::Notifier::keyspace_events)).
     keyspace: bool,
@@ -293,6 +296,7 @@ impl Hub {
             needed,
             state: Mutex::default(),
             silence: Silence::default(),
+            heard: Heard::default(),
             keyspace,
             shared,
             _stop: stop.clone().drop_guard(),
@@ -304,6 +308,24 @@ impl Hub {
     /// poll (see [`Silence`]).
     pub(crate) fn silence(&self) -> &Silence {
         &self.silence
+    }
+
+    /// Whether a release of the lock at `lock_key` is known to wake its waiters here: a
+    /// message came on one of its channels (its holders publish, or keyspace events
+    /// reach this process), or its keyspace channel is subscribed on enough nodes whose
+    /// setting has them on. A waiter on a lock not known so sleeps a short, doubling
+    /// time before it looks again, instead of its whole fallback timer.
+    pub(crate) fn wakes_on_release(&self, lock_key: &str) -> bool {
+        if self.heard.knows(lock_key) {
+            return true;
+        }
+        self.keyspace
+            && lock(&self.state)
+                .channels
+                .get(lock_key)
+                .is_some_and(|channel| {
+                    channel.keyspace.iter().filter(|on| **on).count() >= self.needed
+                })
     }
 
     /// Whether the hub listens to a Redis Cluster (by sharded pub/sub, or classic on a
@@ -424,6 +446,9 @@ impl Hub {
     /// wake-up; a deletion nothing follows (a Go client's `DEL`, an expiry) wakes the
     /// queue when the grace ends ([`flush`](Self::flush)).
     fn deliver(&self, node: usize, channel: &str, payload: &[u8]) {
+        if let Some(lock_key) = lock_of_any(channel) {
+            self.heard.heard(lock_key);
+        }
         let mut state = lock(&self.state);
         if let Some(lock_key) = lock_of_channel(channel) {
             let Some(channel) = state.channels.get_mut(lock_key) else {

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// A 10 s TTL: the fallback timer is 5 s, and the first sleep on a key never heard from
-/// 250 ms or more, so a wake-up within [`PROMPT`] of a release is the notification.
+/// 750 ms or more, so a wake-up within [`PROMPT`] of a release is the notification.
 const TTL: Duration = Duration::from_secs(10);
 const PROMPT: Duration = Duration::from_millis(150);
 const GO_HOLDS: Duration = Duration::from_millis(300);

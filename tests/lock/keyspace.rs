@@ -3,6 +3,8 @@
 //! release by this crate (which publishes and deletes) still wakes once; a downgrade,
 //! which publishes without deleting, still wakes readers; and a server with them off
 //! is reported by `check_keyspace_events`, while its waiters still get in by their timers.
+//! Without keyspace events, a waiter on a lock never heard from probes at short,
+//! doubling sleeps (its first hand-off behind a Go holder, and what that costs).
 
 use std::time::Duration;
 
@@ -16,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// A 10 s TTL: a waiter's fallback timer is then 5 s, and the first sleep on a key never
-/// heard from is still 250 ms or more, so a wake-up within [`PROMPT`] of a release is
+/// heard from is still 750 ms or more, so a wake-up within [`PROMPT`] of a release is
 /// the keyspace notification.
 const TTL: Duration = Duration::from_secs(10);
 /// How soon after a release a waiter woken by its notification has the lock.
@@ -291,4 +293,58 @@ async fn a_keyspace_notifier_and_a_plain_one_for_one_server_are_kept_apart() {
             .expect("acquired in time")
             .unwrap();
     }
+}
+
+/// Without keyspace events, a waiter on a lock this process never heard a release of
+/// sleeps 750 ms, then doubling, instead of its fallback timer (5 s here): behind a Go
+/// holder that releases after 300 ms it gets in at its first probe.
+#[tokio::test]
+async fn without_keyspace_events_the_first_wait_behind_a_silent_holder_ends_at_a_probe() {
+    let (server, conn) = server("").await;
+    let go = GoPeer::new(conn.clone(), 60_000);
+    let go_id = GoPeer::new_id();
+    assert_eq!(go.write("jobs", &go_id, false).await, None);
+    let waiter = spawn_write(&mutex(&conn, Notifier::new(server.client())));
+    assert!(eventually(|| async { subscribers(&conn, "jobs:released").await == 1 }).await);
+    tokio::time::sleep(GO_HOLDS).await;
+    go.unlock("jobs", &go_id).await;
+    let released = Instant::now();
+    let (acquired, guard) = joined(waiter).await;
+    let waited = acquired.saturating_duration_since(released);
+    assert!(
+        waited < Duration::from_secs(1),
+        "in {waited:?} after the Go DEL, not at the 5 s timer"
+    );
+    assert!(guard.unlock().await.unwrap());
+}
+
+/// What probing costs: behind a holder of this crate on a lock never heard from, a
+/// waiter blocked 2 s sends its attempt, its attempt once subscribed and one probe (at
+/// 0.75 s; the next would be at 2.25 s); once it heard that lock's release, a second
+/// such wait sends the two attempts alone.
+#[tokio::test]
+async fn probing_a_lock_never_heard_from_costs_one_script_in_2_s_and_stops_once_heard() {
+    let (server, conn) = server("").await;
+    let mx = mutex(&conn, Notifier::new(server.client()));
+    let other = mutex(&server.conn().await, Notifier::new(server.client()));
+    drop(other.write().await.unwrap()); // loads the scripts
+    let mut sent = Vec::new();
+    for _ in 0..2 {
+        let holder = other.write().await.unwrap();
+        raw::cmd::<()>(&conn, "CONFIG", &["RESETSTAT"]).await;
+        let waiter = spawn_write(&mx);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        sent.push(evalsha_calls(&conn).await);
+        assert!(holder.unlock().await.unwrap());
+        let (_, guard) = joined(waiter).await;
+        assert!(guard.unlock().await.unwrap());
+        // The next wait starts with the lock free again.
+        assert!(eventually(|| async { subscribers(&conn, "jobs:released").await == 0 }).await);
+    }
+    assert!(
+        sent[0] == 3,
+        "first wait: {} scripts in 2 s (two attempts and one probe)",
+        sent[0]
+    );
+    assert!(sent[1] <= 2, "second wait: {} scripts in 2 s", sent[1]);
 }
