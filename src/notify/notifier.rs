@@ -27,11 +27,15 @@ use crate::error::Error;
 /// release costs one script per process, not one per waiter. Each sleep is also bounded
 /// by a fallback timer (the PTTL of whatever blocks the waiter, and at most half its
 /// TTL) for holders that publish nothing: Go clients of the original package, and
-/// holders that crashed and whose key expires. Once a waiter found a lock free after a
-/// sleep cut short at half the TTL (a holder that kept its key alive released it without
-/// a message), this process's waiters on that lock poll instead, as without a notifier,
-/// for ten minutes
-/// ([`guide::waiting`](crate::guide::waiting)); a message still wakes them at once.
+/// holders that crashed and whose key expires. On a lock none of whose messages this
+/// notifier has received yet, a waiter whose attempt found it held sleeps 750 ms at
+/// first, doubling up to that timer (its holders may publish nothing). Once a waiter
+/// found a lock free after a sleep cut short of the blocker's PTTL (a holder that kept
+/// its key alive released it without a message), this process's waiters on that lock
+/// poll instead, as without a notifier, for ten minutes
+/// ([`guide::waiting`](crate::guide::waiting#holders-that-publish-nothing)); a message
+/// still wakes them at once. [`keyspace_events`](Self::keyspace_events) makes such a
+/// holder's release wake its waiters too.
 ///
 /// If the connection drops, every waiter is woken to look again (a release may have
 /// been missed), and waiters poll until the connection is back and subscribed; it is
