@@ -279,6 +279,20 @@ pub enum Error {
     )]
     InRuntime,
 
+    /// A keyspace notifier ([`Notifier::keyspace_events`](crate::Notifier::keyspace_events))
+    /// found a node without keyspace notifications for generic commands and expiries
+    /// (`notify-keyspace-events` needs `K` and `g` and `x`, or `K` and `A`), or one
+    /// that refused to say (`CONFIG` not allowed, as on most managed services).
+    /// Returned by [`Notifier::check_keyspace_events`](crate::Notifier::check_keyspace_events).
+    #[error("keyspace notifications unusable on {node}: {reason}")]
+    #[non_exhaustive]
+    KeyspaceEvents {
+        /// The node, as `host:port`.
+        node: String,
+        /// What was found, and what to set.
+        reason: String,
+    },
+
     /// The background thread of a [`blocking`](crate::blocking) handle, which runs the
     /// Tokio runtime that refreshes its guards, could not be started (the operating
     /// system refused a thread, or the runtime's I/O driver); `source` says why.
@@ -468,7 +482,10 @@ impl Error {
             | Self::NotReplicated { key, .. }
             | Self::NoPrimary { key, .. } => Some(key),
             Self::InvalidLease { key, .. } => key.as_deref(),
-            Self::Timeout | Self::Cancelled | Self::InvalidOptions(_) => None,
+            Self::Timeout
+            | Self::Cancelled
+            | Self::InvalidOptions(_)
+            | Self::KeyspaceEvents { .. } => None,
             #[cfg(feature = "blocking")]
             Self::InRuntime | Self::Background { .. } => None,
         }

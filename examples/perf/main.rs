@@ -8,6 +8,8 @@
 //! 3 minutes on 2 cores. Modes that run alone:
 //! - `cargo run --release --example perf -- quorum`: rows 10–13 (about 30 s);
 //! - `cargo run --release --example perf -- silent`: row 8c (about 25 s);
+//! - `cargo run --release --example perf -- waiting`: rows 8a, 8b and 8c, the waiting
+//!   rows (about 40 s);
 //! - `cargo run --release --example perf -- throughput`: rows 1–5 (about 25 s);
 //! - `cargo run --release --example perf -- guards`: row 9 (about a minute);
 //! - `cargo run --release --example perf -- sets`: row 16 (about 40 s);
@@ -137,6 +139,8 @@ enum Mode {
     Million,
     /// Row 8c alone (`-- silent`).
     Silent,
+    /// Rows 8a, 8b and 8c (`-- waiting`).
+    Waiting,
     /// Rows 1–5 alone (`-- throughput`).
     Throughput,
     /// Row 9 alone (`-- guards`).
@@ -157,6 +161,7 @@ impl Mode {
             Some("quorum") => Ok(Self::Quorum),
             Some("million") => Ok(Self::Million),
             Some("silent") => Ok(Self::Silent),
+            Some("waiting") => Ok(Self::Waiting),
             Some("throughput") => Ok(Self::Throughput),
             Some("guards") => Ok(Self::Guards),
             Some("sets") => Ok(Self::Sets),
@@ -173,6 +178,7 @@ impl Mode {
             Self::Quorum => " -- quorum",
             Self::Million => " -- million",
             Self::Silent => " -- silent",
+            Self::Waiting => " -- waiting",
             Self::Throughput => " -- throughput",
             Self::Guards => " -- guards",
             Self::Sets => " -- sets",
@@ -233,6 +239,17 @@ async fn run(mode: Mode, rest: &[String]) -> Result<()> {
         Mode::Million => guards::rows(&[guards::MILLION], &mut rows, &mut notes).await,
         Mode::Guards => guards::rows(&guards::ROW_9, &mut rows, &mut notes).await,
         Mode::Silent => {
+            let made = silent_holder::row(&mut notes).await.map(|row| vec![row]);
+            push_rows(
+                &mut rows,
+                "8c",
+                "one waiter behind a holder that publishes nothing",
+                made,
+            );
+        }
+        Mode::Waiting => {
+            let made = idle_waiter::rows(&mut notes).await;
+            push_rows(&mut rows, "8", "one waiter behind a live holder", made);
             let made = silent_holder::row(&mut notes).await.map(|row| vec![row]);
             push_rows(
                 &mut rows,

@@ -14,12 +14,16 @@ use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::{self, Write as _};
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::heard::Heard;
+use super::keyspace::{self, Setting};
 use super::queue::{Left, Queue, Slot};
 use super::silence::Silence;
 use super::subscriber::{run, Listener, Source};
@@ -48,6 +52,13 @@ pub(crate) struct Hub {
     state: Mutex<State>,
     /// The lock keys whose locks were seen released without a message.
     silence: Silence,
+    /// The lock keys on whose channels a message came: their holders publish.
+    heard: Heard,
+    /// Whether waiters also wait on their lock key's keyspace notifications
+    /// ([`Notifier::keyspace_events`](super::Notifier::keyspace_events)).
+    keyspace: bool,
+    /// The name this hub is shared under in [`HUBS`], for a hub of [`Hub::shared`].
+    shared: Option<String>,
     /// Stops the connection task when the last handle goes.
     _stop: DropGuard,
     stop: CancellationToken,
@@ -65,6 +76,12 @@ impl State {
     fn on_channel(&mut self, channel: &str) -> Option<&mut Channel> {
         lock_of_channel(channel).and_then(|lock_key| self.channels.get_mut(lock_key))
     }
+}
+
+/// The lock key of a channel a hub subscribes to: a release channel, or a lock key's
+/// keyspace channel.
+fn lock_of_any(channel: &str) -> Option<&str> {
+    lock_of_channel(channel).or_else(|| keyspace::lock_of_keyspace(channel))
 }
 
 /// A release channel with waiters, as the key of its queue: the keys of the lock that its
@@ -106,6 +123,11 @@ struct NodeListener {
     hub: Weak<Hub>,
     node: usize,
     changed: Arc<Notify>,
+    /// Whether the node has keyspace notifications on, as read when its connection last
+    /// (re)connected: only then are keyspace channels subscribed there.
+    keyspace_on: AtomicBool,
+    /// The database the node's connection uses, which keyspace channels name.
+    db: AtomicI64,
 }
 
 /// The waiters on one release channel, and its subscription.
@@ -117,6 +139,12 @@ struct Channel {
     confirmed: Vec<bool>,
     /// Ids released in this process whose message has not come back yet.
     echoes: VecDeque<Id>,
+    /// Which nodes' connections have confirmed their subscription to the lock key's
+    /// keyspace channel.
+    keyspace: Vec<bool>,
+    /// Per node, a deletion of the lock key heard there whose release message may still
+    /// follow, and until when it waits for it ([`keyspace::GRACE`]).
+    gone: Vec<Option<Instant>>,
 }
 
 impl Channel {
@@ -126,6 +154,18 @@ impl Channel {
             subscribed: watch::Sender::new(false),
             confirmed: vec![false; nodes],
             echoes: VecDeque::new(),
+            keyspace: vec![false; nodes],
+            gone: vec![None; nodes],
+        }
+    }
+
+    /// A message about the lock from node `node` other than a deletion: a release
+    /// message (which wakes, or is an echo of a release that woke) or a write that made
+    /// the key again (the lock is held). Either way a deletion heard just before it
+    /// wakes nobody.
+    fn settle_gone(&mut self, node: usize) {
+        if let Some(gone) = self.gone.get_mut(node) {
+            *gone = None;
         }
     }
 
@@ -148,6 +188,10 @@ impl Channel {
     /// unheard: every waiter looks again.
     fn forget_subscription(&mut self, node: usize, needed: usize) {
         self.confirm(node, false, needed);
+        if let Some(keyspace) = self.keyspace.get_mut(node) {
+            *keyspace = false;
+        }
+        self.settle_gone(node);
         self.echoes.clear();
         self.waiters.wake_all();
     }
@@ -162,7 +206,32 @@ impl Hub {
         if let Some(hub) = hubs.get(&id).and_then(Weak::upgrade) {
             return hub;
         }
-        let hub = Self::new(vec![Source::Server(Box::new(client))]);
+        let hub = Self::new(
+            vec![Source::Server(Box::new(client))],
+            false,
+            Some(id.clone()),
+        );
+        hubs.insert(id, Arc::downgrade(&hub));
+        hub
+    }
+
+    /// This hub's sources in a hub whose waiters also wait on keyspace notifications:
+    /// itself if it is one; for a shared hub, the process's shared keyspace hub for the
+    /// same server (kept apart from the plain one); else a new hub of its own.
+    pub(crate) fn with_keyspace(self: &Arc<Self>) -> Arc<Self> {
+        if self.keyspace {
+            return Arc::clone(self);
+        }
+        let Some(id) = &self.shared else {
+            return Self::new(self.sources(), true, None);
+        };
+        let id = format!("{id} with keyspace events");
+        let mut hubs = lock(&HUBS);
+        hubs.retain(|_, hub| hub.strong_count() > 0);
+        if let Some(hub) = hubs.get(&id).and_then(Weak::upgrade) {
+            return hub;
+        }
+        let hub = Self::new(self.sources(), true, Some(id.clone()));
         hubs.insert(id, Arc::downgrade(&hub));
         hub
     }
@@ -172,23 +241,25 @@ impl Hub {
     /// that runtime would stop for every other user of the hub too).
     #[cfg(feature = "blocking")]
     pub(crate) fn own(client: redis::Client) -> Arc<Self> {
-        Self::new(vec![Source::Server(Box::new(client))])
+        Self::new(vec![Source::Server(Box::new(client))], false, None)
     }
 
     /// A hub of its own for `client`'s cluster (a cluster client does not say which
     /// cluster it reaches, so hubs are not shared by address).
     #[cfg(feature = "cluster")]
     pub(crate) fn cluster(client: redis::cluster::ClusterClient) -> Arc<Self> {
-        Self::new(vec![Source::Cluster(Box::new(client))])
+        Self::new(vec![Source::Cluster(Box::new(client))], false, None)
     }
 
     /// The hub of a primary under Redis Sentinel: its subscriber connects to the primary
     /// the Sentinels name at each (re)connection.
     #[cfg(feature = "sentinel")]
     pub(crate) fn sentinel(client: redis::sentinel::SentinelClient) -> Arc<Self> {
-        Self::new(vec![Source::Sentinel(Arc::new(tokio::sync::Mutex::new(
-            client,
-        )))])
+        Self::new(
+            vec![Source::Sentinel(Arc::new(tokio::sync::Mutex::new(client)))],
+            false,
+            None,
+        )
     }
 
     /// A hub of its own for the nodes of a quorum, one client per node, with one
@@ -199,10 +270,12 @@ impl Hub {
                 .into_iter()
                 .map(|client| Source::Server(Box::new(client)))
                 .collect(),
+            false,
+            None,
         )
     }
 
-    fn new(sources: Vec<Source>) -> Arc<Self> {
+    fn new(sources: Vec<Source>, keyspace: bool, shared: Option<String>) -> Arc<Self> {
         let stop = CancellationToken::new();
         let needed = sources.len() / 2 + 1;
         Arc::new_cyclic(|hub| Self {
@@ -215,12 +288,17 @@ impl Hub {
                         hub: hub.clone(),
                         node,
                         changed: Arc::new(Notify::new()),
+                        keyspace_on: AtomicBool::new(false),
+                        db: AtomicI64::new(0),
                     })
                 })
                 .collect(),
             needed,
             state: Mutex::default(),
             silence: Silence::default(),
+            heard: Heard::default(),
+            keyspace,
+            shared,
             _stop: stop.clone().drop_guard(),
             stop,
         })
@@ -230,6 +308,24 @@ impl Hub {
     /// poll (see [`Silence`]).
     pub(crate) fn silence(&self) -> &Silence {
         &self.silence
+    }
+
+    /// Whether a release of the lock at `lock_key` is known to wake its waiters here: a
+    /// message came on one of its channels (its holders publish, or keyspace events
+    /// reach this process), or its keyspace channel is subscribed on enough nodes whose
+    /// setting has them on. A waiter on a lock not known so sleeps a short, doubling
+    /// time before it looks again, instead of its whole fallback timer.
+    pub(crate) fn wakes_on_release(&self, lock_key: &str) -> bool {
+        if self.heard.knows(lock_key) {
+            return true;
+        }
+        self.keyspace
+            && lock(&self.state)
+                .channels
+                .get(lock_key)
+                .is_some_and(|channel| {
+                    channel.keyspace.iter().filter(|on| **on).count() >= self.needed
+                })
     }
 
     /// Whether the hub listens to a Redis Cluster (by sharded pub/sub, or classic on a
@@ -339,21 +435,109 @@ impl Hub {
         }
     }
 
-    /// A message on `channel` from a node.
-    fn deliver(&self, channel: &str, id: &[u8]) {
-        if let Some(channel) = lock(&self.state).on_channel(channel) {
-            if let Some(at) = channel.echoes.iter().position(|echo| echo.as_bytes() == id) {
+    /// A message on `channel` from node `node`: a release message (`payload` is the
+    /// releasing id), or a keyspace event on a lock key (`payload` is the event).
+    ///
+    /// A release by this crate that deletes the lock key sends two: the key's `del`
+    /// event, then, from the same script and so next on the same connection, the
+    /// release message. One release wakes once: a deletion is held for
+    /// [`keyspace::GRACE`], and the next message about the key from that node (its
+    /// release message, or an event that made the key again) settles it without a
+    /// wake-up; a deletion nothing follows (a Go client's `DEL`, an expiry) wakes the
+    /// queue when the grace ends ([`flush`](Self::flush)).
+    fn deliver(&self, node: usize, channel: &str, payload: &[u8]) {
+        if let Some(lock_key) = lock_of_any(channel) {
+            self.heard.heard(lock_key);
+        }
+        let mut state = lock(&self.state);
+        if let Some(lock_key) = lock_of_channel(channel) {
+            let Some(channel) = state.channels.get_mut(lock_key) else {
+                return;
+            };
+            channel.settle_gone(node);
+            if let Some(at) = channel
+                .echoes
+                .iter()
+                .position(|echo| echo.as_bytes() == payload)
+            {
                 channel.echoes.remove(at);
                 return;
             }
             channel.waiters.wake_next();
+        } else if let Some(lock_key) = keyspace::lock_of_keyspace(channel) {
+            let Some(channel) = state.channels.get_mut(lock_key) else {
+                return;
+            };
+            if !keyspace::is_gone(payload) {
+                channel.settle_gone(node);
+            } else if let Some(gone @ None) = channel.gone.get_mut(node) {
+                *gone = Some(Instant::now() + keyspace::GRACE);
+            }
         }
+    }
+
+    /// When the first deletion heard from node `node` that no release message followed
+    /// is due to wake its queue.
+    fn due(&self, node: usize) -> Option<Instant> {
+        if !self.keyspace {
+            return None;
+        }
+        lock(&self.state)
+            .channels
+            .values()
+            .filter_map(|channel| channel.gone.get(node).copied().flatten())
+            .min()
+    }
+
+    /// Wakes the queues of the lock keys whose deletion, heard from node `node`, waited
+    /// its grace for a release message that did not come: a release that published
+    /// nothing.
+    fn flush(&self, node: usize) {
+        let now = Instant::now();
+        for channel in lock(&self.state).channels.values_mut() {
+            if let Some(gone) = channel.gone.get_mut(node) {
+                if gone.is_some_and(|at| at <= now) {
+                    *gone = None;
+                    channel.waiters.wake_next();
+                }
+            }
+        }
+    }
+
+    /// What node `node` has `notify-keyspace-events` set to, read as its connection
+    /// (re)connected, and the database it uses. A node without them (or that refused
+    /// `CONFIG`) is logged as a warning and gets no keyspace subscriptions: its waiters
+    /// wake by their release messages and their timers.
+    fn keyspace_setting(&self, node: usize, db: i64, settings: &[Setting]) {
+        let mut on = !settings.is_empty();
+        for setting in settings {
+            if let Some(problem) = setting.problem() {
+                on = false;
+                tracing::warn!(
+                    node = %setting.node,
+                    %problem,
+                    "keyspace notifications are off: waiters there wake by their timers"
+                );
+            }
+        }
+        if let Some(listener) = self.nodes.get(node) {
+            listener.db.store(db, Ordering::Relaxed);
+            listener.keyspace_on.store(on, Ordering::Relaxed);
+        }
+        self.changed();
     }
 
     /// The channels node `node`'s connection should subscribe to and unsubscribe from,
     /// given those it is subscribed to. A channel whose waiters all left and that has
     /// waiters again is still subscribed, and is marked so here.
+    ///
+    /// A keyspace hub subscribes each lock key's keyspace channel too, on a node whose
+    /// setting has them on.
     fn diff(&self, node: usize, subscribed: &HashSet<String>) -> (Vec<String>, Vec<String>) {
+        let listener = self.nodes.get(node);
+        let keyspace_on =
+            self.keyspace && listener.is_some_and(|on| on.keyspace_on.load(Ordering::Relaxed));
+        let db = listener.map_or(0, |on| on.db.load(Ordering::Relaxed));
         let mut state = lock(&self.state);
         let (mut wanted, mut written) = (Vec::new(), String::new());
         for (name, channel) in &mut state.channels {
@@ -365,11 +549,24 @@ impl Hub {
             } else {
                 wanted.push(written.clone());
             }
+            if keyspace_on {
+                written.clear();
+                keyspace::write_channel(&mut written, db, name.lock_key());
+                if subscribed.contains(&written) {
+                    if let Some(keyspace) = channel.keyspace.get_mut(node) {
+                        *keyspace = true;
+                    }
+                } else {
+                    wanted.push(written.clone());
+                }
+            }
         }
         let unwanted = subscribed
             .iter()
             .filter(|channel| {
-                !lock_of_channel(channel).is_some_and(|at| state.channels.contains_key(at))
+                let keyspace = keyspace::lock_of_keyspace(channel).is_some();
+                (keyspace && !keyspace_on)
+                    || !lock_of_any(channel).is_some_and(|at| state.channels.contains_key(at))
             })
             .cloned()
             .collect();
@@ -384,6 +581,12 @@ impl Hub {
         for name in channels {
             if let Some(channel) = state.on_channel(name) {
                 channel.confirm(node, true, self.needed);
+            } else if let Some(channel) = keyspace::lock_of_keyspace(name)
+                .and_then(|lock_key| state.channels.get_mut(lock_key))
+            {
+                if let Some(keyspace) = channel.keyspace.get_mut(node) {
+                    *keyspace = true;
+                }
             }
         }
     }
@@ -434,9 +637,9 @@ impl Listener for NodeListener {
         }
     }
 
-    fn deliver(&self, channel: &str, id: &[u8]) {
+    fn deliver(&self, channel: &str, payload: &[u8]) {
         if let Some(hub) = self.hub.upgrade() {
-            hub.deliver(channel, id);
+            hub.deliver(self.node, channel, payload);
         }
     }
 
@@ -451,6 +654,26 @@ impl Listener for NodeListener {
             hub.dropped(self.node, channel);
         }
     }
+
+    fn keyspace(&self) -> bool {
+        self.hub.upgrade().is_some_and(|hub| hub.keyspace)
+    }
+
+    fn keyspace_setting(&self, db: i64, settings: &[Setting]) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.keyspace_setting(self.node, db, settings);
+        }
+    }
+
+    fn due(&self) -> Option<Instant> {
+        self.hub.upgrade().and_then(|hub| hub.due(self.node))
+    }
+
+    fn flush(&self) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.flush(self.node);
+        }
+    }
 }
 
 impl fmt::Debug for Hub {
@@ -458,6 +681,7 @@ impl fmt::Debug for Hub {
         let sources: Vec<&Source> = self.nodes.iter().map(|node| &node.source).collect();
         f.debug_struct("Hub")
             .field("sources", &sources)
+            .field("keyspace", &self.keyspace)
             .finish_non_exhaustive()
     }
 }

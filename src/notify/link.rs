@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
+use super::keyspace::{self, Setting};
 use crate::error::chain;
 
 /// How long connecting, or one (un)subscribe request, may take before the connection is
@@ -55,18 +56,28 @@ pub(super) trait Link {
     async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String>;
     /// The next event; cancel safe.
     async fn next(&mut self) -> LinkEvent;
+    /// The database the link's node uses (its keyspace channels name it), and what each
+    /// node behind the link has `notify-keyspace-events` set to, each read bounded by
+    /// [`REQUEST_TIMEOUT`].
+    async fn keyspace_setting(&mut self) -> (i64, Vec<Setting>);
 }
 
-/// A single server's Pub/Sub connection.
+/// A single server's Pub/Sub connection, and the client it was opened from (for a
+/// connection of its own that reads the server's keyspace setting).
 pub(super) struct ServerLink {
     sink: redis::aio::PubSubSink,
     stream: redis::aio::PubSubStream,
+    client: redis::Client,
 }
 
 impl ServerLink {
-    pub(super) fn new(pubsub: redis::aio::PubSub) -> Self {
+    pub(super) fn new(pubsub: redis::aio::PubSub, client: redis::Client) -> Self {
         let (sink, stream) = pubsub.split();
-        Self { sink, stream }
+        Self {
+            sink,
+            stream,
+            client,
+        }
     }
 }
 
@@ -88,5 +99,10 @@ impl Link for ServerLink {
             },
             None => LinkEvent::Closed,
         }
+    }
+
+    async fn keyspace_setting(&mut self) -> (i64, Vec<Setting>) {
+        let db = self.client.get_connection_info().redis_settings().db();
+        (db, vec![keyspace::read_server(&self.client).await])
     }
 }

@@ -4,7 +4,9 @@
 //! connection subscribed to the channels that have waiters (behind the
 //! [`Listener`](subscriber::Listener) trait, so it knows no hub).
 
+mod heard;
 pub(crate) mod hub;
+mod keyspace;
 mod link;
 mod notifier;
 mod queue;

@@ -4,6 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::hub::Hub;
+use super::keyspace;
+use crate::error::Error;
 
 /// Wakes waiting [`write`](crate::RwMutex::write)s and [`read`](crate::RwMutex::read)s
 /// when the lock they wait for is released, instead of letting them poll.
@@ -25,11 +27,15 @@ use super::hub::Hub;
 /// release costs one script per process, not one per waiter. Each sleep is also bounded
 /// by a fallback timer (the PTTL of whatever blocks the waiter, and at most half its
 /// TTL) for holders that publish nothing: Go clients of the original package, and
-/// holders that crashed and whose key expires. Once a waiter found a lock free after a
-/// sleep cut short at half the TTL (a holder that kept its key alive released it without
-/// a message), this process's waiters on that lock poll instead, as without a notifier,
-/// for ten minutes
-/// ([`guide::waiting`](crate::guide::waiting)); a message still wakes them at once.
+/// holders that crashed and whose key expires. On a lock none of whose messages this
+/// notifier has received yet, a waiter whose attempt found it held sleeps 750 ms at
+/// first, doubling up to that timer (its holders may publish nothing). Once a waiter
+/// found a lock free after a sleep cut short of the blocker's PTTL (a holder that kept
+/// its key alive released it without a message), this process's waiters on that lock
+/// poll instead, as without a notifier, for ten minutes
+/// ([`guide::waiting`](crate::guide::waiting#holders-that-publish-nothing)); a message
+/// still wakes them at once. [`keyspace_events`](Self::keyspace_events) makes such a
+/// holder's release wake its waiters too.
 ///
 /// If the connection drops, every waiter is woken to look again (a release may have
 /// been missed), and waiters poll until the connection is back and subscribed; it is
@@ -69,6 +75,82 @@ impl Notifier {
         Self {
             hub: Hub::shared(client),
         }
+    }
+}
+
+impl Notifier {
+    /// This notifier, made to wait also on the Redis keyspace notifications of each
+    /// waited lock key (`__keyspace@<db>__:<lock key>`), for holders that publish
+    /// nothing when they release: the Go package's clients, or any holder you do not
+    /// control. A lock key's deletion (`del`: a Go writer's `DEL`, or its readers' last
+    /// `SREM`, after which Redis deletes the empty set), expiry (`expired`) or eviction
+    /// (`evicted`) then wakes its waiters as a release message does, at once instead of
+    /// at their fallback timer. Subscribed per waited key with its release channel, and
+    /// dropped with its last waiter; on a cluster on the node that serves the key's
+    /// slot. A release by this crate, which publishes and deletes, still wakes once.
+    ///
+    /// The servers must publish them: `notify-keyspace-events` with `K`, `g` and `x`
+    /// (`CONFIG SET notify-keyspace-events Kgx`, or in redis.conf; on every node of a
+    /// cluster). A server then publishes a message on every change of every key (of
+    /// every client), which costs it CPU in proportion to its writes. Each time the
+    /// notifier's connection (re)connects to a node it reads the setting there: a node
+    /// without it, or that refuses `CONFIG` (managed services), is logged as a warning
+    /// (`tracing::warn!`) naming the node and what to set, and its waiters wake by their
+    /// release messages and their timers, as without this option.
+    /// [`check_keyspace_events`](Self::check_keyspace_events) makes that an error at
+    /// start. See the [waiting guide](crate::guide::waiting).
+    ///
+    /// A notifier made by [`Notifier::new`] and one with keyspace events for the same
+    /// server are two notifiers, each with its own connection, and each shared in the
+    /// process: waiters on one lock through each are woken by their own notifier.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redismutex::{Notifier, RwMutex};
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let conn = client.get_multiplexed_async_connection().await?;
+    /// let notifier = Notifier::new(client).keyspace_events();
+    /// notifier.check_keyspace_events().await?;
+    /// let mx = RwMutex::builder(conn, "orders").notifier(notifier).build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn keyspace_events(self) -> Self {
+        Self {
+            hub: self.hub.with_keyspace(),
+        }
+    }
+
+    /// Reads `notify-keyspace-events` on every node the notifier reaches now (its
+    /// server, every master of its cluster, the primary its Sentinels name, every node
+    /// of its quorum), each over a connection of its own, and checks that it has what
+    /// [`keyspace_events`](Self::keyspace_events) needs (`K`, and `g` and `x` or `A`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeyspaceEvents`] naming the first node that has them off, that refused
+    /// `CONFIG`, or that could not be reached (each request is bounded by 2 s), with what
+    /// it found and what to set.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads, and its connections close when dropped.
+    pub async fn check_keyspace_events(&self) -> Result<(), Error> {
+        for source in self.hub.sources() {
+            for setting in keyspace::read(&source).await {
+                if let Some(reason) = setting.problem() {
+                    return Err(Error::KeyspaceEvents {
+                        node: setting.node,
+                        reason,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -157,6 +239,14 @@ impl Notifier {
     /// at the cost of each release message going to every node. In a cluster whose nodes
     /// run both kinds of server (during an upgrade), a waiter on a channel published the
     /// other way than it subscribed wakes by its fallback timer.
+    ///
+    /// With [`keyspace_events`](Self::keyspace_events), each waited lock key's keyspace
+    /// channel is subscribed by `SUBSCRIBE` over the same connection: redis-rs sends it
+    /// to the master that serves the channel's slot, which is the lock key's (a lock
+    /// key on a cluster carries a hash tag, and so does its channel), and moves it when
+    /// the slot moves (on `MOVED`, with the release channel) or the node reconnects. The
+    /// setting is read on every master at each (re)connection: one master without it
+    /// turns keyspace waiting off for the whole cluster until the next, with a warning.
     ///
     /// `client` must speak RESP3 (`ClusterClientBuilder::use_protocol(ProtocolVersion::RESP3)`,
     /// or `?protocol=resp3` in its URLs): sharded messages arrive as RESP3 pushes. With a

@@ -12,6 +12,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use super::keyspace::{self, Setting};
 use super::link::{bounded, Link, LinkEvent};
 
 /// A RESP3 cluster connection whose pushes (messages, and a node's connection
@@ -101,12 +102,19 @@ impl ClusterLink {
 
     /// Subscribes to `channels` in the link's mode; the channels subscribed, and those
     /// whose node knows no `SSUBSCRIBE`.
+    ///
+    /// A keyspace channel is always subscribed by `SUBSCRIBE` (keyspace notifications are
+    /// not sharded messages): redis-rs sends it to the node that serves the channel's
+    /// slot, which is the lock key's (the channel carries the key's hash tag), so its
+    /// events come on the same node connection as the key's release messages, and in
+    /// the order the node sent them.
     async fn subscribe_in_mode(&mut self, channels: &[String]) -> (Vec<String>, Vec<String>) {
         let classic = self.classic;
+        let by_classic = |channel: &str| classic || keyspace::lock_of_keyspace(channel).is_some();
         let (mut done, mut unknown) = (Vec::new(), Vec::new());
-        for (channel, outcome) in self.each(channels, Request::Subscribe, |_| classic).await {
+        for (channel, outcome) in self.each(channels, Request::Subscribe, by_classic).await {
             match outcome {
-                Ok(()) if classic => {
+                Ok(()) if by_classic(&channel) => {
                     self.by_classic.insert(channel.clone());
                     done.push(channel);
                 }
@@ -171,6 +179,12 @@ impl Link for ClusterLink {
                 _ => {}
             }
         }
+    }
+
+    /// Every master's setting, asked over this connection; a cluster has database 0
+    /// alone.
+    async fn keyspace_setting(&mut self) -> (i64, Vec<Setting>) {
+        (0, keyspace::read_cluster(self.conn.clone()).await)
     }
 }
 

@@ -16,7 +16,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::keyspace::{self, Setting};
 use super::link::{bounded, Link, LinkEvent, ServerLink};
+use crate::protocol::keys::lock_of_channel;
 use crate::util;
 
 /// The first and the largest pause between reconnection attempts (jittered).
@@ -37,6 +39,21 @@ pub(crate) trait Listener: Send + Sync + 'static {
     fn lost(&self);
     /// The server dropped the subscription to `channel`.
     fn dropped(&self, channel: &str);
+    /// Whether the listener wants keyspace notifications: the connection then reads the
+    /// node's `notify-keyspace-events` each time it (re)connects, and reports it.
+    fn keyspace(&self) -> bool {
+        false
+    }
+    /// What the node (every master of a cluster) has `notify-keyspace-events` set to,
+    /// read as the connection (re)connected; `db` is the database it uses.
+    fn keyspace_setting(&self, _db: i64, _settings: &[Setting]) {}
+    /// When the listener next has something to do without an event (a deletion whose
+    /// release message did not follow), if ever.
+    fn due(&self) -> Option<Instant> {
+        None
+    }
+    /// The time [`due`](Self::due) named has come.
+    fn flush(&self) {}
 }
 
 /// Where a hub's subscriber connection goes.
@@ -126,7 +143,8 @@ async fn connect_and_serve<L: Listener>(
     match source {
         Source::Server(client) => {
             let link = bounded(client.get_async_pubsub(), "connecting").await;
-            serve(link.map(ServerLink::new), hub, changed, stop, backoff).await
+            let link = link.map(|pubsub| ServerLink::new(pubsub, client.as_ref().clone()));
+            serve(link, hub, changed, stop, backoff).await
         }
         #[cfg(feature = "cluster")]
         Source::Cluster(client) => {
@@ -138,12 +156,13 @@ async fn connect_and_serve<L: Listener>(
             let link = bounded(
                 async {
                     let client = sentinels.lock().await.async_get_client().await?;
-                    client.get_async_pubsub().await
+                    let pubsub = client.get_async_pubsub().await?;
+                    Ok(ServerLink::new(pubsub, client))
                 },
                 "connecting to the primary the Sentinels name",
             )
             .await;
-            serve(link.map(ServerLink::new), hub, changed, stop, backoff).await
+            serve(link, hub, changed, stop, backoff).await
         }
     }
 }
@@ -198,9 +217,18 @@ async fn session<L: Listener>(
     let mut failed: HashSet<String> = HashSet::new();
     let mut retry_at: Option<Instant> = None;
     let mut backoff = reconnect_backoff();
+    // The node's keyspace setting is read as the connection starts, and again after a
+    // part of it reconnected.
+    let mut check = true;
     loop {
-        let (wanted, unwanted) = match hub.upgrade() {
-            Some(hub) => hub.diff(&subscribed),
+        if std::mem::take(&mut check) {
+            check_keyspace(hub, &mut link).await;
+        }
+        let (wanted, unwanted, due) = match hub.upgrade() {
+            Some(hub) => {
+                let (wanted, unwanted) = hub.diff(&subscribed);
+                (wanted, unwanted, hub.due())
+            }
             None => return Ok(()),
         };
         if retry_at.is_some_and(|at| Instant::now() >= at) {
@@ -238,19 +266,38 @@ async fn session<L: Listener>(
             () = stop.cancelled() => return Ok(()),
             () = changed.notified() => {}
             () = util::sleep_until(retry_at) => {}
-            event = link.next() => on_event(event, hub, &mut subscribed)?,
+            () = util::sleep_until(due) => {
+                if let Some(hub) = hub.upgrade() {
+                    hub.flush();
+                }
+            }
+            event = link.next() => check = on_event(event, hub, &mut subscribed)?,
         }
     }
 }
 
-/// Passes one event of the link on to the listener; an error when the link closed.
+/// Reads the node's keyspace setting and reports it, if the listener wants keyspace
+/// notifications.
+async fn check_keyspace<L: Listener>(hub: &Weak<L>, link: &mut impl Link) {
+    if !hub.upgrade().is_some_and(|hub| hub.keyspace()) {
+        return;
+    }
+    let (db, settings) = link.keyspace_setting().await;
+    if let Some(hub) = hub.upgrade() {
+        hub.keyspace_setting(db, &settings);
+    }
+}
+
+/// Passes one event of the link on to the listener; an error when the link closed,
+/// else whether the node's keyspace setting is to be read again (part of the connection
+/// reconnected).
 fn on_event<L: Listener>(
     event: LinkEvent,
     hub: &Weak<L>,
     subscribed: &mut HashSet<String>,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let Some(hub) = hub.upgrade() else {
-        return Ok(());
+        return Ok(false);
     };
     match event {
         LinkEvent::Message { channel, payload } => hub.deliver(&channel, &payload),
@@ -258,13 +305,19 @@ fn on_event<L: Listener>(
             // Wake everyone, and subscribe to every channel again.
             hub.lost();
             subscribed.clear();
+            return Ok(true);
         }
         LinkEvent::Dropped(channel) => {
             if subscribed.remove(&channel) {
+                // The lock key's slot moved: its keyspace channel is subscribed again
+                // too, on the node that serves the slot now.
+                if let Some(lock_key) = lock_of_channel(&channel) {
+                    subscribed.retain(|other| keyspace::lock_of_keyspace(other) != Some(lock_key));
+                }
                 hub.dropped(&channel);
             }
         }
         LinkEvent::Closed => return Err("connection closed".to_owned()),
     }
-    Ok(())
+    Ok(false)
 }

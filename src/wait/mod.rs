@@ -20,6 +20,7 @@ use self::cleanup::Cleanup;
 use self::interrupt::Interrupt;
 use self::step::{decide, Context, Next, Reply};
 pub(crate) use self::step::{pause, BACKOFF_MAX, BACKOFF_MIN};
+use self::step::{probed, PROBE_FIRST};
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::lease::HeldLease;
@@ -124,6 +125,9 @@ struct Wait<'j, 'a, B: Backend> {
     /// attempt takes the lock, its holder, who kept its key alive, released it without a
     /// message.
     timer_woke: bool,
+    /// The next sleep of this waiter on a lock none of whose releases this process has
+    /// heard yet: [`PROBE_FIRST`], doubled by each such sleep no message cut short.
+    probe: Duration,
     /// When the last attempt was sent.
     sent: Instant,
     late_replies: u32,
@@ -153,6 +157,7 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
             notified: false,
             blocked: false,
             timer_woke: false,
+            probe: PROBE_FIRST,
             sent: Instant::now(),
             late_replies: 0,
             set_intent: lease.kind == Kind::Write
@@ -366,10 +371,21 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
                 .hub()
                 .is_some_and(|hub| hub.silence().silent(lease.call.keys.lock()));
         let waits_for_message = notified && !silent;
-        let pause = pause(blocked_for, waits_for_message, lease.ttl(), || {
+        // Behind holders this process has not heard publish (a Go client's), the
+        // fallback timer would be the first hand-off: after a blocked attempt, probe at
+        // shorter, doubling sleeps (not in this process's queue before any attempt,
+        // where the waiters ahead are woken by the release that lets them in).
+        let probing = waits_for_message
+            && self.blocked
+            && lease
+                .backend
+                .hub()
+                .is_some_and(|hub| !hub.wakes_on_release(lease.call.keys.lock()));
+        let fallback = pause(blocked_for, waits_for_message, lease.ttl(), || {
             self.backoff.next()
         });
-        tracing::trace!(key = %lease.key(), id = %lease.id(), ?pause, notified, silent, "lock busy; waiting");
+        let pause = probed(fallback, probing.then_some(self.probe));
+        tracing::trace!(key = %lease.key(), id = %lease.id(), ?pause, notified, silent, probing, "lock busy; waiting");
         let woken = match &self.waiter {
             Some(waiter) => waiter.sleep(pause).await,
             None => {
@@ -381,6 +397,9 @@ impl<'j, 'a, B: Backend> Wait<'j, 'a, B> {
         // process's queue before any attempt, nor one after a lock taken too late), and
         // only one cut short of the blocker's PTTL: a sleep to the PTTL ends at the key's
         // expiry (a holder that crashed), which no message announces anyway.
+        if probing && !woken {
+            self.probe = self.probe.saturating_mul(2);
+        }
         let cut_short = pause < blocked_for;
         self.timer_woke =
             std::mem::take(&mut self.blocked) && waits_for_message && cut_short && !woken;

@@ -10,6 +10,14 @@ use crate::protocol::replies::Attempt;
 pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(1);
 /// Largest retry delay before jitter when polling, so retries come at most every 50 ms.
 pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(25);
+/// The first sleep of a waiter that a message will wake, on a lock none of whose
+/// releases this process has heard yet (its holders may publish nothing: a Go client);
+/// each such sleep that no message cuts short doubles it, up to the fallback timer.
+/// 750 ms rather than 250 ms or 500 ms: one waiter blocked 2 s on a new key then sends
+/// one probe (at 0.75 s; the next is at 2.25 s), and the waiting-cost row (8b: its first
+/// attempt, loading the script, its attempt once subscribed, the probe) stays at 2
+/// `EVALSHA`/`EVAL` a second; from 250 ms it read 3 a second, from 500 ms 2.5.
+pub(crate) const PROBE_FIRST: Duration = Duration::from_millis(750);
 
 /// What came of one attempt.
 #[derive(Debug)]
@@ -104,6 +112,13 @@ pub(crate) fn pause(
         .unwrap_or(BACKOFF_MAX)
         .min(blocked_for)
         .max(BACKOFF_MIN)
+}
+
+/// The sleep of a notified waiter whose fallback timer is `pause`, on a lock whose
+/// releases are not known to wake it (`probe`, the waiter's next probing sleep) or are
+/// (`None`): the shorter of the two.
+pub(crate) fn probed(pause: Duration, probe: Option<Duration>) -> Duration {
+    probe.map_or(pause, |probe| pause.min(probe))
 }
 
 #[cfg(test)]
@@ -243,6 +258,25 @@ mod tests {
         let short = Duration::from_millis(300);
         assert_eq!(pause(short, true, ttl, never), short);
         assert_eq!(pause(Duration::from_secs(60), true, ttl, never), ttl / 2);
+    }
+
+    #[test]
+    fn a_waiter_on_a_lock_never_heard_from_probes_at_doubling_sleeps_up_to_its_timer() {
+        let fallback = Duration::from_secs(5);
+        let mut probe = PROBE_FIRST;
+        let mut sleeps = Vec::new();
+        while sleeps.last() != Some(&fallback) {
+            sleeps.push(probed(fallback, Some(probe)));
+            probe *= 2;
+        }
+        let ms = Duration::from_millis;
+        assert_eq!(sleeps, [ms(750), ms(1500), ms(3000), fallback]);
+        assert_eq!(probed(fallback, None), fallback);
+        assert_eq!(
+            probed(ms(100), Some(PROBE_FIRST)),
+            ms(100),
+            "never past the PTTL"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod common;
 
 mod help;
 mod keys;
+mod keyspace;
 mod lease;
 mod lock;
 mod quorum;

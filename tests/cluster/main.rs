@@ -12,6 +12,7 @@ mod exec;
 mod failover;
 mod harness;
 mod holders;
+mod keyspace;
 mod leases;
 mod lock;
 mod primitives;

@@ -59,3 +59,9 @@ pub async fn subscribed_anywhere(cluster: &Cluster, channel: &str) -> i64 {
     }
     total
 }
+
+/// How many classic subscribers (`SUBSCRIBE`, as keyspace channels are subscribed)
+/// `channel` has on the node at `port`.
+pub async fn classic_subscribers(cluster: &Cluster, port: u16, channel: &str) -> i64 {
+    count(cluster, port, "NUMSUB", channel).await
+}

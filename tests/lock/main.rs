@@ -16,6 +16,7 @@ mod harness;
 mod holders;
 mod inspect;
 mod intent;
+mod keyspace;
 mod leases;
 mod max_hold;
 mod notify;

@@ -71,12 +71,28 @@ async fn joined<G>(task: JoinHandle<Result<G, Error>>) -> G {
         .unwrap()
 }
 
+/// Makes `mx`'s notifier hear one release message on its lock: a waiter after a blocked
+/// attempt on a lock whose releases were heard sleeps until woken or its fallback timer,
+/// where on a lock never heard from it probes at 750 ms, doubling (`keyspace.rs` and
+/// `waiting.rs` test that).
+async fn hear_a_release(mx: &RwMutex<MultiplexedConnection>, conn: &MultiplexedConnection) {
+    let holder = mx.write().await.unwrap();
+    let waiter = spawn_write(mx);
+    assert!(eventually(|| async { subscribers(conn, "jobs:released").await == 1 }).await);
+    assert!(holder.unlock().await.unwrap());
+    drop(joined(waiter).await);
+    // The message comes back (through a slow connection too).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
 #[tokio::test]
 async fn a_blocked_waiter_sleeps_and_a_release_elsewhere_wakes_it() {
     let server = RedisServer::start();
     let conn = server.conn().await;
+    let mx = notified(&server, &conn);
+    hear_a_release(&mx, &conn).await;
     let holder = plain(&server.conn().await).write().await.unwrap();
-    let waiter = spawn_write(&notified(&server, &conn));
+    let waiter = spawn_write(&mx);
     assert!(eventually(|| async { subscribers(&conn, "jobs:released").await == 1 }).await);
     tokio::time::sleep(Duration::from_millis(100)).await;
 
@@ -150,9 +166,11 @@ async fn after_a_release_without_a_message_the_waiters_on_that_lock_poll() {
         waited.push(unlocked.elapsed());
         assert!(guard.unlock().await.unwrap());
     }
+    // The first wait ends at a probing sleep (750 ms; the Go holder held 300 ms), not
+    // at the fallback timer (2 s): the lock was never heard from.
     assert!(
-        waited[0] >= Duration::from_millis(1000),
-        "the first wait ends at the fallback timer: {waited:?}"
+        waited[0] >= Duration::from_millis(100) && waited[0] < Duration::from_millis(1000),
+        "the first wait ends at the first probe: {waited:?}"
     );
     for later in &waited[1..] {
         assert!(*later < Duration::from_millis(500), "polled: {waited:?}");
@@ -450,7 +468,8 @@ async fn the_message_of_a_local_release_wakes_nobody_twice() {
         .notifier(redis::Client::open(proxy.url()).unwrap())
         .build()
         .unwrap();
-    drop(joined(spawn_write(&mx)).await); // loads the scripts
+    // Loads the scripts, and the notifier hears a release on the lock.
+    hear_a_release(&mx, &conn).await;
     let holder = mx.write().await.unwrap();
     let first = spawn_write(&mx);
     tokio::time::sleep(Duration::from_millis(400)).await;

@@ -128,6 +128,13 @@ pub(crate) struct LockArgs {
     /// While waiting for the exclusive lock, keep new readers out (the lock intent).
     #[arg(long)]
     pub(crate) intent: bool,
+    /// While waiting, listen also to the Redis keyspace notifications of the lock key,
+    /// so that a holder that publishes nothing (a Go client of the redismutex package)
+    /// wakes the wait at once when it releases. The servers must have them on
+    /// (`CONFIG SET notify-keyspace-events Kgx`): checked first on every server, and the
+    /// run fails (exit code 69) with what to set when one has them off.
+    #[arg(long)]
+    pub(crate) keyspace_events: bool,
     /// Take the lock, print its lease (one line) and exit with the lock still held: it
     /// lives for --ttl unless `renew --lease` extends it, and `unlock --lease` releases
     /// it (a program attaches it with `RwMutex::attach_write` or `attach_read`). For a

@@ -52,12 +52,13 @@ pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<M
             Some(Err(err)) => return Err(exit::redis_error(&node.url, key, &err)),
             None => return Err(exit::REDIS),
         };
+        let notifier = notifier(Notifier::new(node.client.clone()), args).await?;
         return described(RwMutex::builder(conn, args.target.name.clone()), args)
             .hash_tag_keys(args.target.hash_tag_keys)
             .ttl(args.ttl)
             .lock_intent(args.intent)
             .task_tracker(TASKS.clone())
-            .notifier(node.client.clone())
+            .notifier(notifier)
             .build()
             .map(Mutex::Server)
             .map_err(usage);
@@ -89,15 +90,33 @@ pub(crate) async fn build(nodes: &Nodes, args: &LockArgs, key: &str) -> Result<M
         return Err(exit::REDIS);
     }
     let clients = nodes.list().iter().map(|node| node.client.clone());
+    let notifier = notifier(Notifier::quorum(clients), args).await?;
     described(RwMutex::builder(quorum, args.target.name.clone()), args)
         .hash_tag_keys(args.target.hash_tag_keys)
         .ttl(args.ttl)
         .lock_intent(args.intent)
         .task_tracker(TASKS.clone())
-        .notifier(Notifier::quorum(clients))
+        .notifier(notifier)
         .build()
         .map(Mutex::Quorum)
         .map_err(usage)
+}
+
+/// `notifier`, made to wait also on keyspace notifications with `--keyspace-events`,
+/// once every server is found to have them on; else the exit code, with the error's
+/// text (the server, and what to set) on stderr.
+async fn notifier(notifier: Notifier, args: &LockArgs) -> Result<Notifier, u8> {
+    if !args.keyspace_events {
+        return Ok(notifier);
+    }
+    let notifier = notifier.keyspace_events();
+    match notifier.check_keyspace_events().await {
+        Ok(()) => Ok(notifier),
+        Err(err) => {
+            eprintln!("redismutex: {err}");
+            Err(exit::REDIS)
+        }
+    }
 }
 
 /// `builder` recording each holder's description (host, pid, program, start time), with
