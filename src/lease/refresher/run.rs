@@ -188,10 +188,13 @@ impl<B: Backend> Task<B> {
         self.spare = swept;
     }
 
-    /// The locks due by `now`, in batches to renew; those whose tokens have fired go to
-    /// the release queue unless someone else has claimed their end.
+    /// The locks due by `now` (and those due within [`Timing::coalesce`] after it, which
+    /// share their batches), in batches to renew; those whose tokens have fired go to the
+    /// release queue unless someone else has claimed their end.
+    ///
+    /// [`Timing::coalesce`]: super::Timing
     fn due(&mut self, now: Instant) -> Vec<KeptLocks<B>> {
-        let (due, ended) = due_locks(self.schedule.due(now));
+        let (due, ended) = due_locks(self.schedule.due(now + self.core.timing.coalesce));
         self.to_release
             .extend(ended.into_iter().filter_map(claimed));
         batches_of(due)

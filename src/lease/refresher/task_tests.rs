@@ -263,6 +263,26 @@ async fn the_renewals_due_together_go_in_one_batch_per_tag() {
     assert!(!backend.mixed.load(Ordering::SeqCst), "a batch mixed tags");
 }
 
+/// Renewals due within 1 % of the TTL (at most 4 ms) of the first due go in its batch:
+/// four locks acquired a millisecond apart are renewed by one script, not four, and
+/// none before ttl/2 less that margin.
+#[tokio::test(start_paused = true)]
+async fn the_renewals_due_within_a_few_milliseconds_share_a_batch() {
+    let backend = Arc::new(Scripted::default());
+    let refresher = Refresher::new(Arc::clone(&backend), TTL, None, Default::default());
+    let start = Instant::now();
+    let mut locks = Vec::new();
+    for _ in 0..4 {
+        locks.push(refresher.keep(lease(&backend), Instant::now(), 1, None));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep_until(start + TTL / 2 - TTL / 100 - Duration::from_millis(1)).await;
+    assert_eq!(backend.renewals.load(Ordering::SeqCst), 0, "none early");
+    tokio::time::sleep_until(start + TTL / 2 + Duration::from_millis(10)).await;
+    assert_eq!(backend.renewals.load(Ordering::SeqCst), locks.len());
+    assert_eq!(backend.batches.load(Ordering::SeqCst), 1, "one script");
+}
+
 /// A renewal that finds its lock gone while the server's clock jumped forward fires
 /// `ClockJump`; without a jump, `Lost`. A jump back loses nothing.
 #[tokio::test(start_paused = true)]
