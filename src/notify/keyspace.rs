@@ -10,8 +10,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::link::bounded;
-use super::subscriber::Source;
+use super::bounded::bounded;
 
 /// The prefix of a keyspace channel: `__keyspace@<db>__:<key>`.
 const PREFIX: &str = "__keyspace@";
@@ -144,39 +143,6 @@ pub(crate) async fn read_cluster(
             node: "the cluster".to_owned(),
             found: Err(reason),
         }],
-    }
-}
-
-/// The setting of every node `source` reaches now (a server, every master of a
-/// cluster, the primary the Sentinels name), each read over a connection of its own.
-pub(crate) async fn read(source: &Source) -> Vec<Setting> {
-    match source {
-        Source::Server(client) => vec![read_server(client).await],
-        #[cfg(feature = "cluster")]
-        Source::Cluster(client) => {
-            match bounded(client.get_async_connection(), "connecting").await {
-                Ok(conn) => read_cluster(conn).await,
-                Err(reason) => vec![Setting {
-                    node: "the cluster".to_owned(),
-                    found: Err(reason),
-                }],
-            }
-        }
-        #[cfg(feature = "sentinel")]
-        Source::Sentinel(sentinels) => {
-            let primary = bounded(
-                async { sentinels.lock().await.async_get_client().await },
-                "asking the Sentinels for the primary",
-            )
-            .await;
-            match primary {
-                Ok(client) => vec![read_server(&client).await],
-                Err(reason) => vec![Setting {
-                    node: "the Sentinels' primary".to_owned(),
-                    found: Err(reason),
-                }],
-            }
-        }
     }
 }
 

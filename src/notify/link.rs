@@ -1,28 +1,10 @@
 //! A subscriber connection, as the connection task sees it: the [`Link`] trait, the events
 //! a link reports, and the single-server link (a Pub/Sub connection).
 
-use std::future::Future;
-use std::time::Duration;
-
 use futures_util::StreamExt;
 
+use super::bounded::bounded;
 use super::keyspace::{self, Setting};
-use crate::error::chain;
-
-/// How long connecting, or one (un)subscribe request, may take before the connection is
-/// taken as lost.
-pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-/// `request`, given up after [`REQUEST_TIMEOUT`]; the error says `what` failed.
-pub(super) async fn bounded<T>(
-    request: impl Future<Output = redis::RedisResult<T>>,
-    what: &str,
-) -> Result<T, String> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(format!("{what}: {}", chain(&err))),
-        Err(_) => Err(format!("{what} timed out")),
-    }
-}
 
 /// What a subscriber connection reports next.
 pub(super) enum LinkEvent {
@@ -49,16 +31,16 @@ pub(super) enum LinkEvent {
 /// A subscriber connection: one Pub/Sub connection, or a cluster connection with
 /// sharded subscriptions (or classic ones on a cluster without sharded Pub/Sub).
 pub(super) trait Link {
-    /// Subscribes to `channels`, each request bounded by [`REQUEST_TIMEOUT`]; the
+    /// Subscribes to `channels`, each request bounded by [`REQUEST_TIMEOUT`](super::bounded::REQUEST_TIMEOUT); the
     /// channels now subscribed. An error ends the connection.
     async fn subscribe(&mut self, channels: &[String]) -> Result<Vec<String>, String>;
-    /// Unsubscribes from `channels`, each request bounded by [`REQUEST_TIMEOUT`].
+    /// Unsubscribes from `channels`, each request bounded by [`REQUEST_TIMEOUT`](super::bounded::REQUEST_TIMEOUT).
     async fn unsubscribe(&mut self, channels: &[String]) -> Result<(), String>;
     /// The next event; cancel safe.
     async fn next(&mut self) -> LinkEvent;
     /// The database the link's node uses (its keyspace channels name it), and what each
     /// node behind the link has `notify-keyspace-events` set to, each read bounded by
-    /// [`REQUEST_TIMEOUT`].
+    /// [`REQUEST_TIMEOUT`](super::bounded::REQUEST_TIMEOUT).
     async fn keyspace_setting(&mut self) -> (i64, Vec<Setting>);
 }
 

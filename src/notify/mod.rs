@@ -4,6 +4,7 @@
 //! connection subscribed to the channels that have waiters (behind the
 //! [`Listener`](subscriber::Listener) trait, so it knows no hub).
 
+mod bounded;
 mod heard;
 pub(crate) mod hub;
 mod keyspace;

@@ -4,7 +4,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::hub::Hub;
-use super::keyspace;
 use crate::error::Error;
 
 /// Wakes waiting [`write`](crate::RwMutex::write)s and [`read`](crate::RwMutex::read)s
@@ -141,7 +140,7 @@ impl Notifier {
     /// Cancel safe: it only reads, and its connections close when dropped.
     pub async fn check_keyspace_events(&self) -> Result<(), Error> {
         for source in self.hub.sources() {
-            for setting in keyspace::read(&source).await {
+            for setting in source.keyspace_settings().await {
                 if let Some(reason) = setting.problem() {
                     return Err(Error::KeyspaceEvents {
                         node: setting.node,

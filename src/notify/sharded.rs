@@ -12,8 +12,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use super::bounded::bounded;
 use super::keyspace::{self, Setting};
-use super::link::{bounded, Link, LinkEvent};
+use super::link::{Link, LinkEvent};
 
 /// A RESP3 cluster connection whose pushes (messages, and a node's connection
 /// dropping) come back on a channel. redis-rs resubscribes by itself after a node

@@ -16,8 +16,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::keyspace::{self, Setting};
-use super::link::{bounded, Link, LinkEvent, ServerLink};
+use super::bounded::bounded;
+use super::keyspace::{self, read_server, Setting};
+use super::link::{Link, LinkEvent, ServerLink};
 use crate::protocol::keys::lock_of_channel;
 use crate::util;
 
@@ -71,6 +72,39 @@ pub(crate) enum Source {
 }
 
 impl Source {
+    /// The setting of every node this source reaches now (a server, every master of a
+    /// cluster, the primary the Sentinels name), each read over a connection of its own.
+    pub(crate) async fn keyspace_settings(&self) -> Vec<Setting> {
+        match self {
+            Source::Server(client) => vec![read_server(client).await],
+            #[cfg(feature = "cluster")]
+            Source::Cluster(client) => {
+                match bounded(client.get_async_connection(), "connecting").await {
+                    Ok(conn) => keyspace::read_cluster(conn).await,
+                    Err(reason) => vec![Setting {
+                        node: "the cluster".to_owned(),
+                        found: Err(reason),
+                    }],
+                }
+            }
+            #[cfg(feature = "sentinel")]
+            Source::Sentinel(sentinels) => {
+                let primary = bounded(
+                    async { sentinels.lock().await.async_get_client().await },
+                    "asking the Sentinels for the primary",
+                )
+                .await;
+                match primary {
+                    Ok(client) => vec![read_server(&client).await],
+                    Err(reason) => vec![Setting {
+                        node: "the Sentinels' primary".to_owned(),
+                        found: Err(reason),
+                    }],
+                }
+            }
+        }
+    }
+
     pub(crate) fn is_cluster(&self) -> bool {
         match self {
             Self::Server(_) => false,
