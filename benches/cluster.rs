@@ -90,8 +90,10 @@ async fn write_cycle<C: Conn>(mx: &RwMutex<C>, key: &str) {
     assert!(guard.unlock().await.expect("unlock"));
 }
 
-/// Runs `iters` raw cycles in each of [`TASKS`] tasks on their own keys, concurrently.
-async fn raw_tasks<C: Conn>(conn: &C, iters: u64) -> Duration {
+/// Runs `iters` raw cycles in each of [`TASKS`] tasks on their own keys, concurrently:
+/// [`raw_cycle`], or with `fenced` the fenced floor's [`raw_fenced_cycle`] releasing with
+/// that script.
+async fn raw_tasks<C: Conn>(conn: &C, fenced: Option<&'static Script>, iters: u64) -> Duration {
     let start = Instant::now();
     let mut tasks = JoinSet::new();
     for task in 0..TASKS {
@@ -99,25 +101,12 @@ async fn raw_tasks<C: Conn>(conn: &C, iters: u64) -> Duration {
         tasks.spawn(async move {
             let (key, id) = (raw_key(task), raw_id(task));
             for _ in 0..iters {
-                raw_cycle(&mut conn, &key, &id, TTL_MS).await;
-            }
-        });
-    }
-    tasks.join_all().await;
-    start.elapsed()
-}
-
-/// Runs `iters` fenced raw cycles ([`raw_fenced_cycle`], releasing with `release`) in each
-/// of [`TASKS`] tasks on their own keys, concurrently.
-async fn fenced_tasks<C: Conn>(conn: &C, release: &'static Script, iters: u64) -> Duration {
-    let start = Instant::now();
-    let mut tasks = JoinSet::new();
-    for task in 0..TASKS {
-        let mut conn = conn.clone();
-        tasks.spawn(async move {
-            let (key, id) = (raw_key(task), raw_id(task));
-            for _ in 0..iters {
-                raw_fenced_cycle(&mut conn, release, &key, &id, TTL_MS).await;
+                match fenced {
+                    Some(release) => {
+                        raw_fenced_cycle(&mut conn, release, &key, &id, TTL_MS).await;
+                    }
+                    None => raw_cycle(&mut conn, &key, &id, TTL_MS).await,
+                }
             }
         });
     }
@@ -154,11 +143,11 @@ fn bench_tasks<C: Conn>(
     let conn = mx.connection().clone();
     group.bench_function(format!("{prefix}raw"), |b| {
         b.to_async(runtime)
-            .iter_custom(|iters| raw_tasks(&conn, iters))
+            .iter_custom(|iters| raw_tasks(&conn, None, iters))
     });
     group.bench_function(format!("{prefix}fenced"), |b| {
         b.to_async(runtime)
-            .iter_custom(|iters| fenced_tasks(&conn, release, iters))
+            .iter_custom(|iters| raw_tasks(&conn, Some(release), iters))
     });
     group.bench_function(format!("{prefix}write"), |b| {
         b.to_async(runtime)
