@@ -419,6 +419,24 @@ impl Hub {
             .collect()
     }
 
+    /// A quorum attempt that took fewer than a majority of the nodes released what it
+    /// took, publishing `id` there: skip those messages when they come back (one per node
+    /// listened to, at most), waking nobody. Without this, the waiter whose attempt it was
+    /// would be woken by its own release and attempt again at once, round after round,
+    /// behind a holder of a bare majority (a Go holder on two nodes of three: about 1,000
+    /// scripts a second per node where the waiting-cost row allows 2).
+    pub(crate) fn attempt_released(&self, lock_key: &str, id: &Id) {
+        let mut state = lock(&self.state);
+        if let Some(channel) = state.channels.get_mut(lock_key) {
+            for _ in 0..channel.listening() {
+                if channel.echoes.len() == MAX_ECHOES {
+                    channel.echoes.pop_front();
+                }
+                channel.echoes.push_back(*id);
+            }
+        }
+    }
+
     /// A release made in this process published `id` on the release channel of the lock
     /// at `lock_key` (on every node it held): wake the next local waiters now, and skip
     /// the messages when they come back.

@@ -121,6 +121,9 @@ where
         // The lease holds nothing now: a top-up of an earlier attempt that won too late
         // to be valid stops.
         call.node_order.change_form();
+        if let Some(hub) = self.hub() {
+            hub.attempt_released(call.keys.lock(), &call.id);
+        }
         let holder = Holder::from(kind);
         let (keys, id) = (call.keys.clone(), call.id);
         // A node's release may wait for the attempt there, which has a bound of its own.
