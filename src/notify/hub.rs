@@ -184,6 +184,17 @@ impl Channel {
         self.confirmed.iter().filter(|on| **on).count()
     }
 
+    /// A release by this process published `id` on every node listened to: the messages
+    /// that come back with it are skipped (the oldest forgotten past [`MAX_ECHOES`]).
+    fn echo(&mut self, id: &Id) {
+        for _ in 0..self.listening() {
+            if self.echoes.len() == MAX_ECHOES {
+                self.echoes.pop_front();
+            }
+            self.echoes.push_back(*id);
+        }
+    }
+
     /// Node `node`'s connection is not subscribed any more, and a release may have gone
     /// unheard: every waiter looks again.
     fn forget_subscription(&mut self, node: usize, needed: usize) {
@@ -428,12 +439,7 @@ impl Hub {
     pub(crate) fn attempt_released(&self, lock_key: &str, id: &Id) {
         let mut state = lock(&self.state);
         if let Some(channel) = state.channels.get_mut(lock_key) {
-            for _ in 0..channel.listening() {
-                if channel.echoes.len() == MAX_ECHOES {
-                    channel.echoes.pop_front();
-                }
-                channel.echoes.push_back(*id);
-            }
+            channel.echo(id);
         }
     }
 
@@ -443,12 +449,7 @@ impl Hub {
     pub(crate) fn released(&self, lock_key: &str, id: &Id) {
         let mut state = lock(&self.state);
         if let Some(channel) = state.channels.get_mut(lock_key) {
-            for _ in 0..channel.listening() {
-                if channel.echoes.len() == MAX_ECHOES {
-                    channel.echoes.pop_front();
-                }
-                channel.echoes.push_back(*id);
-            }
+            channel.echo(id);
             channel.waiters.wake_next();
         }
     }
